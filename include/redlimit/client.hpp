@@ -1,0 +1,106 @@
+#pragma once
+/// @file client.hpp
+/// Client: the connection to Redis that limiters share. One client belongs to one loop.
+
+#include <uv.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "redlimit/reply.hpp"
+#include "redlimit/task.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace redlimit {
+
+namespace detail {
+class ClientCore;
+}
+
+/// How to reach Redis and how long to wait for it.
+struct ClientOptions {
+  /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`.
+  /// User and password may be percent-encoded. The password is never logged.
+  std::string url = "redis://127.0.0.1:6379";
+  /// A connection attempt (TCP connect plus AUTH, SELECT and PING) that takes longer fails.
+  std::chrono::milliseconds connect_timeout{1000};
+  /// Every command completes or fails by this deadline, counted from the call.
+  std::chrono::milliseconds command_timeout{250};
+  /// Reconnect backoff: exponential with jitter between these bounds.
+  std::chrono::milliseconds reconnect_min{50};
+  std::chrono::milliseconds reconnect_max{2000};
+  /// Commands outstanding at once (waiting for a connection or for a reply); beyond it a call
+  /// fails at once with Overloaded.
+  std::size_t max_pending = 65536;
+  /// Where redlimit logs; default: the logger registered as "redlimit", else a stderr logger.
+  std::shared_ptr<spdlog::logger> logger{};
+};
+
+/// The connection to Redis. Commands that name a key are routed by the key's hash slot (one
+/// node today). The client connects lazily on the first command, or on connect().
+///
+/// Failure behaviour, per command: it completes with a reply or fails by its deadline with a
+/// typed error. While a connection attempt is in flight, commands wait for it (within their
+/// deadline). Once an attempt has failed, commands fail fast with ConnectionError (nothing
+/// sent) until the next attempt, which comes after an exponential backoff with jitter; only
+/// one attempt is ever in flight. A connection that lost a reply deadline is suspect (replies
+/// are FIFO), so it is dropped and re-established; its other in-flight commands fail with
+/// ConnectionError, maybe_executed() = true.
+///
+/// SIGPIPE: the client never lets a write to a closed socket raise SIGPIPE. If the process does
+/// not already ignore SIGPIPE, each socket write blocks it for the loop thread and discards a
+/// pending one; nothing is required from the application (ignoring SIGPIPE saves a few
+/// syscalls per write).
+///
+/// Non-copyable; not thread-safe: use it only on its loop's thread. Call close() and let it
+/// finish before destroying the client or closing the loop.
+class Client {
+ public:
+  /// Validates the options (ConfigError, e.g. for a malformed URL); does no I/O.
+  Client(uv_loop_t* loop, ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  /// Connects now instead of on the first command; fails by connect_timeout.
+  Task<void> connect();
+  /// Stops accepting commands, waits for those in flight (each is bounded by its deadline),
+  /// disconnects and closes every handle. Idempotent.
+  Task<void> close();
+  /// Sends one command, e.g. {"SET", "k", "v"}. An error reply raises ReplyError (or
+  /// ConfigError for NOPERM, NOAUTH and WRONGPASS).
+  Task<Reply> command(std::vector<std::string> argv);
+  /// The same with the parts as arguments: `co_await client.command("GET", key)`.
+  ///
+  /// Prefer this form inside coroutines: g++ 12 cannot compile a braced list in a coroutine
+  /// body ("array used as initializer"), so `co_await client.command({"GET", key})` fails to
+  /// build there; outside coroutines both forms work.
+  template <class... Parts>
+  requires(sizeof...(Parts) > 0 && (std::is_convertible_v<const Parts&, std::string_view> &&
+                                    ...)) Task<Reply> command(const Parts&... parts) {
+    std::vector<std::string> argv;
+    argv.reserve(sizeof...(parts));
+    (argv.emplace_back(std::string_view(parts)), ...);
+    return command(std::move(argv));
+  }
+
+  /// The loop this client runs on.
+  uv_loop_t* loop() const noexcept;
+  /// The options in effect.
+  const ClientOptions& options() const noexcept;
+  /// Internal: the implementation the limiters use.
+  detail::ClientCore& core() noexcept { return *core_; }
+
+ private:
+  std::unique_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace redlimit

@@ -1,0 +1,95 @@
+#pragma once
+/// @file errors.hpp
+/// Every error redlimit raises derives from redlimit::Error.
+
+#include <stdexcept>
+#include <string>
+
+namespace redlimit {
+
+/// Base of every redlimit error.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A call's arguments are out of range; raised before any I/O. The message names the field and
+/// the accepted range.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The configuration cannot work: a malformed URL, a wrong password, a missing ACL permission,
+/// a database index the server does not have. Retrying does not help until it is fixed.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The library was used against its rules: `run()` from inside the loop, a call on a closed
+/// client, a client used from another thread.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Redis could not answer this call: the base of ConnectionError, TimeoutError and Overloaded.
+class Unavailable : public Error {
+ public:
+  Unavailable(const std::string& what, bool maybe_executed)
+      : Error(what), maybe_executed_(maybe_executed) {}
+  /// True when the command had been sent: it may or may not have run on the server
+  /// (indeterminate). False when it certainly never reached Redis, so retrying is safe.
+  bool maybe_executed() const noexcept { return maybe_executed_; }
+
+ private:
+  bool maybe_executed_;
+};
+
+/// The connection was refused, reset or closed, or is not established (see maybe_executed()).
+class ConnectionError : public Unavailable {
+ public:
+  explicit ConnectionError(const std::string& what, bool maybe_executed = false)
+      : Unavailable(what, maybe_executed) {}
+};
+
+/// The call's deadline passed before Redis answered.
+class TimeoutError : public Unavailable {
+ public:
+  explicit TimeoutError(const std::string& what, bool maybe_executed = false)
+      : Unavailable(what, maybe_executed) {}
+};
+
+/// Too many commands are outstanding (`ClientOptions::max_pending`); nothing was sent.
+class Overloaded : public Unavailable {
+ public:
+  explicit Overloaded(const std::string& what) : Unavailable(what, false) {}
+};
+
+/// The operation was cancelled through its stop token (or its owner went away).
+class Cancelled : public Error {
+ public:
+  Cancelled() : Error("cancelled") {}
+  using Error::Error;
+};
+
+/// Redis answered with an error reply. code() is its first word: "ERR", "NOSCRIPT", "MOVED",
+/// "BUSY", "OOM", "READONLY", ...
+class ReplyError : public Error {
+ public:
+  ReplyError(std::string code, const std::string& message)
+      : Error(message), code_(std::move(code)) {}
+  const std::string& code() const noexcept { return code_; }
+
+ private:
+  std::string code_;
+};
+
+/// Redis answered with something the protocol or the script contract does not allow.
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace redlimit

@@ -1,0 +1,10 @@
+#pragma once
+/// @file redlimit.hpp
+/// The umbrella header: everything an application of redlimit needs.
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/reply.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/task.hpp"
+#include "redlimit/version.hpp"

@@ -1,0 +1,28 @@
+#include "redlimit/client.hpp"
+
+#include "redis/client_core.hpp"
+
+namespace redlimit {
+
+Client::Client(uv_loop_t* loop, ClientOptions options)
+    : core_(std::make_unique<detail::ClientCore>(loop, std::move(options))) {}
+
+Client::~Client() = default;
+
+Task<void> Client::connect() {
+  return core_->connect();
+}
+Task<void> Client::close() {
+  return core_->close();
+}
+Task<Reply> Client::command(std::vector<std::string> argv) {
+  return core_->command(std::move(argv));
+}
+uv_loop_t* Client::loop() const noexcept {
+  return core_->loop();
+}
+const ClientOptions& Client::options() const noexcept {
+  return core_->options();
+}
+
+}  // namespace redlimit

@@ -1,0 +1,148 @@
+#include "redis/endpoint.hpp"
+
+#include <charconv>
+
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+[[noreturn]] void bad_url(const std::string& why) {
+  throw ConfigError("invalid Redis URL: " + why);
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view text, const char* field) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const int high = i + 2 < text.size() ? hex_value(text[i + 1]) : -1;
+    const int low = i + 2 < text.size() ? hex_value(text[i + 2]) : -1;
+    if (high < 0 || low < 0) bad_url(std::string("bad percent-escape in the ") + field);
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+int parse_int(std::string_view text, int min, int max, const char* field) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < min ||
+      value > max) {
+    bad_url(std::string(field) + " must be an integer in [" + std::to_string(min) + ", " +
+            std::to_string(max) + "], got '" + std::string(text) + "'");
+  }
+  return value;
+}
+
+/// Splits "user:password@rest" into the credentials and "rest".
+std::string_view take_credentials(std::string_view rest, Endpoint& endpoint) {
+  const auto at = rest.rfind('@');
+  if (at == std::string_view::npos) return rest;
+  const std::string_view credentials = rest.substr(0, at);
+  const auto colon = credentials.find(':');
+  if (colon == std::string_view::npos) {
+    // "redis://secret@host" is the common form for a password without a user.
+    endpoint.password = percent_decode(credentials, "password");
+  } else {
+    endpoint.user = percent_decode(credentials.substr(0, colon), "user name");
+    endpoint.password = percent_decode(credentials.substr(colon + 1), "password");
+  }
+  if (endpoint.password.empty() && !endpoint.user.empty()) {
+    bad_url("user '" + endpoint.user + "' given without a password");
+  }
+  return rest.substr(at + 1);
+}
+
+// Why credentials first: a password may contain '/', '?' or ':', and must never end up in
+// the part of the URL that error messages quote.
+void parse_tcp(std::string_view rest, Endpoint& endpoint) {
+  rest = take_credentials(rest, endpoint);
+  const auto slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    const std::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) endpoint.db = parse_int(db, 0, 1'000'000, "the database number");
+  }
+  std::string_view host = authority;
+  std::string_view port;
+  if (!authority.empty() && authority.front() == '[') {  // [::1]:6379
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) bad_url("unterminated IPv6 address");
+    host = authority.substr(1, close - 1);
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') bad_url("expected ':' after the IPv6 address");
+      port = after.substr(1);
+      if (port.empty()) bad_url("empty port");
+    }
+  } else if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+    if (port.empty()) bad_url("empty port");
+  }
+  if (host.empty()) bad_url("missing host");
+  endpoint.host = std::string(host);
+  endpoint.port = port.empty() ? 6379 : parse_int(port, 1, 65535, "the port");
+}
+
+void parse_unix(std::string_view rest, Endpoint& endpoint) {
+  endpoint.transport = Endpoint::Transport::unix_socket;
+  rest = take_credentials(rest, endpoint);
+  const auto query = rest.find('?');
+  const std::string_view path = rest.substr(0, query);
+  if (query != std::string_view::npos) {
+    const std::string_view parameter = rest.substr(query + 1);
+    if (parameter.substr(0, 3) != "db=") bad_url("the only unix:// parameter is db=N");
+    endpoint.db = parse_int(parameter.substr(3), 0, 1'000'000, "the database number");
+  }
+  if (path.empty() || path.front() != '/') bad_url("unix:// needs an absolute socket path");
+  endpoint.path = std::string(path);
+}
+
+}  // namespace
+
+std::string Endpoint::display() const {
+  std::string out = transport == Transport::tcp ? "redis://" : "unix://";
+  if (!user.empty()) out += user + "@";
+  if (transport == Transport::tcp) {
+    out += host.find(':') == std::string::npos ? host : "[" + host + "]";
+    out += ":" + std::to_string(port);
+    if (db != 0) out += "/" + std::to_string(db);
+  } else {
+    out += path;
+    if (db != 0) out += "?db=" + std::to_string(db);
+  }
+  return out;
+}
+
+Endpoint parse_redis_url(std::string_view url) {
+  Endpoint endpoint;
+  constexpr std::string_view redis_scheme = "redis://";
+  constexpr std::string_view unix_scheme = "unix://";
+  if (url.substr(0, redis_scheme.size()) == redis_scheme) {
+    parse_tcp(url.substr(redis_scheme.size()), endpoint);
+  } else if (url.substr(0, unix_scheme.size()) == unix_scheme) {
+    parse_unix(url.substr(unix_scheme.size()), endpoint);
+  } else {
+    const auto scheme_end = url.find("://");
+    bad_url(scheme_end == std::string_view::npos
+                ? "expected redis://host[:port][/db] or unix:///path"
+                : "unsupported scheme '" + std::string(url.substr(0, scheme_end)) +
+                      "' (supported: redis, unix)");
+  }
+  return endpoint;
+}
+
+}  // namespace redlimit::detail

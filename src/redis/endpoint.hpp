@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace redlimit::detail {
+
+/// Where one Redis server is and how to log in to it.
+struct Endpoint {
+  enum class Transport { tcp, unix_socket };
+  Transport transport = Transport::tcp;
+  std::string host = "127.0.0.1";  ///< tcp
+  int port = 6379;                 ///< tcp
+  std::string path;                ///< unix_socket
+  std::string user;                ///< empty: the default user (AUTH <password>)
+  std::string password;            ///< empty: no AUTH
+  int db = 0;                      ///< SELECT when not 0
+
+  /// "redis://user@host:port/db" or "unix:///path": never contains the password.
+  std::string display() const;
+};
+
+/// Parses `redis://[user[:password]@]host[:port][/db]` and
+/// `unix://[user[:password]@]/path[?db=N]`; throws ConfigError naming what is wrong (never
+/// quoting the password).
+Endpoint parse_redis_url(std::string_view url);
+
+}  // namespace redlimit::detail

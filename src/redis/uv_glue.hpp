@@ -1,0 +1,21 @@
+#pragma once
+
+#include <hiredis/async.h>
+#include <uv.h>
+
+#include <memory>
+
+#include "runtime/close_latch.hpp"
+
+namespace redlimit::detail {
+
+/// Attaches a hiredis async context to a libuv loop through the five `ac->ev` hooks, with one
+/// uv_poll_t per context. Unlike the adapter hiredis 0.14 ships, poll errors reach hiredis (it
+/// then reads or writes and sees the socket error), so a refused connect or a reset completes
+/// every pending command. Writes never raise SIGPIPE (see SigpipeGuard). The poll handle is
+/// closed through hiredis's cleanup hook and reports to `latch` when its close callback ran
+/// (shared: the poll may close after the latch's owner has gone). Returns false when the poll
+/// handle cannot be created; the context is then untouched.
+bool attach_to_loop(redisAsyncContext* context, uv_loop_t* loop, std::shared_ptr<CloseLatch> latch);
+
+}  // namespace redlimit::detail

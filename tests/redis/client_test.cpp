@@ -1,0 +1,513 @@
+#include "redlimit/client.hpp"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "lua_scripts.hpp"
+#include "redis/client_core.hpp"
+#include "redis/sigpipe_guard.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/started_task.hpp"
+#include "support/task_group.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using test::deadline_slack;
+using test::elapsed_since;
+using Clock = std::chrono::steady_clock;
+
+/// A client test: one loop, one private redis-server, and a logger whose output the test reads.
+class ClientTest : public test::LoopTest {
+ protected:
+  ClientTest() { EXPECT_FALSE(detail::sigpipe_ignored()) << "SIGPIPE must stay fatal here"; }
+
+  ClientOptions options(std::string url = {}) {
+    ClientOptions o;
+    o.url = url.empty() ? server_.url() : std::move(url);
+    o.logger = logger_;
+    return o;
+  }
+  std::string log() const { return log_.str(); }
+
+  test::RedisServer server_;
+
+ private:
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::logger> logger_ = std::make_shared<spdlog::logger>(
+      "redlimit-test", std::make_shared<spdlog::sinks::ostream_sink_st>(log_));
+};
+
+/// Counts how each of many commands ended.
+struct Outcomes {
+  int ok = 0;
+  int connection_errors = 0;
+  int timeouts = 0;
+  int other = 0;
+  std::string last_other;
+  int total() const { return ok + connection_errors + timeouts + other; }
+};
+
+template <class... Parts>
+Task<void> record(Client& client, Outcomes* outcomes, Parts... parts) {
+  try {
+    co_await client.command(parts...);
+    ++outcomes->ok;
+  } catch (const ConnectionError&) {
+    ++outcomes->connection_errors;
+  } catch (const TimeoutError&) {
+    ++outcomes->timeouts;
+  } catch (const std::exception& e) {
+    ++outcomes->other;
+    outcomes->last_other = e.what();
+  }
+}
+
+/// Retries PING until it succeeds; returns how long that took.
+Task<std::chrono::milliseconds> ping_until_ok(Client& client, std::chrono::milliseconds limit) {
+  const auto start = Clock::now();
+  for (;;) {
+    try {
+      co_await client.command("PING");
+      co_return elapsed_since(start);
+    } catch (const Unavailable&) {
+      if (elapsed_since(start) > limit) throw;
+    }
+    co_await sleep_for(client.loop(), 10ms);
+  }
+}
+
+Task<Reply> acquire_with_script(Client& client, std::string key) {
+  const std::array<std::string_view, 1> keys = {key};
+  const std::array<std::string_view, 7> args = {"acquire", "1", "", "gcra", "1", "1", "1000000"};
+  co_return co_await client.core().eval(detail::scripts::decide, keys, args,
+                                        client.core().command_deadline());
+}
+
+// ---- replies
+
+Task<void> round_trip(Client& client) {
+  const Reply set = co_await client.command("SET", "greeting", "hello");
+  EXPECT_EQ(set.type, Reply::Type::status);
+  EXPECT_EQ(set.as_string(), "OK");
+  const Reply get = co_await client.command("GET", "greeting");
+  EXPECT_EQ(get.as_string(), "hello");
+  EXPECT_TRUE((co_await client.command("GET", "missing")).is_nil());
+  EXPECT_EQ((co_await client.command("INCRBY", "n", "41")).as_integer(), 41);
+  const std::string binary("a\0b\r\n", 5);
+  co_await client.command("SET", "binary", binary);
+  EXPECT_EQ((co_await client.command("GET", "binary")).as_string(), binary);
+  const Reply list = co_await client.command("EVAL", "return {1, 'two', {3}}", "0");
+  EXPECT_EQ(list.as_array().size(), 3u);
+  if (list.elements.size() == 3) {
+    EXPECT_EQ(list.elements[1].as_string(), "two");
+    EXPECT_EQ(list.elements[2].as_array().at(0).as_integer(), 3);
+  }
+}
+
+TEST_F(ClientTest, CommandsRoundTripWithTypedReplies) {
+  Client client(loop(), options());
+  run(loop(), round_trip(client));
+  run(loop(), client.close());
+}
+
+Task<void> expect_reply_errors(Client& client) {
+  co_await client.command("SET", "text", "abc");
+  try {
+    co_await client.command("INCR", "text");
+    ADD_FAILURE() << "INCR of a string must fail";
+  } catch (const ReplyError& e) {
+    EXPECT_EQ(e.code(), "ERR");
+  }
+  try {
+    co_await client.command("EVALSHA", std::string(40, 'f'), "0");
+    ADD_FAILURE() << "an unknown script must fail";
+  } catch (const ReplyError& e) {
+    EXPECT_EQ(e.code(), "NOSCRIPT");
+  }
+  EXPECT_THROW(co_await client.command(std::vector<std::string>()), InvalidArgument);
+}
+
+TEST_F(ClientTest, ErrorRepliesRaiseReplyErrorKeepingTheRedisCode) {
+  Client client(loop(), options());
+  run(loop(), expect_reply_errors(client));
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, ConnectsOverAUnixSocketAndSelectsTheDatabase) {
+  Client client(loop(), options("unix://" + server_.socket_path() + "?db=3"));
+  const Reply info = run(loop(), client.command("CLIENT", "INFO"));
+  EXPECT_NE(info.as_string().find(" db=3 "), std::string::npos) << info.as_string();
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, MalformedOptionsFailAtConstructionWithoutIo) {
+  EXPECT_THROW(Client(loop(), options("redis://host:0")), ConfigError);
+  ClientOptions bad = options();
+  bad.command_timeout = 0ms;
+  EXPECT_THROW(Client(loop(), bad), ConfigError);
+}
+
+// ---- connecting
+
+TEST_F(ClientTest, RefusedConnectFailsByTheConnectTimeout) {
+  ClientOptions o = options("redis://127.0.0.1:" + std::to_string(test::free_port()));
+  o.connect_timeout = 500ms;
+  o.command_timeout = 2000ms;
+  Client client(loop(), o);
+  const auto start = Clock::now();
+  try {
+    run(loop(), client.command("PING"));
+    FAIL() << "nothing listens there";
+  } catch (const ConnectionError& e) {
+    EXPECT_FALSE(e.maybe_executed());
+    EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(elapsed_since(start), o.connect_timeout + deadline_slack);
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, ConnectToAStoppedServerFailsByTheConnectTimeout) {
+  server_.pause();  // the kernel still accepts the TCP connection; nobody answers PING
+  ClientOptions o = options();
+  o.connect_timeout = 300ms;
+  Client client(loop(), o);
+  const auto start = Clock::now();
+  EXPECT_THROW(run(loop(), client.connect()), ConnectionError);
+  EXPECT_LT(elapsed_since(start), o.connect_timeout + deadline_slack);
+  EXPECT_GE(elapsed_since(start), o.connect_timeout - 5ms);
+  server_.resume();
+  run(loop(), client.close());
+}
+
+Task<void> wait_then_fail_fast(Client& client, test::RedisServer& server) {
+  // While the first attempt is in flight, a command waits for it, up to its own deadline.
+  auto start = Clock::now();
+  try {
+    co_await client.command("PING");
+    ADD_FAILURE() << "the server is stopped";
+  } catch (const TimeoutError& e) {
+    EXPECT_FALSE(e.maybe_executed()) << "it was never sent";
+  }
+  EXPECT_GE(elapsed_since(start), client.options().command_timeout - 5ms);
+  // Once the attempt has failed, commands fail at once until the next attempt.
+  co_await sleep_for(client.loop(), client.options().connect_timeout);
+  start = Clock::now();
+  EXPECT_THROW(co_await client.command("PING"), ConnectionError);
+  EXPECT_LT(elapsed_since(start), 20ms);
+  server.resume();
+  co_await ping_until_ok(client, 3s);
+}
+
+TEST_F(ClientTest, CommandsWaitForAConnectAttemptAndFailFastDuringBackoff) {
+  server_.pause();
+  ClientOptions o = options();
+  o.command_timeout = 100ms;
+  o.connect_timeout = 300ms;
+  o.reconnect_min = 200ms;
+  o.reconnect_max = 400ms;
+  Client client(loop(), o);
+  run(loop(), wait_then_fail_fast(client, server_));
+  run(loop(), client.close());
+}
+
+// ---- deadlines
+
+Task<void> sleep_past_deadline(Client& client) {
+  const auto start = Clock::now();
+  try {
+    co_await client.command("DEBUG", "SLEEP", "0.6");
+    ADD_FAILURE() << "DEBUG SLEEP 0.6 must miss a 100 ms deadline";
+  } catch (const TimeoutError& e) {
+    EXPECT_TRUE(e.maybe_executed());
+  }
+  const auto waited = elapsed_since(start);
+  EXPECT_GE(waited, client.options().command_timeout - 1ms);
+  EXPECT_LT(waited, client.options().command_timeout + deadline_slack);
+  // The late reply is dropped; the client reconnects and serves commands again.
+  const auto recovered_after = co_await ping_until_ok(client, 3s);
+  EXPECT_LT(recovered_after, 2s);
+  EXPECT_EQ((co_await client.command("ECHO", "fresh")).as_string(), "fresh");
+}
+
+TEST_F(ClientTest, DebugSleepPastTheDeadlineTimesOutByTheDeadlineAndTheClientRecovers) {
+  ClientOptions o = options();
+  o.command_timeout = 100ms;
+  Client client(loop(), o);
+  run(loop(), client.connect());
+  run(loop(), sleep_past_deadline(client));
+  run(loop(), client.close());
+}
+
+Task<void> stalled_server(Client& client, test::RedisServer& server) {
+  co_await client.command("PING");
+  server.pause();
+  Outcomes outcomes;
+  test::TaskGroup group;
+  const auto start = Clock::now();
+  for (int i = 0; i < 50; ++i)
+    group.add(record(client, &outcomes, "INCR", "n"));
+  co_await group.join();
+  EXPECT_LT(elapsed_since(start), client.options().command_timeout + deadline_slack);
+  // The first missed reply makes the connection suspect: it is dropped, and commands still in
+  // flight on it fail at once with ConnectionError instead of waiting for their own deadline.
+  EXPECT_GE(outcomes.timeouts, 1);
+  EXPECT_EQ(outcomes.timeouts + outcomes.connection_errors, 50) << outcomes.last_other;
+  server.resume();
+  co_await ping_until_ok(client, 3s);
+}
+
+TEST_F(ClientTest, AStoppedServerTimesOutEveryCommandByItsDeadline) {
+  ClientOptions o = options();
+  o.command_timeout = 100ms;
+  Client client(loop(), o);
+  run(loop(), stalled_server(client, server_));
+  run(loop(), client.close());
+}
+
+// ---- connection loss
+
+Task<void> kill_mid_flight(Client& client, Client& killer, Outcomes* outcomes) {
+  test::TaskGroup group;
+  for (int i = 0; i < 1000; ++i)
+    group.add(record(client, outcomes, "DEBUG", "SLEEP", "0.001"));
+  co_await sleep_for(client.loop(), 50ms);
+  co_await killer.command("CLIENT", "KILL", "TYPE", "normal");
+  co_await group.join();
+  co_await ping_until_ok(client, 3s);
+}
+
+TEST_F(ClientTest, ClientKillDuringAThousandCommandsCompletesEveryOneAndReconnects) {
+  ClientOptions o = options();
+  o.command_timeout = 10s;
+  Client client(loop(), o);
+  Client killer(loop(), o);
+  run(loop(), killer.connect());  // connected before the flood keeps the server busy
+  Outcomes outcomes;
+  run(loop(), kill_mid_flight(client, killer, &outcomes));
+  EXPECT_EQ(outcomes.total(), 1000);
+  EXPECT_EQ(outcomes.ok + outcomes.connection_errors, 1000) << outcomes.last_other;
+  EXPECT_GT(outcomes.connection_errors, 0) << "the kill must land while commands are in flight";
+  EXPECT_GT(outcomes.ok, 0);
+  run(loop(), client.close());
+  run(loop(), killer.close());
+}
+
+Task<void> traffic_through_restart(Client& client, test::RedisServer& server, Outcomes* before,
+                                   Outcomes* after) {
+  for (int i = 0; i < 20; ++i)
+    co_await record(client, before, "INCR", "n");
+  server.kill();
+  server.start();
+  const auto restarted = Clock::now();
+  while (after->ok < 20 && elapsed_since(restarted) < 5s) {
+    co_await record(client, after, "INCR", "n");
+    co_await sleep_for(client.loop(), 5ms);
+  }
+}
+
+TEST_F(ClientTest, ServerRestartMidTrafficRecovers) {
+  ClientOptions o = options();
+  o.command_timeout = 200ms;
+  o.reconnect_min = 20ms;
+  o.reconnect_max = 200ms;
+  Client client(loop(), o);
+  Outcomes before;
+  Outcomes after;
+  run(loop(), traffic_through_restart(client, server_, &before, &after));
+  EXPECT_EQ(before.ok, 20);
+  EXPECT_EQ(after.ok, 20) << "the client must serve commands again after the restart";
+  EXPECT_EQ(after.other, 0) << after.last_other;
+  EXPECT_NE(log().find("connection lost"), std::string::npos) << log();
+  run(loop(), client.close());
+}
+
+// ---- scripts
+
+Task<void> scripts_during_flushes(Client& client, Client& flusher, int* failures, int* flushes) {
+  bool stop = false;
+  test::TaskGroup callers;
+  for (int worker = 0; worker < 8; ++worker) {
+    callers.add([](Client& c, int id, bool* done, int* failed) -> Task<void> {
+      for (int i = 0; !*done; ++i) {
+        try {
+          const Reply reply = co_await acquire_with_script(c, "k" + std::to_string(id));
+          if (reply.as_array().size() != 7) ++*failed;
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << e.what();
+          ++*failed;
+        }
+      }
+    }(client, worker, &stop, failures));
+  }
+  for (int i = 0; i < 15; ++i) {
+    co_await sleep_for(client.loop(), 100ms);
+    co_await flusher.command("SCRIPT", "FLUSH");
+    ++*flushes;
+  }
+  stop = true;
+  co_await callers.join();
+}
+
+long long command_calls(test::RedisServer& server, const std::string& command) {
+  const std::string info = server.command({"INFO", "commandstats"}).as_string();
+  const std::string marker = "cmdstat_" + command + ":calls=";
+  const auto at = info.find(marker);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + marker.size()));
+}
+
+TEST_F(ClientTest, ScriptFlushEveryHundredMillisecondsCausesNoFailedScriptCall) {
+  Client client(loop(), options());
+  Client flusher(loop(), options());
+  int failures = 0;
+  int flushes = 0;
+  run(loop(), scripts_during_flushes(client, flusher, &failures, &flushes));
+  EXPECT_EQ(failures, 0);
+  const long long evals = command_calls(server_, "eval");
+  EXPECT_GE(evals, 1);
+  EXPECT_LE(evals, flushes + 1) << "one EVAL per flush on a connection reloads the script";
+  EXPECT_GT(command_calls(server_, "evalsha"), 100);
+  run(loop(), client.close());
+  run(loop(), flusher.close());
+}
+
+// ---- credentials and permissions
+
+TEST_F(ClientTest, AWrongPasswordIsAConfigErrorThatNeverShowsThePassword) {
+  test::RedisServer secured({"--requirepass", "right-password"});
+  Client client(loop(),
+                options("redis://:hunter2-wrong@127.0.0.1:" + std::to_string(secured.port())));
+  try {
+    run(loop(), client.command("PING"));
+    FAIL() << "the password is wrong";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("WRONGPASS"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+  }
+  // Until the next attempt, commands fail fast with the same cause.
+  EXPECT_THROW(run(loop(), client.command("PING")), ConfigError);
+  EXPECT_NE(log().find("WRONGPASS"), std::string::npos) << log();
+  EXPECT_EQ(log().find("hunter2"), std::string::npos) << log();
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, AnAclUserWithAPasswordLogsIn) {
+  server_.command(
+      {"ACL", "SETUSER", "limiter", "on", ">pw", "~rl:*", "-@all", "+ping", "+get", "+set"});
+  Client client(loop(), options("redis://limiter:pw@127.0.0.1:" + std::to_string(server_.port())));
+  run(loop(), client.command("SET", "rl:x", "1"));
+  EXPECT_EQ(run(loop(), client.command("GET", "rl:x")).as_string(), "1");
+  run(loop(), client.close());
+}
+
+std::string config_error_of(uv_loop_t* loop, Task<Reply> task) {
+  try {
+    run(loop, std::move(task));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no ConfigError";
+}
+
+TEST_F(ClientTest, AMissingAclPermissionIsAConfigErrorNamingWhatIsMissing) {
+  server_.command({"ACL", "SETUSER", "limiter", "on", ">pw", "~rl:*", "-@all", "+ping", "+get",
+                   "+evalsha", "+eval"});
+  Client client(loop(), options("redis://limiter:pw@127.0.0.1:" + std::to_string(server_.port())));
+  EXPECT_NE(config_error_of(loop(), client.command("INCR", "rl:x")).find("'incr'"),
+            std::string::npos);
+  EXPECT_NE(config_error_of(loop(), client.command("GET", "other")).find("NOPERM"),
+            std::string::npos);
+  // The script calls TIME and SET, which this user may not run: the error lists what it calls.
+  const std::string script_error = config_error_of(loop(), acquire_with_script(client, "rl:{k}"));
+  EXPECT_NE(script_error.find("script 'decide' calls: "), std::string::npos) << script_error;
+  EXPECT_NE(script_error.find("TIME"), std::string::npos) << script_error;
+  run(loop(), client.close());
+}
+
+// ---- load, closing, cancellation
+
+Task<void> overflow_pending(Client& client, Outcomes* outcomes, std::chrono::milliseconds* spent) {
+  test::TaskGroup group;
+  for (int i = 0; i < 10; ++i)
+    group.add(record(client, outcomes, "DEBUG", "SLEEP", "0.05"));
+  const auto start = Clock::now();
+  try {
+    co_await client.command("PING");
+    ADD_FAILURE() << "the 11th command must be refused";
+  } catch (const Overloaded& e) {
+    EXPECT_FALSE(e.maybe_executed());
+  }
+  *spent = elapsed_since(start);
+  co_await group.join();
+}
+
+TEST_F(ClientTest, BeyondMaxPendingCommandsFailAtOnceWithOverloaded) {
+  ClientOptions o = options();
+  o.max_pending = 10;
+  o.command_timeout = 2s;
+  Client client(loop(), o);
+  Outcomes outcomes;
+  std::chrono::milliseconds spent{};
+  run(loop(), overflow_pending(client, &outcomes, &spent));
+  EXPECT_LT(spent, 5ms);
+  EXPECT_EQ(outcomes.ok, 10);
+  run(loop(), client.close());
+}
+
+Task<void> close_while_busy(Client& client, Outcomes* outcomes) {
+  test::TaskGroup group;
+  group.add(record(client, outcomes, "DEBUG", "SLEEP", "0.1"));
+  co_await client.close();
+  EXPECT_EQ(outcomes->ok, 1) << "close() waits for commands in flight";
+  co_await group.join();
+  EXPECT_THROW(co_await client.command("PING"), UsageError);
+  co_await client.close();  // idempotent
+}
+
+TEST_F(ClientTest, CloseWaitsForCommandsInFlightThenRefusesNewOnes) {
+  ClientOptions o = options();
+  o.command_timeout = 2s;
+  Client client(loop(), o);
+  run(loop(), client.connect());
+  Outcomes outcomes;
+  run(loop(), close_while_busy(client, &outcomes));
+}
+
+TEST_F(ClientTest, DestroyingTheAwaitingTaskAbandonsItsCommandSafely) {
+  Client client(loop(), options());
+  run(loop(), client.connect());
+  {
+    test::StartedTask abandoned = test::start(
+        [](Client& c) -> Task<void> { co_await c.command("DEBUG", "SLEEP", "0.05"); }(client));
+    EXPECT_FALSE(abandoned.done());
+  }
+  EXPECT_EQ(run(loop(), client.command("ECHO", "still fine")).as_string(), "still fine");
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, UseFromAnotherThreadIsAUsageError) {
+  Client client(loop(), options());
+  std::exception_ptr error;
+  std::thread other([&client, &error] {
+    test::StartedTask attempt =
+        test::start([](Client& c) -> Task<void> { co_await c.command("PING"); }(client));
+    error = attempt.error();
+  });
+  other.join();
+  EXPECT_THROW(std::rethrow_exception(error), UsageError);
+  run(loop(), client.close());
+}
+
+}  // namespace
+}  // namespace redlimit

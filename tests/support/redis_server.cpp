@@ -1,0 +1,226 @@
+#include "support/redis_server.hpp"
+
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include "redis/reply_convert.hpp"
+
+namespace redlimit::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct ContextDeleter {
+  void operator()(redisContext* context) const { redisFree(context); }
+};
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+ReplyPtr send(redisContext* context, const std::vector<std::string>& argv) {
+  std::vector<const char*> pointers;
+  std::vector<std::size_t> lengths;
+  for (const auto& part : argv) {
+    pointers.push_back(part.c_str());
+    lengths.push_back(part.size());
+  }
+  return ReplyPtr(static_cast<redisReply*>(
+      redisCommandArgv(context, static_cast<int>(argv.size()), pointers.data(), lengths.data())));
+}
+
+ContextPtr connect(int port, const std::string& password) {
+  const timeval timeout{2, 0};
+  ContextPtr context(redisConnectWithTimeout("127.0.0.1", port, timeout));
+  if (!context || context->err != 0) return nullptr;
+  redisSetTimeout(context.get(), timeval{10, 0});
+  if (!password.empty()) {
+    ReplyPtr reply = send(context.get(), {"AUTH", password});
+    if (!reply || reply->type == REDIS_REPLY_ERROR) return nullptr;
+  }
+  return context;
+}
+
+}  // namespace
+
+std::string redis_server_binary() {
+  const char* configured = std::getenv("REDIS_SERVER");
+  return configured != nullptr && *configured != '\0' ? configured : "redis-server";
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("free_port: cannot bind a loopback socket");
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+RedisServer::RedisServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
+  for (std::size_t i = 0; i + 1 < extra_args_.size(); ++i) {
+    if (extra_args_[i] == "--requirepass") password_ = extra_args_[i + 1];
+  }
+  std::string pattern = (std::filesystem::temp_directory_path() / "redlimit-redis-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = pattern;
+  // Another process may take the port between free_port() and the server's bind: try again.
+  for (int attempt = 0; attempt < 5 && pid_ < 0; ++attempt) {
+    port_ = free_port();
+    spawn();
+    try {
+      wait_until_ready();
+    } catch (const std::exception&) {
+      kill();
+      if (attempt == 4) throw;
+    }
+  }
+}
+
+RedisServer::~RedisServer() {
+  kill();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string RedisServer::url() const {
+  return "redis://127.0.0.1:" + std::to_string(port_);
+}
+
+void RedisServer::spawn() {
+  std::vector<std::string> args = {redis_server_binary(),
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--unixsocket",
+                                   socket_path(),
+                                   "--dir",
+                                   dir_,
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--enable-debug-command",
+                                   "local",
+                                   "--logfile",
+                                   dir_ + "/redis.log",
+                                   "--daemonize",
+                                   "no"};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  std::vector<char*> argv;
+  for (auto& arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error("fork failed");
+  if (child == 0) {
+    // The server dies with the test process, even if the test process is killed.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    const int null_fd = open("/dev/null", O_RDWR);
+    dup2(null_fd, STDIN_FILENO);
+    dup2(null_fd, STDOUT_FILENO);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  pid_ = child;
+}
+
+void RedisServer::wait_until_ready() {
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < give_up) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server exited at start; see " + dir_ + "/redis.log");
+    }
+    if (ContextPtr context = connect(port_, password_)) {
+      ReplyPtr reply = send(context.get(), {"PING"});
+      if (reply && reply->type == REDIS_REPLY_STATUS) return;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  throw std::runtime_error("redis-server did not answer PING within 10 s");
+}
+
+void RedisServer::stop() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGCONT);
+  ::kill(pid_, SIGTERM);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void RedisServer::kill() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void RedisServer::pause() {
+  ::kill(pid_, SIGSTOP);
+}
+void RedisServer::resume() {
+  ::kill(pid_, SIGCONT);
+}
+
+void RedisServer::start() {
+  if (pid_ >= 0) return;
+  // The old socket may linger briefly; redis-server exits if it cannot bind, so retry.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    spawn();
+    try {
+      wait_until_ready();
+      return;
+    } catch (const std::exception&) {
+      kill();
+      if (std::chrono::steady_clock::now() > give_up) throw;
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+}
+
+Reply RedisServer::command(const std::vector<std::string>& argv) const {
+  ContextPtr context = connect(port_, password_);
+  if (!context) throw std::runtime_error("cannot connect to the test redis-server");
+  ReplyPtr reply = send(context.get(), argv);
+  if (!reply) throw std::runtime_error("no reply from the test redis-server");
+  return detail::to_reply(*reply);
+}
+
+long long RedisServer::integer(const std::vector<std::string>& argv) const {
+  const Reply reply = command(argv);
+  if (reply.type != Reply::Type::integer) {
+    throw std::runtime_error("expected an integer reply to " + argv.front() +
+                             ", got: " + reply.str);
+  }
+  return reply.integer;
+}
+
+}  // namespace redlimit::test

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "redlimit/reply.hpp"
+
+namespace redlimit::test {
+
+/// A private redis-server for one test: started on a free loopback port with a temporary
+/// directory, no persistence and DEBUG enabled; stopped by its own PID (also when the test
+/// fails, and, through PR_SET_PDEATHSIG, when the test process dies).
+class RedisServer {
+ public:
+  /// Starts the server; `extra_args` are appended to its command line (e.g. {"--requirepass",
+  /// "secret"}). Throws std::runtime_error if it does not answer PING within 10 s.
+  explicit RedisServer(std::vector<std::string> extra_args = {});
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  /// "redis://127.0.0.1:<port>"
+  std::string url() const;
+  /// The unix socket the server also listens on.
+  std::string socket_path() const { return dir_ + "/redis.sock"; }
+  const std::string& dir() const { return dir_; }
+
+  /// SIGTERM, then waits for the process to exit.
+  void stop();
+  /// SIGKILL, then waits for the process to exit.
+  void kill();
+  /// SIGSTOP / SIGCONT: the server keeps its sockets but does not answer.
+  void pause();
+  void resume();
+  /// Starts again on the same port (after stop() or kill()).
+  void start();
+
+  /// Sends one command over a short-lived blocking connection (as the default user, with the
+  /// password given by `--requirepass`, if any) and returns the reply; an error reply comes back
+  /// as Reply::Type::error.
+  Reply command(const std::vector<std::string>& argv) const;
+  /// command(), expecting an integer reply.
+  long long integer(const std::vector<std::string>& argv) const;
+
+ private:
+  void spawn();
+  void wait_until_ready();
+
+  std::vector<std::string> extra_args_;
+  std::string password_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+/// The redis-server binary tests start: $REDIS_SERVER, else "redis-server" on PATH.
+std::string redis_server_binary();
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+int free_port();
+
+}  // namespace redlimit::test

@@ -1,0 +1,107 @@
+#include "redis/endpoint.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+std::string config_error_of(const std::string& url) {
+  try {
+    parse_redis_url(url);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RedisUrl, HostAndPortDefaultToTheStandardPortAndDatabaseZero) {
+  const Endpoint e = parse_redis_url("redis://cache.internal");
+  EXPECT_EQ(e.transport, Endpoint::Transport::tcp);
+  EXPECT_EQ(e.host, "cache.internal");
+  EXPECT_EQ(e.port, 6379);
+  EXPECT_EQ(e.db, 0);
+  EXPECT_TRUE(e.user.empty());
+  EXPECT_TRUE(e.password.empty());
+}
+
+TEST(RedisUrl, ParsesUserPasswordPortAndDatabase) {
+  const Endpoint e = parse_redis_url("redis://limiter:s3cret@10.0.0.5:7000/3");
+  EXPECT_EQ(e.user, "limiter");
+  EXPECT_EQ(e.password, "s3cret");
+  EXPECT_EQ(e.host, "10.0.0.5");
+  EXPECT_EQ(e.port, 7000);
+  EXPECT_EQ(e.db, 3);
+}
+
+TEST(RedisUrl, APasswordAloneUsesTheDefaultUser) {
+  const Endpoint e = parse_redis_url("redis://:only-password@localhost");
+  EXPECT_TRUE(e.user.empty());
+  EXPECT_EQ(e.password, "only-password");
+}
+
+TEST(RedisUrl, PercentEscapesInCredentialsAreDecoded) {
+  const Endpoint e = parse_redis_url("redis://us%40er:p%2Fa%3As%40s@host:1");
+  EXPECT_EQ(e.user, "us@er");
+  EXPECT_EQ(e.password, "p/a:s@s");
+}
+
+TEST(RedisUrl, APasswordMayContainSlashesAndAtSigns) {
+  const Endpoint e = parse_redis_url("redis://u:pa/ss@word@host:6380/2");
+  EXPECT_EQ(e.password, "pa/ss@word");
+  EXPECT_EQ(e.host, "host");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.db, 2);
+}
+
+TEST(RedisUrl, ParsesBracketedIpv6Hosts) {
+  const Endpoint e = parse_redis_url("redis://[::1]:6390");
+  EXPECT_EQ(e.host, "::1");
+  EXPECT_EQ(e.port, 6390);
+}
+
+TEST(RedisUrl, ParsesUnixSocketsWithOptionalCredentialsAndDatabase) {
+  const Endpoint plain = parse_redis_url("unix:///run/redis/redis.sock");
+  EXPECT_EQ(plain.transport, Endpoint::Transport::unix_socket);
+  EXPECT_EQ(plain.path, "/run/redis/redis.sock");
+  const Endpoint full = parse_redis_url("unix://app:pw@/tmp/r.sock?db=4");
+  EXPECT_EQ(full.user, "app");
+  EXPECT_EQ(full.password, "pw");
+  EXPECT_EQ(full.path, "/tmp/r.sock");
+  EXPECT_EQ(full.db, 4);
+}
+
+TEST(RedisUrl, MalformedUrlsAreConfigErrorsNamingTheProblem) {
+  EXPECT_NE(config_error_of("http://host").find("unsupported scheme 'http'"), std::string::npos);
+  EXPECT_NE(config_error_of("localhost:6379").find("expected redis://"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://host:99999").find("port"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://host:abc").find("port"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://host:").find("empty port"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://:6379").find("missing host"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://host/x").find("database"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://[::1").find("IPv6"), std::string::npos);
+  EXPECT_NE(config_error_of("unix://relative.sock").find("absolute"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://u:p%zz@host").find("percent-escape"), std::string::npos);
+  EXPECT_NE(config_error_of("redis://user:@host").find("without a password"), std::string::npos);
+}
+
+TEST(RedisUrl, ErrorsNeverQuoteThePassword) {
+  for (const char* url : {"redis://u:hunter2@host:bad", "redis://u:hunter2@host/zz",
+                          "redis://u:hunter2@:1", "redis://u:hunter2@[::1"}) {
+    const std::string message = config_error_of(url);
+    EXPECT_FALSE(message.empty()) << url;
+    EXPECT_EQ(message.find("hunter2"), std::string::npos) << message;
+  }
+}
+
+TEST(RedisUrl, DisplayFormLeavesThePasswordOut) {
+  const Endpoint e = parse_redis_url("redis://limiter:s3cret@10.0.0.5:7000/3");
+  EXPECT_EQ(e.display(), "redis://limiter@10.0.0.5:7000/3");
+  EXPECT_EQ(parse_redis_url("unix://:pw@/tmp/r.sock?db=1").display(), "unix:///tmp/r.sock?db=1");
+}
+
+}  // namespace
+}  // namespace redlimit::detail
