@@ -15,6 +15,7 @@
 #include "redis/sigpipe_guard.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "support/fake_redis.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 #include "support/started_task.hpp"
@@ -222,6 +223,32 @@ TEST_F(ClientTest, CommandsWaitForAConnectAttemptAndFailFastDuringBackoff) {
   run(loop(), client.close());
 }
 
+Task<void> five_commands(Client& client, Outcomes* outcomes) {
+  test::TaskGroup group;
+  for (int i = 0; i < 5; ++i)
+    group.add(record(client, outcomes, "GET", "k"));
+  co_await group.join();
+}
+
+TEST_F(ClientTest, AResetConnectionCompletesEveryPendingCommandWithConnectionError) {
+  test::FakeRedis peer(test::FakeRedis::Ending::reset);
+  Client client(loop(), options(peer.url()));
+  Outcomes outcomes;
+  run(loop(), five_commands(client, &outcomes));
+  EXPECT_EQ(outcomes.connection_errors, 5) << outcomes.last_other;
+  EXPECT_NE(log().find("reset by peer"), std::string::npos) << log();
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, AClosedConnectionCompletesEveryPendingCommandWithConnectionError) {
+  test::FakeRedis peer(test::FakeRedis::Ending::close);
+  Client client(loop(), options(peer.url()));
+  Outcomes outcomes;
+  run(loop(), five_commands(client, &outcomes));
+  EXPECT_EQ(outcomes.connection_errors, 5) << outcomes.last_other;
+  run(loop(), client.close());
+}
+
 // ---- deadlines
 
 Task<void> sleep_past_deadline(Client& client) {
@@ -399,6 +426,41 @@ TEST_F(ClientTest, AWrongPasswordIsAConfigErrorThatNeverShowsThePassword) {
   EXPECT_THROW(run(loop(), client.command("PING")), ConfigError);
   EXPECT_NE(log().find("WRONGPASS"), std::string::npos) << log();
   EXPECT_EQ(log().find("hunter2"), std::string::npos) << log();
+  run(loop(), client.close());
+}
+
+std::size_t count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+Task<void> idle_for(uv_loop_t* loop, std::chrono::milliseconds duration) {
+  co_await sleep_for(loop, duration);
+}
+
+TEST_F(ClientTest, ARefusedLoginIsRetriedAndLoggedOncePerBackoffStep) {
+  test::RedisServer secured({"--requirepass", "right-password"});
+  ClientOptions o = options("redis://:wrong@127.0.0.1:" + std::to_string(secured.port()));
+  o.reconnect_min = 100ms;
+  o.reconnect_max = 200ms;
+  Client client(loop(), o);
+  const auto connections = [&secured] {
+    const std::string stats = secured.command({"INFO", "stats"}).as_string();
+    const std::string marker = "total_connections_received:";
+    return std::stoll(stats.substr(stats.find(marker) + marker.size()));
+  };
+  const long long before = connections();
+  EXPECT_THROW(run(loop(), client.command("PING")), ConfigError);
+  run(loop(), idle_for(loop(), 1000ms));
+  const long long attempts = connections() - before - 1;  // minus our own INFO connection
+  // Steps are 100 ms, then 100-200 ms: 1 s holds between 5 and 11 attempts, one at a time.
+  EXPECT_GE(attempts, 5);
+  EXPECT_LE(attempts, 11);
+  const auto logged = static_cast<long long>(count(log(), "connection attempt failed"));
+  EXPECT_GE(logged, attempts - 1) << log();
+  EXPECT_LE(logged, attempts) << log();
   run(loop(), client.close());
 }
 
