@@ -4,6 +4,8 @@
 
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/limit.hpp"
+#include "redlimit/limiter.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task.hpp"

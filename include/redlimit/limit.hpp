@@ -1,0 +1,102 @@
+#pragma once
+/// @file limit.hpp
+/// What a limit is (algorithm, rate, burst, window), a policy of several limits, and the
+/// decision a limiter returns.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlimit {
+
+/// The rate limiting algorithms. See docs/algorithms.md for what each guarantees.
+enum class Algorithm {
+  gcra,                    ///< generic cell rate algorithm: smooth rate, bursts up to `burst`
+  token_bucket,            ///< tokens refill continuously up to `burst`
+  leaky_bucket,            ///< a shaper: departures exactly period/permits apart
+  fixed_window,            ///< a counter per window of `period`
+  sliding_window_log,      ///< exact for every trailing window; permits <= 10,000
+  sliding_window_counter,  ///< two-window weighted estimate; cheap for large limits
+};
+
+/// The name used in keys, scripts and messages, e.g. "token_bucket".
+std::string_view to_string(Algorithm algorithm) noexcept;
+
+/// `permits` per `period`, e.g. 400 per second.
+struct Rate {
+  std::int64_t permits = 0;
+  std::chrono::microseconds period{0};
+
+  /// Parses "<permits>/<period>": permits a decimal integer, period an optional decimal count
+  /// and a unit: us, ms, s, m or min, h, d or day. Examples: "400/s", "100/min", "5000/h",
+  /// "1/day", "5/250ms", "7/3s". Throws InvalidArgument for anything else (signs, spaces,
+  /// "inf", "nan", hex, a zero period, an unknown unit).
+  static Rate parse(std::string_view text);
+
+  friend bool operator==(const Rate&, const Rate&) = default;
+};
+
+/// "400/1s"-style text of a rate.
+std::string to_string(const Rate& rate);
+
+/// Where fixed windows start.
+enum class Window {
+  aligned,   ///< at multiples of the period since the Unix epoch (all keys share boundaries)
+  anchored,  ///< at the first request after the previous window ended
+};
+
+/// One limit: an algorithm, a rate and a capacity.
+struct Limit {
+  Algorithm algorithm = Algorithm::gcra;
+  Rate rate;
+  /// Capacity for gcra and token_bucket, queue size for leaky_bucket; 0 means "the same as
+  /// rate.permits". The window algorithms ignore it.
+  std::int64_t burst = 0;
+  Window window = Window::aligned;  ///< fixed_window only
+
+  friend bool operator==(const Limit&, const Limit&) = default;
+};
+
+/// Limits that apply together: a request passes only if every limit allows it, and then
+/// counts against all of them, atomically.
+struct Policy {
+  std::vector<Limit> limits;
+
+  /// A policy of one limit.
+  static Policy of(Limit limit) { return Policy{{limit}}; }
+};
+
+/// Where a decision came from.
+enum class Source {
+  redis,        ///< the script in Redis
+  local,        ///< the in-process LocalBackend
+  deny_cache,   ///< a remembered Redis denial, still in force
+  fallback,     ///< Redis could not answer; the local fallback limiter decided
+  fail_open,    ///< Redis could not answer; allowed by policy
+  fail_closed,  ///< Redis could not answer; denied by policy
+};
+
+std::string_view to_string(Source source) noexcept;
+
+/// The answer to one request.
+struct Decision {
+  bool allowed = false;
+  std::int64_t limit = 0;      ///< capacity of the binding limit
+  std::int64_t remaining = 0;  ///< permits left after this decision, binding limit
+  /// 0 when allowed; else the earliest time this request could pass (exact, rounded up, > 0).
+  std::chrono::microseconds retry_after{0};
+  /// Time until the binding limit is full (idle) again.
+  std::chrono::microseconds reset_after{0};
+  std::chrono::microseconds waited{0};  ///< acquire(): time spent suspended
+  /// The Redis TIME (microseconds since the epoch) the decision used; 0 if not from Redis.
+  std::int64_t server_time_us = 0;
+  /// Index in Policy::limits of the deciding limit: for a denial the one with the longest
+  /// retry_after, for an admission the one with the fewest permits remaining.
+  std::size_t binding = 0;
+  Source source = Source::redis;
+};
+
+}  // namespace redlimit

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <cstdint>
+
+namespace redlimit::detail {
+
+/// What one limit answers for one request; the C++ models and the Lua scripts compute the same.
+struct LimitOutcome {
+  bool allowed = false;
+  std::int64_t limit = 0;           ///< capacity: burst, queue size or permits per window
+  std::int64_t remaining = 0;       ///< permits left after this decision (never negative)
+  std::int64_t retry_after_us = 0;  ///< 0 when allowed; else > 0
+  std::int64_t reset_after_us = 0;  ///< time until the limit is idle again
+  std::int64_t now_us = 0;          ///< the time the limit used (see each algorithm)
+  std::int64_t ttl_us = 0;          ///< allowed: how long the new state matters
+};
+
+}  // namespace redlimit::detail

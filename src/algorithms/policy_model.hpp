@@ -1,0 +1,54 @@
+#pragma once
+// The C++ model of lua/decide.lua: every limit of a policy decides one request, all or nothing.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "algorithms/fixed_window.hpp"
+#include "algorithms/gcra.hpp"
+#include "algorithms/outcome.hpp"
+#include "algorithms/sliding_window_counter.hpp"
+#include "algorithms/sliding_window_log.hpp"
+#include "algorithms/token_bucket.hpp"
+#include "redlimit/limit.hpp"
+
+namespace redlimit::detail {
+
+/// One limit as the script receives it: the algorithm and its three integer parameters
+/// (gcra, token_bucket, leaky_bucket: p, d, burst; fixed_window: limit, period, anchored;
+/// sliding windows: limit, period, 0).
+struct LimitSpec {
+  Algorithm algorithm = Algorithm::gcra;
+  std::int64_t a = 0;
+  std::int64_t b = 0;
+  std::int64_t c = 0;
+  friend bool operator==(const LimitSpec&, const LimitSpec&) = default;
+};
+
+/// The state of one limit for one key. leaky_bucket uses GcraState (the next departure time).
+using LimitState = std::variant<GcraState, TokenBucketState, FixedWindowState,
+                                SlidingWindowLogState, SlidingWindowCounterState>;
+
+struct PolicyOutcome {
+  bool allowed = false;
+  std::int64_t now_us = 0;  ///< the latest time any limit used
+  std::size_t binding = 0;  ///< denied: longest retry_after; allowed: fewest remaining
+  std::vector<LimitOutcome> limits;
+  const LimitOutcome& binding_outcome() const { return limits[binding]; }
+};
+
+/// Acquire writes the new states when every limit allows; peek never writes and reports, as
+/// `remaining`, the permits available now (rather than after taking n).
+enum class Mode { acquire, peek };
+
+/// Decides `n` permits at `now` against every limit. `states[i]` belongs to `limits[i]`; a
+/// state of the wrong alternative counts as absent, and an absent one is created on a write.
+PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
+                            std::span<std::optional<LimitState>> states, std::int64_t now,
+                            std::int64_t n, Mode mode);
+
+}  // namespace redlimit::detail

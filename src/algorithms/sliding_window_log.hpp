@@ -1,0 +1,31 @@
+#pragma once
+// Sliding window log: the model of lua/algorithms/sliding_window_log.lua.
+
+#include <cstdint>
+#include <deque>
+
+#include "algorithms/outcome.hpp"
+
+namespace redlimit::detail {
+
+/// The largest rate.permits the log accepts: its memory and work grow with the limit.
+inline constexpr std::int64_t sliding_log_max_permits = 10'000;
+
+struct SlidingWindowLogParams {
+  std::int64_t limit;      ///< permits in any trailing window
+  std::int64_t window_us;  ///< window length
+};
+
+/// The time of every admitted permit, oldest first (a sorted set in Redis).
+struct SlidingWindowLogState {
+  std::deque<std::int64_t> times;
+};
+
+/// Decides `n` permits at `now`. When allowed and `next` is not null, `*next` becomes `*state`
+/// (or empty) with the permits outside the window dropped and n entries added; pass the same
+/// object as `state` to update in place.
+LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
+                                       const SlidingWindowLogState* state, std::int64_t now,
+                                       std::int64_t n, SlidingWindowLogState* next);
+
+}  // namespace redlimit::detail

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "limiter/compiled_policy.hpp"
+#include "redlimit/limit.hpp"
+#include "redlimit/task.hpp"
+
+namespace redlimit::detail {
+
+enum class Operation { acquire, peek };
+
+/// One request to a backend: a policy, the key it applies to, what to do.
+struct DecideRequest {
+  std::shared_ptr<const CompiledPolicy> policy;
+  std::string key_base;  ///< `<prefix>:{<name>:<key>}`; each limit appends its suffix
+  Operation operation = Operation::acquire;
+  std::int64_t permits = 1;
+  std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
+};
+
+/// Runs the algorithms: in Redis (RedisBackend) or in process (LocalBackend). Requests arrive
+/// validated.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Task<Decision> decide(DecideRequest request) = 0;
+  /// Forgets the state of every limit of `policy` for `key_base`.
+  virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
+};
+
+}  // namespace redlimit::detail

@@ -1,0 +1,108 @@
+#include "limiter/compiled_policy.hpp"
+
+#include <numeric>
+
+#include "algorithms/exact.hpp"
+#include "algorithms/sliding_window_log.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+[[noreturn]] void invalid(const std::string& field, const std::string& why) {
+  throw InvalidArgument(field + " " + why);
+}
+
+void check_range(const std::string& field, std::int64_t value, std::int64_t low, std::int64_t high,
+                 const char* unit = "") {
+  if (value < low || value > high) {
+    invalid(field, "must be in [" + std::to_string(low) + ", " + std::to_string(high) + "]" + unit +
+                       ", got " + std::to_string(value));
+  }
+}
+
+bool is_bucket(Algorithm algorithm) {
+  return algorithm == Algorithm::gcra || algorithm == Algorithm::token_bucket ||
+         algorithm == Algorithm::leaky_bucket;
+}
+
+CompiledLimit compile_limit(const Limit& limit, std::size_t index) {
+  const std::string field = "policy.limits[" + std::to_string(index) + "]";
+  const std::int64_t permits = limit.rate.permits;
+  const std::int64_t period = limit.rate.period.count();
+  check_range(field + ".rate.permits", permits, 1, max_permits);
+  check_range(field + ".rate.period", period, 1, max_period_us, " microseconds");
+  check_range(field + ".burst", limit.burst, 0, max_permits);
+
+  CompiledLimit out;
+  out.limit = limit;
+  out.key_suffix = ":" + std::string(to_string(limit.algorithm)) + ":" + std::to_string(index);
+  out.description =
+      field + " (" + std::string(to_string(limit.algorithm)) + " " + to_string(limit.rate) + ")";
+  out.spec.algorithm = limit.algorithm;
+  if (is_bucket(limit.algorithm)) {
+    const std::int64_t divisor = std::gcd(permits, period);
+    const std::int64_t p = permits / divisor;
+    const std::int64_t d = period / divisor;
+    const std::int64_t burst = limit.burst == 0 ? permits : limit.burst;
+    // burst * d bounds every product the scripts form; burst * d / p is the drain time.
+    if (static_cast<Int128>(burst) * d > max_exact) {
+      invalid(field, "cannot be computed exactly: burst (" + std::to_string(burst) +
+                         ") x period/gcd(permits, period) (" + std::to_string(d) +
+                         " us) must be at most 2^52; lower the burst or the period");
+    }
+    if (burst * d / p > max_capacity_us) {
+      invalid(field, "drains in more than 10 years: burst x period / permits must be at most " +
+                         std::to_string(max_capacity_us) + " us");
+    }
+    out.spec.a = p;
+    out.spec.b = d;
+    out.spec.c = burst;
+    out.capacity = burst;
+  } else {
+    if (limit.algorithm == Algorithm::sliding_window_log && permits > sliding_log_max_permits) {
+      invalid(field + ".rate.permits",
+              "must be at most " + std::to_string(sliding_log_max_permits) +
+                  " for sliding_window_log, which stores one entry per permit (got " +
+                  std::to_string(permits) + "); use sliding_window_counter for larger limits");
+    }
+    out.spec.a = permits;
+    out.spec.b = period;
+    out.spec.c = limit.algorithm == Algorithm::fixed_window && limit.window == Window::anchored;
+    out.capacity = permits;
+  }
+  out.fields = {std::string(to_string(limit.algorithm)), std::to_string(out.spec.a),
+                std::to_string(out.spec.b), std::to_string(out.spec.c)};
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledPolicy> CompiledPolicy::compile(Policy policy) {
+  if (policy.limits.empty()) throw InvalidArgument("policy.limits must hold at least one limit");
+  if (policy.limits.size() > 16) {
+    throw InvalidArgument("policy.limits must hold at most 16 limits, got " +
+                          std::to_string(policy.limits.size()));
+  }
+  auto compiled = std::make_shared<CompiledPolicy>();
+  for (std::size_t i = 0; i < policy.limits.size(); ++i) {
+    compiled->limits_.push_back(compile_limit(policy.limits[i], i));
+    compiled->specs_.push_back(compiled->limits_.back().spec);
+  }
+  compiled->policy_ = std::move(policy);
+  return compiled;
+}
+
+void CompiledPolicy::check_permits(std::int64_t permits) const {
+  if (permits < 1) {
+    throw InvalidArgument("permits must be at least 1, got " + std::to_string(permits));
+  }
+  for (const CompiledLimit& limit : limits_) {
+    if (permits > limit.capacity) {
+      throw InvalidArgument("permits (" + std::to_string(permits) + ") can never be granted: " +
+                            limit.description + " holds at most " + std::to_string(limit.capacity));
+    }
+  }
+}
+
+}  // namespace redlimit::detail

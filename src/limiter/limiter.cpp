@@ -1,0 +1,45 @@
+#include "redlimit/limiter.hpp"
+
+#include "limiter/limiter_core.hpp"
+#include "limiter/local_backend.hpp"
+#include "limiter/redis_backend.hpp"
+#include "redlimit/client.hpp"
+
+namespace redlimit {
+
+Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
+    : core_(std::make_unique<detail::LimiterCore>(
+          client.loop(), std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
+          std::move(options))) {}
+
+Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
+    : core_(std::make_unique<detail::LimiterCore>(loop, std::make_unique<detail::LocalBackend>(),
+                                                  std::move(policy), std::move(options))) {}
+
+Limiter::~Limiter() = default;
+
+Task<Decision> Limiter::try_acquire(std::string key, std::int64_t permits) {
+  return core_->try_acquire(std::move(key), permits);
+}
+
+Task<Decision> Limiter::try_acquire(std::int64_t permits) {
+  return core_->try_acquire(core_->options().name, permits);
+}
+
+Task<Decision> Limiter::peek(std::string key) {
+  return core_->peek(std::move(key));
+}
+
+Task<void> Limiter::reset(std::string key) {
+  return core_->reset(std::move(key));
+}
+
+void Limiter::set_policy(Policy policy) {
+  core_->set_policy(std::move(policy));
+}
+
+const Policy& Limiter::policy() const noexcept {
+  return core_->policy();
+}
+
+}  // namespace redlimit

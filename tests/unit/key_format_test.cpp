@@ -1,0 +1,88 @@
+#include "limiter/key_format.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <string>
+
+#include "limiter/sha256.hpp"
+#include "redis/key_slot.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+std::string hex(const std::array<std::uint8_t, 32>& digest) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const auto byte : digest) {
+    out += digits[byte >> 4];
+    out += digits[byte & 0xF];
+  }
+  return out;
+}
+
+TEST(Sha256, MatchesTheStandardTestVectors) {
+  EXPECT_EQ(hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex(sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hex(sha256(std::string(1000000, 'a'))),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(KeyFormat, EscapesBracesColonsPercentAndNonPrintableBytes) {
+  EXPECT_EQ(escape_key_part("user-42@example.com"), "user-42@example.com");
+  EXPECT_EQ(escape_key_part("a:b{c}d%e"), "a%3Ab%7Bc%7Dd%25e");
+  EXPECT_EQ(escape_key_part(std::string("x\0y z\n", 6)), "x%00y%20z%0A");
+  EXPECT_EQ(escape_key_part("\xc3\xa9"), "%C3%A9");
+}
+
+TEST(KeyFormat, TheNameAndKeyFormTheHashTag) {
+  EXPECT_EQ(key_base("rl", "sms", "user:1"), "rl:{sms:user%3A1}");
+  EXPECT_EQ(hash_tag(key_base("rl", "api", "k{x}") + ":gcra:0"), "api:k%7Bx%7D");
+}
+
+TEST(KeyFormat, LongKeysBecomeAFixedLengthDigest) {
+  const std::string long_key(500, 'k');
+  const std::string part = key_part(long_key);
+  EXPECT_EQ(part.size(), 34u);
+  EXPECT_EQ(part.substr(0, 2), "%#");
+  EXPECT_NE(key_part(long_key + "x"), part);
+  EXPECT_EQ(key_part(std::string(max_escaped_key, 'k')), std::string(max_escaped_key, 'k'));
+}
+
+/// Random byte strings rich in the bytes that matter: braces, colons, '%', '#', NUL, UTF-8.
+std::string random_part(std::mt19937_64& random) {
+  static const std::string alphabet = std::string("{}:%#ab\0\xc3\xa9\xff ", 12);
+  std::uniform_int_distribution<int> length(1, 12);
+  std::uniform_int_distribution<int> rare(0, 199);
+  std::uniform_int_distribution<std::size_t> pick(0, alphabet.size() - 1);
+  std::string out;
+  const int n = rare(random) == 0 ? 200 : length(random);  // now and then, one needs a digest
+  for (int i = 0; i < n; ++i)
+    out += alphabet[pick(random)];
+  return out;
+}
+
+TEST(KeyFormat, NoTwoNameKeyPairsShareARedisKeyAndADecisionStaysInOneSlot) {
+  std::mt19937_64 random(20261122);
+  std::set<std::pair<std::string, std::string>> pairs;
+  std::set<std::string> keys;
+  const std::string suffixes[] = {":gcra:0", ":fixed_window:1", ":sliding_window_log:2"};
+  for (int i = 0; i < 50000; ++i) {
+    const std::string name = random_part(random);
+    const std::string key = random_part(random);
+    if (!pairs.emplace(name, key).second) continue;
+    const std::string base = key_base("rl", escape_key_part(name), key);
+    EXPECT_TRUE(keys.insert(base).second) << "collision for a different (name, key) pair";
+    const std::uint16_t slot = key_slot(base + suffixes[0]);
+    for (const auto& suffix : suffixes)
+      EXPECT_EQ(key_slot(base + suffix), slot);
+    EXPECT_EQ(hash_tag(base), base.substr(4, base.size() - 5));  // all of "name:key"
+  }
+  EXPECT_GT(pairs.size(), 40000u);
+}
+
+}  // namespace
+}  // namespace redlimit::detail

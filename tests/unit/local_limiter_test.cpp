@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include "limiter/limiter_core.hpp"
+#include "limiter/local_backend.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using LocalLimiterTest = test::LoopTest;
+
+Policy per_second(std::int64_t permits, Algorithm algorithm = Algorithm::gcra) {
+  return Policy::of(Limit{algorithm, {permits, 1s}, 0, Window::aligned});
+}
+
+TEST_F(LocalLimiterTest, DecidesInProcessWithTheSameAlgorithms) {
+  Limiter limiter(loop(), per_second(3), {.name = "local"});
+  for (int i = 0; i < 3; ++i) {
+    const Decision d = run(loop(), limiter.try_acquire("user-1"));
+    EXPECT_TRUE(d.allowed);
+    EXPECT_EQ(d.source, Source::local);
+    EXPECT_EQ(d.remaining, 2 - i);
+    EXPECT_EQ(d.server_time_us, 0);
+  }
+  const Decision denied = run(loop(), limiter.try_acquire("user-1"));
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_GT(denied.retry_after, 0us);
+  EXPECT_LE(denied.retry_after, 333'334us);
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("user-2")).allowed) << "keys are independent";
+}
+
+TEST_F(LocalLimiterTest, TheNameIsTheKeyOfOneSharedResource) {
+  Limiter limiter(loop(), per_second(1), {.name = "provider"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire()).allowed);
+  EXPECT_FALSE(run(loop(), limiter.try_acquire("provider")).allowed);
+}
+
+TEST_F(LocalLimiterTest, PeekAndResetDoWhatTheySay) {
+  Limiter limiter(loop(), per_second(2), {.name = "x"});
+  EXPECT_TRUE(run(loop(), limiter.peek("k")).allowed);
+  EXPECT_EQ(run(loop(), limiter.peek("k")).remaining, 2);  // available now; peek takes none
+  run(loop(), limiter.try_acquire("k", 2));
+  EXPECT_FALSE(run(loop(), limiter.peek("k")).allowed);
+  run(loop(), limiter.reset("k"));
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 2)).allowed);
+}
+
+TEST_F(LocalLimiterTest, BadInputIsAnInvalidArgumentNamingTheField) {
+  Limiter limiter(loop(), per_second(5), {.name = "x"});
+  EXPECT_THROW(run(loop(), limiter.try_acquire("")), InvalidArgument);
+  EXPECT_THROW(run(loop(), limiter.try_acquire("k", 0)), InvalidArgument);
+  EXPECT_THROW(run(loop(), limiter.try_acquire("k", 6)), InvalidArgument);
+  EXPECT_THROW(Limiter(loop(), Policy{}, {.name = "x"}), InvalidArgument);
+  EXPECT_THROW(Limiter(loop(), per_second(5), {.name = ""}), InvalidArgument);
+  EXPECT_THROW(Limiter(loop(), per_second(5), {.name = "x", .prefix = "rl{"}), InvalidArgument);
+}
+
+TEST_F(LocalLimiterTest, SetPolicyAppliesFromTheNextCallWithoutFreeingPermits) {
+  Limiter limiter(loop(), per_second(10), {.name = "x"});
+  run(loop(), limiter.try_acquire("k", 10));
+  limiter.set_policy(per_second(100));
+  EXPECT_EQ(limiter.policy().limits[0].rate.permits, 100);
+  // The same backlog in time (1 s) is a full bucket under the new rate too: nothing is freed.
+  EXPECT_FALSE(run(loop(), limiter.try_acquire("k")).allowed);
+}
+
+TEST(LocalBackend, EvictsIdleKeysSoMemoryStaysBounded) {
+  std::int64_t now = 1'800'000'000'000'000;
+  detail::LocalBackend backend([&now] { return now; });
+  const auto policy = detail::CompiledPolicy::compile(per_second(1000));
+  std::size_t most = 0;
+  for (int i = 0; i < 1'000'000; ++i) {
+    backend.decide_now({policy, "key-" + std::to_string(i), detail::Operation::acquire, 1, 0});
+    most = std::max(most, backend.size());
+    now += 1;  // a million distinct keys in one second, each state mattering for 1 ms
+  }
+  EXPECT_LE(most, 1'001u) << "keys whose state stopped mattering are evicted";
+  EXPECT_GE(most, 999u);
+  now += 2'000;
+  backend.decide_now({policy, "one-more", detail::Operation::acquire, 1, 0});
+  EXPECT_EQ(backend.size(), 1u);
+}
+
+TEST(LocalBackend, ADeniedOrPeekedNewKeyStoresNothing) {
+  std::int64_t now = 1'800'000'000'000'000;
+  detail::LocalBackend backend([&now] { return now; });
+  const auto policy = detail::CompiledPolicy::compile(per_second(1));
+  backend.decide_now({policy, "peeked", detail::Operation::peek, 1, 0});
+  EXPECT_EQ(backend.size(), 0u);
+}
+
+}  // namespace
+}  // namespace redlimit
