@@ -45,8 +45,7 @@ DecideRequest LimiterCore::request(std::string_view key, Operation operation,
                           std::to_string(key.size()));
   }
   policy_->check_permits(permits);
-  return DecideRequest{policy_, key_base(options_.prefix, escaped_name_, key), operation, permits,
-                       0};
+  return DecideRequest(policy_, key_base(options_.prefix, escaped_name_, key), operation, permits);
 }
 
 Task<Decision> LimiterCore::try_acquire(std::string key, std::int64_t permits) {

@@ -387,13 +387,6 @@ Task<void> scripts_during_flushes(Client& client, Client& flusher, int* failures
   co_await callers.join();
 }
 
-long long command_calls(test::RedisServer& server, const std::string& command) {
-  const std::string info = server.command({"INFO", "commandstats"}).as_string();
-  const std::string marker = "cmdstat_" + command + ":calls=";
-  const auto at = info.find(marker);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + marker.size()));
-}
-
 TEST_F(ClientTest, ScriptFlushEveryHundredMillisecondsCausesNoFailedScriptCall) {
   Client client(loop(), options());
   Client flusher(loop(), options());
@@ -401,10 +394,10 @@ TEST_F(ClientTest, ScriptFlushEveryHundredMillisecondsCausesNoFailedScriptCall) 
   int flushes = 0;
   run(loop(), scripts_during_flushes(client, flusher, &failures, &flushes));
   EXPECT_EQ(failures, 0);
-  const long long evals = command_calls(server_, "eval");
+  const long long evals = server_.command_calls("eval");
   EXPECT_GE(evals, 1);
   EXPECT_LE(evals, flushes + 1) << "one EVAL per flush on a connection reloads the script";
-  EXPECT_GT(command_calls(server_, "evalsha"), 100);
+  EXPECT_GT(server_.command_calls("evalsha"), 100);
   run(loop(), client.close());
   run(loop(), flusher.close());
 }

@@ -223,4 +223,31 @@ long long RedisServer::integer(const std::vector<std::string>& argv) const {
   return reply.integer;
 }
 
+std::vector<std::string> RedisServer::keys() const {
+  std::vector<std::string> found;
+  std::string cursor = "0";
+  do {
+    const Reply reply = command({"SCAN", cursor, "COUNT", "1000"});
+    cursor = reply.elements.at(0).str;
+    for (const Reply& key : reply.elements.at(1).elements)
+      found.push_back(key.str);
+  } while (cursor != "0");
+  return found;
+}
+
+std::vector<std::string> RedisServer::keys_without_ttl() const {
+  std::vector<std::string> immortal;
+  for (const std::string& key : keys()) {
+    if (integer({"PTTL", key}) == -1) immortal.push_back(key);
+  }
+  return immortal;
+}
+
+long long RedisServer::command_calls(const std::string& name) const {
+  const std::string info = command({"INFO", "commandstats"}).str;
+  const std::string marker = "cmdstat_" + name + ":calls=";
+  const auto at = info.find(marker);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + marker.size()));
+}
+
 }  // namespace redlimit::test

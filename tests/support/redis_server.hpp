@@ -45,6 +45,12 @@ class RedisServer {
   Reply command(const std::vector<std::string>& argv) const;
   /// command(), expecting an integer reply.
   long long integer(const std::vector<std::string>& argv) const;
+  /// Every key, by SCAN.
+  std::vector<std::string> keys() const;
+  /// Keys that would live forever (PTTL -1): a limiter must never leave one.
+  std::vector<std::string> keys_without_ttl() const;
+  /// The calls counted for `command` by INFO commandstats (e.g. "evalsha").
+  long long command_calls(const std::string& command) const;
 
  private:
   void spawn();

@@ -1,0 +1,251 @@
+// Each algorithm's script and its C++ model decide the same random request sequences, with the
+// same injected clock, and must agree on every field of every decision. This test is what keeps
+// lua/ and src/algorithms/ one algorithm.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+#include "algorithms/policy_model.hpp"
+#include "limiter/redis_backend.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/task_group.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int sequences_per_case = 10'000;
+constexpr int in_flight = 64;
+
+std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) {
+  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+}
+
+/// Periods that exercise exact arithmetic: tiny, odd, prime, and long.
+std::int64_t random_period(std::mt19937_64& random) {
+  static const std::int64_t periods[] = {
+      1,         7,         1'000,      2'500,         7'919,         250'000,
+      1'000'000, 3'000'000, 60'000'000, 3'600'000'000, 86'400'000'000};
+  return pick(random, 0, 3) == 0 ? pick(random, 1, 10'000'000)
+                                 : periods[pick(random, 0, std::size(periods) - 1)];
+}
+
+std::int64_t random_permits(std::mt19937_64& random, Algorithm algorithm) {
+  switch (pick(random, 0, 5)) {
+    case 0:
+      return 1;
+    case 1:
+      return pick(random, 2, 10);
+    case 2:
+      return 7;
+    case 3:
+      return pick(random, 11, 1'000);
+    default:
+      return algorithm == Algorithm::sliding_window_log ? pick(random, 1, 100)
+                                                        : pick(random, 1'000, 1'000'000);
+  }
+}
+
+/// A random limit that the limiter accepts.
+Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
+  for (;;) {
+    Limit limit{
+        algorithm,
+        {random_permits(random, algorithm), std::chrono::microseconds(random_period(random))},
+        0,
+        pick(random, 0, 1) == 0 ? Window::aligned : Window::anchored};
+    if (pick(random, 0, 2) == 0) limit.burst = pick(random, 1, 3 * limit.rate.permits);
+    try {
+      CompiledPolicy::compile(Policy::of(limit));
+      return limit;
+    } catch (const InvalidArgument&) {
+    }
+  }
+}
+
+struct Step {
+  std::int64_t now;
+  std::int64_t permits;
+  Operation operation;
+};
+
+struct Sequence {
+  std::shared_ptr<const CompiledPolicy> policy;
+  std::string key;
+  std::vector<Step> steps;
+};
+
+/// A sequence of requests on one key: times mostly move forward (by less than, about, and more
+/// than a period), sometimes stand still, and sometimes step backwards.
+Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorithms, int index) {
+  Policy policy;
+  for (Algorithm algorithm : algorithms)
+    policy.limits.push_back(random_limit(random, algorithm));
+  Sequence sequence{CompiledPolicy::compile(policy), "diff-" + std::to_string(index), {}};
+  std::int64_t capacity = INT64_MAX;
+  std::int64_t period = INT64_MAX;
+  for (const auto& limit : sequence.policy->limits()) {
+    capacity = std::min(capacity, limit.capacity);
+    period = std::min(period, limit.limit.rate.period.count());
+  }
+  std::int64_t now = 1'795'000'000'000'000 + pick(random, 0, 100'000'000'000);
+  const int length = static_cast<int>(pick(random, 1, 12));
+  for (int i = 0; i < length; ++i) {
+    switch (pick(random, 0, 7)) {
+      case 0:
+        break;  // the same microsecond
+      case 1:
+        now -= pick(random, 1, period);  // the clock steps backwards
+        break;
+      case 2:
+        now += pick(random, period, 3 * period);
+        break;
+      default:
+        now += pick(random, 0,
+                    std::max<std::int64_t>(1, period / std::max<std::int64_t>(1, capacity)) * 3);
+    }
+    std::int64_t permits = 1;
+    switch (pick(random, 0, 5)) {
+      case 0:
+        permits = pick(random, 1, std::min<std::int64_t>(capacity, 50));
+        break;
+      case 1:
+        permits = std::max<std::int64_t>(1, std::min<std::int64_t>(capacity, 10'000) / 2);
+        break;
+      case 2:
+        permits = std::min<std::int64_t>(capacity, 10'000);  // drain it in one go
+        break;
+      default:
+        break;
+    }
+    sequence.steps.push_back(
+        {now, permits, pick(random, 0, 9) == 0 ? Operation::peek : Operation::acquire});
+  }
+  return sequence;
+}
+
+std::string describe(const Decision& d) {
+  std::ostringstream out;
+  out << "{allowed " << d.allowed << ", limit " << d.limit << ", remaining " << d.remaining
+      << ", retry " << d.retry_after.count() << ", reset " << d.reset_after.count() << ", now "
+      << d.server_time_us << ", binding " << d.binding << "}";
+  return out.str();
+}
+
+std::string describe(const Sequence& sequence, std::size_t upto) {
+  std::ostringstream out;
+  for (const auto& limit : sequence.policy->limits()) {
+    out << "  " << limit.description << " burst " << limit.limit.burst << " window "
+        << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
+  }
+  for (std::size_t i = 0; i <= upto && i < sequence.steps.size(); ++i) {
+    out << "  step " << i << ": now " << sequence.steps[i].now << " permits "
+        << sequence.steps[i].permits
+        << (sequence.steps[i].operation == Operation::peek ? " peek" : " acquire") << "\n";
+  }
+  return out.str();
+}
+
+struct Tally {
+  int decisions = 0;
+  int mismatches = 0;
+  int allowed = 0;
+};
+
+Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) {
+  std::vector<std::optional<LimitState>> states(sequence.policy->specs().size());
+  for (std::size_t i = 0; i < sequence.steps.size(); ++i) {
+    const Step& step = sequence.steps[i];
+    const Decision script = co_await backend.decide(DecideRequest(
+        sequence.policy, "{" + sequence.key + "}", step.operation, step.permits, step.now));
+    const PolicyOutcome model =
+        decide_policy(sequence.policy->specs(), states, step.now, step.permits,
+                      step.operation == Operation::peek ? Mode::peek : Mode::acquire);
+    const LimitOutcome& bound = model.binding_outcome();
+    ++tally->decisions;
+    tally->allowed += script.allowed ? 1 : 0;
+    const bool same = script.allowed == model.allowed && script.limit == bound.limit &&
+                      script.remaining == bound.remaining &&
+                      script.retry_after.count() == bound.retry_after_us &&
+                      script.reset_after.count() == bound.reset_after_us &&
+                      script.server_time_us == model.now_us && script.binding == model.binding;
+    if (!same && ++tally->mismatches <= 5) {
+      Decision expected;
+      expected.allowed = model.allowed;
+      expected.limit = bound.limit;
+      expected.remaining = bound.remaining;
+      expected.retry_after = std::chrono::microseconds(bound.retry_after_us);
+      expected.reset_after = std::chrono::microseconds(bound.reset_after_us);
+      expected.server_time_us = model.now_us;
+      expected.binding = model.binding;
+      ADD_FAILURE() << "script and model disagree at step " << i << "\n"
+                    << describe(sequence, i) << "  script " << describe(script) << "\n"
+                    << "  model  " << describe(expected);
+    }
+  }
+}
+
+Task<void> run_case(Client& client, std::vector<Algorithm> algorithms, std::uint64_t seed,
+                    Tally* tally) {
+  RedisBackend backend(client.core());
+  std::mt19937_64 random(seed);
+  test::TaskGroup group;
+  for (int index = 0; index < sequences_per_case; ++index) {
+    Sequence sequence = random_sequence(random, algorithms, index);
+    group.add(run_sequence(backend, std::move(sequence), tally));
+    // Keep a bounded number in flight: wait for the batch every `in_flight` sequences.
+    if (group.running() >= in_flight) co_await group.join();
+  }
+  co_await group.join();
+}
+
+struct Case {
+  const char* name;
+  std::vector<Algorithm> algorithms;
+};
+
+class Differential : public test::LoopTest, public ::testing::WithParamInterface<Case> {
+ protected:
+  test::RedisServer server_;
+};
+
+TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences) {
+  const std::uint64_t seed = 20261122 + std::hash<std::string>{}(GetParam().name) % 1000;
+  ClientOptions options;
+  options.url = server_.url();
+  options.command_timeout = 10s;
+  Client client(loop(), options);
+  Tally tally;
+  run(loop(), run_case(client, GetParam().algorithms, seed, &tally));
+  run(loop(), client.close());
+  EXPECT_EQ(tally.mismatches, 0) << "seed " << seed;
+  EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
+  EXPECT_GE(tally.decisions, sequences_per_case);
+  EXPECT_GT(tally.allowed, 0);
+  EXPECT_LT(tally.allowed, tally.decisions) << "sequences must also reach denials";
+  std::printf("[ %-22s ] %d decisions, %d allowed, seed %llu\n", GetParam().name, tally.decisions,
+              tally.allowed, static_cast<unsigned long long>(seed));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, Differential,
+    ::testing::Values(
+        Case{"gcra", {Algorithm::gcra}}, Case{"token_bucket", {Algorithm::token_bucket}},
+        Case{"leaky_bucket", {Algorithm::leaky_bucket}},
+        Case{"fixed_window", {Algorithm::fixed_window}},
+        Case{"sliding_window_log", {Algorithm::sliding_window_log}},
+        Case{"sliding_window_counter", {Algorithm::sliding_window_counter}},
+        Case{"multi_limit",
+             {Algorithm::gcra, Algorithm::fixed_window, Algorithm::sliding_window_counter}},
+        Case{"multi_limit_buckets",
+             {Algorithm::token_bucket, Algorithm::leaky_bucket, Algorithm::sliding_window_log}}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace redlimit::detail
