@@ -26,6 +26,8 @@
 local ALGORITHMS = {}
 local TTL_EXTRA_MS = 0
 --!include lib/exact.lua
+--!include lib/frac_time.lua
+--!include lib/tokens.lua
 --!include algorithms/gcra.lua
 --!include algorithms/leaky_bucket.lua
 --!include algorithms/token_bucket.lua

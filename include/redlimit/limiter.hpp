@@ -41,8 +41,12 @@ struct LimiterOptions {
   bool deny_cache = true;
 };
 
+/// How long acquire() may wait, and how to cancel it.
 struct AcquireOptions {
+  /// Give up (a denial, nothing taken) if the permits cannot be had within this.
   std::chrono::microseconds max_wait = std::chrono::microseconds::max();
+  /// A stop request ends the wait with Cancelled and gives a reservation back. Request it on
+  /// the loop's thread.
   std::stop_token stop{};
 };
 
@@ -69,6 +73,21 @@ class Limiter {
   Task<Decision> try_acquire(std::string key, std::int64_t permits = 1);
   /// try_acquire() on the limiter's own name as the key: one shared resource.
   Task<Decision> try_acquire(std::int64_t permits = 1);
+  /// Takes `permits` for `key`, waiting (on a uv timer, never a thread) until they are free or
+  /// `max_wait` would be exceeded (then a denial: nothing is taken, retry_after says when).
+  ///
+  /// For a policy of one gcra, token_bucket or leaky_bucket limit this is one round trip: the
+  /// permits are reserved in Redis at the earliest time they fit and the call sleeps until
+  /// then, so waiters are served in the order their reservations reached Redis, across all
+  /// processes. Cancelling a waiting call (AcquireOptions::stop, or destroying its task) gives
+  /// the reservation back, and the waiters behind it move earlier by exactly its share.
+  /// Other policies ask again at retry_after, which is not first-come first-served.
+  ///
+  /// A reservation is made when Redis runs the script: a call abandoned after sending it but
+  /// before the reply (a timeout) may have reserved permits that nobody uses.
+  Task<Decision> acquire(std::string key, std::int64_t permits = 1, AcquireOptions options = {});
+  /// acquire() on the limiter's own name as the key.
+  Task<Decision> acquire(std::int64_t permits = 1, AcquireOptions options = {});
   /// The state of `key` as a decision for one permit; consumes nothing.
   Task<Decision> peek(std::string key);
   /// Forgets the state of `key`: it starts again full.
@@ -81,7 +100,7 @@ class Limiter {
   const Policy& policy() const noexcept;
 
  private:
-  std::unique_ptr<detail::LimiterCore> core_;
+  std::shared_ptr<detail::LimiterCore> core_;
 };
 
 }  // namespace redlimit

@@ -19,7 +19,7 @@ local function fixed_window(key, now, n, limit, period, anchored)
     -- A stored window that began inside this one (the period grew) still counts.
     if stored and stored_start >= start then count = stored_count end
   end
-  local reset = start + period - t
+  local reset = start + period - now  -- from now, also after a clock step back
   if count + n <= limit then
     local value = string.format('%d:%d', start, count + n)
     return true, limit, limit - count - n, 0, reset, t, function() store(key, value, reset) end

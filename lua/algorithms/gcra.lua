@@ -3,31 +3,11 @@
 -- lowest terms), capacity tau = burst * T. A request for n permits passes when
 -- max(TAT, now) + n*T <= now + tau. Model: src/algorithms/gcra.cpp.
 --
--- Stored value: the TAT in whole microseconds (an integer, so Redis keeps it int-encoded), or
--- "us:f:p" when it has a fraction f/p of a microsecond. A value stored under another rate
--- denominator is rounded up to a whole microsecond: that can only make the limit stricter.
--- Time needs no separate last-seen value: the TAT never moves back, and now only enters through
+-- The TAT is stored as lib/frac_time.lua describes. Time needs no separate last-seen value: the TAT never moves back, and now only enters through
 -- max(TAT, now), so a clock step backwards can only make a request wait longer.
 
--- The stored time of a GCRA or leaky bucket key, or now if that is later.
-local function load_frac_time(key, now, p)
-  local stored = redis.call('GET', key)
-  if not stored then return now, 0 end
-  local us, f, den = split_value(stored)
-  f = f or 0
-  if f > 0 and den ~= p then us, f = us + 1, 0 end
-  if us > now or (us == now and f > 0) then return us, f end
-  return now, 0
-end
-
--- The value to store for a time pair.
-local function frac_time_value(us, f, p)
-  if f > 0 then return string.format('%d:%d:%d', us, f, p) end
-  return us
-end
-
 local function gcra(key, now, n, p, d, burst)
-  local tat, tat_f = load_frac_time(key, now, p)
+  local tat, tat_f, version = load_frac_time(key, now, p)
   local step, step_f = scaled(n, d, p)
   local new, new_f = tat + step, tat_f + step_f
   if new_f >= p then new, new_f = new + 1, new_f - p end
@@ -41,7 +21,7 @@ local function gcra(key, now, n, p, d, burst)
   if room > 0 then remaining = idiv(room, d) end
   if allowed then
     local ttl = ceil_us(new - now, new_f)
-    local value = frac_time_value(new, new_f, p)
+    local value = frac_time_value(new, new_f, p, version)
     return true, burst, remaining, 0, ttl, now, function() store(key, value, ttl) end
   end
   -- Denied: the request passes once now' + tau >= new, i.e. after new - tau - now.

@@ -1,14 +1,14 @@
 -- Leaky bucket, a shaper: departures are spaced exactly T = d/p us apart; at most `burst`
 -- permits may be queued. The key holds the time the next departure may leave, stored as GCRA
 -- stores its TAT. A request is admitted only when it can leave now; it then occupies the next
--- n*T. Model: src/algorithms/leaky_bucket.cpp. Needs gcra.lua (load_frac_time).
+-- n*T. Model: src/algorithms/leaky_bucket.cpp. Needs lib/frac_time.lua.
 
 local function leaky_bucket(key, now, n, p, d, burst)
-  local free, free_f = load_frac_time(key, now, p)
+  local free, free_f, version = load_frac_time(key, now, p)
   if free == now and free_f == 0 then
     local step, step_f = scaled(n, d, p)
     local ttl = ceil_us(step, step_f)
-    local value = frac_time_value(now + step, step_f, p)
+    local value = frac_time_value(now + step, step_f, p, version)
     return true, burst, burst - n, 0, ttl, now, function() store(key, value, ttl) end
   end
   local wait, wait_f = free - now, free_f

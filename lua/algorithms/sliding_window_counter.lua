@@ -32,9 +32,10 @@ local function sliding_window_counter(key, now, n, limit, period)
     end
   end
   local elapsed = t - start
+  local lag = t - now  -- after a clock step back, times count from now, not from t
   local used = previous - muldiv(previous, elapsed, period) + current
   if used + n <= limit then
-    local reset = 2 * period - elapsed
+    local reset = 2 * period - elapsed + lag
     local value = string.format('%d:%d:%d', start, current + n, previous)
     return true, limit, limit - used - n, 0, reset, t, function() store(key, value, reset) end
   end
@@ -59,7 +60,7 @@ local function sliding_window_counter(key, now, n, limit, period)
   end
   local reset = 0
   if current > 0 then reset = 2 * period - elapsed elseif previous > 0 then reset = period - elapsed end
-  return false, limit, remaining, retry, reset, t
+  return false, limit, remaining, retry + lag, reset + lag, t
 end
 
 ALGORITHMS['sliding_window_counter'] = sliding_window_counter

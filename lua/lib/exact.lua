@@ -78,17 +78,19 @@ local function integer_arg(value, name, low, high)
   return n
 end
 
--- The integers of a stored "a:b[:c]" value.
+-- The integers of a stored "a[:b[:c[:d]]]" value.
 local function split_value(stored)
-  local first = string.find(stored, ':', 1, true)
-  if not first then return tonumber(stored) end
-  local second = string.find(stored, ':', first + 1, true)
-  if not second then
-    return tonumber(string.sub(stored, 1, first - 1)), tonumber(string.sub(stored, first + 1))
+  local fields, count, from = {}, 0, 1
+  while true do
+    local colon = string.find(stored, ':', from, true)
+    count = count + 1
+    if not colon then
+      fields[count] = tonumber(string.sub(stored, from))
+      return fields[1], fields[2], fields[3], fields[4]
+    end
+    fields[count] = tonumber(string.sub(stored, from, colon - 1))
+    from = colon + 1
   end
-  return tonumber(string.sub(stored, 1, first - 1)),
-         tonumber(string.sub(stored, first + 1, second - 1)),
-         tonumber(string.sub(stored, second + 1))
 end
 
 -- Sets a string key with a TTL in milliseconds (at least 1).

@@ -27,7 +27,7 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const FixedWin
   LimitOutcome out;
   out.limit = params.limit;
   out.now_us = t;
-  out.reset_after_us = start + params.period_us - t;
+  out.reset_after_us = start + params.period_us - now;  // from now, also after a clock step back
   out.allowed = count + n <= params.limit;
   if (out.allowed) {
     out.remaining = params.limit - count - n;

@@ -23,12 +23,13 @@ LimitOutcome decide_gcra(const GcraParams& params, const GcraState* state, std::
   out.now_us = now;
   out.allowed = after <= latest;
   const FracTime left = out.allowed ? after : tat;
-  const std::int64_t room = (latest.us - left.us) * p + latest.frac - left.frac;
-  out.remaining = room > 0 ? floor_div(room, params.d) : 0;
+  // A TAT far ahead (a long queue, or another policy's state) leaves nothing.
+  const Int128 room = static_cast<Int128>(latest.us - left.us) * p + latest.frac - left.frac;
+  out.remaining = room > 0 ? static_cast<std::int64_t>(room / params.d) : 0;
   if (out.allowed) {
     out.ttl_us = subtract(after, {now, 0}, p).ceil_us();
     out.reset_after_us = out.ttl_us;
-    if (next != nullptr) *next = GcraState{after, p};
+    if (next != nullptr) *next = GcraState{after, p, state != nullptr ? state->version : 0};
   } else {
     out.retry_after_us = subtract(after, latest, p).ceil_us();
     out.reset_after_us = subtract(tat, {now, 0}, p).ceil_us();

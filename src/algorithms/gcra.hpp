@@ -15,10 +15,12 @@ struct GcraParams {
   std::int64_t burst;
 };
 
-/// The theoretical arrival time, with its fraction in 1/den microseconds.
+/// The theoretical arrival time, with its fraction in 1/den microseconds, and the key's version
+/// (reservations and cancellations so far; see algorithms/reservations.hpp).
 struct GcraState {
   FracTime tat;
   std::int64_t den = 1;
+  std::int64_t version = 0;
 };
 
 /// Decides `n` permits at `now`; when allowed and `next` is not null, writes the new state

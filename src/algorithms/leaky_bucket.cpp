@@ -17,7 +17,9 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const LeakyBuc
     out.remaining = params.burst - n;
     out.ttl_us = step.ceil_us();
     out.reset_after_us = out.ttl_us;
-    if (next != nullptr) *next = LeakyBucketState{add({now, 0}, step, p), p};
+    if (next != nullptr) {
+      *next = LeakyBucketState{add({now, 0}, step, p), p, state != nullptr ? state->version : 0};
+    }
     return out;
   }
   const FracTime wait = subtract(next_free, {now, 0}, p);

@@ -36,6 +36,7 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
     }
   }
   const std::int64_t elapsed = t - start;
+  const std::int64_t lag = t - now;  // after a clock step back, times count from now, not from t
   const std::int64_t weighted = previous - mul_div(previous, elapsed, period).quotient;
   const std::int64_t used = weighted + current;
 
@@ -45,7 +46,7 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
   out.allowed = used + n <= params.limit;
   if (out.allowed) {
     out.remaining = params.limit - used - n;
-    out.reset_after_us = 2 * period - elapsed;
+    out.reset_after_us = 2 * period - elapsed + lag;
     out.ttl_us = out.reset_after_us;
     if (next != nullptr) *next = SlidingWindowCounterState{start, current + n, previous};
     return out;
@@ -68,6 +69,8 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
     }
   }
   out.reset_after_us = current > 0 ? 2 * period - elapsed : (previous > 0 ? period - elapsed : 0);
+  out.retry_after_us += lag;
+  out.reset_after_us += lag;
   return out;
 }
 

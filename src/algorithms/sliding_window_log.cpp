@@ -20,8 +20,8 @@ LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
   out.allowed = count + n <= params.limit;
   if (out.allowed) {
     out.remaining = params.limit - count - n;
-    out.reset_after_us = params.window_us;
-    out.ttl_us = params.window_us;
+    out.reset_after_us = t + params.window_us - now;  // from now, also after a clock step back
+    out.ttl_us = out.reset_after_us;
     if (next != nullptr) {
       const auto dropped = first_inside - times.begin();
       if (next != state) *next = state != nullptr ? *state : empty;
@@ -33,8 +33,8 @@ LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
   out.remaining = std::max<std::int64_t>(0, params.limit - count);
   // The request fits once the (count + n - limit)-th oldest permit in the window has left.
   const std::int64_t must_leave = count + n - params.limit;
-  out.retry_after_us = *(first_inside + (must_leave - 1)) + params.window_us - t;
-  out.reset_after_us = times.back() + params.window_us - t;
+  out.retry_after_us = *(first_inside + (must_leave - 1)) + params.window_us - now;
+  out.reset_after_us = times.back() + params.window_us - now;
   return out;
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "algorithms/exact.hpp"
 #include "limiter/compiled_policy.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/task.hpp"
@@ -33,14 +35,46 @@ struct DecideRequest {
   std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
 };
 
+/// A reservation made for acquire() (single-limit gcra, token_bucket or leaky_bucket policies).
+struct Reservation {
+  Decision decision;                ///< allowed: reserved; else nothing was reserved
+  std::int64_t wait_us = 0;         ///< how long after server_time_us the permits may be used
+  FracTime slot;                    ///< that time, in server microseconds (fraction in 1/den)
+  std::int64_t den = 1;             ///< the limit's reduced permits p
+  std::int64_t version = 0;         ///< its place in the key's queue
+  std::int64_t reserved_at_us = 0;  ///< the server time of the reservation
+};
+
+/// A cancelled reservation gave back its permits: reservations on the same key made before the
+/// cancellation (version below `version`) and after the cancelled one (version above
+/// `cancelled`) may move earlier by `shift`.
+struct CancelNotice {
+  std::int64_t version = 0;    ///< the cancellation's version
+  std::int64_t now_us = 0;     ///< the server time of the cancellation
+  std::int64_t cancelled = 0;  ///< the version of the cancelled reservation
+  FracTime shift;
+  std::int64_t den = 1;  ///< the denominator of the shift's fraction
+};
+
 /// Runs the algorithms: in Redis (RedisBackend) or in process (LocalBackend). Requests arrive
 /// validated.
 class Backend {
  public:
+  using NoticeHandler = std::function<void(const CancelNotice&)>;
+
   virtual ~Backend() = default;
   virtual Task<Decision> decide(DecideRequest request) = 0;
   /// Forgets the state of every limit of `policy` for `key_base`.
   virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
+  /// Reserves the request's permits if they fit within `max_wait_us`.
+  virtual Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) = 0;
+  /// Gives a pending reservation back (its current slot, fraction in 1/den, and its version);
+  /// true if it returned permits (its slot was still ahead).
+  virtual Task<bool> cancel(DecideRequest request, FracTime slot, std::int64_t den,
+                            std::int64_t version) = 0;
+  /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
+  virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
+  virtual void unwatch(std::uint64_t id) = 0;
 };
 
 }  // namespace redlimit::detail

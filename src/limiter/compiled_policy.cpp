@@ -34,6 +34,10 @@ CompiledLimit compile_limit(const Limit& limit, std::size_t index) {
   check_range(field + ".rate.period", period, 1, max_period_us, " microseconds");
   check_range(field + ".burst", limit.burst, 0, max_permits);
 
+  if (to_string(limit.algorithm) == "unknown") {
+    invalid(field + ".algorithm", "is not one of the six algorithms (got " +
+                                      std::to_string(static_cast<int>(limit.algorithm)) + ")");
+  }
   CompiledLimit out;
   out.limit = limit;
   out.key_suffix = ":" + std::string(to_string(limit.algorithm)) + ":" + std::to_string(index);

@@ -8,7 +8,7 @@
 namespace redlimit {
 
 Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
-    : core_(std::make_unique<detail::LimiterCore>(
+    : core_(std::make_shared<detail::LimiterCore>(
           client.loop(), std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
           std::move(options))) {}
 
@@ -24,6 +24,14 @@ Task<Decision> Limiter::try_acquire(std::string key, std::int64_t permits) {
 
 Task<Decision> Limiter::try_acquire(std::int64_t permits) {
   return core_->try_acquire(core_->options().name, permits);
+}
+
+Task<Decision> Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
+  return core_->acquire(std::move(key), permits, std::move(options));
+}
+
+Task<Decision> Limiter::acquire(std::int64_t permits, AcquireOptions options) {
+  return core_->acquire(core_->options().name, permits, std::move(options));
 }
 
 Task<Decision> Limiter::peek(std::string key) {

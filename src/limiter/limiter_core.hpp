@@ -8,17 +8,21 @@
 
 #include "limiter/backend.hpp"
 #include "limiter/compiled_policy.hpp"
+#include "limiter/waiters.hpp"
 #include "redlimit/limiter.hpp"
 
 namespace redlimit::detail {
 
-/// The implementation behind Limiter: validation, keys, and the backend that decides.
-class LimiterCore {
+/// The implementation behind Limiter: validation, keys, waiting, and the backend that decides.
+/// Shared: a reservation abandoned by a destroyed task is given back by a spawned task that
+/// keeps the core (and its backend) alive until it is done.
+class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
  public:
   LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Policy policy,
               LimiterOptions options);
 
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
+  Task<Decision> acquire(std::string key, std::int64_t permits, AcquireOptions options);
   Task<Decision> peek(std::string key);
   Task<void> reset(std::string key);
   void set_policy(Policy policy);
@@ -31,12 +35,18 @@ class LimiterCore {
   DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const;
 
  private:
+  Task<Decision> acquire_by_reserving(DecideRequest request, AcquireOptions options);
+  Task<Decision> acquire_by_retrying(DecideRequest request, AcquireOptions options);
+  static Task<void> give_back(std::shared_ptr<LimiterCore> core, DecideRequest request,
+                              FracTime slot, std::int64_t den, std::int64_t version);
+
   uv_loop_t* loop_;
   LimiterOptions options_;
   std::string escaped_name_;
   // Why shared: calls in flight keep the policy they started with when set_policy() replaces it.
   std::shared_ptr<const CompiledPolicy> policy_;
   std::unique_ptr<Backend> backend_;
+  WaiterRegistry waiters_{*backend_};
 };
 
 }  // namespace redlimit::detail

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "algorithms/reservations.hpp"
+
 namespace redlimit::detail {
 
 LocalBackend::LocalBackend(Clock clock) : clock_(std::move(clock)) {}
@@ -21,14 +23,18 @@ void LocalBackend::evict_expired(std::int64_t now) {
   }
 }
 
-Decision LocalBackend::decide_now(const DecideRequest& request) {
-  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::int64_t now,
+                                             bool* created) {
   evict_expired(now);
   const auto& limits = request.policy->limits();
-  const auto [it, created] = entries_.try_emplace(request.key_base);
+  const auto [it, inserted] = entries_.try_emplace(request.key_base);
+  *created = inserted;
   Entry& entry = it->second;
-  entry.states.resize(limits.size());
-  entry.slots.resize(limits.size());
+  // Why only grow: a limit removed and added back finds its state, as its Redis key would be.
+  if (entry.states.size() < limits.size()) {
+    entry.states.resize(limits.size());
+    entry.slots.resize(limits.size());
+  }
   // A limit whose state expired, or that now uses another algorithm, starts afresh (in Redis its
   // key would be gone, or be another key).
   for (std::size_t i = 0; i < limits.size(); ++i) {
@@ -37,20 +43,34 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
       entry.slots[i] = Slot{limits[i].limit.algorithm, 0};
     }
   }
+  return entry;
+}
+
+void LocalBackend::touch(const std::string& key, Entry& entry, bool created,
+                         const std::vector<std::int64_t>& ttls_us, std::int64_t now) {
+  std::int64_t entry_expires = 0;
+  for (std::size_t i = 0; i < ttls_us.size(); ++i) {
+    entry.slots[i].expires_us = now + ttls_us[i];
+    entry_expires = std::max(entry_expires, entry.slots[i].expires_us);
+  }
+  if (!created) by_expiry_.erase(entry.expiry);
+  entry.expiry = by_expiry_.emplace(entry_expires, &entries_.find(key)->first);
+}
+
+Decision LocalBackend::decide_now(const DecideRequest& request) {
+  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  bool created = false;
+  Entry& entry = entry_for(request, now, &created);
   const bool write = request.operation == Operation::acquire;
   const PolicyOutcome outcome = decide_policy(request.policy->specs(), entry.states, now,
                                               request.permits, write ? Mode::acquire : Mode::peek);
-
   if (outcome.allowed && write) {
-    std::int64_t entry_expires = 0;
-    for (std::size_t i = 0; i < limits.size(); ++i) {
-      entry.slots[i].expires_us = now + outcome.limits[i].ttl_us;
-      entry_expires = std::max(entry_expires, entry.slots[i].expires_us);
-    }
-    if (!created) by_expiry_.erase(entry.expiry);
-    entry.expiry = by_expiry_.emplace(entry_expires, &it->first);
+    std::vector<std::int64_t> ttls;
+    for (const LimitOutcome& limit : outcome.limits)
+      ttls.push_back(limit.ttl_us);
+    touch(request.key_base, entry, created, ttls, now);
   } else if (created) {
-    entries_.erase(it);  // nothing was stored for this key
+    entries_.erase(request.key_base);  // nothing was stored for this key
   }
 
   const LimitOutcome& binding = outcome.binding_outcome();
@@ -65,8 +85,71 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   return decision;
 }
 
+Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t max_wait_us) {
+  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  bool created = false;
+  Entry& entry = entry_for(request, now, &created);
+  const LimitSpec& spec = request.policy->specs().front();
+  const ReserveOutcome outcome =
+      detail::reserve(spec, entry.states[0], now, request.permits, max_wait_us);
+  if (outcome.decision.allowed) {
+    touch(request.key_base, entry, created, {outcome.decision.ttl_us}, now);
+  } else if (created) {
+    entries_.erase(request.key_base);
+  }
+  Reservation out;
+  out.decision.allowed = outcome.decision.allowed;
+  out.decision.limit = outcome.decision.limit;
+  out.decision.remaining = outcome.decision.remaining;
+  out.decision.retry_after = std::chrono::microseconds(outcome.decision.retry_after_us);
+  out.decision.reset_after = std::chrono::microseconds(outcome.decision.reset_after_us);
+  out.decision.source = Source::local;
+  out.wait_us = outcome.wait_us;
+  out.slot = outcome.slot;
+  out.den = spec.a;
+  out.version = outcome.version;
+  out.reserved_at_us = now;
+  return out;
+}
+
 Task<Decision> LocalBackend::decide(DecideRequest request) {
   co_return decide_now(request);
+}
+
+Task<Reservation> LocalBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
+  co_return reserve_now(request, max_wait_us);
+}
+
+Task<bool> LocalBackend::cancel(DecideRequest request, FracTime slot, std::int64_t den,
+                                std::int64_t version) {
+  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  bool created = false;
+  Entry& entry = entry_for(request, now, &created);
+  const LimitSpec& spec = request.policy->specs().front();
+  const CancelOutcome outcome =
+      cancel_reservation(spec, entry.states[0], now, request.permits, slot, den);
+  if (!outcome.returned) {
+    if (created) entries_.erase(request.key_base);
+    co_return false;
+  }
+  touch(request.key_base, entry, created, {outcome.ttl_us}, now);
+  const CancelNotice notice{outcome.version, now, version, outcome.shift, spec.a};
+  // Why a copy: a handler may unwatch.
+  const auto watchers = watchers_;
+  for (const auto& [id, watcher] : watchers) {
+    if (watcher.first == request.key_base) watcher.second(notice);
+  }
+  co_return true;
+}
+
+std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler) {
+  const std::uint64_t id = next_watch_++;
+  watchers_.emplace(id, std::make_pair(request.key_base, std::move(handler)));
+  return id;
+}
+
+void LocalBackend::unwatch(std::uint64_t id) {
+  watchers_.erase(id);
 }
 
 Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {

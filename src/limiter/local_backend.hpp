@@ -24,9 +24,16 @@ class LocalBackend final : public Backend {
   explicit LocalBackend(Clock clock = system_clock);
   Task<Decision> decide(DecideRequest request) override;
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
+  Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
+  Task<bool> cancel(DecideRequest request, FracTime slot, std::int64_t den,
+                    std::int64_t version) override;
+  std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
+  void unwatch(std::uint64_t id) override;
 
   /// The decision, synchronously (decide() wraps this).
   Decision decide_now(const DecideRequest& request);
+  /// The reservation, synchronously (reserve() wraps this).
+  Reservation reserve_now(const DecideRequest& request, std::int64_t max_wait_us);
   /// Keys that hold state.
   std::size_t size() const noexcept { return entries_.size(); }
   static std::int64_t system_clock();
@@ -43,10 +50,17 @@ class LocalBackend final : public Backend {
   };
 
   void evict_expired(std::int64_t now);
+  /// The entry of `request`'s key with stale limits reset; `created` if it was new.
+  Entry& entry_for(const DecideRequest& request, std::int64_t now, bool* created);
+  /// Records that the entry's limit `index` wrote a state that matters for `ttl_us`.
+  void touch(const std::string& key, Entry& entry, bool created,
+             const std::vector<std::int64_t>& ttls_us, std::int64_t now);
 
   Clock clock_;
   std::unordered_map<std::string, Entry> entries_;
   std::multimap<std::int64_t, const std::string*> by_expiry_;  ///< entry expiry -> its key
+  std::map<std::uint64_t, std::pair<std::string, NoticeHandler>> watchers_;
+  std::uint64_t next_watch_ = 1;
 };
 
 }  // namespace redlimit::detail

@@ -1,9 +1,25 @@
 #include "limiter/redis_backend.hpp"
 
+#include <array>
+#include <charconv>
+
+#include "algorithms/reservations.hpp"
 #include "lua_scripts.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
+namespace {
+
+/// The Redis key of the (only) limit of a reservable policy, and its cancellation channel.
+std::string reservation_key(const DecideRequest& request) {
+  return request.key_base + request.policy->limits().front().key_suffix;
+}
+
+std::string now_argument(const DecideRequest& request) {
+  return request.now_us != 0 ? std::to_string(request.now_us) : std::string();
+}
+
+}  // namespace
 
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
@@ -28,6 +44,43 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   return decision;
 }
 
+Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
+  const auto& fields = reply.as_array();
+  if (fields.size() != 10) {
+    throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
+                        " fields, expected 10");
+  }
+  Reservation out;
+  out.decision.allowed = fields[0].as_integer() == 1;
+  out.reserved_at_us = fields[1].as_integer();
+  out.decision.server_time_us = out.reserved_at_us;
+  out.decision.limit = fields[2].as_integer();
+  out.decision.remaining = fields[3].as_integer();
+  out.decision.retry_after = std::chrono::microseconds(fields[4].as_integer());
+  out.decision.reset_after = std::chrono::microseconds(fields[5].as_integer());
+  out.decision.source = Source::redis;
+  out.wait_us = fields[6].as_integer();
+  out.slot = {fields[7].as_integer(), fields[8].as_integer()};
+  out.version = fields[9].as_integer();
+  out.den = den;
+  return out;
+}
+
+std::optional<CancelNotice> notice_from_message(std::string_view message) {
+  std::array<std::int64_t, 6> values{};
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::size_t colon = i + 1 < values.size() ? message.find(':', from) : message.size();
+    if (colon == std::string_view::npos) return std::nullopt;
+    const auto [end, ec] =
+        std::from_chars(message.data() + from, message.data() + colon, values[i]);
+    if (ec != std::errc{} || end != message.data() + colon) return std::nullopt;
+    from = colon + 1;
+  }
+  if (values[5] <= 0) return std::nullopt;
+  return CancelNotice{values[0], values[1], values[2], {values[3], values[4]}, values[5]};
+}
+
 Task<Decision> RedisBackend::decide(DecideRequest request) {
   const auto& limits = request.policy->limits();
   std::vector<std::string> keys;
@@ -37,7 +90,7 @@ Task<Decision> RedisBackend::decide(DecideRequest request) {
   const std::vector<std::string_view> key_views(keys.begin(), keys.end());
 
   const std::string permits = std::to_string(request.permits);
-  const std::string now = request.now_us != 0 ? std::to_string(request.now_us) : std::string();
+  const std::string now = now_argument(request);
   std::vector<std::string_view> args;
   args.reserve(3 + 4 * limits.size());
   args.push_back(request.operation == Operation::acquire ? "acquire" : "peek");
@@ -56,6 +109,54 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
   for (const CompiledLimit& limit : policy->limits())
     argv.push_back(key_base + limit.key_suffix);
   co_await client_.command(std::move(argv));
+}
+
+Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
+  const CompiledLimit& limit = request.policy->limits().front();
+  const std::string key = reservation_key(request);
+  const std::array<std::string_view, 1> keys = {key};
+  const std::string permits = std::to_string(request.permits);
+  const std::string now = now_argument(request);
+  const std::string max_wait = std::to_string(max_wait_us);
+  const std::array<std::string_view, 8> args = {"reserve",       permits,         now,
+                                                limit.fields[0], limit.fields[1], limit.fields[2],
+                                                limit.fields[3], max_wait};
+  const Reply reply =
+      co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
+  co_return reservation_from_reply(reply, limit.spec.a);
+}
+
+Task<bool> RedisBackend::cancel(DecideRequest request, FracTime slot, std::int64_t den,
+                                std::int64_t version) {
+  const CompiledLimit& limit = request.policy->limits().front();
+  slot = slot_for(slot, den, limit.spec.a);
+  const std::string key = reservation_key(request);
+  const std::array<std::string_view, 1> keys = {key};
+  const std::string permits = std::to_string(request.permits);
+  const std::string now = now_argument(request);
+  const std::string slot_us = std::to_string(slot.us);
+  const std::string slot_frac = std::to_string(slot.frac);
+  const std::string cancelled = std::to_string(version);
+  const std::array<std::string_view, 10> args = {
+      "cancel",        permits,         now,     limit.fields[0], limit.fields[1],
+      limit.fields[2], limit.fields[3], slot_us, slot_frac,       cancelled};
+  const Reply reply =
+      co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
+  const auto& fields = reply.as_array();
+  if (fields.size() != 3) throw ProtocolError("the cancel script returned an unexpected reply");
+  co_return fields[0].as_integer() == 1;
+}
+
+std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler) {
+  return client_.subscriber().subscribe(reservation_key(request) + ":cancelled",
+                                        [handler = std::move(handler)](std::string_view message) {
+                                          if (const auto notice = notice_from_message(message))
+                                            handler(*notice);
+                                        });
+}
+
+void RedisBackend::unwatch(std::uint64_t id) {
+  client_.subscriber().unsubscribe(id);
 }
 
 }  // namespace redlimit::detail

@@ -11,6 +11,11 @@ class RedisBackend final : public Backend {
   explicit RedisBackend(ClientCore& client) : client_(client) {}
   Task<Decision> decide(DecideRequest request) override;
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
+  Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
+  Task<bool> cancel(DecideRequest request, FracTime slot, std::int64_t den,
+                    std::int64_t version) override;
+  std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
+  void unwatch(std::uint64_t id) override;
 
  private:
   ClientCore& client_;
@@ -18,5 +23,11 @@ class RedisBackend final : public Backend {
 
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count);
+
+/// The Reservation in a reply of the reserve script; ProtocolError if it has another shape.
+Reservation reservation_from_reply(const Reply& reply, std::int64_t den);
+
+/// The notice in a message of the reserve script's cancel; nullopt if malformed.
+std::optional<CancelNotice> notice_from_message(std::string_view message);
 
 }  // namespace redlimit::detail

@@ -37,13 +37,30 @@ bool is_noscript(const Reply& reply) {
 
 }  // namespace
 
+namespace {
+
+ConnectionSettings settings_of(const ClientOptions& options) {
+  return {options.connect_timeout, options.reconnect_min, options.reconnect_max,
+          options.max_pending};
+}
+
+}  // namespace
+
 ClientCore::ClientCore(uv_loop_t* loop, ClientOptions options)
-    : loop_(loop), options_(validated(std::move(options))) {
-  Endpoint endpoint = parse_redis_url(options_.url);
-  ConnectionSettings settings{options_.connect_timeout, options_.reconnect_min,
-                              options_.reconnect_max, options_.max_pending};
+    : loop_(loop),
+      options_(validated(std::move(options))),
+      endpoint_(parse_redis_url(options_.url)) {
   router_ = std::make_unique<SingleNodeRouter>(
-      std::make_unique<Connection>(loop, std::move(endpoint), settings, options_.logger));
+      std::make_unique<Connection>(loop, endpoint_, settings_of(options_), options_.logger));
+}
+
+Subscriber& ClientCore::subscriber() {
+  check_thread();
+  if (!subscriber_) {
+    subscriber_ =
+        std::make_unique<Subscriber>(loop_, endpoint_, settings_of(options_), options_.logger);
+  }
+  return *subscriber_;
 }
 
 void ClientCore::check_thread() const {
@@ -64,7 +81,15 @@ Task<void> ClientCore::connect() {
 }
 
 Task<void> ClientCore::close() {
+  if (closing_) {
+    co_await closed_.wait();
+    co_return;
+  }
+  closing_ = true;
   co_await router_->close();
+  if (subscriber_) co_await subscriber_->close();
+  // Why last: a waiter resumed here may destroy the client.
+  closed_.set();
 }
 
 Task<Reply> ClientCore::command(std::vector<std::string> argv) {

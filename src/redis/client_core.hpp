@@ -12,6 +12,7 @@
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "redis/slot_router.hpp"
+#include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
 
 namespace redlimit::detail {
@@ -42,6 +43,8 @@ class ClientCore {
   const ClientOptions& options() const noexcept { return options_; }
   const std::shared_ptr<spdlog::logger>& logger() const noexcept { return options_.logger; }
   SlotRouter& router() noexcept { return *router_; }
+  /// The pub/sub connection, created on first use.
+  Subscriber& subscriber();
   /// Throws UsageError when called from a thread other than the one that made the client.
   void check_thread() const;
 
@@ -49,7 +52,11 @@ class ClientCore {
   uv_loop_t* loop_;
   ClientOptions options_;
   std::thread::id owner_thread_ = std::this_thread::get_id();
+  Endpoint endpoint_;
   std::unique_ptr<SlotRouter> router_;
+  std::unique_ptr<Subscriber> subscriber_;
+  bool closing_ = false;
+  Completion closed_;  ///< a second close() waits for the first
 };
 
 }  // namespace redlimit::detail

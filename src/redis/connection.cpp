@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <random>
 
+#include "redis/hiredis_context.hpp"
 #include "redis/reply_convert.hpp"
-#include "redis/uv_glue.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
@@ -99,6 +99,12 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv,
     fail_now(std::make_exception_ptr(UsageError("command on a closed Redis client")));
     return awaiter;
   }
+  if (deadline <= Clock::now()) {
+    fail_now(std::make_exception_ptr(
+        TimeoutError("redis " + endpoint_.display() +
+                     ": the deadline passed before sending (nothing was sent)")));
+    return awaiter;
+  }
   if (pending_ >= settings_.max_pending) {
     fail_now(std::make_exception_ptr(Overloaded("redis " + endpoint_.display() + ": " +
                                                 std::to_string(pending_) +
@@ -140,27 +146,7 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv,
 }
 
 bool Connection::dispatch(CommandOp* op, std::span<const std::string_view> argv) {
-  constexpr std::size_t inline_capacity = 32;
-  const char* inline_pointers[inline_capacity];
-  std::size_t inline_lengths[inline_capacity];
-  std::vector<const char*> heap_pointers;
-  std::vector<std::size_t> heap_lengths;
-  const char** pointers = inline_pointers;
-  std::size_t* lengths = inline_lengths;
-  if (argv.size() > inline_capacity) {
-    heap_pointers.resize(argv.size());
-    heap_lengths.resize(argv.size());
-    pointers = heap_pointers.data();
-    lengths = heap_lengths.data();
-  }
-  for (std::size_t i = 0; i < argv.size(); ++i) {
-    pointers[i] = argv[i].empty() ? "" : argv[i].data();
-    lengths[i] = argv[i].size();
-  }
-  if (redisAsyncCommandArgv(context_, &on_reply, op, static_cast<int>(argv.size()), pointers,
-                            lengths) != REDIS_OK) {
-    return false;
-  }
+  if (!send_argv(context_, &on_reply, op, argv)) return false;
   ++op->references;  // hiredis holds the op until its callback
   op->stage = CommandOp::Stage::in_flight;
   op->sequence = ++sequence_;
@@ -178,6 +164,7 @@ void Connection::on_reply(redisAsyncContext* context, void* reply, void* privdat
                                  ") before the reply",
                              true)));
     } else {
+      self->backoff_.reset();  // the server answers: failures no longer accumulate
       self->complete_inline(op, to_reply(*static_cast<const redisReply*>(reply)));
     }
   }
@@ -300,9 +287,13 @@ void Connection::expire_deadlines() {
   if (reply_lost && state_ == State::ready) {
     // Why: replies come in order, so every later reply on this connection is stuck behind the
     // missing one; a fresh connection serves the next commands sooner.
-    logger_->warn("redis {}: a reply missed its deadline; reconnecting", endpoint_.display());
+    // A server too slow to answer in time counts as a failure, so reconnects back off.
+    const auto delay = backoff_.next();
+    logger_->warn("redis {}: a reply missed its deadline; reconnecting in {} ms",
+                  endpoint_.display(), delay.count());
     drop_context("a reply missed its deadline");
-    context_lost("a reply missed its deadline");
+    state_ = State::connecting;
+    backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));
   }
 }
 
@@ -317,31 +308,12 @@ void Connection::notify_if_drained() {
 
 void Connection::start_connect() {
   state_ = State::connecting;
-  redisAsyncContext* context = endpoint_.transport == Endpoint::Transport::tcp
-                                   ? redisAsyncConnect(endpoint_.host.c_str(), endpoint_.port)
-                                   : redisAsyncConnectUnix(endpoint_.path.c_str());
-  if (context == nullptr) {
-    attempt_failed(std::make_exception_ptr(ConnectionError("out of memory")));
+  OpenedContext opened = open_context(endpoint_, loop_, latch_, this, &on_connect, &on_disconnect);
+  if (opened.context == nullptr) {
+    attempt_failed(std::make_exception_ptr(ConnectionError(opened.error)));
     return;
   }
-  if (context->err != 0) {
-    const std::string why = context->errstr;
-    redisAsyncFree(context);
-    attempt_failed(std::make_exception_ptr(
-        ConnectionError("cannot connect to " + endpoint_.display() + ": " + why)));
-    return;
-  }
-  if (!attach_to_loop(context, loop_, latch_)) {
-    redisAsyncFree(context);
-    attempt_failed(std::make_exception_ptr(
-        ConnectionError("cannot watch the socket to " + endpoint_.display())));
-    return;
-  }
-  if (endpoint_.transport == Endpoint::Transport::tcp) redisEnableKeepAlive(&context->c);
-  context->data = this;
-  redisAsyncSetConnectCallback(context, &on_connect);
-  redisAsyncSetDisconnectCallback(context, &on_disconnect);
-  context_ = context;
+  context_ = opened.context;
   connect_timer_.start(static_cast<std::uint64_t>(settings_.connect_timeout.count()));
   send_handshake();
 }
@@ -349,17 +321,7 @@ void Connection::start_connect() {
 void Connection::send_handshake() {
   handshake_replies_ = 0;
   auto send = [this](std::initializer_list<std::string_view> argv) {
-    std::vector<const char*> pointers;
-    std::vector<std::size_t> lengths;
-    for (const auto part : argv) {
-      pointers.push_back(part.data());
-      lengths.push_back(part.size());
-    }
-    if (redisAsyncCommandArgv(context_, &on_handshake_reply, nullptr,
-                              static_cast<int>(pointers.size()), pointers.data(),
-                              lengths.data()) == REDIS_OK) {
-      ++handshake_replies_;
-    }
+    if (send_argv(context_, &on_handshake_reply, nullptr, argv)) ++handshake_replies_;
   };
   if (!endpoint_.password.empty()) {
     if (endpoint_.user.empty()) {
@@ -388,7 +350,8 @@ void Connection::on_connect(const redisAsyncContext* context, int status) {
 
 void Connection::on_handshake_reply(redisAsyncContext* context, void* reply, void*) {
   auto* self = static_cast<Connection*>(context->data);
-  if (self == nullptr || reply == nullptr) return;  // dropped; a disconnect reports itself
+  // Dropped, or closing (close() drops the context); a disconnect reports itself.
+  if (self == nullptr || reply == nullptr || self->state_ != State::connecting) return;
   const auto* r = static_cast<const redisReply*>(reply);
   if (r->type == REDIS_REPLY_ERROR) {
     const std::string message(r->str, r->len);
@@ -431,12 +394,19 @@ void Connection::on_backoff_timer(void* argument) {
 void Connection::become_ready() {
   connect_timer_.stop();
   if (backoff_.failures() > 0) logger_->info("redis {}: connected", endpoint_.display());
-  backoff_.reset();
   last_error_ = nullptr;
   state_ = State::ready;
   std::deque<CommandOp*> queued;
   queued.swap(queue_);
+  const auto now = Clock::now();
   for (CommandOp* op : queued) {
+    if (op->deadline <= now) {  // the deadline timer has not swept it yet
+      op->queued_argv.clear();
+      complete(op, std::make_exception_ptr(TimeoutError(
+                       "redis " + endpoint_.display() +
+                       ": no connection within the command's deadline (nothing was sent)")));
+      continue;
+    }
     const std::vector<std::string_view> argv(op->queued_argv.begin(), op->queued_argv.end());
     const bool sent = dispatch(op, argv);
     op->queued_argv.clear();
@@ -497,7 +467,10 @@ void Connection::resume_closer(void* argument) {
 }
 
 Task<void> Connection::close() {
-  if (state_ == State::closing || state_ == State::closed) co_return;
+  if (state_ == State::closing || state_ == State::closed) {
+    co_await closed_.wait();
+    co_return;
+  }
   state_ = State::closing;
   backoff_timer_.stop();
   connect_timer_.stop();
@@ -518,8 +491,10 @@ Task<void> Connection::close() {
     }
     void await_resume() const noexcept {}
   };
-  Drained drained(*this);
-  co_await drained;
+  // Why a loop: commands completed while draining may be retried by their callers (they get
+  // UsageError, or wait in the ready queue); close only once nothing is left.
+  for (Drained drained(*this); !drained.await_ready();)
+    co_await drained;
   drop_context("client closed");
   deadline_timer_.close();
   connect_timer_.close();
@@ -527,6 +502,7 @@ Task<void> Connection::close() {
   ready_.close();
   co_await latch_->all_closed();
   state_ = State::closed;
+  closed_.set();
 }
 
 }  // namespace redlimit::detail

@@ -19,6 +19,7 @@
 #include "redis/endpoint.hpp"
 #include "redlimit/task.hpp"
 #include "runtime/close_latch.hpp"
+#include "runtime/completion.hpp"
 #include "runtime/ready_queue.hpp"
 #include "runtime/uv_handles.hpp"
 
@@ -58,7 +59,8 @@ class Connection {
   /// Sends `argv` (copied before this returns) and returns the awaiter of the outcome.
   CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline);
 
-  /// Fails queued commands, waits for those in flight, disconnects, closes every handle.
+  /// Fails queued commands, waits for those in flight, disconnects, closes every handle. A call
+  /// while another is under way waits for that one.
   Task<void> close();
 
   /// The sequence number the next command sent will get.
@@ -140,6 +142,7 @@ class Connection {
   Clock::time_point timer_due_{};
   std::coroutine_handle<> closer_;  ///< close() waiting for in-flight commands
   bool closer_scheduled_ = false;
+  Completion closed_;  ///< a second close() waits for the first
 };
 
 }  // namespace redlimit::detail

@@ -21,8 +21,9 @@ void on_fire(uv_timer_t* timer) {
 }
 
 std::uint64_t whole_milliseconds(std::chrono::microseconds duration) {
-  if (duration.count() <= 0) return 0;
-  return static_cast<std::uint64_t>((duration.count() + 999) / 1000);
+  const auto us = duration.count();
+  if (us <= 0) return 0;
+  return static_cast<std::uint64_t>(us / 1000 + (us % 1000 != 0 ? 1 : 0));
 }
 
 class SleepAwaiter {

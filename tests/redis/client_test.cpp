@@ -539,6 +539,23 @@ TEST_F(ClientTest, CloseWaitsForCommandsInFlightThenRefusesNewOnes) {
   run(loop(), close_while_busy(client, &outcomes));
 }
 
+Task<void> close_twice(Client& client, int* handles_left) {
+  test::TaskGroup group;
+  group.add(client.close());
+  co_await client.close();  // while the first is under way: waits for it to finish
+  *handles_left = test::open_handle_count(client.loop());
+  co_await group.join();
+}
+
+TEST_F(ClientTest, ASecondCloseWaitsUntilTheClientIsClosed) {
+  auto client = std::make_unique<Client>(loop(), options());
+  run(loop(), client->connect());
+  int handles_left = -1;
+  run(loop(), close_twice(*client, &handles_left));
+  EXPECT_EQ(handles_left, 0) << "the second close() returned before the handles were closed";
+  client.reset();
+}
+
 TEST_F(ClientTest, DestroyingTheAwaitingTaskAbandonsItsCommandSafely) {
   Client client(loop(), options());
   run(loop(), client.connect());

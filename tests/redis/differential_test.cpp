@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "algorithms/policy_model.hpp"
+#include "algorithms/reservations.hpp"
 #include "limiter/redis_backend.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
@@ -69,10 +70,15 @@ Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
   }
 }
 
+enum class Kind { acquire, peek, reserve, cancel, change_policy };
+
 struct Step {
   std::int64_t now;
   std::int64_t permits;
-  Operation operation;
+  Kind kind;
+  std::int64_t max_wait_us = 0;                    ///< reserve
+  std::size_t reservation = 0;                     ///< cancel: which earlier granted reservation
+  std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy
 };
 
 struct Sequence {
@@ -81,6 +87,10 @@ struct Sequence {
   std::vector<Step> steps;
 };
 
+bool reservable(const std::vector<Algorithm>& algorithms) {
+  return algorithms.size() == 1 && can_reserve(algorithms.front());
+}
+
 /// A sequence of requests on one key: times mostly move forward (by less than, about, and more
 /// than a period), sometimes stand still, and sometimes step backwards.
 Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorithms, int index) {
@@ -88,6 +98,8 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
   for (Algorithm algorithm : algorithms)
     policy.limits.push_back(random_limit(random, algorithm));
   Sequence sequence{CompiledPolicy::compile(policy), "diff-" + std::to_string(index), {}};
+  const bool reservations = reservable(algorithms);
+  int reserves = 0;
   std::int64_t capacity = INT64_MAX;
   std::int64_t period = INT64_MAX;
   for (const auto& limit : sequence.policy->limits()) {
@@ -124,8 +136,24 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       default:
         break;
     }
-    sequence.steps.push_back(
-        {now, permits, pick(random, 0, 9) == 0 ? Operation::peek : Operation::acquire});
+    Step step{now, permits, pick(random, 0, 9) == 0 ? Kind::peek : Kind::acquire};
+    const auto roll = pick(random, 0, 19);
+    if (roll == 0) {
+      // A new policy of the same algorithms: the state carries over.
+      Policy next;
+      for (Algorithm algorithm : algorithms)
+        next.limits.push_back(random_limit(random, algorithm));
+      step.kind = Kind::change_policy;
+      step.policy = CompiledPolicy::compile(next);
+    } else if (reservations && roll < 10) {
+      step.kind = Kind::reserve;
+      step.max_wait_us = pick(random, 0, 3) == 0 ? 0 : pick(random, 1, 4 * period);
+      ++reserves;
+    } else if (reservations && roll < 14 && reserves > 0) {
+      step.kind = Kind::cancel;
+      step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
+    }
+    sequence.steps.push_back(step);
   }
   return sequence;
 }
@@ -144,10 +172,18 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
     out << "  " << limit.description << " burst " << limit.limit.burst << " window "
         << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
   }
+  static const char* const kinds[] = {"acquire", "peek", "reserve", "cancel", "policy"};
   for (std::size_t i = 0; i <= upto && i < sequence.steps.size(); ++i) {
-    out << "  step " << i << ": now " << sequence.steps[i].now << " permits "
-        << sequence.steps[i].permits
-        << (sequence.steps[i].operation == Operation::peek ? " peek" : " acquire") << "\n";
+    const Step& step = sequence.steps[i];
+    out << "  step " << i << ": now " << step.now << " permits " << step.permits << " "
+        << kinds[static_cast<int>(step.kind)];
+    if (step.kind == Kind::reserve) out << " max_wait " << step.max_wait_us;
+    if (step.kind == Kind::cancel) out << " reservation " << step.reservation;
+    if (step.kind == Kind::change_policy) {
+      for (const auto& limit : step.policy->limits())
+        out << " " << limit.description;
+    }
+    out << "\n";
   }
   return out.str();
 }
@@ -158,15 +194,87 @@ struct Tally {
   int allowed = 0;
 };
 
+struct Granted {
+  Reservation reservation;
+  std::int64_t permits;
+  bool cancelled = false;
+};
+
+void report(Tally* tally, const Sequence& sequence, std::size_t step, const std::string& what) {
+  if (++tally->mismatches <= 5) {
+    ADD_FAILURE() << "script and model disagree at step " << step << "\n"
+                  << describe(sequence, step) << what;
+  }
+}
+
 Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) {
   std::vector<std::optional<LimitState>> states(sequence.policy->specs().size());
+  std::vector<Granted> granted;
+  const std::string key_base = "{" + sequence.key + "}";
   for (std::size_t i = 0; i < sequence.steps.size(); ++i) {
-    const Step& step = sequence.steps[i];
-    const Decision script = co_await backend.decide(DecideRequest(
-        sequence.policy, "{" + sequence.key + "}", step.operation, step.permits, step.now));
+    Step& step = sequence.steps[i];
+    if (step.kind == Kind::change_policy) {
+      sequence.policy = step.policy;
+      continue;
+    }
+    // The limiter never sends more permits than every limit holds (it checks before any I/O).
+    for (const auto& limit : sequence.policy->limits()) {
+      step.permits = std::min(step.permits, limit.capacity);
+    }
+    if (step.kind == Kind::reserve) {
+      const LimitSpec& spec = sequence.policy->specs().front();
+      const Reservation script = co_await backend.reserve(
+          DecideRequest(sequence.policy, key_base, Operation::acquire, step.permits, step.now),
+          step.max_wait_us);
+      const ReserveOutcome model =
+          reserve(spec, states[0], step.now, step.permits, step.max_wait_us);
+      ++tally->decisions;
+      const bool same = script.decision.allowed == model.decision.allowed &&
+                        script.decision.remaining == model.decision.remaining &&
+                        script.decision.retry_after.count() == model.decision.retry_after_us &&
+                        script.decision.reset_after.count() == model.decision.reset_after_us &&
+                        script.wait_us == model.wait_us && script.slot == model.slot &&
+                        script.version == model.version;
+      if (!same) {
+        std::ostringstream what;
+        what << "  reserve: script {allowed " << script.decision.allowed << ", remaining "
+             << script.decision.remaining << ", retry " << script.decision.retry_after.count()
+             << ", reset " << script.decision.reset_after.count() << ", wait " << script.wait_us
+             << ", slot " << script.slot.us << "+" << script.slot.frac << ", version "
+             << script.version << "}\n  model  {allowed " << model.decision.allowed
+             << ", remaining " << model.decision.remaining << ", retry "
+             << model.decision.retry_after_us << ", reset " << model.decision.reset_after_us
+             << ", wait " << model.wait_us << ", slot " << model.slot.us << "+" << model.slot.frac
+             << ", version " << model.version << "}";
+        report(tally, sequence, i, what.str());
+      }
+      if (script.decision.allowed) granted.push_back({script, step.permits});
+      continue;
+    }
+    if (step.kind == Kind::cancel) {
+      if (step.reservation >= granted.size() || granted[step.reservation].cancelled) continue;
+      Granted& target = granted[step.reservation];
+      target.cancelled = true;
+      const bool script = co_await backend.cancel(
+          DecideRequest(sequence.policy, key_base, Operation::acquire, target.permits, step.now),
+          target.reservation.slot, target.reservation.den, target.reservation.version);
+      const CancelOutcome model =
+          cancel_reservation(sequence.policy->specs().front(), states[0], step.now, target.permits,
+                             target.reservation.slot, target.reservation.den);
+      ++tally->decisions;
+      if (script != model.returned) {
+        report(tally, sequence, i,
+               "  cancel: script returned " + std::to_string(script) + ", model " +
+                   std::to_string(model.returned));
+      }
+      continue;
+    }
+    const Operation operation = step.kind == Kind::peek ? Operation::peek : Operation::acquire;
+    const Decision script = co_await backend.decide(
+        DecideRequest(sequence.policy, key_base, operation, step.permits, step.now));
     const PolicyOutcome model =
         decide_policy(sequence.policy->specs(), states, step.now, step.permits,
-                      step.operation == Operation::peek ? Mode::peek : Mode::acquire);
+                      step.kind == Kind::peek ? Mode::peek : Mode::acquire);
     const LimitOutcome& bound = model.binding_outcome();
     ++tally->decisions;
     tally->allowed += script.allowed ? 1 : 0;
@@ -175,7 +283,7 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
                       script.retry_after.count() == bound.retry_after_us &&
                       script.reset_after.count() == bound.reset_after_us &&
                       script.server_time_us == model.now_us && script.binding == model.binding;
-    if (!same && ++tally->mismatches <= 5) {
+    if (!same) {
       Decision expected;
       expected.allowed = model.allowed;
       expected.limit = bound.limit;
@@ -184,9 +292,8 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
       expected.reset_after = std::chrono::microseconds(bound.reset_after_us);
       expected.server_time_us = model.now_us;
       expected.binding = model.binding;
-      ADD_FAILURE() << "script and model disagree at step " << i << "\n"
-                    << describe(sequence, i) << "  script " << describe(script) << "\n"
-                    << "  model  " << describe(expected);
+      report(tally, sequence, i,
+             "  script " + describe(script) + "\n  model  " + describe(expected));
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <uv.h>
 
 #include <chrono>
+#include <string>
 
 namespace redlimit::test {
 
@@ -12,12 +13,34 @@ namespace redlimit::test {
 class LoopTest : public ::testing::Test {
  protected:
   LoopTest() { uv_loop_init(&loop_); }
-  void TearDown() override { EXPECT_EQ(uv_loop_close(&loop_), 0) << "a uv handle was left open"; }
+  void TearDown() override {
+    EXPECT_EQ(uv_loop_close(&loop_), 0) << "a uv handle was left open: " << open_handles();
+  }
+  /// The types of the handles still open, for the failure message.
+  std::string open_handles() {
+    std::string names;
+    uv_walk(
+        &loop_,
+        [](uv_handle_t* handle, void* out) {
+          *static_cast<std::string*>(out) += std::string(uv_handle_type_name(handle->type)) +
+                                             (uv_is_closing(handle) ? "(closing) " : " ");
+        },
+        &names);
+    return names;
+  }
   uv_loop_t* loop() { return &loop_; }
 
  private:
   uv_loop_t loop_;
 };
+
+/// How many uv handles are open (or closing) on `loop`.
+inline int open_handle_count(uv_loop_t* loop) {
+  int count = 0;
+  uv_walk(
+      loop, [](uv_handle_t*, void* n) { ++*static_cast<int*>(n); }, &count);
+  return count;
+}
 
 /// Scheduling slack for "by its deadline" checks: these machines are shared, and sanitizers slow
 /// everything down.

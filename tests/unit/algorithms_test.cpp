@@ -170,6 +170,25 @@ TEST(TokenBucket, AClockStepBackwardsFreesNothing) {
   EXPECT_EQ(model.drain(t0 + 100'000), 1);
 }
 
+/// After the clock steps back, a stored window start (or refill time) is ahead of now: the
+/// algorithms decide on their stored time, but retry_after and the state's lifetime count from
+/// now, when they are really due.
+TEST(EveryWindow, AClockStepBackCountsRetryAfterFromNow) {
+  for (const Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window_log,
+                                    Algorithm::sliding_window_counter, Algorithm::token_bucket}) {
+    Model model(limit(algorithm, {2, 1s}));
+    model.drain(t0 + 500'000);
+    const auto ahead = model.acquire(t0 + 500'000);
+    const auto behind = model.acquire(t0 + 200'000);  // 300 ms back
+    EXPECT_EQ(behind.binding_outcome().retry_after_us,
+              ahead.binding_outcome().retry_after_us + 300'000)
+        << to_string(algorithm);
+    EXPECT_EQ(behind.binding_outcome().reset_after_us,
+              ahead.binding_outcome().reset_after_us + 300'000)
+        << to_string(algorithm);
+  }
+}
+
 // ---- leaky bucket
 
 TEST(LeakyBucket, SpacesDeparturesExactlyPeriodOverPermitsApart) {

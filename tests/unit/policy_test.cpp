@@ -27,6 +27,11 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+TEST(PolicyValidation, AnUnknownAlgorithmValueIsInvalid) {
+  EXPECT_TRUE(contains(error_of(one(static_cast<Algorithm>(6), {5, 1s})),
+                       "policy.limits[0].algorithm is not one of the six algorithms"));
+}
+
 TEST(PolicyValidation, AnEmptyPolicyIsInvalid) {
   EXPECT_TRUE(contains(error_of(Policy{}), "policy.limits must hold at least one limit"));
 }

@@ -72,6 +72,21 @@ TEST_F(SleepTest, AlreadyStoppedTokenCancelsWithoutWaiting) {
   EXPECT_LT(elapsed_since(start), 1s);
 }
 
+Task<void> stop_soon(uv_loop_t* loop, std::stop_source* source) {
+  co_await sleep_for(loop, 5ms);
+  source->request_stop();
+}
+
+TEST_F(SleepTest, TheLongestDurationDoesNotOverflow) {
+  std::stop_source source;
+  bool resumed = false;
+  EXPECT_THROW(run(loop(), both(sleep_then_flag(loop(), std::chrono::microseconds::max(),
+                                                source.get_token(), &resumed),
+                                stop_soon(loop(), &source), loop())),
+               Cancelled);
+  EXPECT_TRUE(resumed);
+}
+
 TEST_F(SleepTest, DestroyingTheSleepingTaskReleasesItsTimer) {
   {
     test::StartedTask sleeping = test::start(sleep_for(loop(), 10s));

@@ -1,0 +1,75 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "limiter/backend.hpp"
+
+namespace redlimit::detail {
+
+/// The acquire() calls of one limiter that sleep on a reservation, per key. When a reservation
+/// on the key is cancelled (by any process), the backend's notice moves every waiter behind it
+/// earlier by the cancelled permits' time, and wakes it to sleep the shorter time.
+///
+/// Notices are hints: one that is lost (the subscription was down) only leaves a waiter sleeping
+/// as long as it would have anyway. One that arrives before the reply of a reservation made
+/// before it is kept for a while and applied when that waiter registers.
+class WaiterRegistry {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// One sleeping acquire(): its reservation and its local wake-up time.
+  struct Waiter {
+    FracTime slot;  ///< server time the permits may be used (fraction in 1/den)
+    std::int64_t den = 1;
+    std::int64_t reserved_at_us = 0;
+    std::int64_t version = 0;  ///< its reservation's place in the key's queue
+    std::int64_t seen = 0;     ///< the latest version already taken into its slot
+    Clock::time_point wake;
+    std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier
+  };
+
+  /// Watching a key (RAII): from before a reservation is sent until its waiter wakes, so that no
+  /// notice in between is missed.
+  class Watch {
+   public:
+    Watch(WaiterRegistry& registry, std::string key_base);
+    Watch(const Watch&) = delete;
+    Watch& operator=(const Watch&) = delete;
+    ~Watch();
+    /// Registers the waiter (after its reservation), applying notices that came before it.
+    void add(Waiter* waiter);
+
+   private:
+    WaiterRegistry& registry_;
+    std::string key_base_;
+    Waiter* waiter_ = nullptr;
+  };
+
+  explicit WaiterRegistry(Backend& backend) : backend_(backend) {}
+  ~WaiterRegistry();
+
+  /// Starts watching the key of `request`.
+  Watch watch(const DecideRequest& request);
+
+ private:
+  struct Key {
+    std::uint64_t watch_id = 0;
+    int watches = 0;
+    std::vector<Waiter*> waiters;
+    std::deque<CancelNotice> recent;  ///< the last notices, for waiters not yet registered
+  };
+
+  void on_notice(const std::string& key_base, const CancelNotice& notice);
+  static void apply(Waiter& waiter, const CancelNotice& notice);
+
+  Backend& backend_;
+  std::map<std::string, Key> keys_;
+};
+
+}  // namespace redlimit::detail

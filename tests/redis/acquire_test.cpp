@@ -1,0 +1,223 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stop_token>
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/started_task.hpp"
+#include "support/task_group.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using test::deadline_slack;
+using Clock = std::chrono::steady_clock;
+
+/// acquire() tests, each on a private redis-server and, for comparison, in process.
+class AcquireTest : public test::LoopTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void TearDown() override {
+    limiter_.reset();
+    run(loop(), client_.close());
+    EXPECT_TRUE(server_.keys_without_ttl().empty());
+    LoopTest::TearDown();
+  }
+  Limiter& limiter(Limit limit) {
+    const bool in_redis = GetParam();
+    limiter_ = in_redis ? std::make_unique<Limiter>(client_, Policy::of(limit),
+                                                    LimiterOptions{.name = "acquire"})
+                        : std::make_unique<Limiter>(loop(), Policy::of(limit),
+                                                    LimiterOptions{.name = "acquire"});
+    return *limiter_;
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s}};
+  std::unique_ptr<Limiter> limiter_;
+};
+
+struct Finished {
+  int index;
+  Decision decision;
+  Clock::time_point at;
+};
+
+Task<void> acquire_into(Limiter& limiter, int index, AcquireOptions options,
+                        std::vector<Finished>* finished, int* cancelled) {
+  try {
+    Decision d = co_await limiter.acquire("k", 1, std::move(options));
+    finished->push_back({index, d, Clock::now()});
+  } catch (const Cancelled&) {
+    ++*cancelled;
+  }
+}
+
+Task<void> queue_of(Limiter& limiter, int count, std::vector<Finished>* finished) {
+  test::TaskGroup group;
+  int cancelled = 0;
+  for (int i = 0; i < count; ++i)
+    group.add(acquire_into(limiter, i, {}, finished, &cancelled));
+  co_await group.join();
+}
+
+TEST_P(AcquireTest, WaitersSleepExactlyTheirReservedTimeInReservationOrder) {
+  Limiter& l = limiter({Algorithm::gcra, {20, 1s}, 1, Window::aligned});
+  std::vector<Finished> finished;
+  const auto start = Clock::now();
+  run(loop(), queue_of(l, 8, &finished));
+  ASSERT_EQ(finished.size(), 8u);
+  for (std::size_t i = 0; i < finished.size(); ++i) {
+    const Finished& f = finished[i];
+    EXPECT_TRUE(f.decision.allowed);
+    EXPECT_EQ(f.index, static_cast<int>(i)) << "served in reservation order";
+    const auto expected = std::chrono::microseconds(50'000 * f.index);
+    EXPECT_GE(f.decision.waited, expected - 1ms);
+    EXPECT_LT(f.decision.waited, expected + deadline_slack);
+    EXPECT_GE(f.at - start, expected - 1ms);
+  }
+  if (GetParam()) {
+    // The slots, in server time, are exactly 50 ms apart.
+    for (std::size_t i = 1; i < finished.size(); ++i) {
+      EXPECT_EQ(finished[i].decision.server_time_us - finished[i - 1].decision.server_time_us,
+                50'000);
+    }
+  }
+}
+
+Task<void> acquire_with(Limiter& limiter, AcquireOptions options, Decision* decision) {
+  *decision = co_await limiter.acquire("k", 1, std::move(options));
+}
+
+Task<void> beyond_max_wait(Limiter& limiter, Decision* last_ok, Decision* refused, Decision* next) {
+  AcquireOptions short_wait;
+  short_wait.max_wait = 120ms;
+  test::TaskGroup queue;
+  for (int i = 0; i < 3; ++i)
+    queue.add(acquire_with(limiter, short_wait, last_ok));  // 0-100 ms
+  co_await acquire_with(limiter, short_wait, refused);      // would wait 150 ms
+  AcquireOptions no_wait;
+  no_wait.max_wait = 0us;
+  co_await acquire_with(limiter, no_wait, next);
+  co_await queue.join();
+}
+
+TEST_P(AcquireTest, AWaitBeyondMaxWaitIsADenialThatReservesNothing) {
+  Limiter& l = limiter({Algorithm::gcra, {20, 1s}, 1, Window::aligned});
+  Decision last_ok, refused, next;
+  const auto start = Clock::now();
+  run(loop(), beyond_max_wait(l, &last_ok, &refused, &next));
+  EXPECT_TRUE(last_ok.allowed);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_LT(refused.waited, 5ms) << "a refused acquire does not wait";
+  EXPECT_GT(refused.retry_after, 0us);
+  EXPECT_GE(refused.retry_after, 149ms) << "retry_after is the wait it would have had";
+  EXPECT_LE(refused.retry_after, 150ms);
+  EXPECT_FALSE(next.allowed);
+  EXPECT_LT(Clock::now() - start, 100ms + deadline_slack);
+}
+
+Task<void> cancel_every_other(uv_loop_t* loop, Limiter& limiter, std::vector<Finished>* finished,
+                              int* cancelled) {
+  std::vector<std::stop_source> stops(10);
+  test::TaskGroup group;
+  for (int i = 0; i < 10; ++i) {
+    AcquireOptions options;
+    options.stop = stops[static_cast<std::size_t>(i)].get_token();
+    group.add(acquire_into(limiter, i, options, finished, cancelled));
+  }
+  co_await sleep_for(loop, 30ms);
+  for (int i = 1; i < 10; i += 2)
+    stops[static_cast<std::size_t>(i)].request_stop();
+  co_await group.join();
+}
+
+TEST_P(AcquireTest, CancelledWaitersGiveTheirPermitsToThoseBehindThem) {
+  Limiter& l = limiter({Algorithm::gcra, {20, 1s}, 1, Window::aligned});
+  std::vector<Finished> finished;
+  int cancelled = 0;
+  const auto start = Clock::now();
+  run(loop(), cancel_every_other(loop(), l, &finished, &cancelled));
+  EXPECT_EQ(cancelled, 5);
+  ASSERT_EQ(finished.size(), 5u);
+  for (std::size_t k = 0; k < finished.size(); ++k) {
+    // Waiter 2k had 2k slots ahead of it, k of which were cancelled: it waits 50 ms x k.
+    EXPECT_EQ(finished[k].index, static_cast<int>(2 * k));
+    const auto expected = std::chrono::microseconds(50'000 * static_cast<int>(k));
+    EXPECT_GE(finished[k].decision.waited, expected - 1ms) << "waiter " << finished[k].index;
+    EXPECT_LT(finished[k].decision.waited, expected + deadline_slack)
+        << "waiter " << finished[k].index;
+  }
+  if (GetParam()) {
+    for (std::size_t k = 1; k < finished.size(); ++k) {
+      EXPECT_EQ(finished[k].decision.server_time_us - finished[k - 1].decision.server_time_us,
+                50'000);
+    }
+  }
+  EXPECT_LT(Clock::now() - start, 250ms + deadline_slack);
+}
+
+Task<Decision> acquire_one(Limiter& limiter) {
+  co_return co_await limiter.acquire("k");
+}
+
+TEST_P(AcquireTest, DestroyingAWaitingTaskGivesItsReservationBack) {
+  Limiter& l = limiter({Algorithm::gcra, {10, 1s}, 1, Window::aligned});
+  EXPECT_TRUE(run(loop(), l.try_acquire("k")).allowed);
+  {
+    test::StartedTask waiting =
+        test::start([](Limiter& lim) -> Task<void> { co_await lim.acquire("k"); }(l));
+    run(loop(), sleep_for(loop(), 20ms));  // it has reserved the slot at 100 ms
+    EXPECT_FALSE(waiting.done());
+  }
+  run(loop(), sleep_for(loop(), 20ms));  // the spawned give-back runs
+  const auto start = Clock::now();
+  const Decision d = run(loop(), acquire_one(l));
+  EXPECT_TRUE(d.allowed);
+  EXPECT_LT(Clock::now() - start, 70ms + deadline_slack) << "the abandoned slot was given back";
+}
+
+Task<void> window_queue(Limiter& limiter, std::vector<Finished>* finished) {
+  test::TaskGroup group;
+  int cancelled = 0;
+  for (int i = 0; i < 3; ++i)
+    group.add(acquire_into(limiter, i, {}, finished, &cancelled));
+  co_await group.join();
+}
+
+TEST_P(AcquireTest, WindowAlgorithmsAskAgainAtRetryAfter) {
+  Limiter& l = limiter({Algorithm::sliding_window_log, {2, 200ms}, 0, Window::aligned});
+  std::vector<Finished> finished;
+  const auto start = Clock::now();
+  run(loop(), window_queue(l, &finished));
+  ASSERT_EQ(finished.size(), 3u);
+  std::sort(finished.begin(), finished.end(),
+            [](const Finished& a, const Finished& b) { return a.at < b.at; });
+  EXPECT_LT(finished[1].at - start, 50ms);
+  EXPECT_GE(finished[2].at - start, 199ms);
+  EXPECT_LT(finished[2].at - start, 200ms + deadline_slack);
+}
+
+TEST_P(AcquireTest, AlreadyStoppedOrBadOptionsFailBeforeAnyWork) {
+  Limiter& l = limiter({Algorithm::gcra, {10, 1s}, 1, Window::aligned});
+  std::stop_source stopped;
+  stopped.request_stop();
+  AcquireOptions cancelled;
+  cancelled.stop = stopped.get_token();
+  EXPECT_THROW(run(loop(), l.acquire("k", 1, cancelled)), Cancelled);
+  AcquireOptions negative;
+  negative.max_wait = -1us;
+  EXPECT_THROW(run(loop(), l.acquire("k", 1, negative)), InvalidArgument);
+  EXPECT_THROW(run(loop(), l.acquire("k", 2)), InvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, AcquireTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Redis" : "Local"; });
+
+}  // namespace
+}  // namespace redlimit
