@@ -1,0 +1,113 @@
+// One process of the waiting test: `count` coroutines each acquire() one permit of a shared
+// gcra limit, all at the same wall-clock instant (so that the reservations of every process form
+// one queue), and write how each ended to `out`:
+//   allowed <server_time_us> <waited_us> <completed_steady_ns>
+//   denied <retry_after_us> <waited_us>
+//   cancelled <index>
+// With cancel_odd = 1, the odd-numbered coroutines are cancelled `cancel_after_ms` after the
+// start.
+//
+// usage: waiter <url> <key> <permits> <period_us> <count> <start_unix_us> <max_wait_ms>
+//               <cancel_odd> <cancel_after_ms> <out>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "redlimit/redlimit.hpp"
+#include "support/task_group.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::int64_t unix_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+redlimit::Task<void> wait_one(redlimit::Limiter& limiter, std::string key,
+                              redlimit::AcquireOptions options, int index,
+                              std::vector<std::string>* lines) {
+  try {
+    const redlimit::Decision d = co_await limiter.acquire(key, 1, std::move(options));
+    if (d.allowed) {
+      lines->push_back("allowed " + std::to_string(d.server_time_us) + " " +
+                       std::to_string(d.waited.count()) + " " + std::to_string(steady_ns()));
+    } else {
+      lines->push_back("denied " + std::to_string(d.retry_after.count()) + " " +
+                       std::to_string(d.waited.count()));
+    }
+  } catch (const redlimit::Cancelled&) {
+    lines->push_back("cancelled " + std::to_string(index));
+  } catch (const redlimit::Error& e) {
+    lines->push_back(std::string("error ") + e.what());
+  }
+}
+
+redlimit::Task<void> cancel_later(uv_loop_t* loop, std::chrono::milliseconds after,
+                                  std::vector<std::stop_source>* stops) {
+  co_await redlimit::sleep_for(loop, after);
+  for (std::size_t i = 1; i < stops->size(); i += 2)
+    (*stops)[i].request_stop();
+}
+
+redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client,
+                               redlimit::Limiter& limiter, std::string key, int count,
+                               std::int64_t start_unix_us, std::chrono::milliseconds max_wait,
+                               bool cancel_odd, std::chrono::milliseconds cancel_after,
+                               std::vector<std::string>* lines) {
+  co_await client.connect();
+  co_await redlimit::sleep_for(loop, std::chrono::microseconds(start_unix_us - unix_us()));
+  std::vector<std::stop_source> stops(static_cast<std::size_t>(count));
+  redlimit::test::TaskGroup group;
+  for (int i = 0; i < count; ++i) {
+    redlimit::AcquireOptions options;
+    options.max_wait = max_wait;
+    options.stop = stops[static_cast<std::size_t>(i)].get_token();
+    group.add(wait_one(limiter, key, std::move(options), i, lines));
+  }
+  if (cancel_odd) group.add(cancel_later(loop, cancel_after, &stops));
+  co_await group.join();
+  co_await client.close();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 11) {
+    std::fprintf(stderr,
+                 "usage: waiter <url> <key> <permits> <period_us> <count> <start_unix_us> "
+                 "<max_wait_ms> <cancel_odd> <cancel_after_ms> <out>\n");
+    return 2;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  const redlimit::Limit limit{redlimit::Algorithm::gcra,
+                              {std::stoll(argv[3]), std::chrono::microseconds(std::stoll(argv[4]))},
+                              1,
+                              redlimit::Window::aligned};
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  std::vector<std::string> lines;
+  {
+    redlimit::Client client(&loop, {.url = argv[1], .command_timeout = 2000ms});
+    redlimit::Limiter limiter(client, redlimit::Policy::of(limit), {.name = "waiting"});
+    redlimit::run(
+        &loop,
+        main_task(&loop, client, limiter, argv[2], std::stoi(argv[5]), std::stoll(argv[6]),
+                  std::chrono::milliseconds(std::stoll(argv[7])), std::string(argv[8]) == "1",
+                  std::chrono::milliseconds(std::stoll(argv[9])), &lines));
+  }
+  std::ofstream out(argv[10]);
+  for (const auto& line : lines)
+    out << line << "\n";
+  return uv_loop_close(&loop) == 0 ? 0 : 1;
+}

@@ -1,0 +1,168 @@
+// Waiting across real processes: 3 processes x 50 coroutines acquire() one permit each of one
+// gcra limit (50/s, burst 1) at the same instant. Their reservations form one queue in Redis.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "support/decision_checker.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int processes = 3;
+constexpr int per_process = 50;
+constexpr std::int64_t interval_us = 20'000;  // 50 per second
+const Limit limit{Algorithm::gcra, {50, 1s}, 1, Window::aligned};
+
+struct Allowed {
+  std::int64_t slot_us;
+  std::int64_t waited_us;
+  std::int64_t completed_ns;
+};
+
+struct Outcomes {
+  std::vector<Allowed> allowed;
+  std::vector<std::pair<std::int64_t, std::int64_t>> denied;  // retry_after, waited
+  int cancelled = 0;
+  int errors = 0;
+};
+
+/// Runs the waiter processes and merges what they wrote.
+Outcomes run_waiters(test::RedisServer& server, std::int64_t max_wait_ms, bool cancel_odd) {
+  const char* binary = std::getenv("REDLIMIT_WAITER");
+  const auto start = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count() +
+                     700'000;  // time for every process to connect first
+  std::vector<pid_t> pids;
+  std::vector<std::string> outputs;
+  for (int i = 0; i < processes; ++i) {
+    outputs.push_back(server.dir() + "/waiters-" + std::to_string(i) + ".txt");
+    std::vector<std::string> args = {binary != nullptr ? binary : "waiter",
+                                     server.url(),
+                                     "queue",
+                                     std::to_string(limit.rate.permits),
+                                     std::to_string(limit.rate.period.count()),
+                                     std::to_string(per_process),
+                                     std::to_string(start),
+                                     std::to_string(max_wait_ms),
+                                     cancel_odd ? "1" : "0",
+                                     "150",
+                                     outputs.back()};
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<char*> argv;
+      for (auto& arg : args)
+        argv.push_back(arg.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  for (const pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a waiter process failed";
+  }
+  Outcomes outcomes;
+  for (const auto& output : outputs) {
+    std::ifstream in(output);
+    std::string kind;
+    while (in >> kind) {
+      if (kind == "allowed") {
+        Allowed a{};
+        in >> a.slot_us >> a.waited_us >> a.completed_ns;
+        outcomes.allowed.push_back(a);
+      } else if (kind == "denied") {
+        std::int64_t retry = 0;
+        std::int64_t waited = 0;
+        in >> retry >> waited;
+        outcomes.denied.emplace_back(retry, waited);
+      } else if (kind == "cancelled") {
+        std::string index;
+        in >> index;
+        ++outcomes.cancelled;
+      } else {
+        std::string rest;
+        std::getline(in, rest);
+        ++outcomes.errors;
+        ADD_FAILURE() << kind << rest;
+      }
+    }
+  }
+  std::sort(outcomes.allowed.begin(), outcomes.allowed.end(),
+            [](const Allowed& a, const Allowed& b) { return a.slot_us < b.slot_us; });
+  return outcomes;
+}
+
+void expect_within_bound_and_in_order(const Outcomes& outcomes) {
+  std::vector<test::Admit> admits;
+  for (const auto& a : outcomes.allowed)
+    admits.push_back({a.slot_us, 1});
+  const test::CheckResult check = test::check_admits(limit, admits);
+  EXPECT_TRUE(check) << check.description;
+  int out_of_order = 0;
+  for (std::size_t i = 1; i < outcomes.allowed.size(); ++i) {
+    if (outcomes.allowed[i].completed_ns < outcomes.allowed[i - 1].completed_ns) ++out_of_order;
+  }
+  EXPECT_EQ(out_of_order, 0) << "waiters must complete in the order of their reservations";
+}
+
+class WaitingTest : public ::testing::Test {
+ protected:
+  test::RedisServer server_;
+};
+
+TEST_F(WaitingTest, WaitersAcrossProcessesCompleteInReservationOrderWithinTheBound) {
+  const Outcomes outcomes = run_waiters(server_, 60'000, false);
+  ASSERT_EQ(outcomes.allowed.size(), static_cast<std::size_t>(processes * per_process));
+  expect_within_bound_and_in_order(outcomes);
+  // One queue: the slots are exactly one interval apart.
+  for (std::size_t i = 1; i < outcomes.allowed.size(); ++i) {
+    EXPECT_EQ(outcomes.allowed[i].slot_us - outcomes.allowed[i - 1].slot_us, interval_us) << i;
+  }
+  EXPECT_TRUE(server_.keys_without_ttl().empty());
+}
+
+TEST_F(WaitingTest, CancellingHalfTheWaitersMovesTheOthersEarlierByExactlyTheirShare) {
+  const Outcomes outcomes = run_waiters(server_, 60'000, true);
+  EXPECT_GT(outcomes.cancelled, 60) << "the odd waiters still pending at 150 ms are cancelled";
+  EXPECT_EQ(outcomes.allowed.size() + static_cast<std::size_t>(outcomes.cancelled),
+            static_cast<std::size_t>(processes * per_process));
+  expect_within_bound_and_in_order(outcomes);
+  // The survivors' slots close up: as if the cancelled waiters had never reserved, each
+  // survivor moved earlier by exactly one interval per cancelled waiter ahead of it.
+  for (std::size_t i = 1; i < outcomes.allowed.size(); ++i) {
+    EXPECT_EQ(outcomes.allowed[i].slot_us - outcomes.allowed[i - 1].slot_us, interval_us) << i;
+  }
+  EXPECT_TRUE(server_.keys_without_ttl().empty());
+}
+
+TEST_F(WaitingTest, AWaitBeyondMaxWaitIsRefusedAtOnceAndReservesNothing) {
+  const Outcomes outcomes = run_waiters(server_, 1'000, false);
+  // At 50/s, a queue within 1 s holds about 51 waiters; the rest are refused.
+  EXPECT_GE(outcomes.allowed.size(), 50u);
+  EXPECT_LE(outcomes.allowed.size(), 52u);
+  EXPECT_EQ(outcomes.allowed.size() + outcomes.denied.size(),
+            static_cast<std::size_t>(processes * per_process));
+  for (const auto& [retry_after, waited] : outcomes.denied) {
+    EXPECT_GT(retry_after, 1'000'000) << "refused only when the wait exceeds max_wait";
+    EXPECT_LT(waited, 200'000) << "a refused acquire does not wait";
+  }
+  for (const auto& a : outcomes.allowed)
+    EXPECT_LE(a.waited_us, 1'000'000 + 100'000);
+  expect_within_bound_and_in_order(outcomes);
+}
+
+}  // namespace
+}  // namespace redlimit
