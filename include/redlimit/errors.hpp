@@ -74,6 +74,18 @@ class Cancelled : public Error {
   using Error::Error;
 };
 
+/// A lease was used after it expired (Lease::renew()); its permits may already be held by others.
+class LeaseExpired : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Semaphore::acquire() could not get its permits within AcquireOptions::max_wait.
+class MaxWaitExceeded : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Redis answered with an error reply. code() is its first word: "ERR", "NOSCRIPT", "MOVED",
 /// "BUSY", "OOM", "READONLY", ...
 class ReplyError : public Error {

@@ -8,5 +8,6 @@
 #include "redlimit/limiter.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/semaphore.hpp"
 #include "redlimit/task.hpp"
 #include "redlimit/version.hpp"

@@ -1,0 +1,93 @@
+-- semaphore: a concurrency limit with leases. The key is a sorted set with one member per held
+-- permit, "<lease id>:<i>", scored by the lease's expiry (server microseconds). A permit is free
+-- once its lease is released or expired, so a holder that crashes frees its permits at expiry.
+-- The key lives until the latest expiry. Model of the rules: src/limiter/semaphore.cpp.
+--
+-- KEYS[1]   the semaphore's key
+-- ARGV[1]   'acquire', 'renew' or 'release'
+-- ARGV[2]   now in microseconds for tests, or '' to use the server's TIME
+-- ARGV[3]   the semaphore's capacity (permits held at once)
+-- ARGV[4]   permits of this lease
+-- ARGV[5]   the lease id (made by the client: retrying an acquire is idempotent)
+-- ARGV[6]   the lease's time to live in microseconds (acquire, renew)
+--
+-- acquire returns {granted (0/1), now, expiry_us, held_after} when granted (or when the lease
+-- already holds its permits), else {0, now, free_at_us, held}: free_at is when enough leases
+-- expire for this request if nobody releases earlier. renew returns {1, now, expiry} or
+-- {0, now, 0} when the lease has expired or is unknown. release returns {removed, now} and,
+-- when it removed permits, publishes "<removed>" on KEYS[1] .. ':released'.
+
+local TTL_EXTRA_MS = 0
+--!include lib/exact.lua
+
+local key, op = KEYS[1], ARGV[1]
+if #KEYS ~= 1 or #ARGV ~= 6 then error('redlimit: semaphore takes one key and 6 arguments') end
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = integer_arg(ARGV[2], 'now', 0, MAX_EXACT)
+  TTL_EXTRA_MS = 3600000
+end
+local capacity = integer_arg(ARGV[3], 'capacity', 1, 100000)
+local permits = integer_arg(ARGV[4], 'permits', 1, capacity)
+local id = ARGV[5]
+local ttl = integer_arg(ARGV[6], 'ttl', 1, 1099511627776)
+local live = '(' .. string.format('%d', now)
+
+local function member(i)
+  return id .. ':' .. string.format('%d', i)
+end
+
+-- The key lives until its latest lease expires.
+local function expire_with_latest()
+  local latest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if latest[2] then
+    redis.call('PEXPIRE', key, ceil_div(tonumber(latest[2]) - now, 1000) + TTL_EXTRA_MS)
+  end
+end
+
+local function expiry_of_lease()
+  local score = redis.call('ZSCORE', key, member(1))
+  if score then return tonumber(score) end
+end
+
+if op == 'acquire' then
+  local held = redis.call('ZCOUNT', key, live, '+inf')
+  local existing = expiry_of_lease()
+  if existing and existing > now then return {1, now, existing, held} end  -- a retried acquire
+  if held + permits > capacity then
+    local must_expire = held + permits - capacity
+    local frees = redis.call('ZRANGEBYSCORE', key, live, '+inf', 'WITHSCORES', 'LIMIT',
+                             must_expire - 1, 1)
+    return {0, now, tonumber(frees[2]), held}
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local expiry = now + ttl
+  local members = {}
+  for i = 1, permits do
+    members[2 * i - 1] = expiry
+    members[2 * i] = member(i)
+  end
+  redis.call('ZADD', key, unpack(members))
+  expire_with_latest()
+  return {1, now, expiry, held + permits}
+elseif op == 'renew' then
+  local existing = expiry_of_lease()
+  if not existing or existing <= now then return {0, now, 0} end
+  local expiry = now + ttl
+  for i = 1, permits do redis.call('ZADD', key, 'XX', expiry, member(i)) end
+  expire_with_latest()
+  return {1, now, expiry}
+elseif op == 'release' then
+  local members = {}
+  for i = 1, permits do members[i] = member(i) end
+  local removed = redis.call('ZREM', key, unpack(members))
+  if removed > 0 then
+    expire_with_latest()
+    redis.call('PUBLISH', key .. ':released', string.format('%d', removed))
+  end
+  return {removed, now}
+end
+error('redlimit: operation must be acquire, renew or release, got ' .. tostring(op))

@@ -1,0 +1,215 @@
+#include "redlimit/semaphore.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stop_token>
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/task_group.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using test::deadline_slack;
+using Clock = std::chrono::steady_clock;
+
+class SemaphoreTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), sleep_for(loop(), 5ms));  // spawned releases finish
+    run(loop(), client_.close());
+    EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
+    LoopTest::TearDown();
+  }
+  long long held(const std::string& key) {
+    return server_.integer({"ZCOUNT", "rl:{exports:" + key + "}:semaphore", "(0", "+inf"});
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s}};
+};
+
+Task<void> take_all_then_release(Semaphore& semaphore, int* granted, bool* full_refused,
+                                 bool* free_again) {
+  std::vector<Lease> leases;
+  for (int i = 0; i < 3; ++i) {
+    auto lease = co_await semaphore.try_acquire("tenant");
+    if (lease) {
+      ++*granted;
+      leases.push_back(std::move(*lease));
+    }
+  }
+  *full_refused = !(co_await semaphore.try_acquire("tenant")).has_value();
+  co_await leases[0].release();
+  auto again = co_await semaphore.try_acquire("tenant");
+  *free_again = again.has_value();
+  for (Lease& lease : leases)
+    co_await lease.release();
+  if (again) co_await again->release();
+}
+
+TEST_F(SemaphoreTest, AtMostNPermitsAreHeldAtOnce) {
+  Semaphore semaphore(client_, 3, "exports", 10s);
+  int granted = 0;
+  bool full_refused = false;
+  bool free_again = false;
+  run(loop(), take_all_then_release(semaphore, &granted, &full_refused, &free_again));
+  EXPECT_EQ(granted, 3);
+  EXPECT_TRUE(full_refused);
+  EXPECT_TRUE(free_again);
+  EXPECT_EQ(held("tenant"), 0);
+}
+
+Task<void> releases_never_add(Semaphore& semaphore, test::RedisServer& server, long long* held) {
+  auto lease = co_await semaphore.try_acquire("tenant", 2);
+  co_await lease->release();
+  co_await lease->release();  // double release
+  auto other = co_await semaphore.try_acquire("tenant", 1);
+  co_await lease->release();  // after another lease took a permit
+  *held = server.integer({"ZCOUNT", "rl:{exports:tenant}:semaphore", "(0", "+inf"});
+  co_await other->release();
+}
+
+TEST_F(SemaphoreTest, ReleasingTwiceOrTooLateIsHarmlessAndNeverAddsPermits) {
+  Semaphore semaphore(client_, 2, "exports", 10s);
+  long long count = -1;
+  run(loop(), releases_never_add(semaphore, server_, &count));
+  EXPECT_EQ(count, 1) << "the other lease still holds its permit";
+}
+
+Task<void> renew_then_expire(uv_loop_t* loop, Semaphore& semaphore, bool* renewed_later,
+                             bool* expired_refused, bool* permit_back) {
+  auto lease = co_await semaphore.try_acquire("tenant");
+  const std::int64_t first_expiry = lease->expires_at_us();
+  co_await sleep_for(loop, 50ms);
+  co_await lease->renew();
+  *renewed_later = lease->expires_at_us() > first_expiry;
+  co_await sleep_for(loop, 350ms);  // past the 300 ms TTL
+  try {
+    co_await lease->renew();
+  } catch (const LeaseExpired&) {
+    *expired_refused = true;
+  }
+  *permit_back = (co_await semaphore.try_acquire("tenant")).has_value();
+}
+
+TEST_F(SemaphoreTest, RenewExtendsALeaseAndAnExpiredOneCannotBeRenewed) {
+  Semaphore semaphore(client_, 1, "exports", 300ms);
+  bool renewed_later = false;
+  bool expired_refused = false;
+  bool permit_back = false;
+  run(loop(), renew_then_expire(loop(), semaphore, &renewed_later, &expired_refused, &permit_back));
+  EXPECT_TRUE(renewed_later);
+  EXPECT_TRUE(expired_refused);
+  EXPECT_TRUE(permit_back) << "an expired lease's permit is free";
+}
+
+Task<void> hold_then_release(uv_loop_t* loop, Semaphore& semaphore,
+                             std::chrono::milliseconds hold) {
+  auto lease = co_await semaphore.try_acquire("tenant");
+  co_await sleep_for(loop, hold);
+  co_await lease->release();
+}
+
+Task<void> wait_for_permit(Semaphore& semaphore, Clock::duration* waited) {
+  const auto start = Clock::now();
+  Lease lease = co_await semaphore.acquire("tenant");
+  *waited = Clock::now() - start;
+  co_await lease.release();
+}
+
+Task<void> both(Task<void> a, Task<void> b) {
+  test::TaskGroup group;
+  group.add(std::move(a));
+  group.add(std::move(b));
+  co_await group.join();
+}
+
+TEST_F(SemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
+  Semaphore semaphore(client_, 1, "exports", 20s);
+  Clock::duration waited{};
+  run(loop(),
+      both(hold_then_release(loop(), semaphore, 100ms), wait_for_permit(semaphore, &waited)));
+  EXPECT_GE(waited, 95ms);
+  EXPECT_LT(waited, 100ms + deadline_slack) << "woken by the release notice";
+}
+
+Task<void> hold_forever(Semaphore& semaphore, std::optional<Lease>* lease) {
+  *lease = co_await semaphore.try_acquire("tenant");
+}
+
+TEST_F(SemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
+  Semaphore semaphore(client_, 1, "exports", 200ms);
+  std::optional<Lease> abandoned;
+  run(loop(), hold_forever(semaphore, &abandoned));
+  Clock::duration waited{};
+  run(loop(), wait_for_permit(semaphore, &waited));
+  EXPECT_GE(waited, 150ms);
+  EXPECT_LT(waited, 200ms + deadline_slack);
+}
+
+Task<void> give_up(Semaphore& semaphore, AcquireOptions options, std::string* outcome) {
+  try {
+    co_await semaphore.acquire("tenant", 1, std::move(options));
+    *outcome = "granted";
+  } catch (const MaxWaitExceeded&) {
+    *outcome = "max wait";
+  } catch (const Cancelled&) {
+    *outcome = "cancelled";
+  }
+}
+
+Task<void> stop_after(uv_loop_t* loop, std::stop_source* source) {
+  co_await sleep_for(loop, 60ms);
+  source->request_stop();
+}
+
+TEST_F(SemaphoreTest, AcquireGivesUpAfterMaxWaitOrWhenCancelled) {
+  Semaphore semaphore(client_, 1, "exports", 20s);
+  std::optional<Lease> holder;
+  run(loop(), hold_forever(semaphore, &holder));
+  std::string outcome;
+  AcquireOptions short_wait;
+  short_wait.max_wait = 80ms;
+  auto start = Clock::now();
+  run(loop(), give_up(semaphore, short_wait, &outcome));
+  EXPECT_EQ(outcome, "max wait");
+  EXPECT_LT(Clock::now() - start, 80ms + deadline_slack);
+
+  std::stop_source stop;
+  AcquireOptions stoppable;
+  stoppable.stop = stop.get_token();
+  start = Clock::now();
+  run(loop(), both(give_up(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
+  EXPECT_EQ(outcome, "cancelled");
+  EXPECT_LT(Clock::now() - start, 60ms + deadline_slack);
+  run(loop(), holder->release());
+}
+
+TEST_F(SemaphoreTest, DestroyingALeaseReleasesIt) {
+  Semaphore semaphore(client_, 1, "exports", 20s);
+  {
+    std::optional<Lease> lease;
+    run(loop(), hold_forever(semaphore, &lease));
+    EXPECT_EQ(held("tenant"), 1);
+  }
+  run(loop(), sleep_for(loop(), 20ms));
+  EXPECT_EQ(held("tenant"), 0);
+}
+
+TEST_F(SemaphoreTest, BadArgumentsAreRejectedBeforeAnyIo) {
+  EXPECT_THROW(Semaphore(client_, 0, "x"), InvalidArgument);
+  EXPECT_THROW(Semaphore(client_, 2, ""), InvalidArgument);
+  EXPECT_THROW(Semaphore(client_, 2, "x", 0ms), InvalidArgument);
+  Semaphore semaphore(client_, 2, "x");
+  EXPECT_THROW(run(loop(), semaphore.try_acquire("k", 3)), InvalidArgument);
+  EXPECT_THROW(run(loop(), semaphore.try_acquire("", 1)), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace redlimit
