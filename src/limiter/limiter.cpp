@@ -4,17 +4,19 @@
 #include "limiter/local_backend.hpp"
 #include "limiter/redis_backend.hpp"
 #include "redlimit/client.hpp"
+#include "runtime/logger.hpp"
 
 namespace redlimit {
 
 Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
     : core_(std::make_shared<detail::LimiterCore>(
           client.loop(), std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
-          std::move(options))) {}
+          std::move(options), &client.core().breaker(), client.core().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
-    : core_(std::make_unique<detail::LimiterCore>(loop, std::make_unique<detail::LocalBackend>(),
-                                                  std::move(policy), std::move(options))) {}
+    : core_(std::make_shared<detail::LimiterCore>(loop, std::make_unique<detail::LocalBackend>(),
+                                                  std::move(policy), std::move(options), nullptr,
+                                                  detail::default_logger())) {}
 
 Limiter::~Limiter() = default;
 

@@ -2,14 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 #include "algorithms/reservations.hpp"
 #include "limiter/key_format.hpp"
+#include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
-#include "redlimit/runtime.hpp"
-#include "runtime/logger.hpp"
 
 namespace redlimit::detail {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 LimiterOptions validated(LimiterOptions options) {
   if (options.name.empty() || options.name.size() > 128) {
@@ -32,15 +35,62 @@ LimiterOptions validated(LimiterOptions options) {
   return options;
 }
 
+/// Each limit with local_share of its permits and burst (at least 1 each).
+Policy scaled(const Policy& policy, double share) {
+  Policy out = policy;
+  auto scale = [share](std::int64_t value) {
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(value * share)));
+  };
+  for (Limit& limit : out.limits) {
+    limit.rate.permits = scale(limit.rate.permits);
+    if (limit.burst != 0) limit.burst = scale(limit.burst);
+  }
+  return out;
+}
+
+/// Errors that mean Redis could not answer in time (the failure policy applies): no connection,
+/// timeouts, overload, and the replies of a server that is busy, loading, read-only, out of
+/// memory or without its cluster. Anything else (bad arguments, permissions, protocol errors)
+/// is raised to the caller.
+bool is_unavailability(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Unavailable&) {
+    return true;
+  } catch (const ReplyError& e) {
+    static const char* const transient[] = {"BUSY",        "LOADING",  "MASTERDOWN", "TRYAGAIN",
+                                            "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM"};
+    for (const char* code : transient) {
+      if (e.code() == code) return true;
+    }
+    return false;
+  } catch (...) {
+    return false;
+  }
+}
+
+/// A policy that can hold acquire() reservations (which a cancellation may give back).
+bool holds_reservations(const CompiledPolicy& policy) {
+  return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
+}
+
 }  // namespace
 
 LimiterCore::LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Policy policy,
-                         LimiterOptions options)
+                         LimiterOptions options, CircuitBreaker* breaker,
+                         std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
       options_(validated(std::move(options))),
       escaped_name_(escape_key_part(options_.name)),
-      policy_(CompiledPolicy::compile(std::move(policy))),
-      backend_(std::move(backend)) {}
+      policy_(CompiledPolicy::compile(policy)),
+      backend_(std::move(backend)),
+      breaker_(breaker),
+      logger_(std::move(logger)) {
+  if (breaker_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
+    fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
+    fallback_ = std::make_unique<LocalBackend>();
+  }
+}
 
 DecideRequest LimiterCore::request(std::string_view key, Operation operation,
                                    std::int64_t permits) const {
@@ -53,135 +103,114 @@ DecideRequest LimiterCore::request(std::string_view key, Operation operation,
   return DecideRequest(policy_, key_base(options_.prefix, escaped_name_, key), operation, permits);
 }
 
+DecideRequest LimiterCore::fallback_request(const DecideRequest& request) const {
+  DecideRequest local = request;
+  local.policy = fallback_policy_;
+  // A request larger than the scaled-down limit is capped: the fallback decides a share.
+  for (const auto& limit : fallback_policy_->limits()) {
+    local.permits = std::min(local.permits, limit.capacity);
+  }
+  return local;
+}
+
+void LimiterCore::failed(std::exception_ptr error) {
+  if (!is_unavailability(error)) std::rethrow_exception(error);
+  if (breaker_ == nullptr) return;
+  const bool was_open = breaker_->open();
+  breaker_->failure(Clock::now());
+  if (!was_open && breaker_->open()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      logger_->warn("limiter '{}': Redis unavailable ({}); applying the failure policy",
+                    options_.name, e.what());
+    }
+  }
+}
+
+Decision LimiterCore::decide_on_failure(const DecideRequest& request) {
+  const CompiledLimit& first = request.policy->limits().front();
+  Decision decision;
+  decision.limit = first.capacity;
+  switch (options_.on_failure.kind) {
+    case FailurePolicy::fail_open:
+      decision.allowed = true;
+      decision.remaining = first.capacity - request.permits;  // unknown: as if fresh
+      decision.source = Source::fail_open;
+      return decision;
+    case FailurePolicy::local_fallback:
+      if (fallback_) {
+        decision = fallback_->decide_now(fallback_request(request));
+        decision.source = Source::fallback;
+        return decision;
+      }
+      [[fallthrough]];
+    case FailurePolicy::fail_closed:
+      break;
+  }
+  decision.allowed = false;
+  // When a call will go to Redis again (the breaker's next probe), at least 1 ms.
+  const auto retry = breaker_ != nullptr ? breaker_->retry_in(Clock::now()) : Clock::duration{};
+  decision.retry_after = std::max<std::chrono::microseconds>(
+      std::chrono::ceil<std::chrono::microseconds>(retry), std::chrono::milliseconds(1));
+  decision.source = Source::fail_closed;
+  return decision;
+}
+
+Task<Decision> LimiterCore::decide(DecideRequest request) {
+  const auto sent = Clock::now();
+  const bool cacheable = options_.deny_cache && breaker_ != nullptr &&
+                         request.operation == Operation::acquire &&
+                         !holds_reservations(*request.policy);
+  if (cacheable) {
+    if (auto cached = deny_cache_.lookup(request.key_base, request.permits, sent)) {
+      co_return *cached;
+    }
+  }
+  if (breaker_ != nullptr && !breaker_->allow(sent)) co_return decide_on_failure(request);
+  std::exception_ptr error;
+  try {
+    Decision decision = co_await backend_->decide(request);
+    if (breaker_ != nullptr) {
+      if (breaker_->open()) {
+        logger_->info("limiter '{}': Redis answers again", options_.name);
+      }
+      breaker_->success();
+    }
+    if (cacheable && !decision.allowed) {
+      deny_cache_.remember(request.key_base, request.permits, decision, sent);
+    }
+    co_return decision;
+  } catch (...) {
+    error = std::current_exception();
+  }
+  failed(error);
+  co_return decide_on_failure(request);
+}
+
 Task<Decision> LimiterCore::try_acquire(std::string key, std::int64_t permits) {
-  co_return co_await backend_->decide(request(key, Operation::acquire, permits));
+  co_return co_await decide(request(key, Operation::acquire, permits));
 }
 
 Task<Decision> LimiterCore::peek(std::string key) {
-  co_return co_await backend_->decide(request(key, Operation::peek, 1));
+  co_return co_await decide(request(key, Operation::peek, 1));
 }
 
 Task<void> LimiterCore::reset(std::string key) {
   DecideRequest validated_request = request(key, Operation::peek, 1);
+  deny_cache_.forget(validated_request.key_base);
+  if (fallback_) co_await fallback_->reset(fallback_policy_, validated_request.key_base);
   co_await backend_->reset(std::move(validated_request.policy),
                            std::move(validated_request.key_base));
 }
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-/// The longest wait a reservation may have (2^40 us, 12.7 days): keeps every script value exact.
-constexpr std::int64_t max_reservation_wait_us = std::int64_t{1} << 40;
-
-std::chrono::microseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
-
-bool reservable(const CompiledPolicy& policy) {
-  return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
-}
-
-}  // namespace
-
-Task<Decision> LimiterCore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
-  DecideRequest validated_request = request(key, Operation::acquire, permits);
-  if (options.max_wait.count() < 0) {
-    throw InvalidArgument("AcquireOptions::max_wait must not be negative, got " +
-                          std::to_string(options.max_wait.count()) + " us");
-  }
-  if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
-  if (reservable(*validated_request.policy)) {
-    co_return co_await acquire_by_reserving(std::move(validated_request), std::move(options));
-  }
-  co_return co_await acquire_by_retrying(std::move(validated_request), std::move(options));
-}
-
-Task<Decision> LimiterCore::acquire_by_retrying(DecideRequest request, AcquireOptions options) {
-  const auto started = Clock::now();
-  for (;;) {
-    Decision decision = co_await backend_->decide(request);
-    const auto waited = since(started);
-    decision.waited = waited;
-    if (decision.allowed || decision.retry_after > options.max_wait - waited) co_return decision;
-    co_await sleep_for(loop_, decision.retry_after, options.stop);
-  }
-}
-
-Task<void> LimiterCore::give_back(std::shared_ptr<LimiterCore> core, DecideRequest request,
-                                  FracTime slot, std::int64_t den, std::int64_t version) {
-  co_await core->backend_->cancel(std::move(request), slot, den, version);
-}
-
-Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireOptions options) {
-  const auto started = Clock::now();
-  const std::int64_t max_wait = std::min(options.max_wait.count(), max_reservation_wait_us);
-  // Why before reserving: a cancellation announced before our reply arrives is kept for us.
-  WaiterRegistry::Watch watch = waiters_.watch(request);
-  Reservation reservation = co_await backend_->reserve(request, max_wait);
-  Decision decision = reservation.decision;
-  if (!decision.allowed || reservation.wait_us == 0) {
-    decision.waited = since(started);
-    co_return decision;
-  }
-
-  WaiterRegistry::Waiter waiter;
-  waiter.slot = reservation.slot;
-  waiter.den = reservation.den;
-  waiter.reserved_at_us = reservation.reserved_at_us;
-  waiter.version = reservation.version;
-  waiter.seen = reservation.version;
-  waiter.wake = Clock::now() + std::chrono::microseconds(reservation.wait_us);
-  watch.add(&waiter);
-
-  // Why a guard: if the waiting task is destroyed, its reservation is still given back.
-  struct GiveBackOnDestruction {
-    LimiterCore& core;
-    const DecideRequest& request;
-    const WaiterRegistry::Waiter& waiter;
-    bool armed = true;
-    ~GiveBackOnDestruction() {
-      if (!armed) return;
-      // The limiter must outlive its calls; if it is already gone, there is nobody to tell.
-      if (auto alive = core.weak_from_this().lock()) {
-        spawn(core.loop_,
-              give_back(std::move(alive), request, waiter.slot, waiter.den, waiter.version));
-      }
-    }
-  } guard{*this, request, waiter};
-
-  struct Forward {
-    std::stop_source* target;
-    void operator()() const noexcept { target->request_stop(); }
-  };
-  for (;;) {
-    const auto now = Clock::now();
-    if (now >= waiter.wake) break;
-    std::stop_source wake_early;
-    waiter.reschedule = &wake_early;
-    std::stop_callback<Forward> forward(options.stop, Forward{&wake_early});
-    bool woken = false;
-    try {
-      co_await sleep_for(loop_, std::chrono::ceil<std::chrono::microseconds>(waiter.wake - now),
-                         wake_early.get_token());
-    } catch (const Cancelled&) {
-      woken = true;
-    }
-    waiter.reschedule = nullptr;
-    if (woken && options.stop.stop_requested()) break;
-  }
-  guard.armed = false;
-  if (options.stop.stop_requested() && Clock::now() < waiter.wake) {
-    co_await backend_->cancel(request, waiter.slot, waiter.den, waiter.version);
-    throw Cancelled("acquire cancelled while waiting; its reservation was given back");
-  }
-  decision.waited = since(started);
-  decision.server_time_us = waiter.slot.ceil_us();
-  co_return decision;
-}
-
 void LimiterCore::set_policy(Policy policy) {
-  policy_ = CompiledPolicy::compile(std::move(policy));
+  auto compiled = CompiledPolicy::compile(policy);
+  if (fallback_) {
+    fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
+  }
+  policy_ = std::move(compiled);
+  deny_cache_.clear();
 }
 
 }  // namespace redlimit::detail

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <spdlog/spdlog.h>
 #include <uv.h>
 
 #include <memory>
@@ -7,19 +8,25 @@
 #include <string_view>
 
 #include "limiter/backend.hpp"
+#include "limiter/circuit_breaker.hpp"
 #include "limiter/compiled_policy.hpp"
+#include "limiter/deny_cache.hpp"
+#include "limiter/local_backend.hpp"
 #include "limiter/waiters.hpp"
 #include "redlimit/limiter.hpp"
 
 namespace redlimit::detail {
 
-/// The implementation behind Limiter: validation, keys, waiting, and the backend that decides.
-/// Shared: a reservation abandoned by a destroyed task is given back by a spawned task that
-/// keeps the core (and its backend) alive until it is done.
+/// The implementation behind Limiter: validation, keys, waiting, failure handling, and the
+/// backend that decides. Shared: a reservation abandoned by a destroyed task is given back by a
+/// spawned task that keeps the core (and its backend) alive until it is done.
 class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
  public:
+  /// `breaker` is the client's (for a Redis backend), or null for an in-process limiter, whose
+  /// backend cannot fail. `logger` is where failures are reported.
   LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Policy policy,
-              LimiterOptions options);
+              LimiterOptions options, CircuitBreaker* breaker,
+              std::shared_ptr<spdlog::logger> logger);
 
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
   Task<Decision> acquire(std::string key, std::int64_t permits, AcquireOptions options);
@@ -28,17 +35,27 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void set_policy(Policy policy);
   const Policy& policy() const noexcept { return policy_->policy(); }
   const LimiterOptions& options() const noexcept { return options_; }
-  Backend& backend() noexcept { return *backend_; }
   uv_loop_t* loop() const noexcept { return loop_; }
 
   /// A validated request for `key` under the current policy; throws InvalidArgument.
   DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const;
 
  private:
+  /// The decision for `request`: from the deny cache, from the backend, or, when Redis cannot
+  /// answer (or the breaker is open), from the failure policy.
+  Task<Decision> decide(DecideRequest request);
+  /// What the failure policy answers for `request`.
+  Decision decide_on_failure(const DecideRequest& request);
+  /// Records a failure of Redis in the breaker; rethrows errors that are not about availability.
+  void failed(std::exception_ptr error);
+  /// The request under the fallback's scaled policy.
+  DecideRequest fallback_request(const DecideRequest& request) const;
+
   Task<Decision> acquire_by_reserving(DecideRequest request, AcquireOptions options);
   Task<Decision> acquire_by_retrying(DecideRequest request, AcquireOptions options);
-  static Task<void> give_back(std::shared_ptr<LimiterCore> core, DecideRequest request,
-                              FracTime slot, std::int64_t den, std::int64_t version);
+  static Task<void> give_back(std::shared_ptr<LimiterCore> core, Backend* backend,
+                              DecideRequest request, FracTime slot, std::int64_t den,
+                              std::int64_t version);
 
   uv_loop_t* loop_;
   LimiterOptions options_;
@@ -47,6 +64,11 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   std::shared_ptr<const CompiledPolicy> policy_;
   std::unique_ptr<Backend> backend_;
   WaiterRegistry waiters_{*backend_};
+  CircuitBreaker* breaker_;  ///< the client's; null for an in-process limiter
+  std::shared_ptr<const CompiledPolicy> fallback_policy_;  ///< local_fallback: local_share x
+  std::unique_ptr<LocalBackend> fallback_;                 ///< local_fallback
+  DenyCache deny_cache_;
+  std::shared_ptr<spdlog::logger> logger_;
 };
 
 }  // namespace redlimit::detail

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "limiter/circuit_breaker.hpp"
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "redis/slot_router.hpp"
@@ -45,6 +46,8 @@ class ClientCore {
   SlotRouter& router() noexcept { return *router_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
+  /// Shared by the limiters of this client: whether calls should go to Redis now.
+  CircuitBreaker& breaker() noexcept { return breaker_; }
   /// Throws UsageError when called from a thread other than the one that made the client.
   void check_thread() const;
 
@@ -55,6 +58,7 @@ class ClientCore {
   Endpoint endpoint_;
   std::unique_ptr<SlotRouter> router_;
   std::unique_ptr<Subscriber> subscriber_;
+  CircuitBreaker breaker_;
   bool closing_ = false;
   Completion closed_;  ///< a second close() waits for the first
 };

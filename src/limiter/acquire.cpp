@@ -1,0 +1,153 @@
+// LimiterCore::acquire(): reservations (one round trip, FIFO, cancellable) for single-limit
+// gcra, token_bucket and leaky_bucket policies; asking again at retry_after for the others.
+
+#include "algorithms/reservations.hpp"
+#include "limiter/limiter_core.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The longest wait a reservation may have (2^40 us, 12.7 days): keeps every script value exact.
+constexpr std::int64_t max_reservation_wait_us = std::int64_t{1} << 40;
+
+std::chrono::microseconds since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+}
+
+bool reservable(const CompiledPolicy& policy) {
+  return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
+}
+
+}  // namespace
+
+Task<Decision> LimiterCore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
+  DecideRequest validated_request = request(key, Operation::acquire, permits);
+  if (options.max_wait.count() < 0) {
+    throw InvalidArgument("AcquireOptions::max_wait must not be negative, got " +
+                          std::to_string(options.max_wait.count()) + " us");
+  }
+  if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
+  if (reservable(*validated_request.policy)) {
+    co_return co_await acquire_by_reserving(std::move(validated_request), std::move(options));
+  }
+  co_return co_await acquire_by_retrying(std::move(validated_request), std::move(options));
+}
+
+Task<Decision> LimiterCore::acquire_by_retrying(DecideRequest request, AcquireOptions options) {
+  const auto started = Clock::now();
+  for (;;) {
+    Decision decision = co_await decide(request);
+    const auto waited = since(started);
+    decision.waited = waited;
+    if (decision.allowed || decision.retry_after > options.max_wait - waited) co_return decision;
+    co_await sleep_for(loop_, decision.retry_after, options.stop);
+  }
+}
+
+Task<void> LimiterCore::give_back(std::shared_ptr<LimiterCore> core, Backend* backend,
+                                  DecideRequest request, FracTime slot, std::int64_t den,
+                                  std::int64_t version) {
+  (void)core;  // keeps the backend alive until this ends
+  co_await backend->cancel(std::move(request), slot, den, version);
+}
+
+Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireOptions options) {
+  const auto started = Clock::now();
+  const std::int64_t max_wait = std::min(options.max_wait.count(), max_reservation_wait_us);
+  // Why before reserving: a cancellation announced before our reply arrives is kept for us.
+  WaiterRegistry::Watch watch = waiters_.watch(request);
+
+  // Reserve in Redis, or, when Redis cannot answer, as the failure policy says.
+  Backend* backend = backend_.get();
+  std::optional<Reservation> reservation;
+  const auto now = Clock::now();
+  if (breaker_ == nullptr || breaker_->allow(now)) {
+    std::exception_ptr error;
+    try {
+      reservation = co_await backend_->reserve(request, max_wait);
+      if (breaker_ != nullptr) breaker_->success();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error) failed(error);
+  }
+  if (!reservation) {
+    if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_) {
+      Decision decision = decide_on_failure(request);
+      decision.waited = since(started);
+      co_return decision;
+    }
+    request = fallback_request(request);
+    backend = fallback_.get();
+    reservation = fallback_->reserve_now(request, max_wait);
+    reservation->decision.source = Source::fallback;
+  }
+
+  Decision decision = reservation->decision;
+  if (!decision.allowed || reservation->wait_us == 0) {
+    decision.waited = since(started);
+    co_return decision;
+  }
+
+  WaiterRegistry::Waiter waiter;
+  waiter.slot = reservation->slot;
+  waiter.den = reservation->den;
+  waiter.reserved_at_us = reservation->reserved_at_us;
+  waiter.version = reservation->version;
+  waiter.seen = reservation->version;
+  waiter.wake = Clock::now() + std::chrono::microseconds(reservation->wait_us);
+  // Cancellation notices come from Redis; a fallback reservation waits its time as reserved.
+  if (backend == backend_.get()) watch.add(&waiter);
+
+  // Why a guard: if the waiting task is destroyed, its reservation is still given back.
+  struct GiveBackOnDestruction {
+    LimiterCore& core;
+    Backend* backend;
+    const DecideRequest& request;
+    const WaiterRegistry::Waiter& waiter;
+    bool armed = true;
+    ~GiveBackOnDestruction() {
+      if (!armed) return;
+      // The limiter must outlive its calls; if it is already gone, there is nobody to tell.
+      if (auto alive = core.weak_from_this().lock()) {
+        spawn(core.loop_, give_back(std::move(alive), backend, request, waiter.slot, waiter.den,
+                                    waiter.version));
+      }
+    }
+  } guard{*this, backend, request, waiter};
+
+  struct Forward {
+    std::stop_source* target;
+    void operator()() const noexcept { target->request_stop(); }
+  };
+  for (;;) {
+    const auto current = Clock::now();
+    if (current >= waiter.wake) break;
+    std::stop_source wake_early;
+    waiter.reschedule = &wake_early;
+    std::stop_callback<Forward> forward(options.stop, Forward{&wake_early});
+    bool woken = false;
+    try {
+      co_await sleep_for(loop_, std::chrono::ceil<std::chrono::microseconds>(waiter.wake - current),
+                         wake_early.get_token());
+    } catch (const Cancelled&) {
+      woken = true;
+    }
+    waiter.reschedule = nullptr;
+    if (woken && options.stop.stop_requested()) break;
+  }
+  guard.armed = false;
+  if (options.stop.stop_requested() && Clock::now() < waiter.wake) {
+    co_await backend->cancel(request, waiter.slot, waiter.den, waiter.version);
+    throw Cancelled("acquire cancelled while waiting; its reservation was given back");
+  }
+  decision.waited = since(started);
+  if (decision.source == Source::redis) decision.server_time_us = waiter.slot.ceil_us();
+  co_return decision;
+}
+
+}  // namespace redlimit::detail

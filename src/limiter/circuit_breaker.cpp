@@ -1,0 +1,42 @@
+#include "limiter/circuit_breaker.hpp"
+
+#include <algorithm>
+
+namespace redlimit::detail {
+
+bool CircuitBreaker::allow(Clock::time_point now) {
+  switch (state_) {
+    case State::closed:
+      return true;
+    case State::open:
+      if (now < open_until_) return false;
+      state_ = State::half_open;  // this call is the probe
+      return true;
+    case State::half_open:
+      return false;  // the probe is under way
+  }
+  return true;
+}
+
+void CircuitBreaker::success() {
+  state_ = State::closed;
+  failures_ = 0;
+  open_for_ = {};
+}
+
+void CircuitBreaker::failure(Clock::time_point now) {
+  ++failures_;
+  if (state_ == State::closed && failures_ < settings_.failures_to_open) return;
+  open_for_ = open_for_ == Clock::duration{}
+                  ? Clock::duration(settings_.open_min)
+                  : std::min<Clock::duration>(open_for_ * 2, settings_.open_max);
+  state_ = State::open;
+  open_until_ = now + open_for_;
+}
+
+CircuitBreaker::Clock::duration CircuitBreaker::retry_in(Clock::time_point now) const {
+  if (state_ == State::closed) return {};
+  return std::max<Clock::duration>(open_until_ - now, Clock::duration{});
+}
+
+}  // namespace redlimit::detail

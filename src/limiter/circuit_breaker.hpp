@@ -1,0 +1,41 @@
+#pragma once
+
+#include <chrono>
+
+namespace redlimit::detail {
+
+/// Keeps calls from each waiting a full timeout while Redis is known to be down. Closed: every
+/// call goes to Redis. After `failures_to_open` consecutive failures it opens: calls get their
+/// failure policy at once. When the open period ends, one call goes through as a probe
+/// (half-open): success closes the breaker, failure opens it again for twice as long (up to
+/// `open_max`). The open period bounds how long recovery takes once Redis is back.
+class CircuitBreaker {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Settings {
+    int failures_to_open = 3;
+    std::chrono::milliseconds open_min{50};
+    std::chrono::milliseconds open_max{500};
+  };
+
+  CircuitBreaker() = default;
+  explicit CircuitBreaker(Settings settings) : settings_(settings) {}
+
+  /// Whether a call may go to Redis now (in half-open, only the probe may).
+  bool allow(Clock::time_point now);
+  void success();
+  void failure(Clock::time_point now);
+  /// How long until a call may go to Redis again (0 when closed).
+  Clock::duration retry_in(Clock::time_point now) const;
+  bool open() const noexcept { return state_ != State::closed; }
+
+ private:
+  enum class State { closed, open, half_open };
+  Settings settings_;
+  State state_ = State::closed;
+  int failures_ = 0;
+  Clock::duration open_for_{};
+  Clock::time_point open_until_{};
+};
+
+}  // namespace redlimit::detail

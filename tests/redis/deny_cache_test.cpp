@@ -1,0 +1,177 @@
+// The deny cache under a 10x overload on one key: it answers most denials without a round trip,
+// never admits more than Redis (the checker on every admit), and never denies what Redis would
+// admit (every cached denial ends no later than Redis's own retry_after at that moment).
+#include <gtest/gtest.h>
+
+#include "redlimit/client.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/decision_checker.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/task_group.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr int coroutines = 64;
+constexpr auto duration = 2s;
+
+struct Tally {
+  std::vector<test::Admit> admits;
+  int denied_by_redis = 0;
+  int denied_by_cache = 0;
+  int cache_too_long = 0;  ///< cached denials that would outlast Redis's own
+};
+
+Task<void> client_loop(uv_loop_t* loop, Limiter& limiter, Limiter& truth, Clock::time_point end,
+                       std::chrono::microseconds turn, Tally* run) {
+  while (Clock::now() < end) {
+    const auto started = Clock::now();
+    const Decision d = co_await limiter.try_acquire("hot");
+    if (d.allowed) {
+      run->admits.push_back({d.server_time_us, 1});
+    } else if (d.source == Source::deny_cache) {
+      ++run->denied_by_cache;
+      const auto cached_until = Clock::now() + d.retry_after;
+      const Decision redis = co_await truth.peek("hot");
+      const auto redis_until = Clock::now() + (redis.allowed ? 0us : redis.retry_after);
+      if (cached_until > redis_until) ++run->cache_too_long;
+    } else {
+      ++run->denied_by_redis;
+    }
+    const auto next = started + turn;
+    if (next > Clock::now()) {
+      co_await sleep_for(
+          loop, std::chrono::duration_cast<std::chrono::microseconds>(next - Clock::now()));
+    }
+  }
+}
+
+Task<void> overload(uv_loop_t* loop, Limiter& limiter, Limiter& truth, double limit_per_second,
+                    Tally* run) {
+  // 10x the limit in all: each coroutine asks once per turn.
+  const auto turn = std::chrono::microseconds(
+      static_cast<std::int64_t>(coroutines * 1e6 / (10 * limit_per_second)));
+  const auto end = Clock::now() + duration;
+  test::TaskGroup group;
+  for (int i = 0; i < coroutines; ++i)
+    group.add(client_loop(loop, limiter, truth, end, turn, run));
+  co_await group.join();
+}
+
+struct CacheCase {
+  const char* name;
+  Policy policy;
+  double limit_per_second;
+};
+
+class DenyCache : public test::LoopTest, public ::testing::WithParamInterface<CacheCase> {
+ protected:
+  /// Runs the overload with the cache on or off (on a fresh key namespace); counts EVALSHAs.
+  Tally measure(bool cache, long long* round_trips) {
+    Client client(loop(), {.url = server_.url()});
+    const std::string name = cache ? "cached" : "uncached";
+    Limiter limiter(client, GetParam().policy, {.name = name, .deny_cache = cache});
+    Limiter truth(client, GetParam().policy, {.name = name, .deny_cache = false});
+    Tally run;
+    const long long before = server_.command_calls("evalsha");
+    redlimit::run(loop(), overload(loop(), limiter, truth, GetParam().limit_per_second, &run));
+    *round_trips =
+        server_.command_calls("evalsha") - before - run.denied_by_cache;  // not the checks
+    redlimit::run(loop(), client.close());
+    return run;
+  }
+
+  test::RedisServer server_;
+};
+
+TEST_P(DenyCache, SavesRoundTripsUnderOverloadWithoutChangingWhatIsAdmitted) {
+  long long with_cache_trips = 0;
+  long long without_cache_trips = 0;
+  const Tally with_cache = measure(true, &with_cache_trips);
+  const Tally without_cache = measure(false, &without_cache_trips);
+
+  for (const Limit& limit : GetParam().policy.limits) {
+    const test::CheckResult check = test::check_admits(limit, with_cache.admits);
+    EXPECT_TRUE(check) << check.description;
+  }
+  EXPECT_EQ(with_cache.cache_too_long, 0) << "a cached denial outlasted Redis's own";
+  EXPECT_GT(with_cache.denied_by_cache, 0);
+  EXPECT_EQ(without_cache.denied_by_cache, 0);
+  // The cache changes nothing Redis admits: the same share of the load gets through.
+  const double ratio = static_cast<double>(with_cache.admits.size()) /
+                       static_cast<double>(without_cache.admits.size());
+  EXPECT_GT(ratio, 0.95);
+  EXPECT_LT(ratio, 1.05);
+  // How much it saves depends on retry_after: a window's denial lasts until its end, a 100/s
+  // gcra denial about 10 ms.
+  EXPECT_LT(with_cache_trips, without_cache_trips) << "the cache saves round trips";
+  std::printf(
+      "[ %-12s ] round trips: %lld without the cache, %lld with it (%.0f%% saved); "
+      "%zu vs %zu admitted; %d denials from the cache\n",
+      GetParam().name, without_cache_trips, with_cache_trips,
+      100.0 *
+          (1.0 - static_cast<double>(with_cache_trips) / static_cast<double>(without_cache_trips)),
+      with_cache.admits.size(), without_cache.admits.size(), with_cache.denied_by_cache);
+  EXPECT_TRUE(server_.keys_without_ttl().empty());
+}
+
+Policy two_limits() {
+  Policy policy;
+  policy.limits.push_back({Algorithm::gcra, {100, 1s}});
+  policy.limits.push_back({Algorithm::fixed_window, {100'000, 24h}});
+  return policy;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Policies, DenyCache,
+    ::testing::Values(
+        CacheCase{"fixed_window", Policy::of({Algorithm::fixed_window, {100, 1s}}), 100},
+        CacheCase{"sliding_log", Policy::of({Algorithm::sliding_window_log, {100, 1s}}), 100},
+        CacheCase{"two_limits", two_limits(), 100}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+Task<void> deny_then_reset(Limiter& limiter, bool* cached_before, bool* allowed_after) {
+  // Why not `while ((co_await ...).allowed)`: g++ 12 miscompiles co_await in a loop condition.
+  for (;;) {
+    const Decision d = co_await limiter.try_acquire("k");
+    if (!d.allowed) break;
+  }
+  *cached_before = (co_await limiter.try_acquire("k")).source == Source::deny_cache;
+  co_await limiter.reset("k");
+  *allowed_after = (co_await limiter.try_acquire("k")).allowed;
+}
+
+TEST(DenyCacheRules, ResetAndSetPolicyClearIt) {
+  test::RedisServer server;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    Client client(&loop, {.url = server.url()});
+    Limiter limiter(client, Policy::of({Algorithm::fixed_window, {3, 1h}}), {.name = "r"});
+    bool cached_before = false;
+    bool allowed_after = false;
+    run(&loop, deny_then_reset(limiter, &cached_before, &allowed_after));
+    EXPECT_TRUE(cached_before);
+    EXPECT_TRUE(allowed_after) << "reset() cleared the cached denial";
+    while (run(&loop, limiter.try_acquire("k")).allowed) {
+    }
+    EXPECT_EQ(run(&loop, limiter.try_acquire("k")).source, Source::deny_cache);
+    limiter.set_policy(Policy::of({Algorithm::fixed_window, {10, 1h}}));
+    EXPECT_TRUE(run(&loop, limiter.try_acquire("k")).allowed) << "set_policy() cleared it";
+    // A single gcra limit can hold reservations, which a cancellation may give back: no cache.
+    Limiter gcra(client, Policy::of({Algorithm::gcra, {1, 1h}}), {.name = "g"});
+    run(&loop, gcra.try_acquire("k"));
+    EXPECT_EQ(run(&loop, gcra.try_acquire("k")).source, Source::redis);
+    EXPECT_EQ(run(&loop, gcra.try_acquire("k")).source, Source::redis);
+    run(&loop, client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+}  // namespace
+}  // namespace redlimit
