@@ -6,7 +6,6 @@
 // usage: wakeup_precision [--url URL] [--rate N] [--waiters N] [--seconds S]
 //        (URL defaults to $REDLIMIT_URL; bench/with-redis starts a private server)
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -45,14 +44,15 @@ redlimit::Task<void> waiter(redlimit::Limiter& limiter, Clock::time_point end, R
   --results->running;
 }
 
-redlimit::Task<void> measure(uv_loop_t* loop, redlimit::Client& client,
-                             redlimit::Limiter& limiter, int waiters,
-                             std::chrono::seconds seconds, Results* results) {
+redlimit::Task<void> measure(uv_loop_t* loop, redlimit::Client& client, redlimit::Limiter& limiter,
+                             int waiters, std::chrono::seconds seconds, Results* results) {
   co_await client.connect();
   const auto end = Clock::now() + seconds;
   results->running = waiters;
-  for (int i = 0; i < waiters; ++i) redlimit::spawn(loop, waiter(limiter, end, results));
-  while (results->running > 0) co_await redlimit::sleep_for(loop, 10ms);
+  for (int i = 0; i < waiters; ++i)
+    redlimit::spawn(loop, waiter(limiter, end, results));
+  while (results->running > 0)
+    co_await redlimit::sleep_for(loop, 10ms);
   co_await client.close();
 }
 
@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   int waiters = 50;
   int seconds = 5;
   app.add_option("--url", url, "Redis URL (default: $REDLIMIT_URL)");
-  app.add_option("--rate", rate, "permits per second of the gcra limit")->check(CLI::Range(1, 100000));
+  app.add_option("--rate", rate, "permits per second of the gcra limit")
+      ->check(CLI::Range(1, 100000));
   app.add_option("--waiters", waiters, "coroutines queued on the key")->check(CLI::Range(1, 10000));
   app.add_option("--seconds", seconds, "how long to measure")->check(CLI::Range(1, 3600));
   CLI11_PARSE(app, argc, argv);
@@ -84,10 +85,11 @@ int main(int argc, char** argv) {
   Results results;
   {
     redlimit::Client client(&loop, {.url = url, .command_timeout = 2s});
-    redlimit::Limiter limiter(client, redlimit::Policy::of({redlimit::Algorithm::gcra, {rate, 1s}, 1}),
+    redlimit::Limiter limiter(client,
+                              redlimit::Policy::of({redlimit::Algorithm::gcra, {rate, 1s}, 1}),
                               {.name = "wakeup_precision"});
-    redlimit::run(&loop, measure(&loop, client, limiter, waiters, std::chrono::seconds(seconds),
-                                 &results));
+    redlimit::run(
+        &loop, measure(&loop, client, limiter, waiters, std::chrono::seconds(seconds), &results));
   }
   const int closed = uv_loop_close(&loop);
   auto& late = results.late_us;
@@ -95,17 +97,19 @@ int main(int argc, char** argv) {
   const std::int64_t p90 = percentile(late, 0.90);
   const std::int64_t p99 = percentile(late, 0.99);
   const std::int64_t worst = late.empty() ? 0 : *std::max_element(late.begin(), late.end());
-  std::printf("{\"bench\":\"wakeup_precision\",\"rate\":%d,\"waiters\":%d,\"samples\":%zu,"
-              "\"late_us_p50\":%lld,\"late_us_p90\":%lld,\"late_us_p99\":%lld,\"late_us_max\":%lld,"
-              "\"errors\":%ld}\n",
-              rate, waiters, late.size(), static_cast<long long>(p50), static_cast<long long>(p90),
-              static_cast<long long>(p99), static_cast<long long>(worst), results.errors);
+  std::printf(
+      "{\"bench\":\"wakeup_precision\",\"rate\":%d,\"waiters\":%d,\"samples\":%zu,"
+      "\"late_us_p50\":%lld,\"late_us_p90\":%lld,\"late_us_p99\":%lld,\"late_us_max\":%lld,"
+      "\"errors\":%ld}\n",
+      rate, waiters, late.size(), static_cast<long long>(p50), static_cast<long long>(p90),
+      static_cast<long long>(p99), static_cast<long long>(worst), results.errors);
   std::printf("\n  acquire() wake-up precision (resumed - reserved), %d/s, %d waiters\n", rate,
               waiters);
-  std::printf("  %-10s %10s\n  %-10s %10zu\n  %-10s %8lld us\n  %-10s %8lld us\n  %-10s %8lld us\n"
-              "  %-10s %8lld us\n",
-              "", "", "samples", late.size(), "p50", static_cast<long long>(p50), "p90",
-              static_cast<long long>(p90), "p99", static_cast<long long>(p99), "max",
-              static_cast<long long>(worst));
+  std::printf(
+      "  %-10s %10s\n  %-10s %10zu\n  %-10s %8lld us\n  %-10s %8lld us\n  %-10s %8lld us\n"
+      "  %-10s %8lld us\n",
+      "", "", "samples", late.size(), "p50", static_cast<long long>(p50), "p90",
+      static_cast<long long>(p90), "p99", static_cast<long long>(p99), "max",
+      static_cast<long long>(worst));
   return closed == 0 && results.errors == 0 ? 0 : 1;
 }
