@@ -80,7 +80,10 @@ class Limiter {
   /// permits are reserved in Redis at the earliest time they fit and the call sleeps until
   /// then, so waiters are served in the order their reservations reached Redis, across all
   /// processes. Cancelling a waiting call (AcquireOptions::stop, or destroying its task) gives
-  /// the reservation back, and the waiters behind it move earlier by exactly its share.
+  /// the reservation back, and the waiters behind it move earlier by exactly its share; the call
+  /// then ends with Cancelled. If the reserved time had already come when the cancellation
+  /// reached Redis, nothing goes back: the permits are the caller's and the call returns its
+  /// decision.
   /// Other policies ask again at retry_after, which is not first-come first-served.
   ///
   /// A reservation is made when Redis runs the script: a call abandoned after sending it but

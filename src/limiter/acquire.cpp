@@ -142,8 +142,15 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
   }
   guard.armed = false;
   if (options.stop.stop_requested() && Clock::now() < waiter.wake) {
-    co_await backend->cancel(request, waiter.slot, waiter.den, waiter.version);
-    throw Cancelled("acquire cancelled while waiting; its reservation was given back");
+    // If Redis finds the slot already due, the permits were used and are the caller's: the
+    // decision stands. Cancelled always means they went back (or Redis could not be asked).
+    bool returned = true;
+    try {
+      returned = co_await backend->cancel(request, waiter.slot, waiter.den, waiter.version);
+    } catch (const Unavailable&) {  // Redis could not be asked: the caller stops all the same
+    }
+    if (returned)
+      throw Cancelled("acquire cancelled while waiting; its reservation was given back");
   }
   decision.waited = since(started);
   if (decision.source == Source::redis) decision.server_time_us = waiter.slot.ceil_us();
