@@ -3,19 +3,23 @@
 -- reservation that is still pending. Models: src/algorithms/reservations.cpp.
 --
 -- KEYS[1]   the limit's key
+-- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- ARGV[1]   'reserve' or 'cancel'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in decide.lua)
 -- ARGV[4-7] the limit: algorithm, p, d, burst (as in decide.lua)
 -- ARGV[8]   reserve: the longest wait the caller accepts, in microseconds
--- ARGV[8-10] cancel: the reservation's slot (microseconds, fraction in 1/p) and version
+-- ARGV[8-12] cancel: the reservation as its reply described it: slot (microseconds, fraction
+--           in 1/p), version, epoch and cancels
 --
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
--- wait_us, slot_us, slot_fraction, version}; a denied reservation (wait beyond max_wait, or a
--- full leaky queue) writes nothing, and retry_after is the wait it would have had.
--- cancel returns {returned (0/1), now_us, version}; when it returned permits, it publishes on
--- KEYS[1] .. ':cancelled' the message "version:now:cancelled_version:shift_us:shift_f:p" so
--- that waiters behind the cancelled one, in every process, can move earlier by the shift.
+-- wait_us, slot_us, slot_fraction, version, cancels, epoch}; a denied reservation (wait beyond
+-- max_wait, or a full leaky queue) writes nothing, and retry_after is the wait it would have had.
+-- cancel returns {verdict, now_us}: 1 returned, 0 due (the slot has come: the permits were
+-- used), 2 refused (the key was reset since: nothing goes back). When it returned permits, it
+-- publishes on KEYS[1] .. ':cancelled' the message
+-- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included)
+-- so that waiters behind the cancelled one, in every process, can move earlier by the shift.
 
 local RESERVATIONS = {}
 local TTL_EXTRA_MS = 0
@@ -28,8 +32,8 @@ local TTL_EXTRA_MS = 0
 --!include reservations/leaky_bucket.lua
 
 local op = ARGV[1]
-if #KEYS ~= 1 or (op == 'reserve' and #ARGV ~= 8) or (op == 'cancel' and #ARGV ~= 10) then
-  error('redlimit: reserve takes one key and 8 (reserve) or 10 (cancel) arguments')
+if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 8) or (op == 'cancel' and #ARGV ~= 12) then
+  error('redlimit: reserve takes two keys and 8 (reserve) or 12 (cancel) arguments')
 end
 local reservation = RESERVATIONS[ARGV[4]]
 if reservation == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[4])) end
@@ -48,20 +52,28 @@ local burst = integer_arg(ARGV[7], 'burst', 1, MAX_EXACT)
 
 if op == 'reserve' then
   local max_wait = integer_arg(ARGV[8], 'max_wait', 0, 1099511627776)  -- 2^40 us, 12.7 days
-  local allowed, limit, remaining, retry, reset, wait, slot, slot_f, version, commit =
+  local allowed, limit, remaining, retry, reset, wait, slot, slot_f, book, commit =
       reservation[1](KEYS[1], now, permits, p, d, burst, max_wait)
-  if allowed then commit() end
+  if allowed then
+    commit()
+    if book[1] == 1 then redis.call('DEL', KEYS[2]) end  -- a new epoch: the old log is void
+  end
   local flag = 0
   if allowed then flag = 1 end
-  return {flag, now, limit, remaining, retry, reset, wait, slot, slot_f, version}
+  return {flag, now, limit, remaining, retry, reset, wait, slot, slot_f, book[1], book[2], book[3]}
 elseif op == 'cancel' then
   local slot = integer_arg(ARGV[8], 'slot', 0, MAX_EXACT)
   local slot_f = integer_arg(ARGV[9], 'slot fraction', 0, p - 1)
   local cancelled = integer_arg(ARGV[10], 'version', 1, MAX_EXACT)
-  local shift, shift_f, version = reservation[2](KEYS[1], now, permits, p, d, burst, slot, slot_f)
-  if shift == nil then return {0, now, 0} end
+  local epoch = integer_arg(ARGV[11], 'epoch', 0, MAX_EXACT)
+  local before = integer_arg(ARGV[12], 'cancels', 0, MAX_EXACT)
+  local verdict, shift, shift_f, book = reservation[2](KEYS[1], KEYS[2], now, permits, p, d,
+                                                       burst, slot, slot_f, cancelled, epoch,
+                                                       before)
+  if verdict == 'refused' then return {2, now} end
+  if verdict == 'due' then return {0, now} end
   redis.call('PUBLISH', KEYS[1] .. ':cancelled',
-             string.format('%d:%d:%d:%d:%d:%d', version, now, cancelled, shift, shift_f, p))
-  return {1, now, version}
+             string.format('%d:%d:%d:%d:%d:%d', book[2], book[3], cancelled, shift, shift_f, p))
+  return {1, now}
 end
 error('redlimit: operation must be reserve or cancel, got ' .. tostring(op))

@@ -7,7 +7,7 @@
 -- max(TAT, now), so a clock step backwards can only make a request wait longer.
 
 local function gcra(key, now, n, p, d, burst)
-  local tat, tat_f, version = load_frac_time(key, now, p)
+  local tat, tat_f, book = load_frac_time(key, now, p)
   local step, step_f = scaled(n, d, p)
   local new, new_f = tat + step, tat_f + step_f
   if new_f >= p then new, new_f = new + 1, new_f - p end
@@ -21,7 +21,7 @@ local function gcra(key, now, n, p, d, burst)
   if room > 0 then remaining = idiv(room, d) end
   if allowed then
     local ttl = ceil_us(new - now, new_f)
-    local value = frac_time_value(new, new_f, p, version)
+    local value = frac_time_value(new, new_f, p, book)
     return true, burst, remaining, 0, ttl, now, function() store(key, value, ttl) end
   end
   -- Denied: the request passes once now' + tau >= new, i.e. after new - tau - now.

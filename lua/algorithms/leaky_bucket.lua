@@ -4,11 +4,11 @@
 -- n*T. Model: src/algorithms/leaky_bucket.cpp. Needs lib/frac_time.lua.
 
 local function leaky_bucket(key, now, n, p, d, burst)
-  local free, free_f, version = load_frac_time(key, now, p)
+  local free, free_f, book = load_frac_time(key, now, p)
   if free == now and free_f == 0 then
     local step, step_f = scaled(n, d, p)
     local ttl = ceil_us(step, step_f)
-    local value = frac_time_value(now + step, step_f, p, version)
+    local value = frac_time_value(now + step, step_f, p, book)
     return true, burst, burst - n, 0, ttl, now, function() store(key, value, ttl) end
   end
   local wait, wait_f = free - now, free_f

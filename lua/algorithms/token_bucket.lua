@@ -4,13 +4,13 @@
 
 local function token_bucket(key, now, n, p, d, burst)
   local full = burst * d
-  local level, t, version = load_tokens(key, now, p, d, full)
+  local level, t, book = load_tokens(key, now, p, d, full)
   local cost = n * d
   local lag = t - now  -- after a clock step back, times count from now, not from t
   if level >= cost then
     local left = level - cost
     local reset = ceil_div(full - left, p) + lag
-    local value = tokens_value(left, t, d, version)
+    local value = tokens_value(left, t, d, book)
     return true, burst, idiv(left, d), 0, reset, t, function() store(key, value, reset) end
   end
   local remaining = 0

@@ -78,7 +78,7 @@ local function integer_arg(value, name, low, high)
   return n
 end
 
--- The integers of a stored "a[:b[:c[:d]]]" value.
+-- The integers of a stored "a[:b[:c[:d[:e[:f]]]]]" value.
 local function split_value(stored)
   local fields, count, from = {}, 0, 1
   while true do
@@ -86,7 +86,7 @@ local function split_value(stored)
     count = count + 1
     if not colon then
       fields[count] = tonumber(string.sub(stored, from))
-      return fields[1], fields[2], fields[3], fields[4]
+      return fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]
     end
     fields[count] = tonumber(string.sub(stored, from, colon - 1))
     from = colon + 1

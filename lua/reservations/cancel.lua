@@ -1,27 +1,95 @@
--- Versions and cancellation. Each reservation and each cancellation on a key increments the
--- key's version: a reservation's version is its place in the queue, and a cancellation's
--- version orders it against every reservation (a waiter moves only for cancellations that came
--- after its own reservation, of a reservation ahead of it).
+-- Reservation bookkeeping and cancellation. A key that acquire() reserved on keeps
+-- {version, cancels, epoch}: `version` counts its reservations (a reservation's version is its
+-- place in the queue), `cancels` its cancellations, and `epoch` is the server time of its first
+-- reservation (a key deleted by reset() or expiry starts a new epoch).
 --
--- Cancelling a reservation on a key that stores a time (GCRA's TAT, the leaky bucket's next
--- departure): only one whose slot is still in the future gives anything back. The stored time
--- moves back by n*T, and every reservation behind it may move n*T earlier. Why that is safe: a
--- cancellable reservation waited, so every reservation made after it while it was pending found
--- a backlog longer than tau >= n*T ahead of its own arrival; moving it n*T earlier never moves
--- it before the moment it would have had without the cancelled one.
--- Model: src/algorithms/reservations.cpp.
+-- Cancelling gives a reservation's permits back only if its slot is still ahead. Its slot is
+-- where it was reserved, moved earlier by every later cancellation of a reservation ahead of it
+-- (that is what the waiters, told by a notice, do). So that the script knows it exactly, even
+-- when a client missed a notice or one is still in flight, the key keeps a log of its recent
+-- cancellations: a sorted set `<key>:cancels` scored by cancellation number, each member
+-- "number:cancelled_version:shift_us:shift_f:p:backlog_end_us". A cancellation matters only to
+-- reservations made before it, whose slots are all at or before the backlog's end at that
+-- moment; once that time has passed, they are all due, and the entry goes (oldest first). A
+-- reservation that missed a removed entry is therefore due.
 --
--- Returns the shift (us, f) and the cancellation's version, or nothing when the slot is due.
-local function cancel_frac_time(key, now, n, p, d, burst, slot, slot_f)
-  if not after_frac(slot, slot_f, now, 0) then return end
-  local time, time_f, version = load_frac_time(key, now, p)
+-- Why moving the waiters behind is safe: a cancellable reservation waited, so every reservation
+-- made after it while it was pending found a backlog longer than tau >= n*T ahead of its own
+-- arrival; moving it n*T earlier never moves it before the moment it would have had without the
+-- cancelled one. Model: src/algorithms/reservations.cpp.
+
+-- How many stale entries one call removes at most (each call adds one at most).
+local LOG_PRUNE_MAX = 16
+
+-- The bookkeeping after a reservation at `now` (a first one starts an epoch).
+local function reserved(book, now)
+  if book[1] == 0 then return {1, 0, now} end
+  return {book[1] + 1, book[2], book[3]}
+end
+
+-- Removes the oldest entries whose backlog end has passed.
+local function prune_cancel_log(log, now)
+  for _ = 1, LOG_PRUNE_MAX do
+    local oldest = redis.call('ZRANGE', log, 0, 0)
+    if #oldest == 0 then return end
+    local _, _, _, _, _, backlog_end = split_value(oldest[1])
+    if backlog_end > now then return end
+    redis.call('ZREMRANGEBYRANK', log, 0, 0)
+  end
+end
+
+-- The slot now of the reservation (version, made after `cancels_before` cancellations, reserved
+-- at slot), in 1/p us; nil when an entry it needs was removed (it is due).
+local function current_slot(log, book, version, cancels_before, slot, slot_f, p)
+  if cancels_before == book[2] then return slot, slot_f end
+  local entries = redis.call('ZRANGEBYSCORE', log, string.format('(%d', cancels_before), '+inf')
+  if #entries < book[2] - cancels_before then return nil end
+  for _, entry in ipairs(entries) do
+    local _, cancelled, shift, shift_f, den = split_value(entry)
+    if cancelled < version then
+      if den ~= p then shift_f = 0 end  -- under another policy: whole microseconds, rounded down
+      slot, slot_f = sub_frac(slot, slot_f, shift, shift_f, p)
+    end
+  end
+  return slot, slot_f
+end
+
+-- 'refused' (the key is of another epoch: nothing changes), 'due' (the slot has come: the
+-- caller keeps the permits) or 'returned', for the reservation (slot, version, epoch,
+-- cancels_before) of a key whose bookkeeping is `book`.
+local function cancel_verdict(log, book, now, p, slot, slot_f, version, epoch, cancels_before)
+  if book[1] == 0 or book[3] ~= epoch or version > book[1] or cancels_before > book[2] then
+    return 'refused'
+  end
+  prune_cancel_log(log, now)
+  local at, at_f = current_slot(log, book, version, cancels_before, slot, slot_f, p)
+  if at == nil or not after_frac(at, at_f, now, 0) then return 'due' end
+  return 'returned'
+end
+
+-- Logs a returned cancellation; the log lives as long as its latest backlog end.
+local function log_cancel(log, now, book, version, shift, shift_f, p, backlog_end)
+  redis.call('ZADD', log, book[2],
+             string.format('%d:%d:%d:%d:%d:%d', book[2], version, shift, shift_f, p, backlog_end))
+  local ttl_ms = ceil_div(backlog_end - now, 1000) + TTL_EXTRA_MS
+  if ttl_ms < 1 then ttl_ms = 1 end
+  if redis.call('PTTL', log) < ttl_ms then redis.call('PEXPIRE', log, ttl_ms) end
+end
+
+-- Cancels on a key that stores a time (GCRA's TAT, the leaky bucket's next departure).
+-- Returns the verdict and, when returned, the shift (us, f) and the new bookkeeping.
+local function cancel_frac_time(key, log, now, n, p, d, burst, slot, slot_f, version, epoch,
+                                before)
+  local time, time_f, book = load_frac_time(key, now, p)
+  local verdict = cancel_verdict(log, book, now, p, slot, slot_f, version, epoch, before)
+  if verdict ~= 'returned' then return verdict end
   local shift, shift_f = scaled(n, d, p)
   local back, back_f = sub_frac(time, time_f, shift, shift_f, p)
   if not after_frac(back, back_f, now, 0) then back, back_f = now, 0 end
-  version = version + 1
-  -- The version orders late messages; it is kept at least 1 ms after the backlog is gone.
+  book = {book[1], book[2] + 1, book[3]}
+  log_cancel(log, now, book, version, shift, shift_f, p, ceil_us(time, time_f))
   local ttl = ceil_us(back - now, back_f)
   if ttl < 1 then ttl = 1 end
-  store(key, frac_time_value(back, back_f, p, version), ttl)
-  return shift, shift_f, version
+  store(key, frac_time_value(back, back_f, p, book), ttl)
+  return verdict, shift, shift_f, book
 end

@@ -6,7 +6,7 @@
 -- A reservation whose slot is still in the future can be cancelled (reservations/cancel.lua).
 
 local function gcra_reserve(key, now, n, p, d, burst, max_wait)
-  local tat, tat_f, version = load_frac_time(key, now, p)
+  local tat, tat_f, book = load_frac_time(key, now, p)
   local step, step_f = scaled(n, d, p)
   local new, new_f = add_frac(tat, tat_f, step, step_f, p)
   local cap, cap_f = scaled(burst, d, p)
@@ -19,12 +19,12 @@ local function gcra_reserve(key, now, n, p, d, burst, max_wait)
   local remaining = 0
   if room > 0 then remaining = idiv(room, d) end
   if wait > max_wait then
-    return false, burst, remaining, wait, ceil_us(tat - now, tat_f), 0, 0, 0, version
+    return false, burst, remaining, wait, ceil_us(tat - now, tat_f), 0, 0, 0, book
   end
   local ttl = ceil_us(new - now, new_f)
-  version = version + 1
-  local value = frac_time_value(new, new_f, p, version)
-  return true, burst, remaining, 0, ttl, wait, slot, slot_f, version,
+  book = reserved(book, now)
+  local value = frac_time_value(new, new_f, p, book)
+  return true, burst, remaining, 0, ttl, wait, slot, slot_f, book,
          function() store(key, value, ttl) end
 end
 

@@ -3,7 +3,7 @@
 -- src/algorithms/reservations.cpp. Needs reservations/cancel.lua.
 
 local function leaky_bucket_reserve(key, now, n, p, d, burst, max_wait)
-  local free, free_f, version = load_frac_time(key, now, p)
+  local free, free_f, book = load_frac_time(key, now, p)
   local step, step_f = scaled(n, d, p)
   local new, new_f = add_frac(free, free_f, step, step_f, p)
   local cap, cap_f = scaled(burst, d, p)
@@ -14,13 +14,13 @@ local function leaky_bucket_reserve(key, now, n, p, d, burst, max_wait)
       remaining = burst - ceil_div((free - now) * p + free_f, d)
       if remaining < 0 then remaining = 0 end
     end
-    return false, burst, remaining, wait, wait, 0, 0, 0, version
+    return false, burst, remaining, wait, wait, 0, 0, 0, book
   end
   local remaining = burst - ceil_div((new - now) * p + new_f, d)
   local ttl = ceil_us(new - now, new_f)
-  version = version + 1
-  local value = frac_time_value(new, new_f, p, version)
-  return true, burst, remaining, 0, ttl, wait, free, free_f, version,
+  book = reserved(book, now)
+  local value = frac_time_value(new, new_f, p, book)
+  return true, burst, remaining, 0, ttl, wait, free, free_f, book,
          function() store(key, value, ttl) end
 end
 

@@ -29,7 +29,11 @@ LimitOutcome decide_gcra(const GcraParams& params, const GcraState* state, std::
   if (out.allowed) {
     out.ttl_us = subtract(after, {now, 0}, p).ceil_us();
     out.reset_after_us = out.ttl_us;
-    if (next != nullptr) *next = GcraState{after, p, state != nullptr ? state->version : 0};
+    if (next != nullptr) {
+      if (next != state) *next = state != nullptr ? *state : GcraState{};
+      next->tat = after;  // the reservation bookkeeping stays
+      next->den = p;
+    }
   } else {
     out.retry_after_us = subtract(after, latest, p).ceil_us();
     out.reset_after_us = subtract(tat, {now, 0}, p).ceil_us();

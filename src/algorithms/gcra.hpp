@@ -5,6 +5,7 @@
 
 #include "algorithms/exact.hpp"
 #include "algorithms/outcome.hpp"
+#include "algorithms/reservation_book.hpp"
 
 namespace redlimit::detail {
 
@@ -15,12 +16,13 @@ struct GcraParams {
   std::int64_t burst;
 };
 
-/// The theoretical arrival time, with its fraction in 1/den microseconds, and the key's version
-/// (reservations and cancellations so far; see algorithms/reservations.hpp).
+/// The theoretical arrival time, with its fraction in 1/den microseconds, and the key's
+/// reservation bookkeeping (kept by decisions; see algorithms/reservations.hpp).
 struct GcraState {
   FracTime tat;
   std::int64_t den = 1;
-  std::int64_t version = 0;
+  ReservationBook book;
+  CancelLog cancel_log;
 };
 
 /// Decides `n` permits at `now`; when allowed and `next` is not null, writes the new state

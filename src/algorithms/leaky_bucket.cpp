@@ -18,7 +18,9 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const LeakyBuc
     out.ttl_us = step.ceil_us();
     out.reset_after_us = out.ttl_us;
     if (next != nullptr) {
-      *next = LeakyBucketState{add({now, 0}, step, p), p, state != nullptr ? state->version : 0};
+      if (next != state) *next = state != nullptr ? *state : LeakyBucketState{};
+      next->tat = add({now, 0}, step, p);  // the reservation bookkeeping stays
+      next->den = p;
     }
     return out;
   }

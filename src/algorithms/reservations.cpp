@@ -19,6 +19,68 @@ const State* stored(const std::optional<LimitState>& state) {
   return state ? std::get_if<State>(&*state) : nullptr;
 }
 
+/// How many stale log entries one cancellation removes at most (lua: LOG_PRUNE_MAX).
+constexpr std::size_t log_prune_max = 16;
+
+/// The bookkeeping after a reservation at `now` (a first one starts an epoch).
+ReservationBook reserved(const ReservationBook& book, std::int64_t now) {
+  if (book.version == 0) return {1, 0, now};
+  return {book.version + 1, book.cancels, book.epoch};
+}
+
+/// Writes the bookkeeping after a reservation; a new epoch voids the old log.
+template <class State>
+void write_book(State& state, const ReservationBook& book) {
+  state.book = book;
+  if (book.version == 1) state.cancel_log.clear();
+}
+
+/// Removes the oldest entries whose backlog end has passed.
+void prune(CancelLog& log, std::int64_t now) {
+  std::size_t removed = 0;
+  while (removed < log_prune_max && removed < log.size() && log[removed].backlog_end_us <= now)
+    ++removed;
+  log.erase(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(removed));
+}
+
+/// The slot now of the ticket's reservation (its slot in 1/p us), or nullopt when an entry it
+/// needs was removed (it is due).
+std::optional<FracTime> current_slot(const CancelLog& log, const ReservationBook& book,
+                                     FracTime slot, std::int64_t p, const CancelTicket& ticket) {
+  const auto first = std::find_if(log.begin(), log.end(), [&](const LoggedCancel& entry) {
+    return entry.number > ticket.cancels_before;
+  });
+  if (log.end() - first < book.cancels - ticket.cancels_before) return std::nullopt;
+  for (auto entry = first; entry != log.end(); ++entry) {
+    if (entry->cancelled >= ticket.version) continue;
+    // A shift under another policy counts in whole microseconds, rounded down.
+    const FracTime shift = entry->den == p ? entry->shift : FracTime{entry->shift.us, 0};
+    slot = subtract(slot, shift, p);
+  }
+  return slot;
+}
+
+/// The verdict on cancelling `ticket` (its slot in the limit's denominator) on a key whose state
+/// is `current` (null: none), pruning the key's log on the way.
+template <class State>
+CancelVerdict verdict_for(State* current, std::int64_t now, FracTime slot, std::int64_t p,
+                          const CancelTicket& ticket) {
+  const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
+  if (book.version == 0 || book.epoch != ticket.epoch || ticket.version > book.version ||
+      ticket.cancels_before > book.cancels) {
+    return CancelVerdict::refused;
+  }
+  prune(current->cancel_log, now);
+  const auto at = current_slot(current->cancel_log, book, slot, p, ticket);
+  return at && FracTime{now, 0} < *at ? CancelVerdict::returned : CancelVerdict::due;
+}
+
+CancelOutcome refused_or_due(CancelVerdict verdict) {
+  CancelOutcome out;
+  out.verdict = verdict;
+  return out;
+}
+
 std::int64_t remaining_after(FracTime latest, FracTime left, std::int64_t p, std::int64_t d) {
   const Int128 room = static_cast<Int128>(latest.us - left.us) * p + latest.frac - left.frac;
   return room > 0 ? static_cast<std::int64_t>(room / d) : 0;
@@ -29,7 +91,7 @@ ReserveOutcome reserve_gcra(const GcraParams& params, std::optional<LimitState>&
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
   const FracTime tat = load_frac_time(current, now, p);
-  const std::int64_t version = current != nullptr ? current->version : 0;
+  const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const FracTime after = add(tat, scaled(n, params.d, p), p);
   const FracTime capacity = scaled(params.burst, params.d, p);
   FracTime slot{after.us - capacity.us, after.frac - capacity.frac};
@@ -39,7 +101,7 @@ ReserveOutcome reserve_gcra(const GcraParams& params, std::optional<LimitState>&
   const FracTime latest{now + capacity.us, capacity.frac};
 
   ReserveOutcome out;
-  out.version = version;
+  out.book = book;
   out.decision.limit = params.burst;
   out.decision.now_us = now;
   if (wait > max_wait) {
@@ -54,8 +116,11 @@ ReserveOutcome reserve_gcra(const GcraParams& params, std::optional<LimitState>&
   out.decision.reset_after_us = out.decision.ttl_us;
   out.wait_us = wait;
   out.slot = slot;
-  out.version = version + 1;
-  writable<GcraState>(state) = GcraState{after, p, out.version};
+  out.book = reserved(book, now);
+  GcraState& written = writable<GcraState>(state);
+  written.tat = after;
+  written.den = p;
+  write_book(written, out.book);
   return out;
 }
 
@@ -65,7 +130,7 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params,
   const std::int64_t full = params.burst * params.d;
   const TokenBucketState* current = stored<TokenBucketState>(state);
   const auto [level, t] = load_tokens(params, current, now);
-  const std::int64_t version = current != nullptr ? current->version : 0;
+  const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const std::int64_t after = level - n * params.d;
   FracTime slot{t, 0};
   if (after < 0) slot = {t + (-after) / params.p, (-after) % params.p};
@@ -73,7 +138,7 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params,
   const std::int64_t lag = t - now;  // after a clock step back, times count from now
 
   ReserveOutcome out;
-  out.version = version;
+  out.book = book;
   out.decision.limit = params.burst;
   out.decision.now_us = now;
   if (wait > max_wait || -after > max_debt(full)) {
@@ -88,8 +153,12 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params,
   out.decision.ttl_us = out.decision.reset_after_us;
   out.wait_us = wait;
   out.slot = slot;
-  out.version = version + 1;
-  writable<TokenBucketState>(state) = TokenBucketState{after, t, params.d, out.version};
+  out.book = reserved(book, now);
+  TokenBucketState& written = writable<TokenBucketState>(state);
+  written.level = after;
+  written.last_us = t;
+  written.den = params.d;
+  write_book(written, out.book);
   return out;
 }
 
@@ -99,13 +168,13 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params,
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
   const FracTime free = load_frac_time(current, now, p);
-  const std::int64_t version = current != nullptr ? current->version : 0;
+  const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const FracTime after = add(free, scaled(n, params.d, p), p);
   const FracTime capacity = scaled(params.burst, params.d, p);
   const std::int64_t wait = FracTime{free.us - now, free.frac}.ceil_us();
 
   ReserveOutcome out;
-  out.version = version;
+  out.book = book;
   out.decision.limit = params.burst;
   out.decision.now_us = now;
   if (wait > max_wait || FracTime{now + capacity.us, capacity.frac} < after) {
@@ -123,40 +192,66 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params,
   out.decision.reset_after_us = out.decision.ttl_us;
   out.wait_us = wait;
   out.slot = free;
-  out.version = version + 1;
-  writable<GcraState>(state) = GcraState{after, p, out.version};
+  out.book = reserved(book, now);
+  GcraState& written = writable<GcraState>(state);
+  written.tat = after;
+  written.den = p;
+  write_book(written, out.book);
+  return out;
+}
+
+/// Logs a returned cancellation and returns the outcome.
+template <class State>
+CancelOutcome log_cancel(State& current, FracTime shift, std::int64_t p, std::int64_t version,
+                         std::int64_t backlog_end_us) {
+  CancelOutcome out;
+  out.verdict = CancelVerdict::returned;
+  out.shift = shift;
+  out.book = {current.book.version, current.book.cancels + 1, current.book.epoch};
+  current.book = out.book;
+  current.cancel_log.push_back({.number = out.book.cancels,
+                                .cancelled = version,
+                                .shift = shift,
+                                .den = p,
+                                .backlog_end_us = backlog_end_us});
   return out;
 }
 
 CancelOutcome cancel_frac_time(const GcraParams& params, std::optional<LimitState>& state,
-                               std::int64_t now, std::int64_t n) {
+                               std::int64_t now, std::int64_t n, FracTime slot,
+                               const CancelTicket& ticket) {
   const std::int64_t p = params.p;
-  const GcraState* current = stored<GcraState>(state);
+  GcraState* current = state ? std::get_if<GcraState>(&*state) : nullptr;
+  const CancelVerdict verdict = verdict_for(current, now, slot, p, ticket);
+  if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
   const FracTime time = load_frac_time(current, now, p);
-  CancelOutcome out;
-  out.returned = true;
-  out.shift = scaled(n, params.d, p);
-  out.version = (current != nullptr ? current->version : 0) + 1;
-  FracTime back{time.us - out.shift.us, time.frac - out.shift.frac};
-  if (back.frac < 0) back = {back.us - 1, back.frac + p};
+  const FracTime shift = scaled(n, params.d, p);
+  CancelOutcome out = log_cancel(*current, shift, p, ticket.version, time.ceil_us());
+  FracTime back = subtract(time, shift, p);
   if (!(FracTime{now, 0} < back)) back = {now, 0};
-  out.ttl_us = std::max<std::int64_t>(1, FracTime{back.us - now, back.frac}.ceil_us());
-  writable<GcraState>(state) = GcraState{back, p, out.version};
+  out.ttl_us = std::max<std::int64_t>(1, subtract(back, {now, 0}, p).ceil_us());
+  current->tat = back;
+  current->den = p;
   return out;
 }
 
 CancelOutcome cancel_token_bucket(const TokenBucketParams& params, std::optional<LimitState>& state,
-                                  std::int64_t now, std::int64_t n) {
+                                  std::int64_t now, std::int64_t n, FracTime slot,
+                                  const CancelTicket& ticket) {
   const std::int64_t full = params.burst * params.d;
-  const TokenBucketState* current = stored<TokenBucketState>(state);
+  TokenBucketState* current = state ? std::get_if<TokenBucketState>(&*state) : nullptr;
+  const CancelVerdict verdict = verdict_for(current, now, slot, params.p, ticket);
+  if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
   const auto [level, t] = load_tokens(params, current, now);
-  CancelOutcome out;
-  out.returned = true;
-  out.shift = scaled(n, params.d, params.p);
-  out.version = (current != nullptr ? current->version : 0) + 1;
+  // The backlog ends when the debt is paid.
+  const std::int64_t backlog_end = level < 0 ? t + ceil_div(-level, params.p) : t;
+  CancelOutcome out =
+      log_cancel(*current, scaled(n, params.d, params.p), params.p, ticket.version, backlog_end);
   const std::int64_t back = std::min(full, level + n * params.d);
   out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - back, params.p) + t - now);
-  writable<TokenBucketState>(state) = TokenBucketState{back, t, params.d, out.version};
+  current->level = back;
+  current->last_us = t;
+  current->den = params.d;
   return out;
 }
 
@@ -186,16 +281,14 @@ FracTime slot_for(FracTime slot, std::int64_t den, std::int64_t p) noexcept {
 }
 
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
-                                 std::int64_t now, std::int64_t n, FracTime slot,
-                                 std::int64_t den) {
-  slot = slot_for(slot, den, spec.a);
-  if (!(FracTime{now, 0} < slot)) return {};  // already due: its permits were used
+                                 std::int64_t now, std::int64_t n, const CancelTicket& ticket) {
+  const FracTime slot = slot_for(ticket.slot, ticket.den, spec.a);
   switch (spec.algorithm) {
     case Algorithm::gcra:
     case Algorithm::leaky_bucket:
-      return cancel_frac_time({spec.a, spec.b, spec.c}, state, now, n);
+      return cancel_frac_time({spec.a, spec.b, spec.c}, state, now, n, slot, ticket);
     case Algorithm::token_bucket:
-      return cancel_token_bucket({spec.a, spec.b, spec.c}, state, now, n);
+      return cancel_token_bucket({spec.a, spec.b, spec.c}, state, now, n, slot, ticket);
     default:
       return {};
   }

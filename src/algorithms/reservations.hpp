@@ -1,8 +1,7 @@
 #pragma once
 // Reservations for acquire(): the models of lua/reservations/*.lua, for single-limit policies of
-// gcra, token_bucket and leaky_bucket. Each reservation and each cancellation increments the
-// key's version; a reservation's version is its place in the queue, and a cancellation's
-// version orders it against reservations (see lua/reservations/cancel.lua).
+// gcra, token_bucket and leaky_bucket. A key keeps the bookkeeping of its reservations and a log
+// of its recent cancellations (algorithms/reservation_book.hpp, lua/reservations/cancel.lua).
 
 #include <cstdint>
 #include <optional>
@@ -21,19 +20,35 @@ struct ReserveOutcome {
   /// the wait the request would have had.
   LimitOutcome decision;
   std::int64_t wait_us = 0;
-  FracTime slot;             ///< when the permits may be used (fraction in 1/p us)
-  std::int64_t version = 0;  ///< the reservation's version: its place in the key's queue
+  FracTime slot;         ///< when the permits may be used (fraction in 1/p us)
+  ReservationBook book;  ///< the key's, after it (its version is the reservation's place)
 };
 
 /// Reserves `n` permits at the earliest slot within `max_wait_us` and writes the new state.
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
                        std::int64_t n, std::int64_t max_wait_us);
 
+/// What a cancellation did.
+enum class CancelVerdict {
+  returned,  ///< the permits went back; the reservations behind may move earlier by `shift`
+  due,       ///< the slot has come: the permits were used, nothing changed
+  refused,   ///< the key was reset since the reservation: nothing changed
+};
+
+/// The reservation to cancel, as its reply described it.
+struct CancelTicket {
+  FracTime slot;                    ///< its slot as reserved
+  std::int64_t den = 1;             ///< the denominator of the slot's fraction
+  std::int64_t version = 0;         ///< its place in the key's queue
+  std::int64_t epoch = 0;           ///< the key's epoch
+  std::int64_t cancels_before = 0;  ///< the key's cancels when it was made
+};
+
 struct CancelOutcome {
-  bool returned = false;     ///< false: the slot was already due; nothing changed
-  FracTime shift;            ///< how much earlier the reservations behind it may move
-  std::int64_t version = 0;  ///< the cancellation's version (orders it against reservations)
-  std::int64_t ttl_us = 0;   ///< how long the new state matters
+  CancelVerdict verdict = CancelVerdict::refused;
+  FracTime shift;           ///< returned: how much earlier the reservations behind it may move
+  ReservationBook book;     ///< returned: the key's, after it (cancels counts this one)
+  std::int64_t ttl_us = 0;  ///< returned: how long the new state matters
 };
 
 /// The slot of a reservation made under denominator `den`, for a limit whose reduced permits are
@@ -41,9 +56,9 @@ struct CancelOutcome {
 /// it can only look due sooner: a cancellation then returns nothing, never too much).
 FracTime slot_for(FracTime slot, std::int64_t den, std::int64_t p) noexcept;
 
-/// Gives back a reservation of `n` permits at `slot` (fraction in 1/den) if the slot is still in
-/// the future.
+/// Gives a reservation back if its slot, moved earlier by the cancellations ahead of it since it
+/// was made, is still ahead.
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
-                                 std::int64_t now, std::int64_t n, FracTime slot, std::int64_t den);
+                                 std::int64_t now, std::int64_t n, const CancelTicket& ticket);
 
 }  // namespace redlimit::detail

@@ -52,7 +52,10 @@ LimitOutcome decide_token_bucket(const TokenBucketParams& params, const TokenBuc
     out.reset_after_us = ceil_div(full - left, params.p) + lag;
     out.ttl_us = out.reset_after_us;
     if (next != nullptr) {
-      *next = TokenBucketState{left, t, params.d, state != nullptr ? state->version : 0};
+      if (next != state) *next = state != nullptr ? *state : TokenBucketState{};
+      next->level = left;  // the reservation bookkeeping stays
+      next->last_us = t;
+      next->den = params.d;
     }
   } else {
     out.remaining = level > 0 ? floor_div(level, params.d) : 0;

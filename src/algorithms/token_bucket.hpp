@@ -5,6 +5,7 @@
 
 #include "algorithms/exact.hpp"
 #include "algorithms/outcome.hpp"
+#include "algorithms/reservation_book.hpp"
 
 namespace redlimit::detail {
 
@@ -16,12 +17,13 @@ struct TokenBucketParams {
 };
 
 /// Tokens in units of 1/den token (negative: a debt of reservations), the time they were
-/// counted, and the key's version (see algorithms/reservations.hpp).
+/// counted, and the key's reservation bookkeeping (kept by decisions).
 struct TokenBucketState {
   std::int64_t level = 0;
   std::int64_t last_us = 0;
   std::int64_t den = 1;
-  std::int64_t version = 0;
+  ReservationBook book;
+  CancelLog cancel_log;
 };
 
 /// The most debt a token level may carry (keeps every script value exact).

@@ -49,10 +49,9 @@ Task<Decision> LimiterCore::acquire_by_retrying(DecideRequest request, AcquireOp
 }
 
 Task<void> LimiterCore::give_back(std::shared_ptr<LimiterCore> core, Backend* backend,
-                                  DecideRequest request, FracTime slot, std::int64_t den,
-                                  std::int64_t version) {
+                                  DecideRequest request, CancelTicket ticket) {
   (void)core;  // keeps the backend alive until this ends
-  co_await backend->cancel(std::move(request), slot, den, version);
+  co_await backend->cancel(std::move(request), ticket);
 }
 
 Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireOptions options) {
@@ -76,7 +75,8 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
     if (error) failed(error);
   }
   if (!reservation) {
-    if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_) {
+    if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||
+        !fits_fallback(request)) {
       Decision decision = decide_on_failure(request);
       decision.waited = since(started);
       co_return decision;
@@ -97,8 +97,9 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
   waiter.slot = reservation->slot;
   waiter.den = reservation->den;
   waiter.reserved_at_us = reservation->reserved_at_us;
-  waiter.version = reservation->version;
-  waiter.seen = reservation->version;
+  waiter.reserved_slot = reservation->slot;
+  waiter.book = reservation->book;
+  waiter.heard = reservation->book.cancels;
   waiter.wake = Clock::now() + std::chrono::microseconds(reservation->wait_us);
   // Cancellation notices come from Redis; a fallback reservation waits its time as reserved.
   if (backend == backend_.get()) watch.add(&waiter);
@@ -114,8 +115,7 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
       if (!armed) return;
       // The limiter must outlive its calls; if it is already gone, there is nobody to tell.
       if (auto alive = core.weak_from_this().lock()) {
-        spawn(core.loop_, give_back(std::move(alive), backend, request, waiter.slot, waiter.den,
-                                    waiter.version));
+        spawn(core.loop_, give_back(std::move(alive), backend, request, waiter.ticket()));
       }
     }
   } guard{*this, backend, request, waiter};
@@ -143,14 +143,19 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
   guard.armed = false;
   if (options.stop.stop_requested() && Clock::now() < waiter.wake) {
     // If Redis finds the slot already due, the permits were used and are the caller's: the
-    // decision stands. Cancelled always means they went back (or Redis could not be asked).
-    bool returned = true;
+    // decision stands. Otherwise the caller stops without them, whether they went back or not
+    // (the key was reset meanwhile, or Redis could not be asked).
+    CancelVerdict verdict = CancelVerdict::refused;
     try {
-      returned = co_await backend->cancel(request, waiter.slot, waiter.den, waiter.version);
-    } catch (const Unavailable&) {  // Redis could not be asked: the caller stops all the same
+      verdict = co_await backend->cancel(request, waiter.ticket());
+    } catch (const Unavailable&) {
     }
-    if (returned)
+    if (verdict == CancelVerdict::returned)
       throw Cancelled("acquire cancelled while waiting; its reservation was given back");
+    if (verdict == CancelVerdict::refused) {
+      throw Cancelled(
+          "acquire cancelled while waiting; its reservation could not be given back, and lapses");
+    }
   }
   decision.waited = since(started);
   if (decision.source == Source::redis) decision.server_time_us = waiter.slot.ceil_us();

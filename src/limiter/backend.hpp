@@ -6,6 +6,7 @@
 #include <string>
 
 #include "algorithms/exact.hpp"
+#include "algorithms/reservations.hpp"
 #include "limiter/compiled_policy.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/task.hpp"
@@ -35,22 +36,27 @@ struct DecideRequest {
   std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
 };
 
+/// The key acquire() reserves on: that of the policy's first (for reservations, only) limit.
+inline std::string reservation_key(const DecideRequest& request) {
+  return request.key_base + request.policy->limits().front().key_suffix;
+}
+
 /// A reservation made for acquire() (single-limit gcra, token_bucket or leaky_bucket policies).
 struct Reservation {
   Decision decision;                ///< allowed: reserved; else nothing was reserved
   std::int64_t wait_us = 0;         ///< how long after server_time_us the permits may be used
   FracTime slot;                    ///< that time, in server microseconds (fraction in 1/den)
   std::int64_t den = 1;             ///< the limit's reduced permits p
-  std::int64_t version = 0;         ///< its place in the key's queue
+  ReservationBook book;             ///< the key's after it: book.version is its place
   std::int64_t reserved_at_us = 0;  ///< the server time of the reservation
 };
 
-/// A cancelled reservation gave back its permits: reservations on the same key made before the
-/// cancellation (version below `version`) and after the cancelled one (version above
-/// `cancelled`) may move earlier by `shift`.
+/// A cancelled reservation gave back its permits. Reservations of the same key and epoch behind
+/// the cancelled one (version above `cancelled`) that were made before it (their book counted
+/// fewer cancels) may move earlier by `shift`.
 struct CancelNotice {
-  std::int64_t version = 0;    ///< the cancellation's version
-  std::int64_t now_us = 0;     ///< the server time of the cancellation
+  std::int64_t cancels = 0;    ///< the key's, this cancellation included
+  std::int64_t epoch = 0;      ///< the key's epoch
   std::int64_t cancelled = 0;  ///< the version of the cancelled reservation
   FracTime shift;
   std::int64_t den = 1;  ///< the denominator of the shift's fraction
@@ -68,10 +74,9 @@ class Backend {
   virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
   /// Reserves the request's permits if they fit within `max_wait_us`.
   virtual Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) = 0;
-  /// Gives a pending reservation back (its current slot, fraction in 1/den, and its version);
-  /// true if it returned permits (its slot was still ahead).
-  virtual Task<bool> cancel(DecideRequest request, FracTime slot, std::int64_t den,
-                            std::int64_t version) = 0;
+  /// Gives the reservation of the request's permits described by `ticket` back, if its slot is
+  /// still ahead.
+  virtual Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) = 0;
   /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
   virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
   virtual void unwatch(std::uint64_t id) = 0;

@@ -11,9 +11,12 @@ bool CircuitBreaker::allow(Clock::time_point now) {
     case State::open:
       if (now < open_until_) return false;
       state_ = State::half_open;  // this call is the probe
+      probe_sent_ = now;
       return true;
     case State::half_open:
-      return false;  // the probe is under way
+      if (now - probe_sent_ < settings_.probe_timeout) return false;  // the probe is under way
+      probe_sent_ = now;  // the probe never reported: this call probes again
+      return true;
   }
   return true;
 }

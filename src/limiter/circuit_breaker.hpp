@@ -16,6 +16,9 @@ class CircuitBreaker {
     int failures_to_open = 3;
     std::chrono::milliseconds open_min{50};
     std::chrono::milliseconds open_max{500};
+    /// A probe that reported nothing within this (its task was destroyed) counts as lost: the
+    /// next call probes again. At least the client's command timeout.
+    std::chrono::milliseconds probe_timeout{1000};
   };
 
   CircuitBreaker() = default;
@@ -23,6 +26,7 @@ class CircuitBreaker {
 
   /// Whether a call may go to Redis now (in half-open, only the probe may).
   bool allow(Clock::time_point now);
+  /// Redis answered (with a decision or with an error reply: either way it is there).
   void success();
   void failure(Clock::time_point now);
   /// How long until a call may go to Redis again (0 when closed).
@@ -36,6 +40,7 @@ class CircuitBreaker {
   int failures_ = 0;
   Clock::duration open_for_{};
   Clock::time_point open_until_{};
+  Clock::time_point probe_sent_{};
 };
 
 }  // namespace redlimit::detail

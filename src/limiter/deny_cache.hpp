@@ -17,9 +17,9 @@ namespace redlimit::detail {
 /// "more used" (time passing is what retry_after accounts for), so Redis would deny every such
 /// request too, as long as nothing returns capacity. Only a reset() or a cancelled acquire()
 /// reservation returns capacity: the limiter clears the cache on its own reset() and
-/// set_policy(), and uses the cache only for policies that cannot hold reservations (a window
-/// algorithm, or several limits). T is counted from when the request was sent, so it never ends
-/// later than Redis's own retry_after.
+/// set_policy() (and ignores denials of requests sent before them), and uses the cache only for
+/// policies whose keys cannot hold reservations (the first limit is a window algorithm). T is
+/// counted from when the request was sent, so it never ends later than Redis's own retry_after.
 class DenyCache {
  public:
   using Clock = std::chrono::steady_clock;

@@ -69,9 +69,11 @@ bool is_unavailability(const std::exception_ptr& error) {
   }
 }
 
-/// A policy that can hold acquire() reservations (which a cancellation may give back).
-bool holds_reservations(const CompiledPolicy& policy) {
-  return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
+/// Whether the deny cache is exact for a policy: none of its keys can hold acquire()
+/// reservations, whose cancellation gives capacity back. Only a bucket algorithm's key at index
+/// 0 can (it is the key of a single-limit policy, here or in another limiter of the same name).
+bool cacheable(const CompiledPolicy& policy) {
+  return !can_reserve(policy.limits().front().limit.algorithm);
 }
 
 }  // namespace
@@ -106,15 +108,21 @@ DecideRequest LimiterCore::request(std::string_view key, Operation operation,
 DecideRequest LimiterCore::fallback_request(const DecideRequest& request) const {
   DecideRequest local = request;
   local.policy = fallback_policy_;
-  // A request larger than the scaled-down limit is capped: the fallback decides a share.
-  for (const auto& limit : fallback_policy_->limits()) {
-    local.permits = std::min(local.permits, limit.capacity);
-  }
   return local;
 }
 
+bool LimiterCore::fits_fallback(const DecideRequest& request) const {
+  for (const auto& limit : fallback_policy_->limits()) {
+    if (request.permits > limit.capacity) return false;
+  }
+  return true;
+}
+
 void LimiterCore::failed(std::exception_ptr error) {
-  if (!is_unavailability(error)) std::rethrow_exception(error);
+  if (!is_unavailability(error)) {
+    if (breaker_ != nullptr) breaker_->success();  // Redis answered, with an error
+    std::rethrow_exception(error);
+  }
   if (breaker_ == nullptr) return;
   const bool was_open = breaker_->open();
   breaker_->failure(Clock::now());
@@ -139,8 +147,14 @@ Decision LimiterCore::decide_on_failure(const DecideRequest& request) {
       decision.source = Source::fail_open;
       return decision;
     case FailurePolicy::local_fallback:
-      if (fallback_) {
+      if (fallback_ && fits_fallback(request)) {
         decision = fallback_->decide_now(fallback_request(request));
+        decision.source = Source::fallback;
+        return decision;
+      }
+      if (fallback_) {  // more than this process's share can ever grant
+        decision.allowed = false;
+        decision.retry_after = std::chrono::milliseconds(1);
         decision.source = Source::fallback;
         return decision;
       }
@@ -159,10 +173,10 @@ Decision LimiterCore::decide_on_failure(const DecideRequest& request) {
 
 Task<Decision> LimiterCore::decide(DecideRequest request) {
   const auto sent = Clock::now();
-  const bool cacheable = options_.deny_cache && breaker_ != nullptr &&
-                         request.operation == Operation::acquire &&
-                         !holds_reservations(*request.policy);
-  if (cacheable) {
+  const std::uint64_t generation = generation_;
+  const bool cache = options_.deny_cache && breaker_ != nullptr &&
+                     request.operation == Operation::acquire && cacheable(*request.policy);
+  if (cache) {
     if (auto cached = deny_cache_.lookup(request.key_base, request.permits, sent)) {
       co_return *cached;
     }
@@ -177,7 +191,9 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
       }
       breaker_->success();
     }
-    if (cacheable && !decision.allowed) {
+    // Why the generation: a reset() or set_policy() while this was in flight may have given
+    // capacity back; a denial from before it is not remembered.
+    if (cache && !decision.allowed && generation == generation_) {
       deny_cache_.remember(request.key_base, request.permits, decision, sent);
     }
     co_return decision;
@@ -198,6 +214,7 @@ Task<Decision> LimiterCore::peek(std::string key) {
 
 Task<void> LimiterCore::reset(std::string key) {
   DecideRequest validated_request = request(key, Operation::peek, 1);
+  ++generation_;
   deny_cache_.forget(validated_request.key_base);
   if (fallback_) co_await fallback_->reset(fallback_policy_, validated_request.key_base);
   co_await backend_->reset(std::move(validated_request.policy),
@@ -210,6 +227,7 @@ void LimiterCore::set_policy(Policy policy) {
     fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
   }
   policy_ = std::move(compiled);
+  ++generation_;
   deny_cache_.clear();
 }
 

@@ -50,12 +50,13 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void failed(std::exception_ptr error);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
+  /// Whether the fallback's scaled limits can ever grant the request.
+  bool fits_fallback(const DecideRequest& request) const;
 
   Task<Decision> acquire_by_reserving(DecideRequest request, AcquireOptions options);
   Task<Decision> acquire_by_retrying(DecideRequest request, AcquireOptions options);
   static Task<void> give_back(std::shared_ptr<LimiterCore> core, Backend* backend,
-                              DecideRequest request, FracTime slot, std::int64_t den,
-                              std::int64_t version);
+                              DecideRequest request, CancelTicket ticket);
 
   uv_loop_t* loop_;
   LimiterOptions options_;
@@ -68,6 +69,7 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   std::shared_ptr<const CompiledPolicy> fallback_policy_;  ///< local_fallback: local_share x
   std::unique_ptr<LocalBackend> fallback_;                 ///< local_fallback
   DenyCache deny_cache_;
+  std::uint64_t generation_ = 0;  ///< counts reset() and set_policy() calls (see decide())
   std::shared_ptr<spdlog::logger> logger_;
 };
 

@@ -107,7 +107,7 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   out.wait_us = outcome.wait_us;
   out.slot = outcome.slot;
   out.den = spec.a;
-  out.version = outcome.version;
+  out.book = outcome.book;
   out.reserved_at_us = now;
   return out;
 }
@@ -120,31 +120,34 @@ Task<Reservation> LocalBackend::reserve(DecideRequest request, std::int64_t max_
   co_return reserve_now(request, max_wait_us);
 }
 
-Task<bool> LocalBackend::cancel(DecideRequest request, FracTime slot, std::int64_t den,
-                                std::int64_t version) {
+Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket ticket) {
   const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   const LimitSpec& spec = request.policy->specs().front();
   const CancelOutcome outcome =
-      cancel_reservation(spec, entry.states[0], now, request.permits, slot, den);
-  if (!outcome.returned) {
+      cancel_reservation(spec, entry.states[0], now, request.permits, ticket);
+  if (outcome.verdict != CancelVerdict::returned) {
     if (created) entries_.erase(request.key_base);
-    co_return false;
+    co_return outcome.verdict;
   }
   touch(request.key_base, entry, created, {outcome.ttl_us}, now);
-  const CancelNotice notice{outcome.version, now, version, outcome.shift, spec.a};
+  const CancelNotice notice{.cancels = outcome.book.cancels,
+                            .epoch = outcome.book.epoch,
+                            .cancelled = ticket.version,
+                            .shift = outcome.shift,
+                            .den = spec.a};
   // Why a copy: a handler may unwatch.
   const auto watchers = watchers_;
   for (const auto& [id, watcher] : watchers) {
-    if (watcher.first == request.key_base) watcher.second(notice);
+    if (watcher.first == reservation_key(request)) watcher.second(notice);
   }
-  co_return true;
+  co_return CancelVerdict::returned;
 }
 
 std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler) {
   const std::uint64_t id = next_watch_++;
-  watchers_.emplace(id, std::make_pair(request.key_base, std::move(handler)));
+  watchers_.emplace(id, std::make_pair(reservation_key(request), std::move(handler)));
   return id;
 }
 

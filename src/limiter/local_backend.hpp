@@ -25,8 +25,7 @@ class LocalBackend final : public Backend {
   Task<Decision> decide(DecideRequest request) override;
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
-  Task<bool> cancel(DecideRequest request, FracTime slot, std::int64_t den,
-                    std::int64_t version) override;
+  Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
 

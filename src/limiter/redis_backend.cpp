@@ -11,8 +11,9 @@ namespace redlimit::detail {
 namespace {
 
 /// The Redis key of the (only) limit of a reservable policy, and its cancellation channel.
-std::string reservation_key(const DecideRequest& request) {
-  return request.key_base + request.policy->limits().front().key_suffix;
+/// The sorted set of a reservation key's recent cancellations (lua/reservations/cancel.lua).
+std::string cancel_log_key(const std::string& reservation_key) {
+  return reservation_key + ":cancels";
 }
 
 std::string now_argument(const DecideRequest& request) {
@@ -46,9 +47,9 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
 
 Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
   const auto& fields = reply.as_array();
-  if (fields.size() != 10) {
+  if (fields.size() != 12) {
     throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
-                        " fields, expected 10");
+                        " fields, expected 12");
   }
   Reservation out;
   out.decision.allowed = fields[0].as_integer() == 1;
@@ -61,7 +62,7 @@ Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
   out.decision.source = Source::redis;
   out.wait_us = fields[6].as_integer();
   out.slot = {fields[7].as_integer(), fields[8].as_integer()};
-  out.version = fields[9].as_integer();
+  out.book = {fields[9].as_integer(), fields[10].as_integer(), fields[11].as_integer()};
   out.den = den;
   return out;
 }
@@ -78,7 +79,11 @@ std::optional<CancelNotice> notice_from_message(std::string_view message) {
     from = colon + 1;
   }
   if (values[5] <= 0) return std::nullopt;
-  return CancelNotice{values[0], values[1], values[2], {values[3], values[4]}, values[5]};
+  return CancelNotice{.cancels = values[0],
+                      .epoch = values[1],
+                      .cancelled = values[2],
+                      .shift = {values[3], values[4]},
+                      .den = values[5]};
 }
 
 Task<Decision> RedisBackend::decide(DecideRequest request) {
@@ -108,13 +113,16 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
   std::vector<std::string> argv{"DEL"};
   for (const CompiledLimit& limit : policy->limits())
     argv.push_back(key_base + limit.key_suffix);
+  if (can_reserve(policy->limits().front().limit.algorithm))
+    argv.push_back(cancel_log_key(argv[1]));
   co_await client_.command(std::move(argv));
 }
 
 Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
   const CompiledLimit& limit = request.policy->limits().front();
   const std::string key = reservation_key(request);
-  const std::array<std::string_view, 1> keys = {key};
+  const std::string log = cancel_log_key(key);
+  const std::array<std::string_view, 2> keys = {key, log};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
   const std::string max_wait = std::to_string(max_wait_us);
@@ -126,25 +134,36 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   co_return reservation_from_reply(reply, limit.spec.a);
 }
 
-Task<bool> RedisBackend::cancel(DecideRequest request, FracTime slot, std::int64_t den,
-                                std::int64_t version) {
+Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
   const CompiledLimit& limit = request.policy->limits().front();
-  slot = slot_for(slot, den, limit.spec.a);
+  const FracTime slot = slot_for(ticket.slot, ticket.den, limit.spec.a);
   const std::string key = reservation_key(request);
-  const std::array<std::string_view, 1> keys = {key};
+  const std::string log = cancel_log_key(key);
+  const std::array<std::string_view, 2> keys = {key, log};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
   const std::string slot_us = std::to_string(slot.us);
   const std::string slot_frac = std::to_string(slot.frac);
-  const std::string cancelled = std::to_string(version);
-  const std::array<std::string_view, 10> args = {
-      "cancel",        permits,         now,     limit.fields[0], limit.fields[1],
-      limit.fields[2], limit.fields[3], slot_us, slot_frac,       cancelled};
+  const std::string version = std::to_string(ticket.version);
+  const std::string epoch = std::to_string(ticket.epoch);
+  const std::string cancels_before = std::to_string(ticket.cancels_before);
+  const std::array<std::string_view, 12> args = {
+      "cancel",        permits, now,       limit.fields[0], limit.fields[1], limit.fields[2],
+      limit.fields[3], slot_us, slot_frac, version,         epoch,           cancels_before};
   const Reply reply =
       co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
   const auto& fields = reply.as_array();
-  if (fields.size() != 3) throw ProtocolError("the cancel script returned an unexpected reply");
-  co_return fields[0].as_integer() == 1;
+  if (fields.size() != 2) throw ProtocolError("the cancel script returned an unexpected reply");
+  switch (fields[0].as_integer()) {
+    case 0:
+      co_return CancelVerdict::due;
+    case 1:
+      co_return CancelVerdict::returned;
+    case 2:
+      co_return CancelVerdict::refused;
+    default:
+      throw ProtocolError("the cancel script returned an unknown verdict");
+  }
 }
 
 std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler) {

@@ -41,8 +41,8 @@ SemaphoreCore::SemaphoreCore(ClientCore& client, std::int64_t capacity, std::str
     throw InvalidArgument("Semaphore name must be 1 to 128 bytes, got " +
                           std::to_string(name.size()));
   }
-  if (lease_ttl.count() < 1) {
-    throw InvalidArgument("Semaphore lease_ttl must be at least 1 ms, got " +
+  if (lease_ttl.count() < 1 || lease_ttl.count() > 1'099'511'627) {
+    throw InvalidArgument("Semaphore lease_ttl must be in [1 ms, 2^40 us (about 12.7 days)], got " +
                           std::to_string(lease_ttl.count()) + " ms");
   }
 }
@@ -121,13 +121,17 @@ Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits, Acquir
   std::string id = new_lease_id();
 
   // Why a notice per waiter: a release anywhere wakes it at once; expiries need the timer.
+  // `releases` counts notices, so one that arrives while a grant is in flight is not lost.
   std::stop_source* wake = nullptr;
+  std::uint64_t releases = 0;
   Subscriber& subscriber = client_.subscriber();
   struct Subscription {
     Subscriber& subscriber;
     std::uint64_t id;
     ~Subscription() { subscriber.unsubscribe(id); }
-  } subscription{subscriber, subscriber.subscribe(redis + ":released", [&wake](std::string_view) {
+  } subscription{subscriber,
+                 subscriber.subscribe(redis + ":released", [&wake, &releases](std::string_view) {
+                   ++releases;
                    if (wake != nullptr) wake->request_stop();
                  })};
   struct Forward {
@@ -136,6 +140,7 @@ Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits, Acquir
   };
 
   for (;;) {
+    const std::uint64_t releases_before = releases;
     const LeaseReply reply = co_await grant(redis, id, permits);
     if (reply.granted) {
       co_return Lease(shared_from_this(), std::move(redis), std::move(id), permits,
@@ -147,6 +152,7 @@ Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits, Acquir
       throw MaxWaitExceeded("no " + std::to_string(permits) + " permit(s) of semaphore key '" +
                             key + "' became free within max_wait");
     }
+    if (releases != releases_before) continue;  // released while we asked: ask again now
     const std::uint64_t jitter = std::uniform_int_distribution<std::uint64_t>(0, 250'000)(random_);
     auto sleep = std::min<std::chrono::microseconds>(
         std::chrono::microseconds(reply.expires_or_free_at_us - reply.now_us),

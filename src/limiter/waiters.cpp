@@ -6,49 +6,58 @@ namespace redlimit::detail {
 namespace {
 
 constexpr std::size_t recent_notices = 64;
+constexpr std::size_t idle_keys = 256;
 
 }  // namespace
 
 WaiterRegistry::~WaiterRegistry() {
-  for (const auto& [key_base, key] : keys_)
+  for (const auto& [name, key] : keys_)
     backend_.unwatch(key.watch_id);
 }
 
 WaiterRegistry::Watch WaiterRegistry::watch(const DecideRequest& request) {
-  auto [it, created] = keys_.try_emplace(request.key_base);
+  std::string name = reservation_key(request);
+  auto [it, created] = keys_.try_emplace(name);
   if (created) {
-    it->second.watch_id =
-        backend_.watch(request, [this, key_base = request.key_base](const CancelNotice& notice) {
-          on_notice(key_base, notice);
-        });
+    it->second.watch_id = backend_.watch(
+        request, [this, name](const CancelNotice& notice) { on_notice(name, notice); });
+  } else if (it->second.watches == 0) {
+    std::erase(idle_, name);
   }
   ++it->second.watches;
-  return Watch(*this, request.key_base);
+  return Watch(*this, std::move(name));
 }
 
-WaiterRegistry::Watch::Watch(WaiterRegistry& registry, std::string key_base)
-    : registry_(registry), key_base_(std::move(key_base)) {}
+void WaiterRegistry::release(std::map<std::string, Key>::iterator key) {
+  if (--key->second.watches > 0) return;
+  idle_.push_back(key->first);
+  if (idle_.size() <= idle_keys) return;
+  const auto oldest = keys_.find(idle_.front());
+  idle_.pop_front();
+  backend_.unwatch(oldest->second.watch_id);
+  keys_.erase(oldest);
+}
+
+WaiterRegistry::Watch::Watch(WaiterRegistry& registry, std::string key)
+    : registry_(registry), key_(std::move(key)) {}
 
 WaiterRegistry::Watch::~Watch() {
-  const auto it = registry_.keys_.find(key_base_);
+  const auto it = registry_.keys_.find(key_);
   if (it == registry_.keys_.end()) return;
   if (waiter_ != nullptr) std::erase(it->second.waiters, waiter_);
-  if (--it->second.watches == 0) {
-    registry_.backend_.unwatch(it->second.watch_id);
-    registry_.keys_.erase(it);
-  }
+  registry_.release(it);
 }
 
 void WaiterRegistry::Watch::add(Waiter* waiter) {
-  Key& key = registry_.keys_.at(key_base_);
+  Key& key = registry_.keys_.at(key_);
   waiter_ = waiter;
   for (const CancelNotice& notice : key.recent)
     apply(*waiter, notice);
   key.waiters.push_back(waiter);
 }
 
-void WaiterRegistry::on_notice(const std::string& key_base, const CancelNotice& notice) {
-  const auto it = keys_.find(key_base);
+void WaiterRegistry::on_notice(const std::string& name, const CancelNotice& notice) {
+  const auto it = keys_.find(name);
   if (it == keys_.end()) return;
   Key& key = it->second;
   key.recent.push_back(notice);
@@ -58,13 +67,11 @@ void WaiterRegistry::on_notice(const std::string& key_base, const CancelNotice& 
 }
 
 void WaiterRegistry::apply(Waiter& waiter, const CancelNotice& notice) {
-  // Only cancellations that came after this reservation (in the key's versions, and in server
-  // time, in case the versions restarted with the key) of a reservation ahead of it.
-  if (notice.version <= waiter.seen || notice.now_us < waiter.reserved_at_us ||
-      notice.cancelled >= waiter.version) {
-    return;
-  }
-  waiter.seen = notice.version;
+  // Only cancellations on the same incarnation of the key that came after this reservation (and
+  // after the notices already taken), of a reservation ahead of it.
+  if (notice.epoch != waiter.book.epoch || notice.cancels <= waiter.heard) return;
+  waiter.heard = notice.cancels;
+  if (notice.cancelled >= waiter.book.version) return;
   // A shift in another denominator (the policy changed meanwhile) is rounded down.
   const FracTime shift = notice.den == waiter.den ? notice.shift : FracTime{notice.shift.us, 0};
   FracTime moved{waiter.slot.us - shift.us, waiter.slot.frac - shift.frac};

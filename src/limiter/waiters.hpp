@@ -12,13 +12,17 @@
 
 namespace redlimit::detail {
 
-/// The acquire() calls of one limiter that sleep on a reservation, per key. When a reservation
-/// on the key is cancelled (by any process), the backend's notice moves every waiter behind it
-/// earlier by the cancelled permits' time, and wakes it to sleep the shorter time.
+/// The acquire() calls of one limiter that sleep on a reservation, per reservation key (the
+/// key of the policy's only limit: another algorithm is another key). When a reservation on the
+/// key is cancelled (by any process), the backend's notice moves every waiter behind it earlier
+/// by the cancelled permits' time, and wakes it to sleep the shorter time. A key stays watched
+/// for a while after its last waiter (the most recent 256 idle keys), so that a busy key is not
+/// subscribed and unsubscribed for every acquire().
 ///
 /// Notices are hints: one that is lost (the subscription was down) only leaves a waiter sleeping
-/// as long as it would have anyway. One that arrives before the reply of a reservation made
-/// before it is kept for a while and applied when that waiter registers.
+/// as long as it would have anyway (whether a cancelled waiter's slot has come is for the
+/// backend to tell, from its log of cancellations). One that arrives before the reply of a
+/// reservation made before it is kept for a while and applied when that waiter registers.
 class WaiterRegistry {
  public:
   using Clock = std::chrono::steady_clock;
@@ -28,17 +32,27 @@ class WaiterRegistry {
     FracTime slot;  ///< server time the permits may be used (fraction in 1/den)
     std::int64_t den = 1;
     std::int64_t reserved_at_us = 0;
-    std::int64_t version = 0;  ///< its reservation's place in the key's queue
-    std::int64_t seen = 0;     ///< the latest version already taken into its slot
+    FracTime reserved_slot;  ///< `slot` as reserved, before any notice moved it
+    ReservationBook book;    ///< the key's after its reservation (version: its place)
+    std::int64_t heard = 0;  ///< the key's cancels up to the last notice taken into `slot`
     Clock::time_point wake;
     std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier
+
+    /// What cancel() needs to give the reservation back.
+    CancelTicket ticket() const noexcept {
+      return {.slot = reserved_slot,
+              .den = den,
+              .version = book.version,
+              .epoch = book.epoch,
+              .cancels_before = book.cancels};
+    }
   };
 
   /// Watching a key (RAII): from before a reservation is sent until its waiter wakes, so that no
   /// notice in between is missed.
   class Watch {
    public:
-    Watch(WaiterRegistry& registry, std::string key_base);
+    Watch(WaiterRegistry& registry, std::string key);
     Watch(const Watch&) = delete;
     Watch& operator=(const Watch&) = delete;
     ~Watch();
@@ -47,7 +61,7 @@ class WaiterRegistry {
 
    private:
     WaiterRegistry& registry_;
-    std::string key_base_;
+    std::string key_;
     Waiter* waiter_ = nullptr;
   };
 
@@ -65,11 +79,13 @@ class WaiterRegistry {
     std::deque<CancelNotice> recent;  ///< the last notices, for waiters not yet registered
   };
 
-  void on_notice(const std::string& key_base, const CancelNotice& notice);
+  void on_notice(const std::string& key, const CancelNotice& notice);
   static void apply(Waiter& waiter, const CancelNotice& notice);
+  void release(std::map<std::string, Key>::iterator key);
 
   Backend& backend_;
   std::map<std::string, Key> keys_;
+  std::deque<std::string> idle_;  ///< watched keys without watches, oldest first
 };
 
 }  // namespace redlimit::detail

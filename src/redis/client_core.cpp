@@ -49,7 +49,9 @@ ConnectionSettings settings_of(const ClientOptions& options) {
 ClientCore::ClientCore(uv_loop_t* loop, ClientOptions options)
     : loop_(loop),
       options_(validated(std::move(options))),
-      endpoint_(parse_redis_url(options_.url)) {
+      endpoint_(parse_redis_url(options_.url)),
+      breaker_(CircuitBreaker::Settings{.probe_timeout = options_.command_timeout +
+                                                         std::chrono::milliseconds(100)}) {
   router_ = std::make_unique<SingleNodeRouter>(
       std::make_unique<Connection>(loop, endpoint_, settings_of(options_), options_.logger));
 }

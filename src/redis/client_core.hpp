@@ -56,9 +56,9 @@ class ClientCore {
   ClientOptions options_;
   std::thread::id owner_thread_ = std::this_thread::get_id();
   Endpoint endpoint_;
+  CircuitBreaker breaker_;
   std::unique_ptr<SlotRouter> router_;
   std::unique_ptr<Subscriber> subscriber_;
-  CircuitBreaker breaker_;
   bool closing_ = false;
   Completion closed_;  ///< a second close() waits for the first
 };

@@ -128,9 +128,11 @@ TEST_P(DenyCache, SavesRoundTripsUnderOverloadWithoutChangingWhatIsAdmitted) {
 }
 
 Policy two_limits() {
+  // Both bind in turn: each window opens with a gcra burst of 20, then 200/s until the window's
+  // 100 are used. The window comes first: no key of this policy can hold reservations.
   Policy policy;
-  policy.limits.push_back({Algorithm::gcra, {100, 1s}});
-  policy.limits.push_back({Algorithm::fixed_window, {100'000, 24h}});
+  policy.limits.push_back({Algorithm::fixed_window, {100, 1s}});
+  policy.limits.push_back({Algorithm::gcra, {200, 1s}, 20});
   return policy;
 }
 

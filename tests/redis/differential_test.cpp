@@ -3,6 +3,7 @@
 // lua/ and src/algorithms/ one algorithm.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 #include <sstream>
 
@@ -70,7 +71,7 @@ Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
   }
 }
 
-enum class Kind { acquire, peek, reserve, cancel, change_policy };
+enum class Kind { acquire, peek, reserve, cancel, change_policy, reset };
 
 struct Step {
   std::int64_t now;
@@ -145,6 +146,8 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
         next.limits.push_back(random_limit(random, algorithm));
       step.kind = Kind::change_policy;
       step.policy = CompiledPolicy::compile(next);
+    } else if (roll == 1) {
+      step.kind = Kind::reset;  // the key starts again: reservations made before are void
     } else if (reservations && roll < 10) {
       step.kind = Kind::reserve;
       step.max_wait_us = pick(random, 0, 3) == 0 ? 0 : pick(random, 1, 4 * period);
@@ -172,7 +175,7 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
     out << "  " << limit.description << " burst " << limit.limit.burst << " window "
         << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
   }
-  static const char* const kinds[] = {"acquire", "peek", "reserve", "cancel", "policy"};
+  static const char* const kinds[] = {"acquire", "peek", "reserve", "cancel", "policy", "reset"};
   for (std::size_t i = 0; i <= upto && i < sequence.steps.size(); ++i) {
     const Step& step = sequence.steps[i];
     out << "  step " << i << ": now " << step.now << " permits " << step.permits << " "
@@ -192,6 +195,7 @@ struct Tally {
   int decisions = 0;
   int mismatches = 0;
   int allowed = 0;
+  std::array<int, 3> cancels{};  ///< by CancelVerdict: returned, due, refused
 };
 
 struct Granted {
@@ -199,6 +203,11 @@ struct Granted {
   std::int64_t permits;
   bool cancelled = false;
 };
+
+std::string describe(const ReservationBook& book) {
+  return "book " + std::to_string(book.version) + "/" + std::to_string(book.cancels) + "/" +
+         std::to_string(book.epoch);
+}
 
 void report(Tally* tally, const Sequence& sequence, std::size_t step, const std::string& what) {
   if (++tally->mismatches <= 5) {
@@ -215,6 +224,12 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
     Step& step = sequence.steps[i];
     if (step.kind == Kind::change_policy) {
       sequence.policy = step.policy;
+      continue;
+    }
+    if (step.kind == Kind::reset) {
+      co_await backend.reset(sequence.policy, key_base);
+      for (auto& state : states)
+        state.reset();
       continue;
     }
     // The limiter never sends more permits than every limit holds (it checks before any I/O).
@@ -234,18 +249,18 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
                         script.decision.retry_after.count() == model.decision.retry_after_us &&
                         script.decision.reset_after.count() == model.decision.reset_after_us &&
                         script.wait_us == model.wait_us && script.slot == model.slot &&
-                        script.version == model.version;
+                        script.book == model.book;
       if (!same) {
         std::ostringstream what;
         what << "  reserve: script {allowed " << script.decision.allowed << ", remaining "
              << script.decision.remaining << ", retry " << script.decision.retry_after.count()
              << ", reset " << script.decision.reset_after.count() << ", wait " << script.wait_us
-             << ", slot " << script.slot.us << "+" << script.slot.frac << ", version "
-             << script.version << "}\n  model  {allowed " << model.decision.allowed
+             << ", slot " << script.slot.us << "+" << script.slot.frac << ", "
+             << describe(script.book) << "}\n  model  {allowed " << model.decision.allowed
              << ", remaining " << model.decision.remaining << ", retry "
              << model.decision.retry_after_us << ", reset " << model.decision.reset_after_us
              << ", wait " << model.wait_us << ", slot " << model.slot.us << "+" << model.slot.frac
-             << ", version " << model.version << "}";
+             << ", " << describe(model.book) << "}";
         report(tally, sequence, i, what.str());
       }
       if (script.decision.allowed) granted.push_back({script, step.permits});
@@ -255,17 +270,23 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
       if (step.reservation >= granted.size() || granted[step.reservation].cancelled) continue;
       Granted& target = granted[step.reservation];
       target.cancelled = true;
-      const bool script = co_await backend.cancel(
+      const CancelTicket ticket{.slot = target.reservation.slot,
+                                .den = target.reservation.den,
+                                .version = target.reservation.book.version,
+                                .epoch = target.reservation.book.epoch,
+                                .cancels_before = target.reservation.book.cancels};
+      const CancelVerdict script = co_await backend.cancel(
           DecideRequest(sequence.policy, key_base, Operation::acquire, target.permits, step.now),
-          target.reservation.slot, target.reservation.den, target.reservation.version);
-      const CancelOutcome model =
-          cancel_reservation(sequence.policy->specs().front(), states[0], step.now, target.permits,
-                             target.reservation.slot, target.reservation.den);
+          ticket);
+      const CancelOutcome model = cancel_reservation(sequence.policy->specs().front(), states[0],
+                                                     step.now, target.permits, ticket);
       ++tally->decisions;
-      if (script != model.returned) {
+      ++tally->cancels[static_cast<int>(model.verdict)];
+      if (script != model.verdict) {
         report(tally, sequence, i,
-               "  cancel: script returned " + std::to_string(script) + ", model " +
-                   std::to_string(model.returned));
+               "  cancel: script " + std::to_string(static_cast<int>(script)) + ", model " +
+                   std::to_string(static_cast<int>(model.verdict)) + " (0 returned, 1 due, " +
+                   "2 refused)");
       }
       continue;
     }
@@ -336,8 +357,15 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   EXPECT_GE(tally.decisions, sequences_per_case);
   EXPECT_GT(tally.allowed, 0);
   EXPECT_LT(tally.allowed, tally.decisions) << "sequences must also reach denials";
-  std::printf("[ %-22s ] %d decisions, %d allowed, seed %llu\n", GetParam().name, tally.decisions,
-              tally.allowed, static_cast<unsigned long long>(seed));
+  if (reservable(GetParam().algorithms)) {
+    for (const int count : tally.cancels)
+      EXPECT_GT(count, 0) << "cancellations must be returned, due and refused";
+  }
+  std::printf(
+      "[ %-22s ] %d decisions, %d allowed, cancels %d returned %d due %d refused, "
+      "seed %llu\n",
+      GetParam().name, tally.decisions, tally.allowed, tally.cancels[0], tally.cancels[1],
+      tally.cancels[2], static_cast<unsigned long long>(seed));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,0 +1,37 @@
+#pragma once
+// What a key that acquire() reserved on keeps about its reservations: the C++ twin of the
+// bookkeeping in lua/reservations/cancel.lua.
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/exact.hpp"
+
+namespace redlimit::detail {
+
+/// All 0 on a key nobody reserved on. `version` counts the key's reservations (a reservation's
+/// version is its place in the queue), `cancels` its returned cancellations, and `epoch` is the
+/// time of its first reservation (a key deleted and created again starts a new epoch).
+struct ReservationBook {
+  std::int64_t version = 0;
+  std::int64_t cancels = 0;
+  std::int64_t epoch = 0;
+
+  friend bool operator==(const ReservationBook&, const ReservationBook&) = default;
+};
+
+/// A returned cancellation, kept while a reservation made before it may still be pending.
+struct LoggedCancel {
+  std::int64_t number = 0;          ///< the key's cancels, this one included
+  std::int64_t cancelled = 0;       ///< the version of the cancelled reservation
+  FracTime shift;                   ///< how much earlier the reservations behind it moved
+  std::int64_t den = 1;             ///< the denominator of the shift's fraction
+  std::int64_t backlog_end_us = 0;  ///< every reservation made before it is due by then
+
+  friend bool operator==(const LoggedCancel&, const LoggedCancel&) = default;
+};
+
+/// The key's recent cancellations, oldest first (lua: the sorted set `<key>:cancels`).
+using CancelLog = std::vector<LoggedCancel>;
+
+}  // namespace redlimit::detail

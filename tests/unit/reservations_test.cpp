@@ -1,0 +1,157 @@
+// The reservation and cancellation models as specifications (the differential test shows the
+// reserve script decides exactly as they do).
+#include "algorithms/reservations.hpp"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "limiter/compiled_policy.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::int64_t t0 = 1'800'000'000'000'000;  // a microsecond timestamp in 2027
+constexpr std::int64_t interval = 50'000;           // 20 per second
+
+/// One key of `gcra 20/s burst 1`, driven with explicit times (microseconds).
+class Queue {
+ public:
+  Queue()
+      : policy_(CompiledPolicy::compile(Policy::of({Algorithm::gcra, {20, 1s}, 1}))),
+        spec_(policy_->specs().front()) {}
+
+  ReserveOutcome reserve(std::int64_t now, std::int64_t max_wait = 10'000'000) {
+    return detail::reserve(spec_, state_, now, 1, max_wait);
+  }
+  CancelOutcome cancel(std::int64_t now, const CancelTicket& ticket) {
+    return cancel_reservation(spec_, state_, now, 1, ticket);
+  }
+  /// What a client sends to cancel `reservation`: it as reserved, whatever notices it heard.
+  CancelTicket ticket(const ReserveOutcome& reservation) const {
+    return {.slot = reservation.slot,
+            .den = spec_.a,
+            .version = reservation.book.version,
+            .epoch = reservation.book.epoch,
+            .cancels_before = reservation.book.cancels};
+  }
+  void reset() { state_.reset(); }
+
+ private:
+  std::shared_ptr<const CompiledPolicy> policy_;
+  LimitSpec spec_;
+  std::optional<LimitState> state_;
+};
+
+TEST(Reservations, EachWaitsOneIntervalBehindThePreviousInReservationOrder) {
+  Queue queue;
+  for (std::int64_t i = 0; i < 5; ++i) {
+    const ReserveOutcome r = queue.reserve(t0);
+    ASSERT_TRUE(r.decision.allowed);
+    EXPECT_EQ(r.wait_us, i * interval);
+    EXPECT_EQ(r.slot, (FracTime{t0 + i * interval, 0}));
+    EXPECT_EQ(r.book.version, i + 1);
+    EXPECT_EQ(r.book.epoch, t0) << "the epoch is the time of the key's first reservation";
+  }
+}
+
+TEST(Reservations, AWaitBeyondMaxWaitReservesNothing) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome refused = queue.reserve(t0, interval - 1);
+  EXPECT_FALSE(refused.decision.allowed);
+  EXPECT_EQ(refused.decision.retry_after_us, interval);
+  EXPECT_EQ(queue.reserve(t0).wait_us, interval) << "the refused one took no slot";
+}
+
+TEST(Reservations, CancellingAPendingSlotGivesItBackAndAnnouncesTheShift) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome second = queue.reserve(t0);
+  const CancelOutcome cancel = queue.cancel(t0 + 10, queue.ticket(second));
+  EXPECT_EQ(cancel.verdict, CancelVerdict::returned);
+  EXPECT_EQ(cancel.shift, (FracTime{interval, 0}));
+  EXPECT_EQ(cancel.book.cancels, 1);
+  EXPECT_EQ(queue.reserve(t0 + 10).wait_us, interval - 10) << "the freed slot is taken again";
+}
+
+TEST(Reservations, CancellingASlotThatHasComeLeavesThePermitsWithTheCaller) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome second = queue.reserve(t0);
+  EXPECT_EQ(queue.cancel(t0 + interval, queue.ticket(second)).verdict, CancelVerdict::due);
+  EXPECT_EQ(queue.reserve(t0 + interval).wait_us, interval) << "nothing was given back";
+}
+
+// Waiters 1..3 cancel at once, each before hearing of the others: the key's log of
+// cancellations, not the waiters' copies of their slots, says where each slot is now.
+TEST(Reservations, WaitersCancellingAtOnceAllGiveBackSlotsStillAhead) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome first = queue.reserve(t0);   // slot t0 + 50 ms
+  const ReserveOutcome second = queue.reserve(t0);  // slot t0 + 100 ms
+  const ReserveOutcome third = queue.reserve(t0);   // slot t0 + 150 ms
+  const std::int64_t now = t0 + 30'000;
+  EXPECT_EQ(queue.cancel(now, queue.ticket(second)).verdict, CancelVerdict::returned);
+  EXPECT_EQ(queue.cancel(now, queue.ticket(first)).verdict, CancelVerdict::returned);
+  EXPECT_EQ(queue.cancel(now, queue.ticket(third)).verdict, CancelVerdict::returned);
+  EXPECT_EQ(queue.reserve(now).wait_us, interval - 30'000) << "all three slots went back";
+}
+
+TEST(Reservations, ASlotMovedIntoThePastByCancellationsAheadIsDue) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome first = queue.reserve(t0);   // slot t0 + 50 ms
+  const ReserveOutcome second = queue.reserve(t0);  // slot t0 + 100 ms
+  EXPECT_EQ(queue.cancel(t0 + 10'000, queue.ticket(first)).verdict, CancelVerdict::returned);
+  // The second moved to 50 ms: at 60 ms it has come, although it was reserved at 100 ms (a
+  // client that missed the notice still thinks so). Its permits are used, not given back.
+  EXPECT_EQ(queue.cancel(t0 + 60'000, queue.ticket(second)).verdict, CancelVerdict::due);
+}
+
+TEST(Reservations, ACancellationBehindASlotDoesNotMoveIt) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome first = queue.reserve(t0);   // slot t0 + 50 ms
+  const ReserveOutcome second = queue.reserve(t0);  // slot t0 + 100 ms
+  EXPECT_EQ(queue.cancel(t0 + 10'000, queue.ticket(second)).verdict, CancelVerdict::returned);
+  EXPECT_EQ(queue.cancel(t0 + 40'000, queue.ticket(first)).verdict, CancelVerdict::returned)
+      << "still at 50 ms";
+}
+
+TEST(Reservations, ACancellationBeforeAReservationDoesNotMoveIt) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome first = queue.reserve(t0);  // slot t0 + 50 ms
+  EXPECT_EQ(queue.cancel(t0 + 10'000, queue.ticket(first)).verdict, CancelVerdict::returned);
+  const ReserveOutcome later = queue.reserve(t0 + 10'000);  // slot t0 + 50 ms again
+  EXPECT_EQ(later.slot, (FracTime{t0 + interval, 0}));
+  EXPECT_EQ(queue.cancel(t0 + 40'000, queue.ticket(later)).verdict, CancelVerdict::returned);
+}
+
+TEST(Reservations, AKeyResetSinceTheReservationRefusesItsCancel) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome old = queue.reserve(t0);
+  queue.reset();
+  queue.reserve(t0 + 1);
+  const ReserveOutcome current = queue.reserve(t0 + 1);
+  EXPECT_NE(current.book.epoch, old.book.epoch);
+  EXPECT_EQ(queue.cancel(t0 + 2, queue.ticket(old)).verdict, CancelVerdict::refused);
+  EXPECT_EQ(queue.cancel(t0 + 2, queue.ticket(current)).verdict, CancelVerdict::returned);
+}
+
+TEST(Reservations, TheLogForgetsCancellationsOnceEverySlotBeforeThemHasCome) {
+  Queue queue;
+  queue.reserve(t0);
+  const ReserveOutcome first = queue.reserve(t0);   // slot t0 + 50 ms
+  const ReserveOutcome second = queue.reserve(t0);  // slot t0 + 100 ms
+  queue.cancel(t0 + 10'000, queue.ticket(first));   // backlog then ended at t0 + 150 ms
+  // Long after, the entry is gone; a reservation made before it is due all the same.
+  EXPECT_EQ(queue.cancel(t0 + 200'000, queue.ticket(second)).verdict, CancelVerdict::due);
+}
+
+}  // namespace
+}  // namespace redlimit::detail
