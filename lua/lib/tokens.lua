@@ -1,7 +1,7 @@
 -- The stored state of a token bucket key: "level:last:d", or "level:last:d:version:cancels:epoch"
 -- once acquire() reserved on the key (see reservations/cancel.lua). Tokens are counted in units
--- of 1/d token; a reservation may leave the level negative (a debt). Needs exact.lua. C++ twin:
--- src/algorithms/token_bucket.cpp.
+-- of 1/d token; a reservation may leave the level negative (a debt). Needs exact.lua and
+-- frac_time.lua (NO_BOOK). C++ twin: src/algorithms/token_bucket.cpp.
 
 -- The most debt a level may carry: keeps every value exact.
 local function max_debt(full)

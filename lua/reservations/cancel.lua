@@ -1,7 +1,13 @@
 -- Reservation bookkeeping and cancellation. A key that acquire() reserved on keeps
 -- {version, cancels, epoch}: `version` counts its reservations (a reservation's version is its
--- place in the queue), `cancels` its cancellations, and `epoch` is the server time of its first
--- reservation (a key deleted by reset() or expiry starts a new epoch).
+-- place in the queue), `cancels` its returned cancellations, and `epoch` is the server time of
+-- its first reservation (a key deleted by reset() or expiry starts a new epoch; two epochs of
+-- one key starting in the same microsecond, possible only after the clock stepped back, would
+-- be taken for one).
+--
+-- A cancellation is evaluated under the limit its reservation was made under (the client sends
+-- the same limit arguments as for the reservation): the permits it gives back, n*T, are then
+-- exactly the step the reservation took.
 --
 -- Cancelling gives a reservation's permits back only if its slot is still ahead. Its slot is
 -- where it was reserved, moved earlier by every later cancellation of a reservation ahead of it

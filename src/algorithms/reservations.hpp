@@ -52,8 +52,8 @@ struct CancelOutcome {
 };
 
 /// The slot of a reservation made under denominator `den`, for a limit whose reduced permits are
-/// `p` now: unchanged, or rounded down to a whole microsecond when the policy changed since (so
-/// it can only look due sooner: a cancellation then returns nothing, never too much).
+/// `p`: unchanged, or rounded down to a whole microsecond under another policy (it may then look
+/// due up to 1 us early). acquire() cancels under its reservation's own policy: always unchanged.
 FracTime slot_for(FracTime slot, std::int64_t den, std::int64_t p) noexcept;
 
 /// Gives a reservation back if its slot, moved earlier by the cancellations ahead of it since it

@@ -145,17 +145,22 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
     // If Redis finds the slot already due, the permits were used and are the caller's: the
     // decision stands. Otherwise the caller stops without them, whether they went back or not
     // (the key was reset meanwhile, or Redis could not be asked).
-    CancelVerdict verdict = CancelVerdict::refused;
+    // Why the reservation's own request: a cancellation gives back the step it took, under the
+    // policy it was made under (lua/reservations/cancel.lua).
+    std::optional<CancelVerdict> verdict;
     try {
       verdict = co_await backend->cancel(request, waiter.ticket());
     } catch (const Unavailable&) {
     }
-    if (verdict == CancelVerdict::returned)
-      throw Cancelled("acquire cancelled while waiting; its reservation was given back");
-    if (verdict == CancelVerdict::refused) {
+    if (!verdict) {
       throw Cancelled(
-          "acquire cancelled while waiting; its reservation could not be given back, and lapses");
+          "acquire cancelled while waiting; Redis did not answer whether its reservation was "
+          "given back");
     }
+    if (*verdict == CancelVerdict::returned)
+      throw Cancelled("acquire cancelled while waiting; its reservation was given back");
+    if (*verdict == CancelVerdict::refused)
+      throw Cancelled("acquire cancelled while waiting; the key was reset since its reservation");
   }
   decision.waited = since(started);
   if (decision.source == Source::redis) decision.server_time_us = waiter.slot.ceil_us();

@@ -10,7 +10,6 @@
 namespace redlimit::detail {
 namespace {
 
-/// The Redis key of the (only) limit of a reservable policy, and its cancellation channel.
 /// The sorted set of a reservation key's recent cancellations (lua/reservations/cancel.lua).
 std::string cancel_log_key(const std::string& reservation_key) {
   return reservation_key + ":cancels";

@@ -201,6 +201,9 @@ struct Tally {
 struct Granted {
   Reservation reservation;
   std::int64_t permits;
+  /// The policy it was reserved under: acquire() cancels with it, whatever the limiter's
+  /// policy is by then.
+  std::shared_ptr<const CompiledPolicy> policy;
   bool cancelled = false;
 };
 
@@ -263,7 +266,7 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
              << ", " << describe(model.book) << "}";
         report(tally, sequence, i, what.str());
       }
-      if (script.decision.allowed) granted.push_back({script, step.permits});
+      if (script.decision.allowed) granted.push_back({script, step.permits, sequence.policy});
       continue;
     }
     if (step.kind == Kind::cancel) {
@@ -276,9 +279,9 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
                                 .epoch = target.reservation.book.epoch,
                                 .cancels_before = target.reservation.book.cancels};
       const CancelVerdict script = co_await backend.cancel(
-          DecideRequest(sequence.policy, key_base, Operation::acquire, target.permits, step.now),
+          DecideRequest(target.policy, key_base, Operation::acquire, target.permits, step.now),
           ticket);
-      const CancelOutcome model = cancel_reservation(sequence.policy->specs().front(), states[0],
+      const CancelOutcome model = cancel_reservation(target.policy->specs().front(), states[0],
                                                      step.now, target.permits, ticket);
       ++tally->decisions;
       ++tally->cancels[static_cast<int>(model.verdict)];
