@@ -1,10 +1,16 @@
 // Real processes share one limit: 3 processes x 64 coroutines hammer one key at 5x the limit for
 // 5 s. Every admitted decision, merged from all processes, must satisfy the algorithm's exact
-// bound (the decision-log checker), and the limiter must admit at least 99% of what a perfect
-// client could have had in the same span (a greedy client run on the C++ model). The span ends
-// at the last admission that left nothing: there the real clients had taken all they could, as
-// the greedy one has, whereas a window that opens just before the processes stop is only
-// partly used by them but wholly (at once) by the greedy client.
+// bound (the decision-log checker), and every denial decided in Redis must be one the limit
+// demands: replayed on the C++ model in server-time order after the admissions before it, the
+// model denies it too. So the limiter neither admits too much nor denies what it could allow.
+//
+// The test also prints its efficiency: what was admitted against what a perfect client (greedy,
+// asking again exactly at each retry_after, run on the model) could have had in the same span.
+// It is a figure, not an assertion: clients that wake late on a busy machine lose permits
+// without any fault of the limiter (a sliding log carries each delay into every later window).
+// The span ends at the last admission that left nothing: there the real clients had taken all
+// they could, as the greedy one has, whereas a window that opens just before the processes stop
+// is only partly used by them but wholly (at once) by the greedy client.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +95,35 @@ std::int64_t last_exhausted(const Limit& limit, std::vector<test::Admit> admits)
   return exhausted_at;
 }
 
+/// The first denial (server time) that the model, replaying admissions and denials in server-time
+/// order, would have allowed; 0 if every denial was due. Admissions at the same microsecond as a
+/// denial count as before it, in the limiter's favour.
+std::int64_t first_unjustified_denial(const Limit& limit, const std::vector<test::Admit>& admits,
+                                      const std::vector<std::int64_t>& denials) {
+  struct Event {
+    std::int64_t time_us;
+    bool admitted;
+    std::int64_t permits;
+  };
+  std::vector<Event> events;
+  for (const test::Admit& admit : admits)
+    events.push_back({admit.time_us, true, admit.permits});
+  for (const std::int64_t time : denials)
+    events.push_back({time, false, 1});
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.time_us != b.time_us ? a.time_us < b.time_us : a.admitted > b.admitted;
+  });
+  const auto policy = detail::CompiledPolicy::compile(Policy::of(limit));
+  std::vector<std::optional<detail::LimitState>> states(1);
+  for (const Event& event : events) {
+    const bool allowed = detail::decide_policy(policy->specs(), states, event.time_us,
+                                               event.permits, detail::Mode::acquire)
+                             .allowed;
+    if (!event.admitted && allowed) return event.time_us;
+  }
+  return 0;
+}
+
 class Accuracy : public ::testing::TestWithParam<AccuracyCase> {
  protected:
   test::RedisServer server_;
@@ -117,6 +152,7 @@ TEST_P(Accuracy, ProcessesSharingOneKeyNeverExceedTheBoundAndGetWhatItAllows) {
   }
 
   std::vector<test::Admit> admits;
+  std::vector<std::int64_t> denials;
   long denied = 0;
   for (const std::string& output : outputs) {
     std::ifstream in(output);
@@ -130,6 +166,13 @@ TEST_P(Accuracy, ProcessesSharingOneKeyNeverExceedTheBoundAndGetWhatItAllows) {
         denied += count;
         continue;
       }
+      if (line.rfind("deny ", 0) == 0) {
+        std::string skip;
+        std::int64_t time = 0;
+        fields >> skip >> time;
+        denials.push_back(time);
+        continue;
+      }
       test::Admit admit;
       fields >> admit.time_us >> admit.permits;
       admits.push_back(admit);
@@ -138,6 +181,9 @@ TEST_P(Accuracy, ProcessesSharingOneKeyNeverExceedTheBoundAndGetWhatItAllows) {
   ASSERT_GT(admits.size(), 10u);
   const test::CheckResult check = test::check_admits(limit, admits);
   EXPECT_TRUE(check) << check.description;
+  ASSERT_FALSE(denials.empty());
+  EXPECT_EQ(first_unjustified_denial(limit, admits, denials), 0)
+      << "Redis denied a request at this server time (us) that the limit allowed";
 
   const std::int64_t exhausted_at = last_exhausted(limit, admits);
   ASSERT_GT(exhausted_at, 0) << "the limit was never used up";
@@ -149,11 +195,12 @@ TEST_P(Accuracy, ProcessesSharingOneKeyNeverExceedTheBoundAndGetWhatItAllows) {
   }
   const std::int64_t possible = greedy_admits(limit, first, exhausted_at);
   const double efficiency = static_cast<double>(admitted_in_span) / static_cast<double>(possible);
-  std::printf("[ %-24s ] %lld admitted, %ld denied, %lld possible in %.3f s: %.2f%%\n",
-              GetParam().name, static_cast<long long>(admitted_in_span), denied,
-              static_cast<long long>(possible), static_cast<double>(exhausted_at - first) / 1e6,
-              100.0 * efficiency);
-  EXPECT_GE(efficiency, 0.99);
+  std::printf(
+      "[ %-24s ] %lld admitted, %ld denied (%zu in Redis), %lld possible in %.3f s: "
+      "%.2f%% efficiency\n",
+      GetParam().name, static_cast<long long>(admitted_in_span), denied, denials.size(),
+      static_cast<long long>(possible), static_cast<double>(exhausted_at - first) / 1e6,
+      100.0 * efficiency);
   EXPECT_GT(denied, static_cast<long>(admits.size())) << "the load must exceed the limit";
   EXPECT_TRUE(server_.keys_without_ttl().empty());
 }

@@ -1,8 +1,9 @@
 // One process of the accuracy test: `coroutines` coroutines on one loop hammer one key of a
 // Redis limiter for `duration_ms`, each asking once per turn so that the process offers
 // `offered_per_second` in all, and write every admitted decision ("<server_time_us> <permits>")
-// to `out`. All start at once; a denied coroutine comes back after retry_after or at its next
-// turn, whichever is first, as a well-behaved client would.
+// and every denial decided in Redis ("deny <server_time_us>") to `out`. All start at once; a denied
+// coroutine comes back after retry_after or at its next turn, whichever is first, as a well-behaved
+// client would.
 //
 // usage: hammer <redis-url> <key> <algorithm> <permits> <period_us> <burst> <aligned|anchored>
 //               <coroutines> <duration_ms> <offered_per_second> <out>
@@ -22,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Tally {
   std::vector<std::pair<std::int64_t, std::int64_t>> admitted;
+  std::vector<std::int64_t> denied_in_redis;
   long denied = 0;
   long errors = 0;
 };
@@ -47,6 +49,7 @@ redlimit::Task<void> hammer(uv_loop_t* loop, redlimit::Limiter& limiter, std::st
         tally->admitted.emplace_back(d.server_time_us, 1);
       } else {
         ++tally->denied;
+        if (d.source == redlimit::Source::redis) tally->denied_in_redis.push_back(d.server_time_us);
         wait = std::min(turn, d.retry_after);
       }
     } catch (const redlimit::Error& e) {
@@ -105,5 +108,7 @@ int main(int argc, char** argv) {
   out << "# denied " << tally.denied << " errors " << tally.errors << "\n";
   for (const auto& [time, permits] : tally.admitted)
     out << time << " " << permits << "\n";
+  for (const std::int64_t time : tally.denied_in_redis)
+    out << "deny " << time << "\n";
   return uv_loop_close(&loop) == 0 && tally.errors == 0 ? 0 : 1;
 }
