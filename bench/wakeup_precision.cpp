@@ -4,7 +4,7 @@
 // line, then a table.
 //
 // usage: wakeup_precision [--url URL] [--rate N] [--waiters N] [--seconds S]
-//        (URL defaults to $REDLIMIT_URL; bench/with-redis starts a private server)
+//        (URL defaults to $REDLIMIT_URL; scripts/with-redis starts a private server)
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>

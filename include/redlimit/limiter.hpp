@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
 
+#include "redlimit/callback.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/task.hpp"
 
@@ -91,6 +93,17 @@ class Limiter {
   Task<Decision> acquire(std::string key, std::int64_t permits = 1, AcquireOptions options = {});
   /// acquire() on the limiter's own name as the key.
   Task<Decision> acquire(std::int64_t permits = 1, AcquireOptions options = {});
+
+  /// Callback style of try_acquire(), for code without coroutines: `done` is called from the
+  /// loop, on a later iteration, with the decision or the error the coroutine would have thrown
+  /// (bad input included). The limiter's state lives until then; its Client must too.
+  void try_acquire(std::string key, std::int64_t permits,
+                   std::function<void(Result<Decision>)> done);
+  /// Callback style of acquire(): `done` is called when the permits are had, or with a denial
+  /// (max_wait), Cancelled (options.stop) or another error.
+  void acquire(std::string key, std::int64_t permits, AcquireOptions options,
+               std::function<void(Result<Decision>)> done);
+
   /// The state of `key` as a decision for one permit; consumes nothing.
   Task<Decision> peek(std::string key);
   /// Forgets the state of `key`: it starts again full.

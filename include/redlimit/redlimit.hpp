@@ -2,6 +2,7 @@
 /// @file redlimit.hpp
 /// The umbrella header: everything an application of redlimit needs.
 
+#include "redlimit/callback.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limit.hpp"
@@ -10,4 +11,5 @@
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
 #include "redlimit/task.hpp"
+#include "redlimit/task_group.hpp"
 #include "redlimit/version.hpp"

@@ -36,6 +36,17 @@ Task<Decision> Limiter::acquire(std::int64_t permits, AcquireOptions options) {
   return core_->acquire(core_->options().name, permits, std::move(options));
 }
 
+void Limiter::try_acquire(std::string key, std::int64_t permits,
+                          std::function<void(Result<Decision>)> done) {
+  start(core_->loop(), core_->try_acquire(std::move(key), permits), std::move(done), core_);
+}
+
+void Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options,
+                      std::function<void(Result<Decision>)> done) {
+  start(core_->loop(), core_->acquire(std::move(key), permits, std::move(options)), std::move(done),
+        core_);
+}
+
 Task<Decision> Limiter::peek(std::string key) {
   return core_->peek(std::move(key));
 }
