@@ -156,6 +156,13 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void*)
   auto* self = static_cast<Subscriber*>(context->data);
   if (self == nullptr || reply == nullptr) return;
   const auto* r = static_cast<const redisReply*>(reply);
+  if (r->type == REDIS_REPLY_ERROR) {
+    // Why only a warning: notices only make waiters wake early; without them each waiter still
+    // wakes at its reserved time. But an operator must hear of it (an ACL without SUBSCRIBE).
+    self->logger_->warn("redis {}: SUBSCRIBE refused ({}); waiters wake only at their own times",
+                        self->endpoint_.display(), std::string_view(r->str, r->len));
+    return;
+  }
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
       r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING) {
     return;

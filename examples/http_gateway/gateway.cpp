@@ -1,0 +1,79 @@
+#include "gateway.hpp"
+
+#include <cstdio>
+#include <exception>
+#include <optional>
+
+namespace http_gateway {
+namespace {
+
+/// Longer X-API-Key values are not used as limiter keys: such a request counts as malformed.
+constexpr std::size_t max_api_key_bytes = 256;
+
+/// What the gateway answers when the limiter raised instead of deciding: what fail_closed
+/// answers, with a retry in a second.
+redlimit::Decision failed_decision() {
+  redlimit::Decision decision;
+  decision.retry_after = std::chrono::seconds(1);
+  decision.source = redlimit::Source::fail_closed;
+  return decision;
+}
+
+/// A "quota-exceeded" problem (draft-ietf-httpapi-ratelimit-headers-10 §5.1, RFC 9457).
+std::string quota_exceeded(const std::string& policy) {
+  return "{\"type\":\"https://iana.org/assignments/http-problem-types#quota-exceeded\","
+         "\"title\":\"Too Many Requests\",\"status\":429,\"violated-policies\":[\"" +
+         policy + "\"]}\n";
+}
+
+}  // namespace
+
+Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas)
+    : limiter_(limiter), quotas_(std::move(quotas)), policy_field_(policy_field(quotas_)) {}
+
+redlimit::Task<Response> Gateway::handle(Request request) {
+  if (request.api_key.size() > max_api_key_bytes) {
+    request.malformed = true;
+  }
+  // Why the IP for a malformed request: the key it names was parsed from bytes we rejected.
+  const std::string partition = request.malformed || request.api_key.empty()
+                                    ? "ip:" + request.peer_ip
+                                    : "key:" + request.api_key;
+  std::optional<redlimit::Decision> decision;
+  try {
+    redlimit::Task<redlimit::Decision> pending = limiter_.try_acquire(partition);
+    decision = co_await std::move(pending);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "http_gateway: the limiter failed: %s\n", e.what());
+  }
+  co_return answer(request, decision.value_or(failed_decision()), partition);
+}
+
+Response Gateway::answer(const Request& request, const redlimit::Decision& decision,
+                         const std::string& partition) const {
+  const QuotaPolicy& binding = quotas_.at(decision.binding);
+  Response response;
+  response.headers.emplace_back("RateLimit-Policy", policy_field_);
+  response.headers.emplace_back("RateLimit", limit_field(binding, decision, partition));
+  if (decision.allowed) {
+    response.status = request.malformed ? 400 : 200;
+    response.body = request.malformed ? "bad request\n" : "ok\n";
+    return response;
+  }
+  const std::string retry_after = std::to_string(whole_seconds_up(decision.retry_after));
+  response.headers.emplace_back("Retry-After", retry_after);
+  if (decision.source == redlimit::Source::fail_closed) {
+    response.status = 503;
+    response.body =
+        "rate limiter unavailable: Redis did not answer, and this gateway refuses "
+        "requests it cannot count (fail-closed); retry in " +
+        retry_after + " s\n";
+  } else {
+    response.status = 429;
+    response.content_type = "application/problem+json";
+    response.body = quota_exceeded(binding.name);
+  }
+  return response;
+}
+
+}  // namespace http_gateway

@@ -1,0 +1,37 @@
+#pragma once
+/// @file gateway.hpp
+/// Gateway: the application behind the HTTP glue, rate limiting every request.
+
+#include <string>
+#include <vector>
+
+#include "http_message.hpp"
+#include "ratelimit_fields.hpp"
+#include "redlimit/limiter.hpp"
+
+namespace http_gateway {
+
+/// Limits each request per API key (X-API-Key) or, without one, per client IP, and answers:
+/// 200 when allowed; 429 with Retry-After when denied; 503 with Retry-After when the limiter
+/// failed (its fail_closed denials, or an error it raised); 400 for a malformed request the
+/// limit allows (malformed requests count against the client's IP). Every response carries the
+/// RateLimit-Policy and RateLimit fields (see ratelimit_fields.hpp).
+class Gateway final : public RequestHandler {
+ public:
+  /// `quotas` describes the limits of `limiter`'s policy, in order. The limiter must outlive
+  /// the gateway.
+  Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas);
+
+  redlimit::Task<Response> handle(Request request) override;
+
+ private:
+  /// The response for `decision`, taken for `partition`.
+  Response answer(const Request& request, const redlimit::Decision& decision,
+                  const std::string& partition) const;
+
+  redlimit::Limiter& limiter_;
+  std::vector<QuotaPolicy> quotas_;
+  std::string policy_field_;  ///< the same on every response
+};
+
+}  // namespace http_gateway

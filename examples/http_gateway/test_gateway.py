@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""End-to-end test of http_gateway: starts gateways on free ports and drives them with curl.
+
+usage: test_gateway.py <http_gateway> <curl>   (REDLIMIT_URL names a private redis-server)
+
+Checks, against Redis and with --local: the 11th request of an API key within a second gets 429
+with Retry-After and the RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10; another key
+is independent; without a key the client's IP is limited; a malformed request gets 400; two
+gateways share a key's daily quota through Redis; with Redis down the answer is 503 at once;
+SIGTERM stops the gateway with exit status 0 (which main() only returns when uv_loop_close()
+succeeded), also with an idle keep-alive connection open.
+"""
+
+import base64
+import os
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+GATEWAY, CURL = sys.argv[1], sys.argv[2]
+# A List of Items: "name";r=<int>;t=<int>;pk=:<base64>: (RFC 9651 serialization, one member).
+RATELIMIT = re.compile(
+    r'^"(?P<name>[a-z-]+)";r=(?P<r>\d+);t=(?P<t>\d+);pk=:(?P<pk>[A-Za-z0-9+/=]+):$')
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def partition_key(partition):
+    """The gateway's pk: FNV-1a 64 of the partition, big-endian, base64 (ratelimit_fields.hpp)."""
+    digest = 14695981039346656037
+    for byte in partition.encode():
+        digest = ((digest ^ byte) * 1099511628211) % 2**64
+    return base64.b64encode(struct.pack(">Q", digest)).decode()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Gateway:
+    """One http_gateway process on a free port; its stderr goes to a temporary file."""
+
+    def __init__(self, *args, daily=1000):
+        self.args = [GATEWAY, "--port", "0", "--rate", "10/s", "--daily", str(daily), *args]
+        self.policy = f'"daily";q={daily};w=86400, "rate";q=10;w=1'
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=self.stderr)
+        try:
+            line = self._first_line(timeout=10)
+            match = re.fullmatch(r"listening 127\.0\.0\.1:(\d+)", line)
+            check(match, f"{self}: expected 'listening 127.0.0.1:<port>' first, got {line!r}")
+        except Failure:
+            self.kill()
+            raise
+        self.port = int(match.group(1))
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def __str__(self):
+        return " ".join(self.args)
+
+    def _first_line(self, timeout):
+        data = b""
+        deadline = time.monotonic() + timeout
+        fd = self.process.stdout.fileno()
+        while not data.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left, 0))
+            if not ready:
+                raise Failure(f"{self}: no 'listening' line within {timeout} s{self.log()}")
+            chunk = os.read(fd, 256)
+            if not chunk:
+                status = self.process.wait()
+                raise Failure(f"{self}: exited ({status}) before listening{self.log()}")
+            data += chunk
+        return data.decode().strip()
+
+    def log(self):
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace").strip()
+        return f"\n--- gateway stderr ---\n{text}" if text else ""
+
+    def terminate(self, timeout=5):
+        """SIGTERM to its PID; the gateway must exit 0 within `timeout` seconds."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            status = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise Failure(f"{self}: still running {timeout} s after SIGTERM{self.log()}")
+        check(status == 0, f"{self}: exit status {status} after SIGTERM, expected 0{self.log()}")
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status, self.headers, self.body = status, headers, body
+
+    def header(self, name):
+        values = [v for k, v in self.headers if k.lower() == name.lower()]
+        return values[0] if len(values) == 1 else None
+
+    def __str__(self):
+        lines = [f"HTTP {self.status}"] + [f"{k}: {v}" for k, v in self.headers]
+        return "\n".join(lines) + "\n\n" + self.body.decode(errors="replace")
+
+
+def parse_responses(data):
+    """Splits `curl -i` output (one or more HTTP/1.1 responses) into Responses."""
+    responses = []
+    while data:
+        head, separator, data = data.partition(b"\r\n\r\n")
+        check(separator, f"no end of header section in {head!r}")
+        lines = head.decode("latin-1").split("\r\n")
+        status = re.match(r"HTTP/1\.1 (\d{3}) ", lines[0])
+        check(status, f"bad status line {lines[0]!r}")
+        headers = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:]]
+        length = int(dict((k.lower(), v) for k, v in headers).get("content-length", "0"))
+        responses.append(Response(int(status.group(1)), headers, data[:length]))
+        data = data[length:]
+    return responses
+
+
+def curl(urls, *options, timeout=10):
+    """Requests every URL in one curl process (one keep-alive connection); the responses."""
+    command = [CURL, "-s", "-i", "--max-time", str(timeout), *options, *urls]
+    result = subprocess.run(command, capture_output=True, timeout=timeout + 5)
+    check(result.returncode == 0,
+          f"{' '.join(command)}: curl exit status {result.returncode}: {result.stderr.decode()}")
+    responses = parse_responses(result.stdout)
+    check(len(responses) == len(urls), f"{len(urls)} requests, {len(responses)} responses")
+    return responses
+
+
+def check_fields(gateway, response, what, partition, status):
+    """The status, RateLimit-Policy and RateLimit of `response`; returns RateLimit's parameters."""
+    check(response.status == status,
+          f"{what}: status {response.status}, expected {status}:\n{response}")
+    check(response.header("RateLimit-Policy") == gateway.policy,
+          f"{what}: RateLimit-Policy should be exactly {gateway.policy!r}:\n{response}")
+    field = response.header("RateLimit")
+    match = RATELIMIT.match(field or "")
+    check(match,
+          f'{what}: no single RateLimit field of the form "name";r=N;t=N;pk=:B64::\n{response}')
+    check(match.group("pk") == partition_key(partition),
+          f"{what}: pk {match.group('pk')} is not that of partition {partition!r}")
+    return match.groupdict()
+
+
+def check_denied(gateway, response, what, partition, policy="rate"):
+    """A 429 from `policy` with Retry-After, the RateLimit fields and a quota-exceeded problem."""
+    fields = check_fields(gateway, response, what, partition, 429)
+    retry_after = response.header("Retry-After")
+    check(retry_after is not None and retry_after.isdigit() and int(retry_after) >= 1,
+          f"{what}: Retry-After should be a delay of at least 1 s:\n{response}")
+    check(fields["name"] == policy and fields["r"] == "0",
+          f"{what}: RateLimit should name {policy!r} with r=0:\n{response}")
+    check(int(retry_after) >= int(fields["t"]),
+          f"{what}: Retry-After earlier than t (draft-10 section 6):\n{response}")
+    check(response.header("Content-Type") == "application/problem+json"
+          and f'"violated-policies":["{policy}"]'.encode() in response.body,
+          f"{what}: the body should be a quota-exceeded problem naming {policy!r}:\n{response}")
+
+
+def check_allowed(gateway, urls, what, partition, policy, remaining, options):
+    """Requests every URL: each is allowed, RateLimit names `policy` and r counts down from
+    `remaining`. Returns the response to one more request, sent on the same connection."""
+    responses = curl(urls + [urls[-1]], *options)
+    for i, response in enumerate(responses[:-1]):
+        fields = check_fields(gateway, response, f"{what}, request {i + 1}", partition, 200)
+        check(fields["name"] == policy and int(fields["r"]) == remaining - i,
+              f"{what}, request {i + 1}: expected {policy!r} with r={remaining - i}:\n{response}")
+    return responses[-1]
+
+
+def check_burst(gateway, what, partition, options=()):
+    """10 requests within a second pass with r counting down 9..0; the 11th gets 429."""
+    start = time.monotonic()
+    try:
+        urls = [gateway.base + f"/{i}" for i in range(10)]
+        last = check_allowed(gateway, urls, what, partition, "rate", 9, options)
+        check_denied(gateway, last, f"{what}, request 11", partition)
+    except Failure as e:
+        elapsed = time.monotonic() - start
+        raise Failure(f"{e}\n(the 11 requests took {elapsed:.3f} s with curl's start; "
+                      "gcra 10/s frees a permit every 100 ms)") from None
+
+
+def check_malformed(gateway, partition):
+    """400 for bytes http_parser rejects, counted against the IP even when a key came first."""
+    response = curl([gateway.base + "/"], "-H", "X-API-Key: M", "-H", "Content-Length: abc")[0]
+    check_fields(gateway, response, "malformed Content-Length", partition, 400)
+    check(response.header("Connection") == "close",
+          f"malformed request: the connection should close:\n{response}")
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
+        s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    check(data.startswith(b"HTTP/1.1 400 "),
+          f"garbage request: expected a 400 and EOF, got {data!r}")
+
+
+def check_idle_connection_on_sigterm(gateway):
+    """SIGTERM with a keep-alive connection waiting for its next request: exit 0 at once (not
+    after the 10 s idle timeout), and EOF on that connection."""
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: test\r\nX-API-Key: idle\r\n\r\n")
+        data = b""
+        while b"\r\n\r\nok\n" not in data:
+            chunk = s.recv(4096)
+            check(chunk, f"idle connection: EOF before a whole response: {data!r}")
+            data += chunk
+        check(data.startswith(b"HTTP/1.1 200 ") and b"Connection: keep-alive" in data,
+              f"idle connection: expected a keep-alive 200, got {data!r}")
+        gateway.terminate()
+        check(s.recv(4096) == b"", "idle connection: expected EOF after SIGTERM")
+
+
+def test_redis():
+    check(os.environ.get("REDLIMIT_URL"),
+          "REDLIMIT_URL is not set (run through scripts/with-redis)")
+    # Why: the daily quota is a UTC-aligned window; the test must not straddle midnight.
+    seconds_left = 86400 - time.time() % 86400
+    if seconds_left < 60:
+        time.sleep(seconds_left + 1)
+    # --redis defaults to $REDLIMIT_URL. A daily quota of 15 lets the test reach it.
+    gateway = Gateway(daily=15)
+    try:
+        check_malformed(gateway, "ip:127.0.0.1")
+        time.sleep(0.5)  # the IP's rate is full again: 2 requests took 200 ms of it
+        check_burst(gateway, "key A", "key:A", ["-H", "X-API-Key: A"])
+        response = curl([gateway.base + "/"], "-H", "X-API-Key: B")[0]
+        check_fields(gateway, response, "key B after A", "key:B", 200)
+        check_burst(gateway, "no key", "ip:127.0.0.1")
+        response = curl([gateway.base + "/"], "-H", "X-API-Key: C")[0]
+        check_fields(gateway, response, "key C after the IP", "key:C", 200)
+
+        # A second gateway shares key A's state through Redis: once A's rate is full again,
+        # 5 of its daily 15 are left, and the daily quota is what denies next.
+        second = Gateway(daily=15)
+        try:
+            time.sleep(1.1)
+            urls = [second.base + "/"] * 5
+            last = check_allowed(second, urls, "key A, 2nd gateway", "key:A", "daily", 4,
+                                 ["-H", "X-API-Key: A"])
+            check_denied(second, last, "key A, 2nd gateway, request 6", "key:A", "daily")
+            second.terminate()
+        finally:
+            second.kill()
+        check_idle_connection_on_sigterm(gateway)
+    finally:
+        gateway.kill()
+
+
+def test_local():
+    gateway = Gateway("--local")
+    try:
+        check_burst(gateway, "--local, key A", "key:A", ["-H", "X-API-Key: A"])
+        response = curl([gateway.base + "/"], "-H", "X-API-Key: B")[0]
+        check_fields(gateway, response, "--local, key B", "key:B", 200)
+        gateway.terminate()
+    finally:
+        gateway.kill()
+
+
+def test_redis_down():
+    """Fail-closed: 503 with Retry-After and a body saying why, without waiting on Redis."""
+    gateway = Gateway("--redis", f"redis://127.0.0.1:{free_port()}")
+    try:
+        for i in range(5):
+            start = time.monotonic()
+            response = curl([gateway.base + "/"], "-H", "X-API-Key: A")[0]
+            elapsed = time.monotonic() - start
+            what = f"Redis down, request {i + 1}"
+            check(elapsed < 2, f"{what}: the answer took {elapsed:.2f} s")
+            check_fields(gateway, response, what, "key:A", 503)
+            check(response.header("Retry-After") == "1",
+                  f"{what}: expected Retry-After: 1:\n{response}")
+            check(b"Redis did not answer" in response.body,
+                  f"{what}: the body should say why:\n{response}")
+        gateway.terminate()
+    finally:
+        gateway.kill()
+
+
+def main():
+    tests = [test_redis, test_local, test_redis_down]
+    failed = 0
+    for test in tests:
+        try:
+            test()
+            print(f"ok   {test.__name__}")
+        except Failure as e:
+            failed += 1
+            print(f"FAIL {test.__name__}: {e}")
+        sys.stdout.flush()
+    print(f"{len(tests) - failed} of {len(tests)} passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
