@@ -4,6 +4,7 @@
 
 #include <cassert>
 #include <coroutine>
+#include <cstddef>
 #include <exception>
 #include <optional>
 #include <type_traits>
@@ -15,6 +16,13 @@ template <class T = void>
 class Task;
 
 namespace detail {
+
+/// Memory for coroutine frames: blocks of a few size classes are kept per thread and reused, so
+/// that a steady stream of calls allocates nothing once warm. Larger frames, and every frame
+/// under AddressSanitizer (which must see each frame's lifetime), use operator new.
+void* allocate_frame(std::size_t size);
+/// Gives back a block from allocate_frame(size), with the same size, on any thread.
+void free_frame(void* frame, std::size_t size) noexcept;
 
 /// What every Task promise shares: the awaiting coroutine and the inline-completion handshake.
 ///
@@ -38,6 +46,9 @@ class TaskPromiseBase {
     }
     void await_resume() const noexcept {}
   };
+
+  static void* operator new(std::size_t size) { return allocate_frame(size); }
+  static void operator delete(void* frame, std::size_t size) noexcept { free_frame(frame, size); }
 
   std::suspend_always initial_suspend() const noexcept { return {}; }
   FinalAwaiter final_suspend() const noexcept { return {}; }

@@ -94,5 +94,18 @@ TEST_F(TaskTest, AMillionSynchronousAwaitsDoNotGrowTheStack) {
   EXPECT_EQ(counter, 1'000'000);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
+TEST(FramePool, AFreedFrameIsReusedForTheNextOfItsSize) {
+  void* first = detail::allocate_frame(200);
+  detail::free_frame(first, 200);
+  void* second = detail::allocate_frame(250);
+  EXPECT_EQ(second, first) << "same size class, same thread: the block is reused";
+  void* other = detail::allocate_frame(1000);
+  EXPECT_NE(other, first);
+  detail::free_frame(second, 250);
+  detail::free_frame(other, 1000);
+}
+#endif
+
 }  // namespace
 }  // namespace redlimit

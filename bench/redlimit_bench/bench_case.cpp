@@ -1,0 +1,130 @@
+#include "bench_case.hpp"
+
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "allocation_counter.hpp"
+#include "decide_command.hpp"
+#include "latencies.hpp"
+#include "server_stats.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Tally {
+  Latencies latencies;
+  std::int64_t allowed = 0;
+  std::int64_t errors = 0;
+};
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+/// A small fast generator, one per worker: picking keys must cost next to nothing.
+struct XorShift {
+  std::uint64_t state;
+  std::uint64_t next() {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  }
+};
+
+redlimit::Task<void> worker(redlimit::Limiter& limiter, Clock::time_point end, int keys,
+                            std::uint64_t seed, Tally* tally) {
+  XorShift random{seed * 0x9E3779B97F4A7C15ULL + 1};
+  while (Clock::now() < end) {
+    const std::string key = bench_key(random.next() % static_cast<std::uint64_t>(keys));
+    const auto started = Clock::now();
+    try {
+      const redlimit::Decision d = co_await limiter.try_acquire(key);
+      if (d.allowed) ++tally->allowed;
+    } catch (const redlimit::Error& e) {
+      if (tally->errors++ == 0) std::fprintf(stderr, "redlimit_bench: %s\n", e.what());
+    }
+    tally->latencies.add((Clock::now() - started).count());
+  }
+}
+
+}  // namespace
+
+const char* const bench_prefix = "rlbench";
+
+redlimit::Policy bench_policy(redlimit::Algorithm algorithm) {
+  return redlimit::Policy::of({algorithm, {1000, std::chrono::seconds(1)}, 1000});
+}
+
+std::string bench_key(std::uint64_t index) {
+  char key[16];
+  std::snprintf(key, sizeof key, "k%012llu", static_cast<unsigned long long>(index));
+  return key;
+}
+
+redlimit::Task<BenchResult> run_case(uv_loop_t* loop, const std::string& url,
+                                     redlimit::Client& admin, BenchCase config) {
+  const std::string name = "bench-" + std::string(redlimit::to_string(config.algorithm));
+  std::vector<std::unique_ptr<redlimit::Client>> clients;
+  std::vector<std::unique_ptr<redlimit::Limiter>> limiters;
+  for (int i = 0; i < config.connections; ++i) {
+    clients.push_back(
+        std::make_unique<redlimit::Client>(loop, redlimit::ClientOptions{.url = url}));
+    limiters.push_back(std::make_unique<redlimit::Limiter>(
+        *clients.back(), bench_policy(config.algorithm),
+        redlimit::LimiterOptions{.name = name, .prefix = bench_prefix, .deny_cache = false}));
+    co_await clients.back()->connect();
+    co_await limiters.back()->try_acquire(bench_key(0));  // loads the script
+  }
+
+  Tally tally;
+  tally.latencies.reserve(static_cast<std::size_t>(config.seconds * 200'000));
+  co_await reset_server_stats(admin);
+  const double cpu_before = cpu_seconds();
+  const auto allocations_before = allocations_so_far();
+  const auto started = Clock::now();
+  const auto end = started + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(config.seconds));
+  {
+    redlimit::TaskGroup workers;
+    for (int i = 0; i < config.in_flight; ++i) {
+      workers.add(worker(*limiters[static_cast<std::size_t>(i % config.connections)], end,
+                         config.keys, static_cast<std::uint64_t>(i), &tally));
+    }
+    co_await workers.join();
+  }
+  const auto allocations_after = allocations_so_far();
+  BenchResult result;
+  result.config = config;
+  result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  result.decisions = static_cast<std::int64_t>(tally.latencies.count());
+  result.allowed = tally.allowed;
+  result.errors = tally.errors;
+  const double decisions = static_cast<double>(std::max<std::int64_t>(1, result.decisions));
+  result.client_cpu_us = (cpu_seconds() - cpu_before) * 1e6 / decisions;
+  result.per_second = static_cast<double>(result.decisions) / result.seconds;
+  result.p50_us = tally.latencies.quantile_us(0.5);
+  result.p99_us = tally.latencies.quantile_us(0.99);
+  result.p999_us = tally.latencies.quantile_us(0.999);
+  if (allocations_before && allocations_after) {
+    result.allocations_per_decision =
+        static_cast<double>(*allocations_after - *allocations_before) / decisions;
+  }
+  result.server_usec_per_call = co_await evalsha_usec_per_call(admin);
+  std::vector<std::string> sample;
+  for (std::uint64_t i = 0; i < std::min<std::uint64_t>(20, config.keys); ++i)
+    sample.push_back(
+        decide_command(bench_policy(config.algorithm), bench_prefix, name, bench_key(i))
+            .arguments[1]);
+  result.key_bytes = co_await mean_key_bytes(admin, std::move(sample));
+  for (auto& client : clients)
+    co_await client->close();
+  co_return result;
+}

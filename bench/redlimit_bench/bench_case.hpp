@@ -1,0 +1,46 @@
+#pragma once
+// One measured case: try_acquire with `in_flight` coroutines over `keys` keys (1: one hot key)
+// on `connections` clients, for a fixed time.
+
+#include <optional>
+#include <string>
+
+#include "redlimit/redlimit.hpp"
+
+struct BenchCase {
+  redlimit::Algorithm algorithm = redlimit::Algorithm::gcra;
+  int in_flight = 1;
+  int keys = 100'000;
+  int connections = 1;
+  double seconds = 2;
+};
+
+struct BenchResult {
+  BenchCase config;
+  std::int64_t decisions = 0;
+  std::int64_t allowed = 0;
+  std::int64_t errors = 0;
+  double seconds = 0;
+  double per_second = 0;
+  double p50_us = 0, p99_us = 0, p999_us = 0;
+  double client_cpu_us = 0;                        ///< user + system CPU per decision
+  std::optional<double> server_usec_per_call;      ///< EVALSHA, from INFO commandstats
+  std::optional<double> allocations_per_decision;  ///< heap allocations in this process
+  std::optional<double> key_bytes;                 ///< MEMORY USAGE of one limiter key
+};
+
+/// The prefix of every key the benchmark writes.
+extern const char* const bench_prefix;
+
+/// The policy every case uses: 1000 permits per second per key (burst 1000), so that random
+/// keys are mostly allowed and the hot key mostly denied.
+redlimit::Policy bench_policy(redlimit::Algorithm algorithm);
+
+/// The key of index i: "k" and 12 digits, as redis-benchmark's __rand_int__ writes them (and
+/// short enough to need no heap allocation).
+std::string bench_key(std::uint64_t index);
+
+/// Runs one case against `url`; `admin` (connected to the same server) reads the statistics.
+/// The deny cache is off: every decision is a round trip, as the figures intend.
+redlimit::Task<BenchResult> run_case(uv_loop_t* loop, const std::string& url,
+                                     redlimit::Client& admin, BenchCase config);
