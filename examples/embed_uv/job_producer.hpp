@@ -21,7 +21,7 @@ class JobProducer {
               std::function<void(Job)> submit);
   JobProducer(const JobProducer&) = delete;
   JobProducer& operator=(const JobProducer&) = delete;
-  /// Closes the timer (if start() was called) without waiting for the loop.
+  /// Closes the timer without waiting for the loop.
   ~JobProducer();
 
   void start();

@@ -52,7 +52,7 @@ redlimit::Task<DispatchReport> Launcher::run() {
   std::exception_ptr failure;
   try {
     if (settings_.local) {
-      co_await run_local_nodes(provider_port);
+      report.failed_nodes = co_await run_local_nodes(provider_port);
     } else {
       report.failed_nodes = co_await run_node_processes(provider_port, report.redis_url);
     }
@@ -67,9 +67,15 @@ redlimit::Task<DispatchReport> Launcher::run() {
   for (const NodeProgress& node : progress())
     report.sent += node.sent;
   provider_->kill(SIGTERM);
-  co_await provider_->exited();
+  const int provider_status = co_await provider_->exited();
   report.provider = provider_report_;
+  report.interrupted = interrupted_;
   if (redis_) co_await redis_->stop();
+  if (!provider_reported_ && !failure) {
+    failure = std::make_exception_ptr(std::runtime_error("the provider died (exit status " +
+                                                         std::to_string(provider_status) +
+                                                         ") before reporting what it saw"));
+  }
   if (failure) std::rethrow_exception(failure);
   co_return report;
 }
@@ -79,18 +85,28 @@ redlimit::Task<int> Launcher::start_provider() {
       loop_, std::vector<std::string>{self_, "provider", "--rate", std::to_string(settings_.rate)},
       [this](const std::string& line) {
         if (line.rfind("listening ", 0) == 0) provider_port_ = std::stoi(line.substr(10));
-        parse_provider_report(line, provider_report_);
+        if (parse_provider_report(line, provider_report_)) provider_reported_ = true;
       });
   for (int attempt = 0; attempt < 250 && provider_->running(); ++attempt) {
     if (provider_port_ != 0) co_return provider_port_;
     co_await redlimit::sleep_for(loop_, std::chrono::milliseconds(20));
   }
+  const bool exited = !provider_->running();
   provider_->kill(SIGKILL);
-  co_await provider_->exited();
-  throw std::runtime_error("the provider did not start within 5 s");
+  const int status = co_await provider_->exited();
+  throw std::runtime_error(exited ? "the provider exited (status " + std::to_string(status) +
+                                        ") before listening"
+                                  : std::string("the provider did not start within 5 s"));
 }
 
-redlimit::Task<void> Launcher::run_local_nodes(int provider_port) {
+void Launcher::interrupt() {
+  interrupted_ = true;
+  for (const auto& process : processes_)
+    process->kill(SIGTERM);
+  if (provider_) provider_->kill(SIGTERM);
+}
+
+redlimit::Task<int> Launcher::run_local_nodes(int provider_port) {
   if (!settings_.no_limit) {
     local_limiter_.emplace(loop_, dispatch_policy(settings_),
                            redlimit::LimiterOptions{.name = "sms"});
@@ -105,6 +121,10 @@ redlimit::Task<void> Launcher::run_local_nodes(int provider_port) {
     nodes.add(local_nodes_.back()->run());
   }
   co_await nodes.join();
+  int failed = 0;
+  for (const auto& node : local_nodes_)
+    if (node->progress().provider_lost) ++failed;
+  co_return failed;
 }
 
 redlimit::Task<int> Launcher::run_node_processes(int provider_port, const std::string& redis_url) {

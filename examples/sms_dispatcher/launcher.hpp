@@ -22,8 +22,9 @@ struct DispatchReport {
   std::int64_t sent = 0;
   ProviderReport provider;
   double seconds = 0;     ///< from starting the nodes to the last answer
-  int failed_nodes = 0;   ///< node processes that exited non-zero
+  int failed_nodes = 0;   ///< nodes that failed (a process exited non-zero, or lost the provider)
   std::string redis_url;  ///< the Redis the nodes shared (empty: none)
+  bool interrupted = false;  ///< stopped early by a signal: node counts are their last reports
 };
 
 /// One run of the dispatcher. Use on the loop's thread; keep it alive until run() returns and
@@ -34,10 +35,13 @@ class Launcher {
   Launcher(uv_loop_t* loop, DispatchSettings settings, std::string self);
 
   redlimit::Task<DispatchReport> run();
+  /// Stops the run early (on SIGINT or SIGTERM): every child process gets SIGTERM; run() then
+  /// ends with what the provider saw until then.
+  void interrupt();
 
  private:
   redlimit::Task<int> start_provider();
-  redlimit::Task<void> run_local_nodes(int provider_port);
+  redlimit::Task<int> run_local_nodes(int provider_port);
   redlimit::Task<int> run_node_processes(int provider_port, const std::string& redis_url);
   redlimit::Task<void> show_progress(std::stop_token stop);
   std::vector<NodeProgress> progress() const;
@@ -48,6 +52,8 @@ class Launcher {
   std::unique_ptr<ChildProcess> provider_;
   int provider_port_ = 0;  ///< 0 until the provider says where it listens
   ProviderReport provider_report_;
+  bool provider_reported_ = false;
+  bool interrupted_ = false;
   std::unique_ptr<PrivateRedis> redis_;
   ProgressDisplay display_;
   std::optional<redlimit::Limiter> local_limiter_;

@@ -7,10 +7,14 @@
 //                       [--no-limit] [--local] [--redis URL]
 // (`sms_dispatcher node ...` and `sms_dispatcher provider ...` are how the launcher starts the
 // other processes.)
+#include <sys/prctl.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <utility>
 
 #include "launcher.hpp"
 #include "node_process.hpp"
@@ -30,6 +34,35 @@ void add_limit_options(CLI::App& app, DispatchSettings& settings) {
   app.add_flag("--no-limit", settings.no_limit, "send without redlimit, to see the losses");
 }
 
+/// SIGINT and SIGTERM call `on_stop` (once), so that the children are stopped too.
+class StopSignals {
+ public:
+  StopSignals(uv_loop_t* loop, std::function<void()> on_stop) : on_stop_(std::move(on_stop)) {
+    for (uv_signal_t* handle : {&interrupt_, &terminate_}) {
+      uv_signal_init(loop, handle);
+      handle->data = this;
+    }
+    uv_signal_start(&interrupt_, &StopSignals::on_signal, SIGINT);
+    uv_signal_start(&terminate_, &StopSignals::on_signal, SIGTERM);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  /// Closes the handles; the loop must run once more before they are gone.
+  void close() {
+    for (uv_signal_t* handle : {&interrupt_, &terminate_})
+      uv_close(reinterpret_cast<uv_handle_t*>(handle), nullptr);
+  }
+
+ private:
+  static void on_signal(uv_signal_t* handle, int) {
+    auto* self = static_cast<StopSignals*>(handle->data);
+    if (auto stop = std::exchange(self->on_stop_, nullptr)) stop();
+  }
+  uv_signal_t interrupt_;
+  uv_signal_t terminate_;
+  std::function<void()> on_stop_;
+};
+
 void print_report(const DispatchSettings& settings, const DispatchReport& report) {
   const double ideal = static_cast<double>(settings.messages) / settings.rate;
   const std::string how = settings.no_limit ? "no limiter"
@@ -44,8 +77,8 @@ void print_report(const DispatchSettings& settings, const DispatchReport& report
   std::printf("rejected     %lld (lost)\n", static_cast<long long>(report.provider.rejected));
   std::printf("busiest 1 s  %zu accepted (the provider's limit: %d), %zu arrived\n",
               report.provider.peak_accepted, settings.rate, report.provider.peak_arrivals);
-  std::printf("time         %.2f s; ideal %.2f s (%lld messages at %d/s)\n", report.seconds, ideal,
-              static_cast<long long>(settings.messages), settings.rate);
+  std::printf("time         %.2f s; ideal %.2f s (%lld messages at the provider's %d/s)\n",
+              report.seconds, ideal, static_cast<long long>(settings.messages), settings.rate);
 }
 
 int launch(const DispatchSettings& settings) {
@@ -60,13 +93,20 @@ int launch(const DispatchSettings& settings) {
   int status = 0;
   {
     Launcher launcher(&loop, settings, self);
+    StopSignals signals(&loop, [&launcher] { launcher.interrupt(); });
     try {
       const DispatchReport report = redlimit::run(&loop, launcher.run());
       print_report(settings, report);
+      if (report.interrupted) {
+        std::printf("\nINTERRUPTED: the nodes were stopped; 'sent' is what they last reported\n");
+        status = 1;
+      }
       const std::int64_t lost = settings.messages - report.provider.accepted;
       if (lost > 0) {
         std::printf("\nLOST %lld messages%s\n", static_cast<long long>(lost),
-                    settings.no_limit ? ": the nodes outran the provider"
+                    report.interrupted        ? ": not sent before the interruption"
+                    : report.failed_nodes > 0 ? ": nodes failed (see above)"
+                    : settings.no_limit       ? ": the nodes outran the provider"
                     : settings.algorithm == "gcra" || settings.algorithm == "leaky_bucket" ||
                             settings.algorithm == "token_bucket"
                         ? ": arrivals jittered by more than the margin; try a larger --margin"
@@ -82,6 +122,7 @@ int launch(const DispatchSettings& settings) {
       std::fprintf(stderr, "sms_dispatcher: %s\n", e.what());
       status = 2;
     }
+    signals.close();
   }
   uv_run(&loop, UV_RUN_DEFAULT);  // the handles closed on the way out
   if (uv_loop_close(&loop) != 0) {
@@ -121,6 +162,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::signal(SIGPIPE, SIG_IGN);
+  // Why: a launcher killed outright (SIGKILL) must not leave its node and provider processes.
+  if (*node_command || *provider_command) prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (*node_command) return run_node_process(settings, node);
   if (*provider_command) return run_provider_process(provider_rate);
   return launch(settings);

@@ -1,9 +1,19 @@
 #include "node.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+/// How long a node keeps retrying while Redis cannot answer before it gives up (and exits 1).
+constexpr auto give_up_after = std::chrono::seconds(10);
+
+}  // namespace
 
 Node::Node(uv_loop_t* loop, redlimit::Limiter* limiter, NodeSettings settings)
     : loop_(loop),
@@ -29,7 +39,8 @@ redlimit::Task<void> Node::run() {
     }
     void await_resume() const noexcept {}
   };
-  co_await RepliesAwaiter{*this};
+  RepliesAwaiter all_replies{*this};
+  co_await all_replies;
   progress_.done = true;
   link_.close();
 }
@@ -37,7 +48,10 @@ redlimit::Task<void> Node::run() {
 redlimit::Task<void> Node::sender() {
   while (next_message_ < settings_.messages && !progress_.provider_lost) {
     const std::int64_t message = next_message_++;
-    if (limiter_ != nullptr) co_await wait_for_permit(message);
+    if (limiter_ != nullptr) {
+      const bool permitted = co_await wait_for_permit(message);
+      if (!permitted) break;
+    }
     if (progress_.provider_lost) break;
     link_.send("SEND " + std::to_string(settings_.id) + " " + std::to_string(message) + "\n");
     ++progress_.sent;
@@ -45,19 +59,34 @@ redlimit::Task<void> Node::sender() {
   }
 }
 
-redlimit::Task<void> Node::wait_for_permit(std::int64_t message) {
-  for (;;) {
+redlimit::Task<bool> Node::wait_for_permit(std::int64_t message) {
+  std::optional<Clock::time_point> failing_since;
+  while (!progress_.provider_lost) {
+    std::string failure;
+    std::chrono::microseconds retry = std::chrono::milliseconds(100);
     try {
       // No max_wait: every message goes out, at the shared rate, however long the queue.
-      co_await limiter_->acquire("provider");
-      co_return;
-    } catch (const redlimit::Error& e) {
-      ++progress_.errors;
-      std::fprintf(stderr, "node %d: message %lld: %s; retrying in 100 ms\n", settings_.id,
-                   static_cast<long long>(message), e.what());
+      const redlimit::Decision d = co_await limiter_->acquire("provider");
+      if (d.allowed) co_return true;
+      // Only a failure policy denies an acquire() without max_wait: Redis did not answer.
+      failure = "Redis unavailable, denied by the failure policy";
+      retry = std::max(retry, d.retry_after);
+    } catch (const redlimit::Unavailable& e) {
+      failure = e.what();
     }
-    co_await redlimit::sleep_for(loop_, std::chrono::milliseconds(100));
+    // Anything else (a wrong password, a missing permission) will not go away: it propagates.
+    ++progress_.errors;
+    const auto now = Clock::now();
+    if (!failing_since) failing_since = now;
+    if (now - *failing_since > give_up_after) {
+      throw std::runtime_error("message " + std::to_string(message) + ": " + failure +
+                               " for more than 10 s; giving up");
+    }
+    std::fprintf(stderr, "node %d: message %lld: %s; retrying\n", settings_.id,
+                 static_cast<long long>(message), failure.c_str());
+    co_await redlimit::sleep_for(loop_, retry);
   }
+  co_return false;
 }
 
 bool Node::all_answered() const noexcept {

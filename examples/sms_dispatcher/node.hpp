@@ -47,7 +47,10 @@ class Node {
 
  private:
   redlimit::Task<void> sender();
-  redlimit::Task<void> wait_for_permit(std::int64_t message);
+  /// Waits for the limiter's permit for `message`: true once allowed, false if the provider is
+  /// gone. Retries while Redis is unavailable; throws after 10 s of it, or at once for errors
+  /// that retrying cannot fix.
+  redlimit::Task<bool> wait_for_permit(std::int64_t message);
   bool all_answered() const noexcept;
   void on_reply(Reply reply);
 

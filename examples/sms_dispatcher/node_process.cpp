@@ -26,12 +26,12 @@ redlimit::Task<void> report_progress(uv_loop_t* loop, const Node& node, std::sto
 }
 
 redlimit::Task<void> node_main(uv_loop_t* loop, redlimit::Client* client, Node& node) {
-  if (client != nullptr) co_await client->connect();
   std::stop_source stop_reporting;
   redlimit::TaskGroup reporter;
   reporter.add(report_progress(loop, node, stop_reporting.get_token()));
   std::exception_ptr failure;
   try {
+    if (client != nullptr) co_await client->connect();
     co_await node.run();
   } catch (...) {
     failure = std::current_exception();

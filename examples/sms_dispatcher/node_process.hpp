@@ -8,5 +8,6 @@
 #include "node.hpp"
 
 /// Runs node `node.id` until its queue is sent and answered; returns the exit code (0: every
-/// message answered; 1: the provider went away or a limiter error could not be retried).
+/// message answered; 1: the provider went away, Redis was unavailable for too long, or an error
+/// that retrying cannot fix).
 int run_node_process(const DispatchSettings& settings, const NodeSettings& node);

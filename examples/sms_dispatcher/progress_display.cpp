@@ -5,6 +5,9 @@
 namespace {
 
 constexpr int bar_width = 30;
+/// Rates are measured over this much of the recent past: nodes report every 200 ms, so a
+/// shorter span would show their reporting jitter rather than their rate.
+constexpr auto rate_span = std::chrono::seconds(2);
 
 std::string bar(std::int64_t done, std::int64_t total) {
   const int filled = total > 0 ? static_cast<int>(bar_width * done / total) : bar_width;
@@ -60,7 +63,7 @@ void ProgressDisplay::remember(Clock::time_point now, const std::vector<NodeProg
     sample.sent.push_back(node.sent);
   sample.sent.push_back(total_of(nodes).sent);
   samples_.push_back(std::move(sample));
-  while (samples_.size() > 2 && now - samples_[1].time >= std::chrono::seconds(1))
+  while (samples_.size() > 2 && now - samples_[1].time >= rate_span)
     samples_.pop_front();
 }
 

@@ -28,8 +28,8 @@ class ProgressDisplay {
     std::vector<std::int64_t> sent;  ///< per node, then the total
   };
   void remember(Clock::time_point now, const std::vector<NodeProgress>& nodes);
-  /// Messages per second for node `index` (nodes.size(): the total): over the last second
-  /// while it sends, over the whole run once it has sent everything.
+  /// Messages per second for node `index` (nodes.size(): the total): over the last two seconds
+  /// while it sends; once it has sent everything, over the whole run.
   double rate(std::size_t index, const NodeProgress& progress) const;
   void draw_bars(const std::vector<NodeProgress>& nodes);
   void draw_line(Clock::time_point now, const std::vector<NodeProgress>& nodes);

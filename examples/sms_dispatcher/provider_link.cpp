@@ -22,7 +22,7 @@ ProviderLink::~ProviderLink() {
   close();
 }
 
-void ProviderLink::start_connect(int port, std::function<void(int)> done) {
+int ProviderLink::start_connect(int port, std::function<void(int)> done) {
   on_connected_ = std::move(done);
   sockaddr_in address{};
   uv_ip4_addr("127.0.0.1", port, &address);
@@ -64,9 +64,9 @@ void ProviderLink::start_connect(int port, std::function<void(int)> done) {
       });
   if (error != 0) {
     delete request;
-    auto failed = std::move(on_connected_);
-    failed(error);
+    on_connected_ = nullptr;
   }
+  return error;
 }
 
 void ProviderLink::send(std::string line) {

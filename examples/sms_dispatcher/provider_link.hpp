@@ -28,11 +28,12 @@ class ProviderLink {
       int port;
       int status = 0;
       bool await_ready() const noexcept { return false; }
-      void await_suspend(std::coroutine_handle<> waiting) {
-        link.start_connect(port, [this, waiting](int result) {
+      bool await_suspend(std::coroutine_handle<> waiting) {
+        status = link.start_connect(port, [this, waiting](int result) {
           status = result;
           waiting.resume();
         });
+        return status == 0;  // a connect that failed at once does not suspend
       }
       int await_resume() const noexcept { return status; }
     };
@@ -44,7 +45,9 @@ class ProviderLink {
   void close();
 
  private:
-  void start_connect(int port, std::function<void(int)> done);
+  /// Starts connecting; `done` gets the outcome later. Returns a libuv error code, without
+  /// calling `done`, if the attempt cannot even start.
+  int start_connect(int port, std::function<void(int)> done);
 
   uv_tcp_t* handle_;  ///< on the heap: freed in its close callback, which may run after us
   std::function<void(Reply)> on_reply_;

@@ -2,6 +2,7 @@
 /// @file task_group.hpp
 /// Running several tasks at once on one loop and waiting for all of them.
 
+#include <cassert>
 #include <coroutine>
 #include <cstddef>
 #include <exception>
@@ -19,6 +20,7 @@ namespace redlimit {
 class TaskGroup {
  public:
   TaskGroup() = default;
+  ~TaskGroup() { assert(running_ == 0 && "a TaskGroup destroyed before join() resumed"); }
   TaskGroup(const TaskGroup&) = delete;
   TaskGroup& operator=(const TaskGroup&) = delete;
 
@@ -36,7 +38,10 @@ class TaskGroup {
     struct Awaiter {
       TaskGroup* group;
       bool await_ready() const noexcept { return group->running_ == 0; }
-      void await_suspend(std::coroutine_handle<> waiter) noexcept { group->joiner_ = waiter; }
+      void await_suspend(std::coroutine_handle<> waiter) noexcept {
+        assert(!group->joiner_ && "only one coroutine may join a TaskGroup");
+        group->joiner_ = waiter;
+      }
       void await_resume() const {
         if (group->error_) std::rethrow_exception(group->error_);
       }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <random>
+#include <utility>
 
 #include "redis/hiredis_context.hpp"
 #include "redlimit/errors.hpp"
@@ -159,8 +160,10 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void*)
   if (r->type == REDIS_REPLY_ERROR) {
     // Why only a warning: notices only make waiters wake early; without them each waiter still
     // wakes at its reserved time. But an operator must hear of it (an ACL without SUBSCRIBE).
-    self->logger_->warn("redis {}: SUBSCRIBE refused ({}); waiters wake only at their own times",
-                        self->endpoint_.display(), std::string_view(r->str, r->len));
+    if (!std::exchange(self->refusal_logged_, true)) {
+      self->logger_->warn("redis {}: SUBSCRIBE refused ({}); waiters wake only at their own times",
+                          self->endpoint_.display(), std::string_view(r->str, r->len));
+    }
     return;
   }
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||

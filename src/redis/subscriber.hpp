@@ -83,6 +83,7 @@ class Subscriber {
   Timer backoff_timer_;
   Backoff backoff_;
   State state_ = State::idle;
+  bool refusal_logged_ = false;  ///< a refused SUBSCRIBE is logged once, not once per channel
   redisAsyncContext* context_ = nullptr;  ///< owned; freed with redisAsyncFree, or by hiredis
   std::map<std::string, Channel> channels_;
   std::map<std::uint64_t, std::string> channel_of_;  ///< subscription id -> channel

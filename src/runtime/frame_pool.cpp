@@ -63,7 +63,11 @@ std::size_t class_of(std::size_t size) {
 void* allocate_frame(std::size_t size) {
 #if !defined(__SANITIZE_ADDRESS__)
   const std::size_t cls = class_of(size);
-  if (cls < classes && FramePool::alive) return pool.take(cls);
+  if (cls < classes) {
+    // Why the whole class size even without a pool: the block may be freed on a thread whose
+    // pool is alive, which will hand it out again for any frame of its class.
+    return FramePool::alive ? pool.take(cls) : ::operator new((cls + 1) * granule);
+  }
 #endif
   return ::operator new(size);
 }

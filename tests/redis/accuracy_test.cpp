@@ -1,8 +1,8 @@
 // Real processes share one limit: 3 processes x 64 coroutines hammer one key at 5x the limit for
 // 5 s. Every admitted decision, merged from all processes, must satisfy the algorithm's exact
-// bound (the decision-log checker), and every denial decided in Redis must be one the limit
-// demands: replayed on the C++ model in server-time order after the admissions before it, the
-// model denies it too. So the limiter neither admits too much nor denies what it could allow.
+// bound (the decision-log checker), and every decision made in Redis must be the limit's:
+// replayed on the C++ model in server-time order, the model decides each one the same way. So
+// the limiter neither admits too much nor denies what it could allow.
 //
 // The test also prints its efficiency: what was admitted against what a perfect client (greedy,
 // asking again exactly at each retry_after, run on the model) could have had in the same span.
@@ -95,11 +95,11 @@ std::int64_t last_exhausted(const Limit& limit, std::vector<test::Admit> admits)
   return exhausted_at;
 }
 
-/// The first denial (server time) that the model, replaying admissions and denials in server-time
-/// order, would have allowed; 0 if every denial was due. Admissions at the same microsecond as a
-/// denial count as before it, in the limiter's favour.
-std::int64_t first_unjustified_denial(const Limit& limit, const std::vector<test::Admit>& admits,
-                                      const std::vector<std::int64_t>& denials) {
+/// The first decision (server time) on which the model, replaying admissions and denials in
+/// server-time order, disagrees with Redis; 0 if it agrees on every one. Admissions at the same
+/// microsecond as a denial count as before it, in the limiter's favour.
+std::int64_t first_disagreement(const Limit& limit, const std::vector<test::Admit>& admits,
+                                const std::vector<std::int64_t>& denials) {
   struct Event {
     std::int64_t time_us;
     bool admitted;
@@ -119,7 +119,7 @@ std::int64_t first_unjustified_denial(const Limit& limit, const std::vector<test
     const bool allowed = detail::decide_policy(policy->specs(), states, event.time_us,
                                                event.permits, detail::Mode::acquire)
                              .allowed;
-    if (!event.admitted && allowed) return event.time_us;
+    if (allowed != event.admitted) return event.time_us;
   }
   return 0;
 }
@@ -182,8 +182,9 @@ TEST_P(Accuracy, ProcessesSharingOneKeyNeverExceedTheBoundAndGetWhatItAllows) {
   const test::CheckResult check = test::check_admits(limit, admits);
   EXPECT_TRUE(check) << check.description;
   ASSERT_FALSE(denials.empty());
-  EXPECT_EQ(first_unjustified_denial(limit, admits, denials), 0)
-      << "Redis denied a request at this server time (us) that the limit allowed";
+  EXPECT_EQ(first_disagreement(limit, admits, denials), 0)
+      << "at this server time (us) Redis decided what the limit does not: a denial the limit "
+         "allowed, or an admission it did not";
 
   const std::int64_t exhausted_at = last_exhausted(limit, admits);
   ASSERT_GT(exhausted_at, 0) << "the limit was never used up";
