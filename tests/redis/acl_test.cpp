@@ -25,9 +25,9 @@
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
-#include "support/task_group.hpp"
 
 namespace redlimit {
 namespace {
@@ -160,7 +160,7 @@ Task<void> cancellation(Client& client, uv_loop_t* loop) {
   co_await l->try_acquire("key");
   std::stop_source stop_first;
   Waited first, second;
-  test::TaskGroup group;
+  TaskGroup group;
   group.add(wait_for(*l, stoppable(stop_first), &first));  // slot 200 ms
   group.add(wait_for(*l, {}, &second));                    // slot 400 ms
   co_await sleep_for(loop, 50ms);
@@ -179,7 +179,7 @@ Task<void> cancel_log_pruning(Client& client, uv_loop_t* loop) {
   co_await l->try_acquire("key");
   std::stop_source stop2, stop5, stop6;
   Waited w1, w2, w3, w4, w5, w6;
-  test::TaskGroup group;
+  TaskGroup group;
   group.add(wait_for(*l, {}, &w1));                // slot 100
   group.add(wait_for(*l, stoppable(stop2), &w2));  // slot 200
   co_await sleep_for(loop, 5ms);
@@ -215,7 +215,7 @@ Task<void> semaphore_leases(Client& client, uv_loop_t* loop) {
   if (!lease) co_return;
   co_await lease->renew();
   Clock::time_point granted_at;
-  test::TaskGroup group;
+  TaskGroup group;
   group.add(wait_for_lease(*exports, &granted_at));  // refused for now: waits
   co_await sleep_for(loop, 50ms);
   const auto released_at = Clock::now();

@@ -7,10 +7,10 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 #include "support/started_task.hpp"
-#include "support/task_group.hpp"
 
 namespace redlimit {
 namespace {
@@ -59,7 +59,7 @@ Task<void> acquire_into(Limiter& limiter, int index, AcquireOptions options,
 }
 
 Task<void> queue_of(Limiter& limiter, int count, std::vector<Finished>* finished) {
-  test::TaskGroup group;
+  TaskGroup group;
   int cancelled = 0;
   for (int i = 0; i < count; ++i)
     group.add(acquire_into(limiter, i, {}, finished, &cancelled));
@@ -97,7 +97,7 @@ Task<void> acquire_with(Limiter& limiter, AcquireOptions options, Decision* deci
 Task<void> beyond_max_wait(Limiter& limiter, Decision* last_ok, Decision* refused, Decision* next) {
   AcquireOptions short_wait;
   short_wait.max_wait = 120ms;
-  test::TaskGroup queue;
+  TaskGroup queue;
   for (int i = 0; i < 3; ++i)
     queue.add(acquire_with(limiter, short_wait, last_ok));  // 0-100 ms
   co_await acquire_with(limiter, short_wait, refused);      // would wait 150 ms
@@ -125,7 +125,7 @@ TEST_P(AcquireTest, AWaitBeyondMaxWaitIsADenialThatReservesNothing) {
 Task<void> cancel_every_other(uv_loop_t* loop, Limiter& limiter, std::vector<Finished>* finished,
                               int* cancelled) {
   std::vector<std::stop_source> stops(10);
-  test::TaskGroup group;
+  TaskGroup group;
   for (int i = 0; i < 10; ++i) {
     AcquireOptions options;
     options.stop = stops[static_cast<std::size_t>(i)].get_token();
@@ -182,7 +182,7 @@ TEST_P(AcquireTest, DestroyingAWaitingTaskGivesItsReservationBack) {
 }
 
 Task<void> window_queue(Limiter& limiter, std::vector<Finished>* finished) {
-  test::TaskGroup group;
+  TaskGroup group;
   int cancelled = 0;
   for (int i = 0; i < 3; ++i)
     group.add(acquire_into(limiter, i, {}, finished, &cancelled));

@@ -15,11 +15,11 @@
 #include "redis/sigpipe_guard.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/fake_redis.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 #include "support/started_task.hpp"
-#include "support/task_group.hpp"
 
 namespace redlimit {
 namespace {
@@ -224,7 +224,7 @@ TEST_F(ClientTest, CommandsWaitForAConnectAttemptAndFailFastDuringBackoff) {
 }
 
 Task<void> five_commands(Client& client, Outcomes* outcomes) {
-  test::TaskGroup group;
+  TaskGroup group;
   for (int i = 0; i < 5; ++i)
     group.add(record(client, outcomes, "GET", "k"));
   co_await group.join();
@@ -281,7 +281,7 @@ Task<void> stalled_server(Client& client, test::RedisServer& server) {
   co_await client.command("PING");
   server.pause();
   Outcomes outcomes;
-  test::TaskGroup group;
+  TaskGroup group;
   const auto start = Clock::now();
   for (int i = 0; i < 50; ++i)
     group.add(record(client, &outcomes, "INCR", "n"));
@@ -306,7 +306,7 @@ TEST_F(ClientTest, AStoppedServerTimesOutEveryCommandByItsDeadline) {
 // ---- connection loss
 
 Task<void> kill_mid_flight(Client& client, Client& killer, Outcomes* outcomes) {
-  test::TaskGroup group;
+  TaskGroup group;
   for (int i = 0; i < 1000; ++i)
     group.add(record(client, outcomes, "DEBUG", "SLEEP", "0.001"));
   co_await sleep_for(client.loop(), 50ms);
@@ -364,7 +364,7 @@ TEST_F(ClientTest, ServerRestartMidTrafficRecovers) {
 
 Task<void> scripts_during_flushes(Client& client, Client& flusher, int* failures, int* flushes) {
   bool stop = false;
-  test::TaskGroup callers;
+  TaskGroup callers;
   for (int worker = 0; worker < 8; ++worker) {
     callers.add([](Client& c, int id, bool* done, int* failed) -> Task<void> {
       for (int i = 0; !*done; ++i) {
@@ -493,7 +493,7 @@ TEST_F(ClientTest, AMissingAclPermissionIsAConfigErrorNamingWhatIsMissing) {
 // ---- load, closing, cancellation
 
 Task<void> overflow_pending(Client& client, Outcomes* outcomes, std::chrono::milliseconds* spent) {
-  test::TaskGroup group;
+  TaskGroup group;
   for (int i = 0; i < 10; ++i)
     group.add(record(client, outcomes, "DEBUG", "SLEEP", "0.05"));
   const auto start = Clock::now();
@@ -521,7 +521,7 @@ TEST_F(ClientTest, BeyondMaxPendingCommandsFailAtOnceWithOverloaded) {
 }
 
 Task<void> close_while_busy(Client& client, Outcomes* outcomes) {
-  test::TaskGroup group;
+  TaskGroup group;
   group.add(record(client, outcomes, "DEBUG", "SLEEP", "0.1"));
   co_await client.close();
   EXPECT_EQ(outcomes->ok, 1) << "close() waits for commands in flight";
@@ -540,7 +540,7 @@ TEST_F(ClientTest, CloseWaitsForCommandsInFlightThenRefusesNewOnes) {
 }
 
 Task<void> close_twice(Client& client, int* handles_left) {
-  test::TaskGroup group;
+  TaskGroup group;
   group.add(client.close());
   co_await client.close();  // while the first is under way: waits for it to finish
   *handles_left = test::open_handle_count(client.loop());

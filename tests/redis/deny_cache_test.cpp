@@ -6,10 +6,10 @@
 #include "redlimit/client.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/decision_checker.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
-#include "support/task_group.hpp"
 
 namespace redlimit {
 namespace {
@@ -57,7 +57,7 @@ Task<void> overload(uv_loop_t* loop, Limiter& limiter, Limiter& truth, double li
   const auto turn = std::chrono::microseconds(
       static_cast<std::int64_t>(coroutines * 1e6 / (10 * limit_per_second)));
   const auto end = Clock::now() + duration;
-  test::TaskGroup group;
+  TaskGroup group;
   for (int i = 0; i < coroutines; ++i)
     group.add(client_loop(loop, limiter, truth, end, turn, run));
   co_await group.join();
@@ -70,7 +70,7 @@ struct CacheCase {
 };
 
 Task<void> both_at_once(Task<void> first, Task<void> second) {
-  test::TaskGroup group;
+  TaskGroup group;
   group.add(std::move(first));
   group.add(std::move(second));
   co_await group.join();

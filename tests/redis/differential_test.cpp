@@ -13,9 +13,9 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
-#include "support/task_group.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -326,7 +326,7 @@ Task<void> run_case(Client& client, std::vector<Algorithm> algorithms, std::uint
                     Tally* tally) {
   RedisBackend backend(client.core());
   std::mt19937_64 random(seed);
-  test::TaskGroup group;
+  TaskGroup group;
   for (int index = 0; index < sequences_per_case; ++index) {
     Sequence sequence = random_sequence(random, algorithms, index);
     group.add(run_sequence(backend, std::move(sequence), tally));

@@ -11,9 +11,9 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
-#include "support/task_group.hpp"
 
 namespace redlimit {
 namespace {
@@ -62,7 +62,7 @@ Task<void> exercise(Limiter& limiter, Client& other, test::RedisServer& server, 
                     Observed* seen) {
   uv_loop_t* loop = other.loop();
   EXPECT_EQ((co_await limiter.try_acquire("k")).source, Source::redis);
-  test::TaskGroup background;
+  TaskGroup background;
   switch (c.fault) {
     case Fault::stopped:
       server.pause();

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "redlimit/redlimit.hpp"
-#include "support/task_group.hpp"
+#include "redlimit/task_group.hpp"
 
 namespace {
 
@@ -77,7 +77,7 @@ redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client,
   const auto end = Clock::now() + duration;
   const auto turn =
       std::chrono::microseconds(static_cast<std::int64_t>(coroutines * 1e6 / offered));
-  redlimit::test::TaskGroup group;
+  redlimit::TaskGroup group;
   for (int i = 0; i < coroutines; ++i)
     group.add(hammer(loop, limiter, key, end, turn, tally));
   co_await group.join();

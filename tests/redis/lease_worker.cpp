@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "redlimit/redlimit.hpp"
-#include "support/task_group.hpp"
+#include "redlimit/task_group.hpp"
 
 namespace {
 
@@ -79,7 +79,7 @@ redlimit::Task<void> churn(uv_loop_t* loop, redlimit::Client& client,
                            long* errors) {
   co_await client.connect();
   const auto end = Clock::now() + duration;
-  redlimit::test::TaskGroup group;
+  redlimit::TaskGroup group;
   std::random_device seeds;
   for (int i = 0; i < coroutines; ++i) {
     group.add(churn_one(loop, semaphore, end, seeds(), held, errors));

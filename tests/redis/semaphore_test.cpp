@@ -7,9 +7,9 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
-#include "support/task_group.hpp"
 
 namespace redlimit {
 namespace {
@@ -124,7 +124,7 @@ Task<void> wait_for_permit(Semaphore& semaphore, Clock::duration* waited) {
 }
 
 Task<void> both(Task<void> a, Task<void> b) {
-  test::TaskGroup group;
+  TaskGroup group;
   group.add(std::move(a));
   group.add(std::move(b));
   co_await group.join();

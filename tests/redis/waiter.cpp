@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "redlimit/redlimit.hpp"
-#include "support/task_group.hpp"
+#include "redlimit/task_group.hpp"
 
 namespace {
 
@@ -68,7 +68,7 @@ redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client,
   co_await client.connect();
   co_await redlimit::sleep_for(loop, std::chrono::microseconds(start_unix_us - unix_us()));
   std::vector<std::stop_source> stops(static_cast<std::size_t>(count));
-  redlimit::test::TaskGroup group;
+  redlimit::TaskGroup group;
   for (int i = 0; i < count; ++i) {
     redlimit::AcquireOptions options;
     options.max_wait = max_wait;
