@@ -64,12 +64,25 @@ class Lease {
   bool held_ = false;
 };
 
+/// How a Semaphore names its keys and how long its leases live.
+struct SemaphoreOptions {
+  /// The namespace of its keys, e.g. "exports"; 1 to 128 bytes, any bytes.
+  std::string name;
+  /// The first part of every key: 1 to 64 characters from [A-Za-z0-9_.-].
+  std::string prefix = "rl";
+  /// How long a lease lives unless renewed: 1 ms to about 12.7 days.
+  std::chrono::milliseconds lease_ttl = std::chrono::seconds(30);
+};
+
 /// A concurrency limit: at most `permits` held at once per key, across every process sharing
 /// the Redis. Each acquisition is a Lease with a TTL. Keys are
-/// `rl:{<name>:<key>}:semaphore`, escaped as the Limiter's are.
+/// `<prefix>:{<name>:<key>}:semaphore`, escaped as the Limiter's are.
 class Semaphore {
  public:
-  /// `permits` in [1, 100000]; `lease_ttl` at least 1 ms. Throws InvalidArgument.
+  /// `permits` in [1, 100000]. Throws InvalidArgument, naming the field, for anything outside
+  /// SemaphoreOptions' ranges.
+  Semaphore(Client& client, std::int64_t permits, SemaphoreOptions options);
+  /// The same with the prefix "rl".
   Semaphore(Client& client, std::int64_t permits, std::string name,
             std::chrono::milliseconds lease_ttl = std::chrono::seconds(30));
   ~Semaphore();

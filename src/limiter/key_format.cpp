@@ -13,6 +13,13 @@ bool kept_as_is(unsigned char c) {
 
 }  // namespace
 
+bool is_valid_prefix(std::string_view prefix) {
+  return !prefix.empty() && prefix.size() <= 64 &&
+         prefix.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+             "0123456789_.-") == std::string_view::npos;
+}
+
 std::string escape_key_part(std::string_view raw) {
   std::string out;
   out.reserve(raw.size());

@@ -11,6 +11,9 @@ inline constexpr std::size_t max_escaped_key = 128;
 /// The largest key a limiter accepts, in bytes.
 inline constexpr std::size_t max_key_bytes = 65536;
 
+/// True for a key prefix of 1 to 64 characters from [A-Za-z0-9_.-].
+bool is_valid_prefix(std::string_view prefix);
+
 /// Escapes one part of a key so that the encoding is injective and cannot break the hash tag:
 /// '{', '}', ':', '%' and bytes outside the printable ASCII range become %XX (upper-case hex).
 std::string escape_key_part(std::string_view raw);

@@ -19,11 +19,7 @@ LimiterOptions validated(LimiterOptions options) {
     throw InvalidArgument("LimiterOptions::name must be 1 to 128 bytes, got " +
                           std::to_string(options.name.size()));
   }
-  const bool prefix_ok = !options.prefix.empty() && options.prefix.size() <= 64 &&
-                         options.prefix.find_first_not_of(
-                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                             "0123456789_.-") == std::string::npos;
-  if (!prefix_ok) {
+  if (!is_valid_prefix(options.prefix)) {
     throw InvalidArgument(
         "LimiterOptions::prefix must be 1 to 64 characters from "
         "[A-Za-z0-9_.-], got '" +

@@ -26,13 +26,15 @@ Task<void> release_in_background(std::shared_ptr<SemaphoreCore> core, std::strin
 
 }  // namespace
 
-SemaphoreCore::SemaphoreCore(ClientCore& client, std::int64_t capacity, std::string name,
-                             std::chrono::milliseconds lease_ttl)
+SemaphoreCore::SemaphoreCore(ClientCore& client, std::int64_t capacity, SemaphoreOptions options)
     : client_(client),
       capacity_(capacity),
-      escaped_name_(escape_key_part(name)),
-      lease_ttl_(lease_ttl),
+      prefix_(std::move(options.prefix)),
+      escaped_name_(escape_key_part(options.name)),
+      lease_ttl_(options.lease_ttl),
       random_(std::random_device{}()) {
+  const std::string& name = options.name;
+  const std::chrono::milliseconds lease_ttl = options.lease_ttl;
   if (capacity < 1 || capacity > 100'000) {
     throw InvalidArgument("Semaphore permits must be in [1, 100000], got " +
                           std::to_string(capacity));
@@ -40,6 +42,12 @@ SemaphoreCore::SemaphoreCore(ClientCore& client, std::int64_t capacity, std::str
   if (name.empty() || name.size() > 128) {
     throw InvalidArgument("Semaphore name must be 1 to 128 bytes, got " +
                           std::to_string(name.size()));
+  }
+  if (!is_valid_prefix(prefix_)) {
+    throw InvalidArgument(
+        "SemaphoreOptions::prefix must be 1 to 64 characters from "
+        "[A-Za-z0-9_.-], got '" +
+        prefix_ + "'");
   }
   if (lease_ttl.count() < 1 || lease_ttl.count() > 1'099'511'627) {
     throw InvalidArgument("Semaphore lease_ttl must be in [1 ms, 2^40 us (about 12.7 days)], got " +
@@ -52,7 +60,7 @@ std::string SemaphoreCore::redis_key(std::string_view key) const {
   if (key.size() > max_key_bytes) {
     throw InvalidArgument("key must be at most " + std::to_string(max_key_bytes) + " bytes");
   }
-  return key_base("rl", escaped_name_, key) + ":semaphore";
+  return key_base(prefix_, escaped_name_, key) + ":semaphore";
 }
 
 void SemaphoreCore::check_permits(std::int64_t permits) const {
@@ -232,10 +240,13 @@ Task<void> Lease::release() {
 
 // ---- Semaphore
 
+Semaphore::Semaphore(Client& client, std::int64_t permits, SemaphoreOptions options)
+    : core_(std::make_shared<detail::SemaphoreCore>(client.core(), permits, std::move(options))) {}
+
 Semaphore::Semaphore(Client& client, std::int64_t permits, std::string name,
                      std::chrono::milliseconds lease_ttl)
-    : core_(std::make_shared<detail::SemaphoreCore>(client.core(), permits, std::move(name),
-                                                    lease_ttl)) {}
+    : Semaphore(client, permits,
+                SemaphoreOptions{.name = std::move(name), .lease_ttl = lease_ttl}) {}
 
 Semaphore::~Semaphore() = default;
 

@@ -23,8 +23,7 @@ struct LeaseReply {
 /// may spawn) alive after the Semaphore is gone.
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
-  SemaphoreCore(ClientCore& client, std::int64_t capacity, std::string name,
-                std::chrono::milliseconds lease_ttl);
+  SemaphoreCore(ClientCore& client, std::int64_t capacity, SemaphoreOptions options);
 
   Task<std::optional<Lease>> try_acquire(std::string key, std::int64_t permits);
   Task<Lease> acquire(std::string key, std::int64_t permits, AcquireOptions options);
@@ -43,6 +42,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   ClientCore& client_;
   std::int64_t capacity_;
+  std::string prefix_;
   std::string escaped_name_;
   std::chrono::microseconds lease_ttl_;
   std::mt19937_64 random_;

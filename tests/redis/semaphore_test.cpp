@@ -65,6 +65,20 @@ TEST_F(SemaphoreTest, AtMostNPermitsAreHeldAtOnce) {
   EXPECT_EQ(held("tenant"), 0);
 }
 
+Task<void> hold_one(Semaphore& semaphore, std::vector<std::string>* keys_while_held,
+                    test::RedisServer& server) {
+  auto lease = co_await semaphore.try_acquire("tenant");
+  *keys_while_held = server.keys();
+  co_await lease->release();
+}
+
+TEST_F(SemaphoreTest, KeysStartWithTheChosenPrefix) {
+  Semaphore semaphore(client_, 2, SemaphoreOptions{.name = "exports", .prefix = "app"});
+  std::vector<std::string> keys;
+  run(loop(), hold_one(semaphore, &keys, server_));
+  EXPECT_EQ(keys, std::vector<std::string>{"app:{exports:tenant}:semaphore"});
+}
+
 Task<void> releases_never_add(Semaphore& semaphore, test::RedisServer& server, long long* held) {
   auto lease = co_await semaphore.try_acquire("tenant", 2);
   co_await lease->release();
@@ -206,6 +220,9 @@ TEST_F(SemaphoreTest, BadArgumentsAreRejectedBeforeAnyIo) {
   EXPECT_THROW(Semaphore(client_, 0, "x"), InvalidArgument);
   EXPECT_THROW(Semaphore(client_, 2, ""), InvalidArgument);
   EXPECT_THROW(Semaphore(client_, 2, "x", 0ms), InvalidArgument);
+  EXPECT_THROW(Semaphore(client_, 2, SemaphoreOptions{.name = "x", .prefix = "a b"}),
+               InvalidArgument);
+  EXPECT_THROW(Semaphore(client_, 2, SemaphoreOptions{.name = "x", .prefix = ""}), InvalidArgument);
   Semaphore semaphore(client_, 2, "x");
   EXPECT_THROW(run(loop(), semaphore.try_acquire("k", 3)), InvalidArgument);
   EXPECT_THROW(run(loop(), semaphore.try_acquire("", 1)), InvalidArgument);
