@@ -6,15 +6,23 @@
 namespace redlimit::detail {
 namespace {
 
-/// One per hiredis context. Owner: hiredis, through the cleanup hook; freed in the poll
-/// handle's close callback.
+/// One per hiredis context. Owner: hiredis, through the cleanup hook; freed when both handles'
+/// close callbacks have run.
 struct PollGlue {
   uv_poll_t poll;
+  uv_prepare_t flush;          ///< writes what commands queued, just before the loop polls
   redisAsyncContext* context;  // null once hiredis has cleaned up
   int events = 0;
   bool guard_sigpipe;
   std::shared_ptr<CloseLatch> latch;
+  bool flushing = false;  ///< inside the flush: a write hiredis could not finish needs the poll
+  int open_handles = 2;
 };
+
+void write_now(PollGlue* glue) {
+  SigpipeGuard guard(glue->guard_sigpipe);
+  redisAsyncHandleWrite(glue->context);
+}
 
 void on_poll(uv_poll_t* poll, int status, int events) {
   auto* glue = static_cast<PollGlue*>(poll->data);
@@ -23,10 +31,17 @@ void on_poll(uv_poll_t* poll, int status, int events) {
   // handing hiredis the events it asked for makes it read or write and see the error.
   const int ready = status < 0 ? glue->events : events;
   if (glue->context != nullptr && (ready & UV_READABLE)) redisAsyncHandleRead(glue->context);
-  if (glue->context != nullptr && (ready & UV_WRITABLE)) {
-    SigpipeGuard guard(glue->guard_sigpipe);
-    redisAsyncHandleWrite(glue->context);
-  }
+  if (glue->context != nullptr && (ready & UV_WRITABLE)) write_now(glue);
+}
+
+void on_flush(uv_prepare_t* flush) {
+  auto* glue = static_cast<PollGlue*>(flush->data);
+  uv_prepare_stop(flush);
+  if (glue->context == nullptr) return;
+  LoopScope scope;
+  glue->flushing = true;
+  write_now(glue);
+  glue->flushing = false;
 }
 
 void update(PollGlue* glue) {
@@ -49,8 +64,17 @@ void del_read(void* data) {
   update(glue);
 }
 
+// Why a prepare handle: commands are written once per loop iteration, all together, just
+// before the loop polls, instead of each waiting for the poll to report the socket writable
+// (two epoll_ctl calls and a loop iteration per command). Only a connected socket is written
+// this way; a connect in progress, or a write the socket could not take whole, waits for the
+// poll as before.
 void add_write(void* data) {
   auto* glue = static_cast<PollGlue*>(data);
+  if (!glue->flushing && (glue->context->c.flags & REDIS_CONNECTED)) {
+    uv_prepare_start(&glue->flush, &on_flush);
+    return;
+  }
   glue->events |= UV_WRITABLE;
   update(glue);
 }
@@ -61,27 +85,33 @@ void del_write(void* data) {
   update(glue);
 }
 
+void on_closed(uv_handle_t* handle) {
+  auto* closed = static_cast<PollGlue*>(handle->data);
+  if (--closed->open_handles > 0) return;
+  const std::shared_ptr<CloseLatch> latch = std::move(closed->latch);
+  delete closed;
+  latch->closed();
+}
+
 void cleanup(void* data) {
   auto* glue = static_cast<PollGlue*>(data);
   glue->context = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(&glue->poll), [](uv_handle_t* handle) {
-    auto* closed = static_cast<PollGlue*>(handle->data);
-    const std::shared_ptr<CloseLatch> latch = std::move(closed->latch);
-    delete closed;
-    latch->closed();
-  });
+  uv_close(reinterpret_cast<uv_handle_t*>(&glue->poll), &on_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&glue->flush), &on_closed);
 }
 
 }  // namespace
 
 bool attach_to_loop(redisAsyncContext* context, uv_loop_t* loop,
                     std::shared_ptr<CloseLatch> latch) {
-  auto* glue = new PollGlue{{}, context, 0, !sigpipe_ignored(), std::move(latch)};
+  auto* glue = new PollGlue{{}, {}, context, 0, !sigpipe_ignored(), std::move(latch)};
   if (uv_poll_init_socket(loop, &glue->poll, context->c.fd) != 0) {
     delete glue;
     return false;
   }
+  uv_prepare_init(loop, &glue->flush);
   glue->poll.data = glue;
+  glue->flush.data = glue;
   glue->latch->opened();
   context->ev.data = glue;
   context->ev.addRead = &add_read;
