@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "support/decision_checker.hpp"
+#include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
 namespace redlimit {
@@ -111,9 +112,15 @@ void expect_within_bound_and_in_order(const Outcomes& outcomes) {
     admits.push_back({a.slot_us, 1});
   const test::CheckResult check = test::check_admits(limit, admits);
   EXPECT_TRUE(check) << check.description;
+  // Slots are in reservation order by construction (Redis hands them out); what can go wrong is
+  // a waiter resumed before one with an earlier slot. A waiter woken late by a busy machine can
+  // complete after the next one: that is lateness, bounded by the slack, not unfairness.
+  const auto slack_ns = std::chrono::nanoseconds(test::deadline_slack).count();
   int out_of_order = 0;
   for (std::size_t i = 1; i < outcomes.allowed.size(); ++i) {
-    if (outcomes.allowed[i].completed_ns < outcomes.allowed[i - 1].completed_ns) ++out_of_order;
+    if (outcomes.allowed[i].completed_ns + slack_ns < outcomes.allowed[i - 1].completed_ns) {
+      ++out_of_order;
+    }
   }
   EXPECT_EQ(out_of_order, 0) << "waiters must complete in the order of their reservations";
 }
@@ -150,9 +157,11 @@ TEST_F(WaitingTest, CancellingHalfTheWaitersMovesTheOthersEarlierByExactlyTheirS
 
 TEST_F(WaitingTest, AWaitBeyondMaxWaitIsRefusedAtOnceAndReservesNothing) {
   const Outcomes outcomes = run_waiters(server_, 1'000, false);
-  // At 50/s, a queue within 1 s holds about 51 waiters; the rest are refused.
-  EXPECT_GE(outcomes.allowed.size(), 50u);
-  EXPECT_LE(outcomes.allowed.size(), 52u);
+  // At 50/s the first 51 reservations are within 1 s whenever they are made; how many more fit
+  // depends on how late the processes came (each 20 ms late frees one more slot), so the exact
+  // checks are per waiter: every admitted one waited at most max_wait, every refused one would
+  // have waited longer.
+  EXPECT_GE(outcomes.allowed.size(), 51u);
   EXPECT_EQ(outcomes.allowed.size() + outcomes.denied.size(),
             static_cast<std::size_t>(processes * per_process));
   for (const auto& [retry_after, waited] : outcomes.denied) {
