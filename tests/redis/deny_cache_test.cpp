@@ -36,7 +36,9 @@ Task<void> client_loop(uv_loop_t* loop, Limiter& limiter, Limiter& truth, Clock:
       run->admits.push_back({d.server_time_us, 1});
     } else if (d.source == Source::deny_cache) {
       ++run->denied_by_cache;
-      const auto cached_until = Clock::now() + d.retry_after;
+      // Why `started`: the cache answered at or after it, so this is at most the cached end;
+      // a clock read after the call would add any time the process was descheduled since.
+      const auto cached_until = started + d.retry_after;
       const Decision redis = co_await truth.peek("hot");
       const auto redis_until = Clock::now() + (redis.allowed ? 0us : redis.retry_after);
       if (cached_until > redis_until) ++run->cache_too_long;
