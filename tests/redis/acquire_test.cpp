@@ -114,9 +114,11 @@ TEST_P(AcquireTest, AWaitBeyondMaxWaitIsADenialThatReservesNothing) {
   run(loop(), beyond_max_wait(l, &last_ok, &refused, &next));
   EXPECT_TRUE(last_ok.allowed);
   EXPECT_FALSE(refused.allowed);
-  EXPECT_LT(refused.waited, 5ms) << "a refused acquire does not wait";
-  EXPECT_GT(refused.retry_after, 0us);
-  EXPECT_GE(refused.retry_after, 149ms) << "retry_after is the wait it would have had";
+  // The slack: the refused request reaches Redis a little after the first reservation (more on
+  // a busy machine), and its would-be wait is that much shorter than 150 ms.
+  EXPECT_LT(refused.waited, deadline_slack) << "a refused acquire does not wait";
+  EXPECT_GE(refused.retry_after, 150ms - deadline_slack)
+      << "retry_after is the wait it would have had";
   EXPECT_LE(refused.retry_after, 150ms);
   EXPECT_FALSE(next.allowed);
   EXPECT_LT(Clock::now() - start, 100ms + deadline_slack);
@@ -197,7 +199,7 @@ TEST_P(AcquireTest, WindowAlgorithmsAskAgainAtRetryAfter) {
   ASSERT_EQ(finished.size(), 3u);
   std::sort(finished.begin(), finished.end(),
             [](const Finished& a, const Finished& b) { return a.at < b.at; });
-  EXPECT_LT(finished[1].at - start, 50ms);
+  EXPECT_LT(finished[1].at - start, deadline_slack);
   EXPECT_GE(finished[2].at - start, 199ms);
   EXPECT_LT(finished[2].at - start, 200ms + deadline_slack);
 }

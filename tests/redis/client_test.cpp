@@ -206,7 +206,7 @@ Task<void> wait_then_fail_fast(Client& client, test::RedisServer& server) {
   co_await sleep_for(client.loop(), client.options().connect_timeout);
   start = Clock::now();
   EXPECT_THROW(co_await client.command("PING"), ConnectionError);
-  EXPECT_LT(elapsed_since(start), 20ms);
+  EXPECT_LT(elapsed_since(start), deadline_slack);
   server.resume();
   co_await ping_until_ok(client, 3s);
 }
@@ -515,7 +515,7 @@ TEST_F(ClientTest, BeyondMaxPendingCommandsFailAtOnceWithOverloaded) {
   Outcomes outcomes;
   std::chrono::milliseconds spent{};
   run(loop(), overflow_pending(client, &outcomes, &spent));
-  EXPECT_LT(spent, 5ms);
+  EXPECT_LT(spent, deadline_slack) << "refused at once, not after a wait";
   EXPECT_EQ(outcomes.ok, 10);
   run(loop(), client.close());
 }
