@@ -35,6 +35,21 @@ void write_book(State& state, const ReservationBook& book) {
   if (book.version == 1) state.cancel_log.clear();
 }
 
+/// Completes an allowed gcra or leaky-bucket reservation of the slot `slot`, `wait` away: the
+/// decision's TTL and reset, and the stored time moved to `after` with the new bookkeeping.
+void grant_at(ReserveOutcome& out, std::optional<LimitState>& state, FracTime after, std::int64_t p,
+              std::int64_t now, const ReservationBook& book, std::int64_t wait, FracTime slot) {
+  out.decision.ttl_us = subtract(after, {now, 0}, p).ceil_us();
+  out.decision.reset_after_us = out.decision.ttl_us;
+  out.wait_us = wait;
+  out.slot = slot;
+  out.book = reserved(book, now);
+  GcraState& written = writable<GcraState>(state);
+  written.tat = after;
+  written.den = p;
+  write_book(written, out.book);
+}
+
 /// Removes the oldest entries whose backlog end has passed.
 void prune(CancelLog& log, std::int64_t now) {
   std::size_t removed = 0;
@@ -112,15 +127,7 @@ ReserveOutcome reserve_gcra(const GcraParams& params, std::optional<LimitState>&
   }
   out.decision.allowed = true;
   out.decision.remaining = remaining_after(latest, after, p, params.d);
-  out.decision.ttl_us = subtract(after, {now, 0}, p).ceil_us();
-  out.decision.reset_after_us = out.decision.ttl_us;
-  out.wait_us = wait;
-  out.slot = slot;
-  out.book = reserved(book, now);
-  GcraState& written = writable<GcraState>(state);
-  written.tat = after;
-  written.den = p;
-  write_book(written, out.book);
+  grant_at(out, state, after, p, now, book, wait, slot);
   return out;
 }
 
@@ -188,15 +195,7 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params,
   }
   out.decision.allowed = true;
   out.decision.remaining = params.burst - ceil_div((after.us - now) * p + after.frac, params.d);
-  out.decision.ttl_us = subtract(after, {now, 0}, p).ceil_us();
-  out.decision.reset_after_us = out.decision.ttl_us;
-  out.wait_us = wait;
-  out.slot = free;
-  out.book = reserved(book, now);
-  GcraState& written = writable<GcraState>(state);
-  written.tat = after;
-  written.den = p;
-  write_book(written, out.book);
+  grant_at(out, state, after, p, now, book, wait, free);
   return out;
 }
 
