@@ -27,8 +27,10 @@ class ClientCore;
 
 /// How to reach Redis and how long to wait for it.
 struct ClientOptions {
-  /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`.
-  /// User and password may be percent-encoded. The password is never logged.
+  /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`
+  /// for one server; `redis-cluster://[user[:password]@]host:port[,host:port...]` for a Redis
+  /// Cluster (the seed nodes the slot map is first read from; every node takes the same
+  /// credentials). User and password may be percent-encoded. The password is never logged.
   std::string url = "redis://127.0.0.1:6379";
   /// A connection attempt (TCP connect plus AUTH, SELECT and PING) that takes longer fails.
   std::chrono::milliseconds connect_timeout{1000};
@@ -44,8 +46,12 @@ struct ClientOptions {
   std::shared_ptr<spdlog::logger> logger{};
 };
 
-/// The connection to Redis. Commands that name a key are routed by the key's hash slot (one
-/// node today). The client connects lazily on the first command, or on connect().
+/// The connection to Redis. Commands that name a key are routed by the key's hash slot: to the
+/// one server, or in a cluster to the primary that serves the slot (one connection per primary;
+/// MOVED and ASK are followed, at most 5 per call; TRYAGAIN, CLUSTERDOWN, LOADING and
+/// MASTERDOWN are retried with a short backoff while the call's deadline allows; a lost
+/// connection or READONLY makes the client reread the slot map). The client connects lazily on
+/// the first command, or on connect().
 ///
 /// Failure behaviour, per command: it completes with a reply or fails by its deadline with a
 /// typed error. While a connection attempt is in flight, commands wait for it (within their

@@ -1,12 +1,15 @@
 #include "redis/client_core.hpp"
 
+#include <algorithm>
 #include <array>
 
+#include "redis/cluster_router.hpp"
 #include "redis/command_keys.hpp"
 #include "redis/endpoint.hpp"
 #include "redis/key_slot.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
 #include "runtime/logger.hpp"
 
 namespace redlimit::detail {
@@ -35,13 +38,25 @@ bool is_noscript(const Reply& reply) {
   return reply.type == Reply::Type::error && reply.str.rfind("NOSCRIPT", 0) == 0;
 }
 
-}  // namespace
-
-namespace {
-
 ConnectionSettings settings_of(const ClientOptions& options) {
   return {options.connect_timeout, options.reconnect_min, options.reconnect_max,
           options.max_pending};
+}
+
+std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& options) {
+  if (is_cluster_url(options.url)) {
+    return std::make_unique<ClusterRouter>(loop, parse_cluster_url(options.url),
+                                           settings_of(options), options.command_timeout,
+                                           options.logger);
+  }
+  return std::make_unique<SingleNodeRouter>(std::make_unique<Connection>(
+      loop, parse_redis_url(options.url), settings_of(options), options.logger));
+}
+
+/// The pause before retrying a cluster error that says "not now" (a slot migrating, a
+/// failover in progress): 2, 4, 8 ... ms, at most 100 ms.
+std::chrono::milliseconds retry_delay(int retries) {
+  return std::chrono::milliseconds(std::min(100, 2 << std::min(retries, 6)));
 }
 
 }  // namespace
@@ -49,18 +64,15 @@ ConnectionSettings settings_of(const ClientOptions& options) {
 ClientCore::ClientCore(uv_loop_t* loop, ClientOptions options)
     : loop_(loop),
       options_(validated(std::move(options))),
-      endpoint_(parse_redis_url(options_.url)),
       breaker_(CircuitBreaker::Settings{.probe_timeout = options_.command_timeout +
-                                                         std::chrono::milliseconds(100)}) {
-  router_ = std::make_unique<SingleNodeRouter>(
-      std::make_unique<Connection>(loop, endpoint_, settings_of(options_), options_.logger));
-}
+                                                         std::chrono::milliseconds(100)}),
+      router_(make_router(loop, options_)) {}
 
 Subscriber& ClientCore::subscriber() {
   check_thread();
   if (!subscriber_) {
-    subscriber_ =
-        std::make_unique<Subscriber>(loop_, endpoint_, settings_of(options_), options_.logger);
+    subscriber_ = std::make_unique<Subscriber>(loop_, router_->subscriber_endpoints(),
+                                               settings_of(options_), options_.logger);
   }
   return *subscriber_;
 }
@@ -73,13 +85,7 @@ void ClientCore::check_thread() const {
 
 Task<void> ClientCore::connect() {
   check_thread();
-  const std::array<std::string_view, 1> ping = {"PING"};
-  CommandResult result =
-      co_await router_->route(std::nullopt)
-          .send(ping, Clock::now() + options_.connect_timeout + options_.command_timeout);
-  if (result.reply.type == Reply::Type::error) {
-    std::rethrow_exception(exception_from_error(result.reply.str));
-  }
+  co_await router_->connect(Clock::now() + options_.connect_timeout + options_.command_timeout);
 }
 
 Task<void> ClientCore::close() {
@@ -94,17 +100,96 @@ Task<void> ClientCore::close() {
   closed_.set();
 }
 
+Task<CommandResult> ClientCore::attempt(Connection& connection, bool asking,
+                                        std::span<const std::string_view> argv,
+                                        const scripts::ScriptSource* script,
+                                        Clock::time_point deadline) {
+  static constexpr std::array<std::string_view, 1> asking_argv = {"ASKING"};
+  // Why both sends before either await: ASKING applies to the very next command on its
+  // connection, and sends go out in call order.
+  std::optional<CommandAwaiter> ask;
+  if (asking) ask.emplace(connection.send(asking_argv, deadline));
+  CommandAwaiter command = connection.send(argv, deadline);
+  if (ask) co_await std::move(*ask);
+  CommandResult result = co_await std::move(command);
+  if (script == nullptr) co_return result;
+  // Why up to twice: a SCRIPT FLUSH may land between another call's reload and ours.
+  for (int reloads = 0; reloads < 2 && is_noscript(result.reply); ++reloads) {
+    std::vector<std::string_view> retry(argv.begin(), argv.end());
+    if (!connection.script_loaded_after(script->index, result.sequence)) {
+      retry[0] = "EVAL";
+      retry[1] = script->source;
+      connection.note_script_load(script->index);
+    }
+    if (asking) ask.emplace(connection.send(asking_argv, deadline));
+    CommandAwaiter reload = connection.send(retry, deadline);
+    if (asking) co_await std::move(*ask);
+    result = co_await std::move(reload);
+  }
+  co_return result;
+}
+
+Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
+                                        std::span<const std::string_view> argv,
+                                        const scripts::ScriptSource* script,
+                                        Clock::time_point deadline) {
+  Connection* target = &router_->route(slot);
+  bool asking = false;
+  int redirects = 0;
+  int retries = 0;
+  for (;;) {
+    if (!target->accepting() && !closing_) {  // its node left the slot map meanwhile
+      target = &router_->route(slot);
+      asking = false;
+    }
+    CommandResult result;
+    std::exception_ptr failure;
+    try {
+      result = co_await attempt(*target, asking, argv, script, deadline);
+    } catch (const ConnectionError&) {
+      failure = std::current_exception();
+    }
+    if (failure) {
+      router_->suspect_topology();
+      std::rethrow_exception(failure);
+    }
+    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) co_return result;
+
+    switch (classify_cluster_error(result.reply.str)) {
+      case ClusterErrorKind::redirect: {
+        const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
+        Connection* next = redirect ? router_->follow(*redirect) : nullptr;
+        if (next == nullptr || ++redirects > max_redirects) co_return result;
+        target = next;
+        asking = redirect->kind == Redirect::Kind::ask;
+        continue;
+      }
+      case ClusterErrorKind::stale_map:
+      case ClusterErrorKind::retry_later: {
+        if (error_code(result.reply.str) != "TRYAGAIN") router_->suspect_topology();
+        const auto delay = retry_delay(retries++);
+        if (Clock::now() + delay >= deadline) co_return result;
+        co_await sleep_for(loop_, delay);
+        target = &router_->route(slot);
+        asking = false;
+        continue;
+      }
+      case ClusterErrorKind::other:
+        co_return result;
+    }
+  }
+}
+
 Task<Reply> ClientCore::command(std::vector<std::string> argv) {
   check_thread();
   if (argv.empty()) throw InvalidArgument("Client::command: argv must name a command");
+  // Why separate statements: g++ 12 miscompiles conditional temporaries inside co_await.
   const auto key = routing_key(argv);
-  Connection& connection =
-      router_->route(key ? std::optional<std::uint16_t>(key_slot(*key)) : std::nullopt);
+  std::optional<std::uint16_t> slot;
+  if (key) slot = key_slot(*key);
   const std::vector<std::string_view> views(argv.begin(), argv.end());
-  CommandResult result = co_await connection.send(views, command_deadline());
-  if (result.reply.type == Reply::Type::error) {
-    std::rethrow_exception(exception_from_error(result.reply.str));
-  }
+  CommandResult result = co_await execute(slot, views, nullptr, command_deadline());
+  if (result.reply.type == Reply::Type::error) raise(result.reply.str, {});
   co_return std::move(result.reply);
 }
 
@@ -112,8 +197,6 @@ Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
                              std::span<const std::string_view> keys,
                              std::span<const std::string_view> args, Clock::time_point deadline) {
   check_thread();
-  Connection& connection = router_->route(
-      keys.empty() ? std::nullopt : std::optional<std::uint16_t>(key_slot(keys.front())));
   const std::string key_count = std::to_string(keys.size());
   std::vector<std::string_view> argv;
   argv.reserve(3 + keys.size() + args.size());
@@ -122,23 +205,22 @@ Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
   argv.push_back(key_count);
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
-
-  CommandResult result = co_await connection.send(argv, deadline);
-  if (is_noscript(result.reply) && connection.script_loaded_after(script.index, result.sequence)) {
-    result = co_await connection.send(argv, deadline);
-  }
-  if (is_noscript(result.reply)) {
-    argv[0] = "EVAL";
-    argv[1] = script.source;
-    connection.note_script_load(script.index);
-    result = co_await connection.send(argv, deadline);
-  }
+  std::optional<std::uint16_t> slot;
+  if (!keys.empty()) slot = key_slot(keys.front());
+  CommandResult result = co_await execute(slot, argv, &script, deadline);
   if (result.reply.type == Reply::Type::error) {
-    std::rethrow_exception(exception_from_error(
-        result.reply.str,
-        "script '" + std::string(script.name) + "' calls: " + std::string(script.commands)));
+    raise(result.reply.str,
+          "script '" + std::string(script.name) + "' calls: " + std::string(script.commands));
   }
   co_return std::move(result.reply);
+}
+
+void ClientCore::raise(const std::string& error, std::string_view hint) const {
+  if (!router_->is_cluster() && parse_redirect(error, {})) {
+    throw ConfigError("Redis answered '" + error +
+                      "': the server is a Redis Cluster node; use a redis-cluster:// URL");
+  }
+  std::rethrow_exception(exception_from_error(error, hint));
 }
 
 }  // namespace redlimit::detail

@@ -3,6 +3,7 @@
 #include <uv.h>
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +30,9 @@ class ClientCore {
   Task<void> close();
   Task<Reply> command(std::vector<std::string> argv);
 
+  /// Most redirects one call follows (MOVED and ASK together).
+  static constexpr int max_redirects = 5;
+
   /// Runs an embedded script with EVALSHA; on NOSCRIPT, sends EVAL (which also loads it) or,
   /// when another call already reloaded it on this connection, EVALSHA once more. An error
   /// reply is raised (ReplyError; ConfigError for permissions, naming the script's commands).
@@ -52,12 +56,25 @@ class ClientCore {
   void check_thread() const;
 
  private:
+  /// Sends `argv` to the node serving `slot` and follows the cluster's answers: MOVED and ASK
+  /// (at most max_redirects), TRYAGAIN, CLUSTERDOWN, LOADING and MASTERDOWN (backs off and
+  /// retries while the deadline allows). With `script`, argv is an EVALSHA of it and NOSCRIPT
+  /// is answered on the node that said it. Error replies come back in the result.
+  Task<CommandResult> execute(std::optional<std::uint16_t> slot,
+                              std::span<const std::string_view> argv,
+                              const scripts::ScriptSource* script, Clock::time_point deadline);
+  /// Throws the exception an error reply becomes (see exception_from_error).
+  [[noreturn]] void raise(const std::string& error, std::string_view hint) const;
+  /// One try on one connection: ASKING first when `asking`, EVAL after NOSCRIPT.
+  Task<CommandResult> attempt(Connection& connection, bool asking,
+                              std::span<const std::string_view> argv,
+                              const scripts::ScriptSource* script, Clock::time_point deadline);
+
   uv_loop_t* loop_;
   ClientOptions options_;
   std::thread::id owner_thread_ = std::this_thread::get_id();
-  Endpoint endpoint_;
   CircuitBreaker breaker_;
-  std::unique_ptr<SlotRouter> router_;
+  std::unique_ptr<SlotRouter> router_;  ///< after options_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   bool closing_ = false;
   Completion closed_;  ///< a second close() waits for the first

@@ -68,6 +68,10 @@ class Connection {
   /// Commands waiting for a connection or a reply.
   std::size_t pending() const noexcept { return pending_; }
   const Endpoint& endpoint() const noexcept { return endpoint_; }
+  /// False once close() has begun: commands sent now fail with UsageError.
+  bool accepting() const noexcept { return state_ != State::closing && state_ != State::closed; }
+  /// True once close() has finished.
+  bool closed() const noexcept { return state_ == State::closed; }
   const std::shared_ptr<spdlog::logger>& logger() const noexcept { return logger_; }
 
   /// True if an EVAL of script `index` was sent on this connection after the command with

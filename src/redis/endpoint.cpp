@@ -111,6 +111,8 @@ void parse_unix(std::string_view rest, Endpoint& endpoint) {
   endpoint.path = std::string(path);
 }
 
+constexpr std::string_view cluster_scheme = "redis-cluster://";
+
 }  // namespace
 
 std::string Endpoint::display() const {
@@ -140,9 +142,32 @@ Endpoint parse_redis_url(std::string_view url) {
     bad_url(scheme_end == std::string_view::npos
                 ? "expected redis://host[:port][/db] or unix:///path"
                 : "unsupported scheme '" + std::string(url.substr(0, scheme_end)) +
-                      "' (supported: redis, unix)");
+                      "' (supported: redis, unix, redis-cluster)");
   }
   return endpoint;
+}
+
+bool is_cluster_url(std::string_view url) noexcept {
+  return url.substr(0, cluster_scheme.size()) == cluster_scheme;
+}
+
+std::vector<Endpoint> parse_cluster_url(std::string_view url) {
+  if (!is_cluster_url(url)) bad_url("expected redis-cluster://host:port[,host:port...]");
+  Endpoint credentials;
+  std::string_view seeds = take_credentials(url.substr(cluster_scheme.size()), credentials);
+  if (seeds.find('/') != std::string_view::npos) {
+    bad_url("a cluster has only database 0: no /db part in redis-cluster:// URLs");
+  }
+  std::vector<Endpoint> endpoints;
+  for (;;) {
+    const auto comma = seeds.find(',');
+    Endpoint seed = credentials;
+    parse_tcp(seeds.substr(0, comma), seed);
+    endpoints.push_back(std::move(seed));
+    if (comma == std::string_view::npos) break;
+    seeds.remove_prefix(comma + 1);
+  }
+  return endpoints;
 }
 
 }  // namespace redlimit::detail

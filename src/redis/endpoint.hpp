@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace redlimit::detail {
 
@@ -24,5 +25,13 @@ struct Endpoint {
 /// `unix://[user[:password]@]/path[?db=N]`; throws ConfigError naming what is wrong (never
 /// quoting the password).
 Endpoint parse_redis_url(std::string_view url);
+
+/// True when `url` names a Redis Cluster (`redis-cluster://`).
+bool is_cluster_url(std::string_view url) noexcept;
+
+/// Parses `redis-cluster://[user[:password]@]host[:port][,host[:port]...]`: one Endpoint per
+/// seed node, each with the credentials. A cluster has only database 0, so no /db part is
+/// accepted. Throws ConfigError as parse_redis_url does.
+std::vector<Endpoint> parse_cluster_url(std::string_view url);
 
 }  // namespace redlimit::detail

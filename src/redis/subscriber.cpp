@@ -12,10 +12,10 @@
 
 namespace redlimit::detail {
 
-Subscriber::Subscriber(uv_loop_t* loop, Endpoint endpoint, ConnectionSettings settings,
-                       std::shared_ptr<spdlog::logger> logger)
+Subscriber::Subscriber(uv_loop_t* loop, std::vector<Endpoint> endpoints,
+                       ConnectionSettings settings, std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
-      endpoint_(std::move(endpoint)),
+      endpoints_(std::move(endpoints)),
       settings_(settings),
       logger_(std::move(logger)),
       connect_timer_(loop, &on_connect_timer, this, latch_.get()),
@@ -66,14 +66,14 @@ void Subscriber::unsubscribe(std::uint64_t id) {
 Task<void> Subscriber::confirmed(std::string channel, Clock::time_point deadline) {
   for (;;) {
     if (state_ == State::closing || state_ == State::closed) {
-      throw ConnectionError("redis " + endpoint_.display() + ": the subscriber is closed");
+      throw ConnectionError("redis " + endpoint().display() + ": the subscriber is closed");
     }
     const auto entry = channels_.find(channel);
     if (entry == channels_.end()) throw UsageError("confirmed(): not subscribed to " + channel);
     if (entry->second.confirmed) co_return;
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
-      throw TimeoutError("redis " + endpoint_.display() + ": subscription to " + channel +
+      throw TimeoutError("redis " + endpoint().display() + ": subscription to " + channel +
                          " not confirmed within the deadline");
     }
     std::stop_source wake;
@@ -106,14 +106,14 @@ void Subscriber::wake_waiters(Channel& channel) {
 
 void Subscriber::start_connect() {
   state_ = State::connecting;
-  OpenedContext opened = open_context(endpoint_, loop_, latch_, this, &on_connect, &on_disconnect);
+  OpenedContext opened = open_context(endpoint(), loop_, latch_, this, &on_connect, &on_disconnect);
   if (opened.context == nullptr) return attempt_failed(opened.error);
   context_ = opened.context;
   connect_timer_.start(static_cast<std::uint64_t>(settings_.connect_timeout.count()));
-  if (endpoint_.password.empty()) return subscribe_all();
+  if (endpoint().password.empty()) return subscribe_all();
   std::vector<std::string_view> auth = {"AUTH"};
-  if (!endpoint_.user.empty()) auth.push_back(endpoint_.user);
-  auth.push_back(endpoint_.password);
+  if (!endpoint().user.empty()) auth.push_back(endpoint().user);
+  auth.push_back(endpoint().password);
   send_argv(context_, &on_auth_reply, nullptr, auth);
 }
 
@@ -162,7 +162,7 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void*)
     // wakes at its reserved time. But an operator must hear of it (an ACL without SUBSCRIBE).
     if (!std::exchange(self->refusal_logged_, true)) {
       self->logger_->warn("redis {}: SUBSCRIBE refused ({}); waiters wake only at their own times",
-                          self->endpoint_.display(), std::string_view(r->str, r->len));
+                          self->endpoint().display(), std::string_view(r->str, r->len));
     }
     return;
   }
@@ -216,7 +216,8 @@ void Subscriber::attempt_failed(const std::string& why) {
     channel.confirmed = false;
   const auto delay = backoff_.next();
   logger_->warn("redis {}: subscriber connection failed: {}; next attempt in {} ms",
-                endpoint_.display(), why, delay.count());
+                endpoint().display(), why, delay.count());
+  current_ = (current_ + 1) % endpoints_.size();
   state_ = State::backoff;
   backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));
 }
@@ -226,8 +227,9 @@ void Subscriber::lost(const std::string& why) {
     channel.confirmed = false;
   if (state_ == State::closing || state_ == State::closed) return;
   if (state_ == State::ready) {
-    logger_->warn("redis {}: subscriber connection lost ({}); reconnecting", endpoint_.display(),
+    logger_->warn("redis {}: subscriber connection lost ({}); reconnecting", endpoint().display(),
                   why);
+    current_ = (current_ + 1) % endpoints_.size();
     state_ = State::connecting;
     backoff_timer_.start(0);
   } else {

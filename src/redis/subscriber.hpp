@@ -27,15 +27,17 @@ class logger;
 
 namespace redlimit::detail {
 
-/// One pub/sub connection to one server: handlers per channel, subscribed while they exist,
-/// subscribed again after every reconnect. Messages published while the connection is down are
-/// lost (pub/sub is fire-and-forget); users must treat a message as a hint they can do without.
+/// One pub/sub connection: handlers per channel, subscribed while they exist, subscribed again
+/// after every reconnect. Given several servers (the nodes of a cluster, where messages reach
+/// every node), it moves to the next one after a failed attempt or a lost connection. Messages
+/// published while the connection is down are lost (pub/sub is fire-and-forget); users must treat a
+/// message as a hint they can do without.
 class Subscriber {
  public:
   using Clock = std::chrono::steady_clock;
   using Handler = std::function<void(std::string_view message)>;
 
-  Subscriber(uv_loop_t* loop, Endpoint endpoint, ConnectionSettings settings,
+  Subscriber(uv_loop_t* loop, std::vector<Endpoint> endpoints, ConnectionSettings settings,
              std::shared_ptr<spdlog::logger> logger);
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
@@ -73,9 +75,12 @@ class Subscriber {
   void drop_context();
   void lost(const std::string& why);
   void wake_waiters(Channel& channel);
+  /// The server in use, or the one to try next.
+  const Endpoint& endpoint() const noexcept { return endpoints_[current_]; }
 
   uv_loop_t* loop_;
-  Endpoint endpoint_;
+  std::vector<Endpoint> endpoints_;
+  std::size_t current_ = 0;
   ConnectionSettings settings_;
   std::shared_ptr<spdlog::logger> logger_;
   std::shared_ptr<CloseLatch> latch_ = std::make_shared<CloseLatch>();

@@ -103,5 +103,44 @@ TEST(RedisUrl, DisplayFormLeavesThePasswordOut) {
   EXPECT_EQ(parse_redis_url("unix://:pw@/tmp/r.sock?db=1").display(), "unix:///tmp/r.sock?db=1");
 }
 
+std::string cluster_error_of(const std::string& url) {
+  try {
+    parse_cluster_url(url);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ClusterUrl, EverySeedGetsTheCredentials) {
+  const auto seeds = parse_cluster_url("redis-cluster://limiter:p%40ss,w@10.0.0.1:7000,10.0.0.2");
+  ASSERT_EQ(seeds.size(), 2u);
+  EXPECT_EQ(seeds[0].host, "10.0.0.1");
+  EXPECT_EQ(seeds[0].port, 7000);
+  EXPECT_EQ(seeds[1].host, "10.0.0.2");
+  EXPECT_EQ(seeds[1].port, 6379);
+  for (const Endpoint& seed : seeds) {
+    EXPECT_EQ(seed.user, "limiter");
+    EXPECT_EQ(seed.password, "p@ss,w");
+    EXPECT_EQ(seed.db, 0);
+  }
+}
+
+TEST(ClusterUrl, IsRecognizedByItsScheme) {
+  EXPECT_TRUE(is_cluster_url("redis-cluster://127.0.0.1:7000"));
+  EXPECT_FALSE(is_cluster_url("redis://127.0.0.1:7000"));
+}
+
+TEST(ClusterUrl, RejectsADatabaseAnEmptySeedAndABadPort) {
+  EXPECT_NE(cluster_error_of("redis-cluster://127.0.0.1:7000/1").find("only database 0"),
+            std::string::npos);
+  EXPECT_NE(cluster_error_of("redis-cluster://127.0.0.1:7000,").find("missing host"),
+            std::string::npos);
+  EXPECT_NE(cluster_error_of("redis-cluster://127.0.0.1:70000").find("the port"),
+            std::string::npos);
+  EXPECT_NE(config_error_of("redis-cluster://h:1").find("supported: redis, unix, redis-cluster"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace redlimit::detail

@@ -1,0 +1,183 @@
+#include "redis/cluster_router.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <set>
+#include <string_view>
+
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+NodeAddress address_of(const Endpoint& endpoint) {
+  return {endpoint.host, endpoint.port};
+}
+
+Task<void> close_connection(Connection* connection) {
+  co_await connection->close();
+}
+
+}  // namespace
+
+ClusterRouter::ClusterRouter(uv_loop_t* loop, std::vector<Endpoint> seeds,
+                             ConnectionSettings settings, std::chrono::milliseconds command_timeout,
+                             std::shared_ptr<spdlog::logger> logger)
+    : loop_(loop),
+      seeds_(std::move(seeds)),
+      settings_(settings),
+      command_timeout_(command_timeout),
+      logger_(std::move(logger)) {}
+
+Connection& ClusterRouter::node(const NodeAddress& address) {
+  const std::string key = address.display();
+  if (const auto found = nodes_.find(key); found != nodes_.end()) return *found->second;
+  // Why: a connection made after close() began would never be closed; any closed one fails
+  // the command as a closed client should.
+  if (closing_ && !nodes_.empty()) return *nodes_.begin()->second;
+  Endpoint endpoint = seeds_.front();
+  endpoint.host = address.host;
+  endpoint.port = address.port;
+  auto connection = std::make_unique<Connection>(loop_, std::move(endpoint), settings_, logger_);
+  return *nodes_.emplace(key, std::move(connection)).first->second;
+}
+
+Connection& ClusterRouter::route(std::optional<std::uint16_t> slot) {
+  if (!map_known_) {
+    suspect_topology();
+    return node(address_of(seeds_.front()));
+  }
+  if (slot) {
+    if (Connection* owner = owner_[*slot]) return *owner;
+    suspect_topology();  // a slot nobody serves: it may have been assigned since
+  }
+  return nodes_.empty() ? node(address_of(seeds_.front())) : *nodes_.begin()->second;
+}
+
+Connection* ClusterRouter::follow(const Redirect& redirect) {
+  Connection& target = node(redirect.target);
+  if (redirect.kind == Redirect::Kind::moved) {
+    owner_[redirect.slot] = &target;
+    // Why: slots move in batches (resharding, failover); learn the rest in one read.
+    suspect_topology();
+  }
+  return &target;
+}
+
+void ClusterRouter::suspect_topology() {
+  if (closing_ || refreshing_) return;
+  const auto now = Clock::now();
+  if (last_refresh_ != Clock::time_point{} && now - last_refresh_ < refresh_interval) return;
+  last_refresh_ = now;
+  refreshing_ = true;
+  refresh_done_ = std::make_unique<Completion>();
+  spawn(loop_, background_refresh());
+}
+
+Task<void> ClusterRouter::background_refresh() {
+  const bool refreshed =
+      co_await refresh(Clock::now() + settings_.connect_timeout + command_timeout_);
+  if (!refreshed && !closing_) logger_->debug("redis cluster: no node answered CLUSTER SLOTS");
+  refreshing_ = false;
+  // Why last: setting it may resume close(), after which this router may be gone.
+  const std::unique_ptr<Completion> done = std::move(refresh_done_);
+  done->set();
+}
+
+Task<bool> ClusterRouter::refresh(Clock::time_point deadline) {
+  std::vector<NodeAddress> candidates;
+  std::set<std::string> listed;
+  for (const auto& [key, connection] : nodes_) {
+    if (listed.insert(key).second) candidates.push_back(address_of(connection->endpoint()));
+  }
+  for (const Endpoint& seed : seeds_) {
+    NodeAddress address = address_of(seed);
+    if (listed.insert(address.display()).second) candidates.push_back(std::move(address));
+  }
+  static constexpr std::array<std::string_view, 2> cluster_slots = {"CLUSTER", "SLOTS"};
+  for (const NodeAddress& address : candidates) {
+    const auto now = Clock::now();
+    if (closing_ || now >= deadline) co_return false;
+    Connection& connection = node(address);
+    CommandResult result;
+    try {
+      result = co_await connection.send(cluster_slots, std::min(deadline, now + command_timeout_));
+    } catch (const Error& e) {
+      logger_->debug("redis cluster: CLUSTER SLOTS from {} failed: {}", address.display(),
+                     e.what());
+      continue;
+    }
+    if (result.reply.type == Reply::Type::error) {
+      if (result.reply.str.find("cluster support disabled") != std::string::npos) {
+        throw ConfigError("redis " + address.display() +
+                          " is not a cluster node; use a redis:// URL for it: " + result.reply.str);
+      }
+      logger_->debug("redis cluster: CLUSTER SLOTS from {}: {}", address.display(),
+                     result.reply.str);
+      continue;
+    }
+    std::vector<SlotRange> ranges;
+    try {
+      ranges = parse_cluster_slots(result.reply, address.host);
+    } catch (const ProtocolError& e) {
+      logger_->warn("redis cluster: {} from {}", e.what(), address.display());
+      continue;
+    }
+    if (ranges.empty()) continue;  // a node that has not joined a cluster yet
+    apply(ranges);
+    co_return true;
+  }
+  co_return false;
+}
+
+void ClusterRouter::apply(const std::vector<SlotRange>& ranges) {
+  owner_.fill(nullptr);
+  for (const SlotRange& range : ranges) {
+    Connection& primary = node(range.primary);
+    std::fill(owner_.begin() + range.first, owner_.begin() + range.last + 1, &primary);
+  }
+  if (!map_known_) logger_->debug("redis cluster: slot map loaded ({} ranges)", ranges.size());
+  map_known_ = true;
+  retire_unused();
+}
+
+void ClusterRouter::retire_unused() {
+  retired_.remove_if([](const std::unique_ptr<Connection>& c) { return c->closed(); });
+  const std::set<const Connection*> serving(owner_.begin(), owner_.end());
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (serving.contains(it->second.get())) {
+      ++it;
+      continue;
+    }
+    spawn(loop_, close_connection(it->second.get()));
+    retired_.push_back(std::move(it->second));
+    it = nodes_.erase(it);
+  }
+}
+
+Task<void> ClusterRouter::connect(Clock::time_point deadline) {
+  last_refresh_ = Clock::now();
+  const bool refreshed = co_await refresh(deadline);
+  if (!refreshed) {
+    std::string seeds;
+    for (const Endpoint& seed : seeds_)
+      seeds += (seeds.empty() ? "" : ", ") + seed.display();
+    throw ConnectionError("redis cluster: no node answered CLUSTER SLOTS in time (seeds: " + seeds +
+                          ")");
+  }
+}
+
+Task<void> ClusterRouter::close() {
+  if (nodes_.empty()) node(address_of(seeds_.front()));
+  closing_ = true;
+  if (refreshing_) co_await refresh_done_->wait();
+  for (auto& [key, connection] : nodes_)
+    co_await connection->close();
+  for (auto& connection : retired_)
+    co_await connection->close();
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <uv.h>
+
+#include <array>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redis/slot_router.hpp"
+#include "runtime/completion.hpp"
+
+namespace redlimit::detail {
+
+/// Routes by the slot map of a Redis Cluster: one connection per primary, created on first
+/// use; the map is read with CLUSTER SLOTS from any reachable node (known primaries first, then
+/// the seeds) on connect(), when the first command is routed, and when something suggests it
+/// is stale (at most once per refresh_interval). MOVED updates one slot at once.
+///
+/// Connections to nodes that no longer serve a slot are closed after a refresh, so a dead or
+/// demoted node is not reconnected to forever.
+class ClusterRouter final : public SlotRouter {
+ public:
+  /// Refreshes of the slot map start at most this often.
+  static constexpr std::chrono::milliseconds refresh_interval{100};
+
+  ClusterRouter(uv_loop_t* loop, std::vector<Endpoint> seeds, ConnectionSettings settings,
+                std::chrono::milliseconds command_timeout, std::shared_ptr<spdlog::logger> logger);
+
+  Connection& route(std::optional<std::uint16_t> slot) override;
+  bool is_cluster() const noexcept override { return true; }
+  Connection* follow(const Redirect& redirect) override;
+  void suspect_topology() override;
+  Task<void> connect(Clock::time_point deadline) override;
+  Task<void> close() override;
+  std::vector<Endpoint> subscriber_endpoints() const override { return seeds_; }
+
+ private:
+  /// The connection to `address`, created if there is none (with the seeds' credentials).
+  Connection& node(const NodeAddress& address);
+  /// Asks the known primaries, then the seeds, for CLUSTER SLOTS; applies the first answer.
+  /// False if no node answered by `deadline`.
+  Task<bool> refresh(Clock::time_point deadline);
+  Task<void> background_refresh();
+  void apply(const std::vector<SlotRange>& ranges);
+  void retire_unused();
+
+  uv_loop_t* loop_;
+  std::vector<Endpoint> seeds_;
+  ConnectionSettings settings_;
+  std::chrono::milliseconds command_timeout_;
+  std::shared_ptr<spdlog::logger> logger_;
+  std::map<std::string, std::unique_ptr<Connection>> nodes_;  ///< by NodeAddress::display()
+  /// Closed (or closing) connections of nodes that left the map; freed once closed.
+  std::list<std::unique_ptr<Connection>> retired_;
+  std::array<Connection*, 16384> owner_{};  ///< per slot; null until known
+  bool map_known_ = false;
+  bool refreshing_ = false;
+  bool closing_ = false;
+  Clock::time_point last_refresh_{};
+  std::unique_ptr<Completion> refresh_done_;  ///< set when the running refresh ends
+};
+
+}  // namespace redlimit::detail
