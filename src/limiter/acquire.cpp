@@ -64,15 +64,16 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
   Backend* backend = backend_.get();
   std::optional<Reservation> reservation;
   const auto now = Clock::now();
-  if (breaker_ == nullptr || breaker_->allow(now)) {
+  CircuitBreaker* const breaker = breaker_for(request);
+  if (breaker == nullptr || breaker->allow(now)) {
     std::exception_ptr error;
     try {
       reservation = co_await backend_->reserve(request, max_wait);
-      if (breaker_ != nullptr) breaker_->success();
+      if (breaker != nullptr) breaker->success();
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) failed(error);
+    if (error) failed(error, breaker);
   }
   if (!reservation) {
     if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <string_view>
 
 namespace redlimit::detail {
 
@@ -41,6 +42,15 @@ class CircuitBreaker {
   Clock::duration open_for_{};
   Clock::time_point open_until_{};
   Clock::time_point probe_sent_{};
+};
+
+/// The breakers of one client, one per Redis server: in a cluster, one node's outage must not
+/// stop the calls that go to the others.
+class BreakerDirectory {
+ public:
+  virtual ~BreakerDirectory() = default;
+  /// The breaker of the server that holds `key` now.
+  virtual CircuitBreaker& breaker_for(std::string_view key) = 0;
 };
 
 }  // namespace redlimit::detail

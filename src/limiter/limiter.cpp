@@ -11,7 +11,7 @@ namespace redlimit {
 Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
     : core_(std::make_shared<detail::LimiterCore>(
           client.loop(), std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
-          std::move(options), &client.core().breaker(), client.core().logger())) {}
+          std::move(options), &client.core(), client.core().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
     : core_(std::make_shared<detail::LimiterCore>(loop, std::make_unique<detail::LocalBackend>(),

@@ -75,16 +75,16 @@ bool cacheable(const CompiledPolicy& policy) {
 }  // namespace
 
 LimiterCore::LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Policy policy,
-                         LimiterOptions options, CircuitBreaker* breaker,
+                         LimiterOptions options, BreakerDirectory* breakers,
                          std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
       options_(validated(std::move(options))),
       escaped_name_(escape_key_part(options_.name)),
       policy_(CompiledPolicy::compile(policy)),
       backend_(std::move(backend)),
-      breaker_(breaker),
+      breakers_(breakers),
       logger_(std::move(logger)) {
-  if (breaker_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
+  if (breakers_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
     fallback_ = std::make_unique<LocalBackend>();
   }
@@ -114,15 +114,15 @@ bool LimiterCore::fits_fallback(const DecideRequest& request) const {
   return true;
 }
 
-void LimiterCore::failed(std::exception_ptr error) {
+void LimiterCore::failed(std::exception_ptr error, CircuitBreaker* breaker) {
   if (!is_unavailability(error)) {
-    if (breaker_ != nullptr) breaker_->success();  // Redis answered, with an error
+    if (breaker != nullptr) breaker->success();  // Redis answered, with an error
     std::rethrow_exception(error);
   }
-  if (breaker_ == nullptr) return;
-  const bool was_open = breaker_->open();
-  breaker_->failure(Clock::now());
-  if (!was_open && breaker_->open()) {
+  if (breaker == nullptr) return;
+  const bool was_open = breaker->open();
+  breaker->failure(Clock::now());
+  if (!was_open && breaker->open()) {
     try {
       std::rethrow_exception(error);
     } catch (const std::exception& e) {
@@ -160,7 +160,8 @@ Decision LimiterCore::decide_on_failure(const DecideRequest& request) {
   }
   decision.allowed = false;
   // When a call will go to Redis again (the breaker's next probe), at least 1 ms.
-  const auto retry = breaker_ != nullptr ? breaker_->retry_in(Clock::now()) : Clock::duration{};
+  const CircuitBreaker* breaker = breaker_for(request);
+  const auto retry = breaker != nullptr ? breaker->retry_in(Clock::now()) : Clock::duration{};
   decision.retry_after = std::max<std::chrono::microseconds>(
       std::chrono::ceil<std::chrono::microseconds>(retry), std::chrono::milliseconds(1));
   decision.source = Source::fail_closed;
@@ -170,22 +171,23 @@ Decision LimiterCore::decide_on_failure(const DecideRequest& request) {
 Task<Decision> LimiterCore::decide(DecideRequest request) {
   const auto sent = Clock::now();
   const std::uint64_t generation = generation_;
-  const bool cache = options_.deny_cache && breaker_ != nullptr &&
+  CircuitBreaker* const breaker = breaker_for(request);
+  const bool cache = options_.deny_cache && breaker != nullptr &&
                      request.operation == Operation::acquire && cacheable(*request.policy);
   if (cache) {
     if (auto cached = deny_cache_.lookup(request.key_base, request.permits, sent)) {
       co_return *cached;
     }
   }
-  if (breaker_ != nullptr && !breaker_->allow(sent)) co_return decide_on_failure(request);
+  if (breaker != nullptr && !breaker->allow(sent)) co_return decide_on_failure(request);
   std::exception_ptr error;
   try {
     Decision decision = co_await backend_->decide(request);
-    if (breaker_ != nullptr) {
-      if (breaker_->open()) {
+    if (breaker != nullptr) {
+      if (breaker->open()) {
         logger_->info("limiter '{}': Redis answers again", options_.name);
       }
-      breaker_->success();
+      breaker->success();
     }
     // Why the generation: a reset() or set_policy() while this was in flight may have given
     // capacity back; a denial from before it is not remembered.
@@ -196,7 +198,7 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
   } catch (...) {
     error = std::current_exception();
   }
-  failed(error);
+  failed(error, breaker);
   co_return decide_on_failure(request);
 }
 

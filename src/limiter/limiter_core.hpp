@@ -22,10 +22,10 @@ namespace redlimit::detail {
 /// spawned task that keeps the core (and its backend) alive until it is done.
 class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
  public:
-  /// `breaker` is the client's (for a Redis backend), or null for an in-process limiter, whose
+  /// `breakers` are the client's (for a Redis backend), or null for an in-process limiter, whose
   /// backend cannot fail. `logger` is where failures are reported.
   LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Policy policy,
-              LimiterOptions options, CircuitBreaker* breaker,
+              LimiterOptions options, BreakerDirectory* breakers,
               std::shared_ptr<spdlog::logger> logger);
 
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
@@ -46,8 +46,12 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   Task<Decision> decide(DecideRequest request);
   /// What the failure policy answers for `request`.
   Decision decide_on_failure(const DecideRequest& request);
-  /// Records a failure of Redis in the breaker; rethrows errors that are not about availability.
-  void failed(std::exception_ptr error);
+  /// Records a failure of Redis in `breaker`; rethrows errors that are not about availability.
+  void failed(std::exception_ptr error, CircuitBreaker* breaker);
+  /// The breaker of the server that holds `request`'s keys; null for an in-process limiter.
+  CircuitBreaker* breaker_for(const DecideRequest& request) const {
+    return breakers_ != nullptr ? &breakers_->breaker_for(request.key_base) : nullptr;
+  }
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
   /// Whether the fallback's scaled limits can ever grant the request.
@@ -65,7 +69,7 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   std::shared_ptr<const CompiledPolicy> policy_;
   std::unique_ptr<Backend> backend_;
   WaiterRegistry waiters_{*backend_};
-  CircuitBreaker* breaker_;  ///< the client's; null for an in-process limiter
+  BreakerDirectory* breakers_;  ///< the client's; null for an in-process limiter
   std::shared_ptr<const CompiledPolicy> fallback_policy_;  ///< local_fallback: local_share x
   std::unique_ptr<LocalBackend> fallback_;                 ///< local_fallback
   DenyCache deny_cache_;

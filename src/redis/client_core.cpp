@@ -62,11 +62,7 @@ std::chrono::milliseconds retry_delay(int retries) {
 }  // namespace
 
 ClientCore::ClientCore(uv_loop_t* loop, ClientOptions options)
-    : loop_(loop),
-      options_(validated(std::move(options))),
-      breaker_(CircuitBreaker::Settings{.probe_timeout = options_.command_timeout +
-                                                         std::chrono::milliseconds(100)}),
-      router_(make_router(loop, options_)) {}
+    : loop_(loop), options_(validated(std::move(options))), router_(make_router(loop, options_)) {}
 
 Subscriber& ClientCore::subscriber() {
   check_thread();
@@ -75,6 +71,15 @@ Subscriber& ClientCore::subscriber() {
                                                settings_of(options_), options_.logger);
   }
   return *subscriber_;
+}
+
+CircuitBreaker& ClientCore::breaker_for(std::string_view key) {
+  const Connection* connection = &router_->route(key_slot(key));
+  const auto found = breakers_.find(connection);
+  if (found != breakers_.end()) return found->second;
+  const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
+                                                           std::chrono::milliseconds(100)};
+  return breakers_.emplace(connection, CircuitBreaker(settings)).first->second;
 }
 
 void ClientCore::check_thread() const {

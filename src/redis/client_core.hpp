@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "limiter/circuit_breaker.hpp"
@@ -20,7 +21,7 @@
 namespace redlimit::detail {
 
 /// The implementation behind Client: options, routing, script calls.
-class ClientCore {
+class ClientCore final : public BreakerDirectory {
  public:
   using Clock = Connection::Clock;
 
@@ -50,8 +51,9 @@ class ClientCore {
   SlotRouter& router() noexcept { return *router_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
-  /// Shared by the limiters of this client: whether calls should go to Redis now.
-  CircuitBreaker& breaker() noexcept { return breaker_; }
+  /// Shared by the limiters of this client: whether calls for `key` should go to Redis now.
+  /// One breaker per server (per primary in a cluster).
+  CircuitBreaker& breaker_for(std::string_view key) override;
   /// Throws UsageError when called from a thread other than the one that made the client.
   void check_thread() const;
 
@@ -73,7 +75,9 @@ class ClientCore {
   uv_loop_t* loop_;
   ClientOptions options_;
   std::thread::id owner_thread_ = std::this_thread::get_id();
-  CircuitBreaker breaker_;
+  /// Per connection. Why by address: a connection is only freed after its node left the slot
+  /// map; should a new one reuse the address, it inherits a breaker that heals by itself.
+  std::unordered_map<const Connection*, CircuitBreaker> breakers_;
   std::unique_ptr<SlotRouter> router_;  ///< after options_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   bool closing_ = false;
