@@ -119,7 +119,8 @@ Task<CommandResult> ClientCore::attempt(Connection& connection, bool asking,
   CommandResult result = co_await std::move(command);
   if (script == nullptr) co_return result;
   // Why up to twice: a SCRIPT FLUSH may land between another call's reload and ours.
-  for (int reloads = 0; reloads < 2 && is_noscript(result.reply); ++reloads) {
+  for (int reloads = 0; reloads < 2 && is_noscript(result.reply) && connection.accepting();
+       ++reloads) {
     std::vector<std::string_view> retry(argv.begin(), argv.end());
     if (!connection.script_loaded_after(script->index, result.sequence)) {
       retry[0] = "EVAL";
@@ -149,10 +150,20 @@ Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
     }
     CommandResult result;
     std::exception_ptr failure;
+    bool unsent = false;
     try {
       result = co_await attempt(*target, asking, argv, script, deadline);
-    } catch (const ConnectionError&) {
+    } catch (const ConnectionError& e) {
       failure = std::current_exception();
+      unsent = !e.maybe_executed();
+    }
+    // Why retry here: a connection closed because its node left the slot map fails what it
+    // had not sent yet; the node that serves the slot now can take it.
+    const bool retired = router_->is_cluster() && !target->accepting() && !closing_;
+    if (retired && (unsent || (!failure && is_noscript(result.reply)))) {
+      if (++redirects <= max_redirects) continue;
+      if (failure) std::rethrow_exception(failure);
+      co_return result;
     }
     if (failure) {
       router_->suspect_topology();

@@ -26,6 +26,7 @@
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/acl_line.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
@@ -36,13 +37,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-/// The user for the default prefix "rl". docs/operations.md quotes this line verbatim (checked
-/// below): change both together. The password is the placeholder the guide says to replace.
-constexpr std::string_view acl_setuser =
-    "ACL SETUSER redlimit reset on >change-me ~rl:* resetchannels &rl:* "
-    "+ping +evalsha +eval +del +subscribe +unsubscribe "
-    "+time +get +set +pexpire +pttl +zadd +zcount +zrange +zrangebyscore +zremrangebyscore "
-    "+zremrangebyrank +zscore +zrem +publish";
+using test::acl_setuser;
 
 /// What the client sends by itself: PING (connection handshake), EVALSHA, and EVAL after a
 /// NOSCRIPT, DEL (reset), SUBSCRIBE and UNSUBSCRIBE (cancellation and release notices). AUTH

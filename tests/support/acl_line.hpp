@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string_view>
+
+namespace redlimit::test {
+
+/// The least-privilege user for the default prefix "rl". docs/operations.md quotes this line
+/// verbatim (tests/redis/acl_test.cpp checks it): change both together. The password is the
+/// placeholder the guide says to replace.
+inline constexpr std::string_view acl_setuser =
+    "ACL SETUSER redlimit reset on >change-me ~rl:* resetchannels &rl:* "
+    "+ping +evalsha +eval +del +subscribe +unsubscribe "
+    "+time +get +set +pexpire +pttl +zadd +zcount +zrange +zrangebyscore +zremrangebyscore "
+    "+zremrangebyrank +zscore +zrem +publish";
+
+/// What a Redis Cluster needs on top of acl_setuser, on every node.
+inline constexpr std::string_view acl_cluster_rules = "+cluster|slots +asking";
+
+}  // namespace redlimit::test
