@@ -214,13 +214,18 @@ Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
                              std::span<const std::string_view> args, Clock::time_point deadline) {
   check_thread();
   const std::string key_count = std::to_string(keys.size());
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(script.sha1);
-  argv.push_back(key_count);
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
+  // Why an inline array: the common decision fits, and this runs once per decision.
+  std::array<std::string_view, 32> inline_argv;
+  std::vector<std::string_view> heap_argv;
+  const std::size_t size = 3 + keys.size() + args.size();
+  if (size > inline_argv.size()) heap_argv.resize(size);
+  const std::span<std::string_view> argv =
+      heap_argv.empty() ? std::span<std::string_view>(inline_argv.data(), size) : heap_argv;
+  argv[0] = "EVALSHA";
+  argv[1] = script.sha1;
+  argv[2] = key_count;
+  std::copy(keys.begin(), keys.end(), argv.begin() + 3);
+  std::copy(args.begin(), args.end(), argv.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size()));
   std::optional<std::uint16_t> slot;
   if (!keys.empty()) slot = key_slot(keys.front());
   CommandResult result = co_await execute(slot, argv, &script, deadline);

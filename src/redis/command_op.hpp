@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "redlimit/reply.hpp"
+#include "redlimit/task.hpp"
 
 namespace redlimit::detail {
 
@@ -44,6 +45,10 @@ struct CommandOp {
   static void release(CommandOp* op) noexcept {
     if (--op->references == 0) delete op;
   }
+  // Why the coroutine frame pool: one op per command is the hot path's only allocation of
+  // this size; the pool hands the same blocks out again.
+  static void* operator new(std::size_t size) { return allocate_frame(size); }
+  static void operator delete(void* op, std::size_t size) noexcept { free_frame(op, size); }
 };
 
 /// `co_await connection.send(...)`: the reply, or the error the command failed with.
