@@ -73,8 +73,13 @@ Subscriber& ClientCore::subscriber() {
   return *subscriber_;
 }
 
+std::optional<std::uint16_t> ClientCore::slot_of(std::string_view key) const noexcept {
+  if (!router_->is_cluster()) return std::nullopt;  // one server serves every slot
+  return key_slot(key);
+}
+
 CircuitBreaker& ClientCore::breaker_for(std::string_view key) {
-  const Connection* connection = &router_->route(key_slot(key));
+  const Connection* connection = &router_->route(slot_of(key));
   const auto found = breakers_.find(connection);
   if (found != breakers_.end()) return found->second;
   const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
@@ -201,8 +206,7 @@ Task<Reply> ClientCore::command(std::vector<std::string> argv) {
   if (argv.empty()) throw InvalidArgument("Client::command: argv must name a command");
   // Why separate statements: g++ 12 miscompiles conditional temporaries inside co_await.
   const auto key = routing_key(argv);
-  std::optional<std::uint16_t> slot;
-  if (key) slot = key_slot(*key);
+  const std::optional<std::uint16_t> slot = key ? slot_of(*key) : std::nullopt;
   const std::vector<std::string_view> views(argv.begin(), argv.end());
   CommandResult result = co_await execute(slot, views, nullptr, command_deadline());
   if (result.reply.type == Reply::Type::error) raise(result.reply.str, {});
@@ -226,8 +230,7 @@ Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
   argv[2] = key_count;
   std::copy(keys.begin(), keys.end(), argv.begin() + 3);
   std::copy(args.begin(), args.end(), argv.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size()));
-  std::optional<std::uint16_t> slot;
-  if (!keys.empty()) slot = key_slot(keys.front());
+  const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
   CommandResult result = co_await execute(slot, argv, &script, deadline);
   if (result.reply.type == Reply::Type::error) {
     raise(result.reply.str,

@@ -65,6 +65,8 @@ class ClientCore final : public BreakerDirectory {
   Task<CommandResult> execute(std::optional<std::uint16_t> slot,
                               std::span<const std::string_view> argv,
                               const scripts::ScriptSource* script, Clock::time_point deadline);
+  /// The slot to route `key` by: its hash slot in a cluster, none (any) on one server.
+  std::optional<std::uint16_t> slot_of(std::string_view key) const noexcept;
   /// Throws the exception an error reply becomes (see exception_from_error).
   [[noreturn]] void raise(const std::string& error, std::string_view hint) const;
   /// One try on one connection: ASKING first when `asking`, EVAL after NOSCRIPT.
