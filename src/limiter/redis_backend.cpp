@@ -21,6 +21,12 @@ std::string now_argument(const DecideRequest& request) {
 
 }  // namespace
 
+bool uses_decide_gcra(const DecideRequest& request) {
+  const auto& limits = request.policy->limits();
+  return request.operation == Operation::acquire && limits.size() == 1 &&
+         limits.front().limit.algorithm == Algorithm::gcra;
+}
+
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
   if (fields.size() != 7) {
@@ -87,6 +93,20 @@ std::optional<CancelNotice> notice_from_message(std::string_view message) {
 
 Task<Decision> RedisBackend::decide(DecideRequest request) {
   const auto& limits = request.policy->limits();
+  // Why a script of its own: a single gcra limit's try_acquire is the most common call, and the
+  // lean script costs Redis about half of what the general one does (lua/decide_gcra.lua).
+  if (uses_decide_gcra(request)) {
+    const CompiledLimit& limit = limits.front();
+    const std::string key = request.key_base + limit.key_suffix;
+    const std::array<std::string_view, 1> keys = {key};
+    const std::string permits = std::to_string(request.permits);
+    const std::string now = now_argument(request);
+    const std::array<std::string_view, 5> args = {permits, now, limit.fields[1], limit.fields[2],
+                                                  limit.fields[3]};
+    const Reply reply =
+        co_await client_.eval(scripts::decide_gcra, keys, args, client_.command_deadline());
+    co_return decision_from_reply(reply, 1);
+  }
   std::vector<std::string> keys;
   keys.reserve(limits.size());
   for (const CompiledLimit& limit : limits)
