@@ -180,7 +180,14 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
   if (breaker_ != nullptr && !breaker_->allow(sent)) co_return decide_on_failure(request);
   std::exception_ptr error;
   try {
-    Decision decision = co_await backend_->decide(request);
+    // Why not a copy of the whole request: that copies the key (a heap allocation per call).
+    // The key stays here only when a later step reads it: the deny cache, or the local
+    // fallback of decide_on_failure() (the rest of it reads only the policy and permits).
+    const bool key_needed = cache || fallback_ != nullptr;
+    DecideRequest backend_request(request.policy,
+                                  key_needed ? request.key_base : std::move(request.key_base),
+                                  request.operation, request.permits, request.now_us);
+    Decision decision = co_await backend_->decide(std::move(backend_request));
     if (breaker_ != nullptr) {
       if (breaker_->open()) {
         logger_->info("limiter '{}': Redis answers again", options_.name);

@@ -19,6 +19,34 @@ std::string now_argument(const DecideRequest& request) {
   return request.now_us != 0 ? std::to_string(request.now_us) : std::string();
 }
 
+/// `base + suffix`, written where the object lives: in a coroutine frame (pooled, see
+/// runtime/frame_pool.cpp) a decision's key then costs no heap allocation. A key too long for
+/// the inline buffer goes to the heap.
+/// Why neither copyable nor movable: view() points into the object itself.
+class JoinedKey {
+ public:
+  JoinedKey(std::string_view base, std::string_view suffix) {
+    const std::size_t size = base.size() + suffix.size();
+    char* out = inline_.data();
+    if (size > inline_.size()) {
+      heap_.resize(size);
+      out = heap_.data();
+    }
+    base.copy(out, base.size());
+    suffix.copy(out + base.size(), suffix.size());
+    view_ = std::string_view(out, size);
+  }
+  JoinedKey(const JoinedKey&) = delete;
+  JoinedKey& operator=(const JoinedKey&) = delete;
+
+  std::string_view view() const noexcept { return view_; }
+
+ private:
+  std::array<char, 192> inline_;
+  std::string heap_;
+  std::string_view view_;
+};
+
 }  // namespace
 
 bool uses_decide_gcra(const DecideRequest& request) {
@@ -97,8 +125,8 @@ Task<Decision> RedisBackend::decide(DecideRequest request) {
   // lean script costs Redis about half of what the general one does (lua/decide_gcra.lua).
   if (uses_decide_gcra(request)) {
     const CompiledLimit& limit = limits.front();
-    const std::string key = request.key_base + limit.key_suffix;
-    const std::array<std::string_view, 1> keys = {key};
+    const JoinedKey key(request.key_base, limit.key_suffix);
+    const std::array<std::string_view, 1> keys = {key.view()};
     const std::string permits = std::to_string(request.permits);
     const std::string now = now_argument(request);
     const std::array<std::string_view, 5> args = {permits, now, limit.fields[1], limit.fields[2],
