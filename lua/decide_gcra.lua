@@ -13,8 +13,10 @@
 --          injected time, the key lives an hour longer, as in decide.lua)
 -- ARGV[3]  p, ARGV[4] d (the rate in lowest terms: one permit every d/p us), ARGV[5] burst
 --
--- Returns decide.lua's reply: {allowed (0/1), now_us, 0, limit, remaining, retry_after_us,
--- reset_after_us}.
+-- Returns decide.lua's reply less the binding (always 0), as one string of integers separated
+-- by spaces: "allowed (0/1) now_us limit remaining retry_after_us reset_after_us".
+-- Why a string: a table of integers costs Redis a reply per element and hiredis an object per
+-- element; one string measured cheaper on both sides.
 
 local MAX_EXACT = 4503599627370496  -- 2^52
 local floor = math.floor
@@ -115,7 +117,7 @@ if allowed then
   local ms = floor((ttl + 999) / 1000)
   if ms * 1000 > ttl + 999 then ms = ms - 1 elseif (ms + 1) * 1000 <= ttl + 999 then ms = ms + 1 end
   redis.call('SET', key, value, 'PX', string.format('%d', ms + ttl_extra_ms))
-  return {1, now, 0, burst, remaining, 0, ttl}
+  return string.format('1 %d %d %d 0 %d', now, burst, remaining, ttl)
 end
 -- Denied: the request passes once now' + tau >= new, i.e. after new - tau - now.
 local wait, wait_f = new - latest, new_f - cap_f
@@ -123,4 +125,4 @@ if wait_f < 0 then wait, wait_f = wait - 1, wait_f + p end
 if wait_f > 0 then wait = wait + 1 end
 local reset = tat - now
 if tat_f > 0 then reset = reset + 1 end
-return {0, now, 0, burst, remaining, wait, reset}
+return string.format('0 %d %d %d %d %d', now, burst, remaining, wait, reset)

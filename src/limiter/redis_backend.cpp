@@ -78,6 +78,34 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   return decision;
 }
 
+Decision decision_from_gcra_reply(const Reply& reply) {
+  std::array<std::int64_t, 6> fields{};
+  bool ok = reply.type == Reply::Type::string;
+  const char* at = reply.str.data();
+  const char* const end = at + reply.str.size();
+  for (std::size_t i = 0; ok && i < fields.size(); ++i) {
+    if (i > 0) ok = at != end && *at++ == ' ';
+    if (!ok) break;
+    const auto [next, ec] = std::from_chars(at, end, fields[i]);
+    ok = ec == std::errc{};
+    at = next;
+  }
+  if (!ok || at != end || (fields[0] != 0 && fields[0] != 1)) {
+    throw ProtocolError("the decide_gcra script returned an unexpected reply: " +
+                        (reply.type == Reply::Type::string ? reply.str : std::string("not text")));
+  }
+  Decision decision;
+  decision.allowed = fields[0] == 1;
+  decision.server_time_us = fields[1];
+  decision.binding = 0;
+  decision.limit = fields[2];
+  decision.remaining = fields[3];
+  decision.retry_after = std::chrono::microseconds(fields[4]);
+  decision.reset_after = std::chrono::microseconds(fields[5]);
+  decision.source = Source::redis;
+  return decision;
+}
+
 Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
   const auto& fields = reply.as_array();
   if (fields.size() != 12) {
@@ -133,7 +161,7 @@ Task<Decision> RedisBackend::decide(DecideRequest request) {
                                                   limit.fields[3]};
     const Reply reply =
         co_await client_.eval(scripts::decide_gcra, keys, args, client_.command_deadline());
-    co_return decision_from_reply(reply, 1);
+    co_return decision_from_gcra_reply(reply);
   }
   std::vector<std::string> keys;
   keys.reserve(limits.size());

@@ -28,6 +28,10 @@ bool uses_decide_gcra(const DecideRequest& request);
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count);
 
+/// The Decision in a reply of the decide_gcra script ("allowed now limit remaining retry_after
+/// reset_after"); ProtocolError if it has another shape.
+Decision decision_from_gcra_reply(const Reply& reply);
+
 /// The Reservation in a reply of the reserve script; ProtocolError if it has another shape.
 Reservation reservation_from_reply(const Reply& reply, std::int64_t den);
 
