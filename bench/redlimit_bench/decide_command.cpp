@@ -2,6 +2,7 @@
 
 #include "limiter/compiled_policy.hpp"
 #include "limiter/key_format.hpp"
+#include "limiter/redis_backend.hpp"
 #include "lua_scripts.hpp"
 
 DecideCommand decide_command(const redlimit::Policy& policy, const std::string& prefix,
@@ -9,17 +10,24 @@ DecideCommand decide_command(const redlimit::Policy& policy, const std::string& 
   namespace detail = redlimit::detail;
   const auto compiled = detail::CompiledPolicy::compile(policy);
   const std::string base = detail::key_base(prefix, detail::escape_key_part(name), raw_key);
-  DecideCommand command{std::string(detail::scripts::decide.sha1), {}};
+  const detail::DecideRequest request(compiled, base, detail::Operation::acquire, 1);
+  // As RedisBackend::decide sends it.
+  if (detail::uses_decide_gcra(request)) {
+    // decide_gcra: the key, then permits, "" (Redis's own TIME), p, d, burst.
+    const detail::CompiledLimit& limit = compiled->limits().front();
+    return {
+        std::string(detail::scripts::decide_gcra.sha1),
+        {"1", base + limit.key_suffix, "1", "", limit.fields[1], limit.fields[2], limit.fields[3]},
+        std::string(detail::scripts::decide_gcra.source)};
+  }
+  // decide: the keys, then operation, permits, "" (Redis's own TIME), the limits' fields.
+  DecideCommand command{
+      std::string(detail::scripts::decide.sha1), {}, std::string(detail::scripts::decide.source)};
   command.arguments.push_back(std::to_string(compiled->limits().size()));
   for (const detail::CompiledLimit& limit : compiled->limits())
     command.arguments.push_back(base + limit.key_suffix);
-  // As RedisBackend::decide sends it: operation, permits, "" (Redis's own TIME), limit fields.
   command.arguments.insert(command.arguments.end(), {"acquire", "1", ""});
   for (const detail::CompiledLimit& limit : compiled->limits())
     command.arguments.insert(command.arguments.end(), limit.fields.begin(), limit.fields.end());
   return command;
-}
-
-std::string decide_script_source() {
-  return std::string(redlimit::detail::scripts::decide.source);
 }

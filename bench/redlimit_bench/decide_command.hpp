@@ -12,10 +12,8 @@
 struct DecideCommand {
   std::string sha1;
   std::vector<std::string> arguments;  ///< numkeys, keys, then ARGV
+  std::string source;                  ///< the script's text, for SCRIPT LOAD
 };
 
 DecideCommand decide_command(const redlimit::Policy& policy, const std::string& prefix,
                              const std::string& name, const std::string& raw_key);
-
-/// The decide script's source, for SCRIPT LOAD.
-std::string decide_script_source();

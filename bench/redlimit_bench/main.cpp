@@ -58,12 +58,12 @@ void print_table(const std::vector<BenchResult>& results) {
       "USAGE of one limiter key.\n");
 }
 
-/// Loads the decide script and prints the gcra decision command for redis-benchmark, one
-/// shell-quoted word per line after "EVALSHA", with __rand_int__ in the key.
+/// Loads the script a gcra decision runs and prints the gcra decision command for redis-benchmark,
+/// one shell-quoted word per line after "EVALSHA", with __rand_int__ in the key.
 redlimit::Task<void> print_evalsha(redlimit::Client& client) {
   const DecideCommand command = decide_command(bench_policy(redlimit::Algorithm::gcra),
                                                bench_prefix, "bench-gcra", "k__rand_int__");
-  co_await client.command("SCRIPT", "LOAD", decide_script_source());
+  co_await client.command("SCRIPT", "LOAD", command.source);
   std::printf("EVALSHA\n%s\n", command.sha1.c_str());
   for (const std::string& argument : command.arguments)
     std::printf("'%s'\n", argument.c_str());
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "length of each case")->check(CLI::Range(0.05, 3600.0));
   app.add_flag("--json", json_only, "only the JSON lines, no table");
   app.add_flag("--print-evalsha", evalsha,
-               "load the decide script, print the gcra decision command for redis-benchmark");
+               "load the script of a gcra decision, print its command for redis-benchmark");
   CLI11_PARSE(app, argc, argv);
 
   uv_loop_t loop;

@@ -3,6 +3,9 @@
 -- lowest terms), capacity tau = burst * T. A request for n permits passes when
 -- max(TAT, now) + n*T <= now + tau. Model: src/algorithms/gcra.cpp.
 --
+-- lua/decide_gcra.lua is this algorithm inlined into a script of its own (try_acquire on a single
+-- gcra limit, the common call): a change here goes there too. The differential test runs both.
+--
 -- The TAT is stored as lib/frac_time.lua describes. Time needs no separate last-seen value: the TAT never moves back, and now only enters through
 -- max(TAT, now), so a clock step backwards can only make a request wait longer.
 

@@ -78,7 +78,7 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
   if (!reservation) {
     if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||
         !fits_fallback(request)) {
-      Decision decision = decide_on_failure(request);
+      Decision decision = decide_on_failure(request, breaker);
       decision.waited = since(started);
       co_return decision;
     }

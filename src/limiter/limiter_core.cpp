@@ -132,7 +132,8 @@ void LimiterCore::failed(std::exception_ptr error, CircuitBreaker* breaker) {
   }
 }
 
-Decision LimiterCore::decide_on_failure(const DecideRequest& request) {
+Decision LimiterCore::decide_on_failure(const DecideRequest& request,
+                                        const CircuitBreaker* breaker) {
   const CompiledLimit& first = request.policy->limits().front();
   Decision decision;
   decision.limit = first.capacity;
@@ -160,7 +161,6 @@ Decision LimiterCore::decide_on_failure(const DecideRequest& request) {
   }
   decision.allowed = false;
   // When a call will go to Redis again (the breaker's next probe), at least 1 ms.
-  const CircuitBreaker* breaker = breaker_for(request);
   const auto retry = breaker != nullptr ? breaker->retry_in(Clock::now()) : Clock::duration{};
   decision.retry_after = std::max<std::chrono::microseconds>(
       std::chrono::ceil<std::chrono::microseconds>(retry), std::chrono::milliseconds(1));
@@ -179,10 +179,18 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
       co_return *cached;
     }
   }
-  if (breaker != nullptr && !breaker->allow(sent)) co_return decide_on_failure(request);
+  if (breaker != nullptr && !breaker->allow(sent)) co_return decide_on_failure(request, breaker);
   std::exception_ptr error;
   try {
-    Decision decision = co_await backend_->decide(request);
+    // Why not a copy of the whole request: that copies the key (a heap allocation per call).
+    // The key stays here only when a later step reads it: the deny cache, or the local
+    // fallback of decide_on_failure() (the rest of it reads only the policy and permits; the
+    // breaker was found by the key before).
+    const bool key_needed = cache || fallback_ != nullptr;
+    DecideRequest backend_request(request.policy,
+                                  key_needed ? request.key_base : std::move(request.key_base),
+                                  request.operation, request.permits, request.now_us);
+    Decision decision = co_await backend_->decide(std::move(backend_request));
     if (breaker != nullptr) {
       if (breaker->open()) {
         logger_->info("limiter '{}': Redis answers again", options_.name);
@@ -199,7 +207,7 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
     error = std::current_exception();
   }
   failed(error, breaker);
-  co_return decide_on_failure(request);
+  co_return decide_on_failure(request, breaker);
 }
 
 Task<Decision> LimiterCore::try_acquire(std::string key, std::int64_t permits) {

@@ -44,8 +44,9 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   /// The decision for `request`: from the deny cache, from the backend, or, when Redis cannot
   /// answer (or the breaker is open), from the failure policy.
   Task<Decision> decide(DecideRequest request);
-  /// What the failure policy answers for `request`.
-  Decision decide_on_failure(const DecideRequest& request);
+  /// What the failure policy answers for `request`; `breaker` (that of its server) tells when
+  /// Redis will be tried again.
+  Decision decide_on_failure(const DecideRequest& request, const CircuitBreaker* breaker);
   /// Records a failure of Redis in `breaker`; rethrows errors that are not about availability.
   void failed(std::exception_ptr error, CircuitBreaker* breaker);
   /// The breaker of the server that holds `request`'s keys; null for an in-process limiter.

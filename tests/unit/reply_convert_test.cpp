@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "limiter/redis_backend.hpp"
 #include "redis/command_keys.hpp"
 #include "redlimit/errors.hpp"
 
@@ -48,6 +49,34 @@ TEST(CommandKeys, RoutesByTheFirstKeyOrNotAtAll) {
   EXPECT_EQ(routing_key(V{"PING"}), std::nullopt);
   EXPECT_EQ(routing_key(V{"script", "flush"}), std::nullopt);
   EXPECT_EQ(routing_key(V{"MEMORY", "USAGE", "k"}), "k");
+}
+
+TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
+  Reply reply;
+  reply.type = Reply::Type::string;
+  reply.str = "0 1795000000000000 1000 0 999 1000000";
+  const Decision d = decision_from_gcra_reply(reply);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.server_time_us, 1795000000000000);
+  EXPECT_EQ(d.limit, 1000);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.retry_after.count(), 999);
+  EXPECT_EQ(d.reset_after.count(), 1000000);
+  EXPECT_EQ(d.binding, 0u);
+  EXPECT_EQ(d.source, Source::redis);
+}
+
+TEST(GcraReply, AnyOtherShapeIsAProtocolError) {
+  for (const char* text : {"", "1 2 3 4 5", "1 2 3 4 5 6 7", "2 1 1 1 1 1", "1 2 3 4 5 x",
+                           "1  2 3 4 5 6", "1 2 3 4 5 6 "}) {
+    Reply reply;
+    reply.type = Reply::Type::string;
+    reply.str = text;
+    EXPECT_THROW(decision_from_gcra_reply(reply), ProtocolError) << '"' << text << '"';
+  }
+  Reply integer;
+  integer.type = Reply::Type::integer;
+  EXPECT_THROW(decision_from_gcra_reply(integer), ProtocolError);
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+-- decide_gcra: lua/decide.lua for its most common call, try_acquire on a policy of one gcra
+-- limit, with the same decision and the same stored state (lua/algorithms/gcra.lua, stored as
+-- lib/frac_time.lua describes). Model: src/algorithms/gcra.cpp.
+--
+-- Why a script of its own: EVALSHA runs a script's whole body on every call, so every local
+-- function decide.lua and its includes define is created again per call, and its generality
+-- (any policy, peek) costs table and closure work per call. This one defines no function and
+-- builds one table (its reply), so it costs little more than its three Redis calls.
+--
+-- KEYS[1]  the state key
+-- ARGV[1]  permits requested
+-- ARGV[2]  now in microseconds, for tests only, or '' to use the server's TIME (with an
+--          injected time, the key lives an hour longer, as in decide.lua)
+-- ARGV[3]  p, ARGV[4] d (the rate in lowest terms: one permit every d/p us), ARGV[5] burst
+--
+-- Returns decide.lua's reply less the binding (always 0), as one string of integers separated
+-- by spaces: "allowed (0/1) now_us limit remaining retry_after_us reset_after_us".
+-- Why a string: a table of integers costs Redis a reply per element and hiredis an object per
+-- element; one string measured cheaper on both sides.
+
+local MAX_EXACT = 4503599627370496  -- 2^52
+local floor = math.floor
+
+-- Every argument is checked before the first write.
+local n, p, d, burst = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if #KEYS ~= 1 or #ARGV ~= 5 or
+    not (n and p and d and burst and n == floor(n) and p == floor(p) and d == floor(d) and
+         burst == floor(burst) and n >= 1 and n <= MAX_EXACT and p >= 1 and p <= MAX_EXACT and
+         d >= 1 and d <= MAX_EXACT and burst >= 0 and burst <= MAX_EXACT) then
+  error('redlimit: decide_gcra expects 1 key and 5 integer arguments (permits >= 1, p >= 1, ' ..
+        'd >= 1, burst >= 0, all at most 2^52), got ' .. tostring(#KEYS) .. ' keys and ' ..
+        table.concat(ARGV, ' '))
+end
+local now
+local ttl_extra_ms = 0
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[2])
+  if not now or now ~= floor(now) or now < 0 or now > MAX_EXACT then
+    error('redlimit: argument now must be an integer in [0, 2^52], got ' .. tostring(ARGV[2]))
+  end
+  ttl_extra_ms = 3600000
+end
+
+-- The stored TAT, or now if that is later (load_frac_time in lib/frac_time.lua). A value that
+-- is not a plain integer is "us:f:den" or "us:f:den:version:cancels:epoch".
+local key = KEYS[1]
+local tat, tat_f = now, 0
+local version, cancels, epoch = 0, 0, 0
+local stored = redis.call('GET', key)
+if stored then
+  local us, f = tonumber(stored), 0
+  if not us then
+    local den
+    local fields, count, from = {}, 0, 1
+    while true do
+      local colon = string.find(stored, ':', from, true)
+      count = count + 1
+      if not colon then
+        fields[count] = tonumber(string.sub(stored, from))
+        break
+      end
+      fields[count] = tonumber(string.sub(stored, from, colon - 1))
+      from = colon + 1
+    end
+    us, f, den = fields[1], fields[2] or 0, fields[3]
+    if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end
+    if f > 0 and den ~= p then us, f = us + 1, 0 end
+  end
+  if us > now or (us == now and f > 0) then tat, tat_f = us, f end
+end
+
+-- n*T and tau = burst*T as (whole us, fraction in 1/p us). floor(x / p) of doubles can round
+-- up to the next integer when the quotient is very close to it: corrected by one either way.
+local step, step_f, cap, cap_f = n * d, 0, burst * d, 0
+if p > 1 then
+  local q = floor(step / p)
+  if q * p > step then q = q - 1 elseif (q + 1) * p <= step then q = q + 1 end
+  step, step_f = q, step - q * p
+  q = floor(cap / p)
+  if q * p > cap then q = q - 1 elseif (q + 1) * p <= cap then q = q + 1 end
+  cap, cap_f = q, cap - q * p
+end
+local new, new_f = tat + step, tat_f + step_f
+if new_f >= p then new, new_f = new + 1, new_f - p end
+local latest = now + cap  -- the latest TAT the limit allows: now + tau, fraction cap_f
+local allowed = new < latest or (new == latest and new_f <= cap_f)
+
+-- Permits left after this decision: floor(room / d), room in 1/p us.
+local room
+if allowed then room = (latest - new) * p + cap_f - new_f else
+  room = (latest - tat) * p + cap_f - tat_f
+end
+local remaining = 0
+if room > 0 then
+  remaining = floor(room / d)
+  if remaining * d > room then remaining = remaining - 1
+  elseif (remaining + 1) * d <= room then remaining = remaining + 1 end
+end
+
+if allowed then
+  local ttl = new - now
+  if new_f > 0 then ttl = ttl + 1 end
+  -- Why strings: Redis 7.0 converts a number argument of redis.call with printf's %.17g, which
+  -- costs more than Lua's integer formatting (%d, exact below 2^53).
+  local value
+  if version > 0 then
+    value = string.format('%d:%d:%d:%d:%d:%d', new, new_f, p, version, cancels, epoch)
+  elseif new_f > 0 then
+    value = string.format('%d:%d:%d', new, new_f, p)
+  else
+    value = string.format('%d', new)
+  end
+  -- The TTL in whole milliseconds, rounded up: ceil(ttl / 1000), ttl >= 1.
+  local ms = floor((ttl + 999) / 1000)
+  if ms * 1000 > ttl + 999 then ms = ms - 1 elseif (ms + 1) * 1000 <= ttl + 999 then ms = ms + 1 end
+  redis.call('SET', key, value, 'PX', string.format('%d', ms + ttl_extra_ms))
+  return string.format('1 %d %d %d 0 %d', now, burst, remaining, ttl)
+end
+-- Denied: the request passes once now' + tau >= new, i.e. after new - tau - now.
+local wait, wait_f = new - latest, new_f - cap_f
+if wait_f < 0 then wait, wait_f = wait - 1, wait_f + p end
+if wait_f > 0 then wait = wait + 1 end
+local reset = tat - now
+if tat_f > 0 then reset = reset + 1 end
+return string.format('0 %d %d %d %d %d', now, burst, remaining, wait, reset)
