@@ -1,6 +1,7 @@
 #include "redis/hiredis_context.hpp"
 
-#include <vector>
+#include <charconv>
+#include <string>
 
 #include "redis/uv_glue.hpp"
 
@@ -32,27 +33,32 @@ OpenedContext open_context(const Endpoint& endpoint, uv_loop_t* loop,
   return {context, {}};
 }
 
+namespace {
+
+void append_header(std::string& out, char kind, std::size_t number) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, number).ptr;
+  out += kind;
+  out.append(digits, end);
+  out += "\r\n";
+}
+
+}  // namespace
+
 bool send_argv(redisAsyncContext* context, redisCallbackFn* callback, void* privdata,
                std::span<const std::string_view> argv) {
-  constexpr std::size_t inline_capacity = 32;
-  const char* inline_pointers[inline_capacity];
-  std::size_t inline_lengths[inline_capacity];
-  std::vector<const char*> heap_pointers;
-  std::vector<std::size_t> heap_lengths;
-  const char** pointers = inline_pointers;
-  std::size_t* lengths = inline_lengths;
-  if (argv.size() > inline_capacity) {
-    heap_pointers.resize(argv.size());
-    heap_lengths.resize(argv.size());
-    pointers = heap_pointers.data();
-    lengths = heap_lengths.data();
+  // Why our own RESP encoding into a reused buffer: hiredis's formatting (sdscatfmt, and a
+  // fresh buffer per command) was a tenth of the client's CPU per decision.
+  thread_local std::string command;
+  command.clear();
+  append_header(command, '*', argv.size());
+  for (const std::string_view part : argv) {
+    append_header(command, '$', part.size());
+    command.append(part);
+    command += "\r\n";
   }
-  for (std::size_t i = 0; i < argv.size(); ++i) {
-    pointers[i] = argv[i].empty() ? "" : argv[i].data();
-    lengths[i] = argv[i].size();
-  }
-  return redisAsyncCommandArgv(context, callback, privdata, static_cast<int>(argv.size()), pointers,
-                               lengths) == REDIS_OK;
+  return redisAsyncFormattedCommand(context, callback, privdata, command.data(), command.size()) ==
+         REDIS_OK;
 }
 
 }  // namespace redlimit::detail
