@@ -79,12 +79,12 @@ std::optional<std::uint16_t> ClientCore::slot_of(std::string_view key) const noe
 }
 
 CircuitBreaker& ClientCore::breaker_for(std::string_view key) {
-  const Connection* connection = &router_->route(slot_of(key));
-  const auto found = breakers_.find(connection);
+  const std::string& server = router_->route(slot_of(key)).name();
+  const auto found = breakers_.find(server);
   if (found != breakers_.end()) return found->second;
   const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
                                                            std::chrono::milliseconds(100)};
-  return breakers_.emplace(connection, CircuitBreaker(settings)).first->second;
+  return breakers_.emplace(server, CircuitBreaker(settings)).first->second;
 }
 
 void ClientCore::check_thread() const {
@@ -110,18 +110,23 @@ Task<void> ClientCore::close() {
   closed_.set();
 }
 
+Task<CommandResult> ClientCore::send_once(Connection& connection, bool asking,
+                                          std::span<const std::string_view> argv,
+                                          Clock::time_point deadline) {
+  if (!asking) co_return co_await connection.send(argv, deadline);
+  // Why both sends before either await: ASKING applies to the very next command on its
+  // connection, and sends go out in call order.
+  auto [ask, command] = connection.send_asking(argv, deadline);
+  CommandResult asked = co_await std::move(ask);
+  if (asked.reply.type == Reply::Type::error) co_return asked;  // e.g. no +asking in the ACL
+  co_return co_await std::move(command);
+}
+
 Task<CommandResult> ClientCore::attempt(Connection& connection, bool asking,
                                         std::span<const std::string_view> argv,
                                         const scripts::ScriptSource* script,
                                         Clock::time_point deadline) {
-  static constexpr std::array<std::string_view, 1> asking_argv = {"ASKING"};
-  // Why both sends before either await: ASKING applies to the very next command on its
-  // connection, and sends go out in call order.
-  std::optional<CommandAwaiter> ask;
-  if (asking) ask.emplace(connection.send(asking_argv, deadline));
-  CommandAwaiter command = connection.send(argv, deadline);
-  if (ask) co_await std::move(*ask);
-  CommandResult result = co_await std::move(command);
+  CommandResult result = co_await send_once(connection, asking, argv, deadline);
   if (script == nullptr) co_return result;
   // Why up to twice: a SCRIPT FLUSH may land between another call's reload and ours.
   for (int reloads = 0; reloads < 2 && is_noscript(result.reply) && connection.accepting();
@@ -132,10 +137,7 @@ Task<CommandResult> ClientCore::attempt(Connection& connection, bool asking,
       retry[1] = script->source;
       connection.note_script_load(script->index);
     }
-    if (asking) ask.emplace(connection.send(asking_argv, deadline));
-    CommandAwaiter reload = connection.send(retry, deadline);
-    if (asking) co_await std::move(*ask);
-    result = co_await std::move(reload);
+    result = co_await send_once(connection, asking, retry, deadline);
   }
   co_return result;
 }
@@ -144,6 +146,7 @@ Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
                                         std::span<const std::string_view> argv,
                                         const scripts::ScriptSource* script,
                                         Clock::time_point deadline) {
+  if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
   Connection* target = &router_->route(slot);
   bool asking = false;
   int redirects = 0;

@@ -69,6 +69,10 @@ class ClientCore final : public BreakerDirectory {
   std::optional<std::uint16_t> slot_of(std::string_view key) const noexcept;
   /// Throws the exception an error reply becomes (see exception_from_error).
   [[noreturn]] void raise(const std::string& error, std::string_view hint) const;
+  /// `argv` on `connection`, after ASKING when `asking` (an error reply to ASKING is the
+  /// result).
+  Task<CommandResult> send_once(Connection& connection, bool asking,
+                                std::span<const std::string_view> argv, Clock::time_point deadline);
   /// One try on one connection: ASKING first when `asking`, EVAL after NOSCRIPT.
   Task<CommandResult> attempt(Connection& connection, bool asking,
                               std::span<const std::string_view> argv,
@@ -77,9 +81,9 @@ class ClientCore final : public BreakerDirectory {
   uv_loop_t* loop_;
   ClientOptions options_;
   std::thread::id owner_thread_ = std::this_thread::get_id();
-  /// Per connection. Why by address: a connection is only freed after its node left the slot
-  /// map; should a new one reuse the address, it inherits a breaker that heals by itself.
-  std::unordered_map<const Connection*, CircuitBreaker> breakers_;
+  /// Per server, by Connection::name(): a server keeps its breaker when its connection is
+  /// replaced (a node that left the slot map and came back).
+  std::unordered_map<std::string, CircuitBreaker> breakers_;
   std::unique_ptr<SlotRouter> router_;  ///< after options_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   bool closing_ = false;

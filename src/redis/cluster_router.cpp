@@ -68,22 +68,36 @@ Connection* ClusterRouter::follow(const Redirect& redirect) {
 }
 
 void ClusterRouter::suspect_topology() {
-  if (closing_ || refreshing_) return;
+  if (closing_ || background_refreshing_) return;
   const auto now = Clock::now();
   if (last_refresh_ != Clock::time_point{} && now - last_refresh_ < refresh_interval) return;
   last_refresh_ = now;
-  refreshing_ = true;
-  refresh_done_ = std::make_unique<Completion>();
+  background_refreshing_ = true;
   spawn(loop_, background_refresh());
 }
 
 Task<void> ClusterRouter::background_refresh() {
+  ++refreshes_running_;
   const bool refreshed =
-      co_await refresh(Clock::now() + settings_.connect_timeout + command_timeout_);
+      co_await refresh_noting_errors(Clock::now() + settings_.connect_timeout + command_timeout_);
+  background_refreshing_ = false;
   if (!refreshed && !closing_) logger_->debug("redis cluster: no node answered CLUSTER SLOTS");
-  refreshing_ = false;
-  // Why last: setting it may resume close(), after which this router may be gone.
-  const std::unique_ptr<Completion> done = std::move(refresh_done_);
+  refresh_finished();
+}
+
+Task<bool> ClusterRouter::refresh_noting_errors(Clock::time_point deadline) {
+  try {
+    co_return co_await refresh(deadline);
+  } catch (const ConfigError&) {
+    config_error_ = std::current_exception();
+  }
+  co_return false;
+}
+
+void ClusterRouter::refresh_finished() {
+  if (--refreshes_running_ > 0 || !refreshes_done_) return;
+  // Why a local: setting it resumes close(), after which this router may be gone.
+  const std::unique_ptr<Completion> done = std::move(refreshes_done_);
   done->set();
 }
 
@@ -98,6 +112,7 @@ Task<bool> ClusterRouter::refresh(Clock::time_point deadline) {
     if (listed.insert(address.display()).second) candidates.push_back(std::move(address));
   }
   static constexpr std::array<std::string_view, 2> cluster_slots = {"CLUSTER", "SLOTS"};
+  std::string not_a_cluster;  ///< a node that answered so, for when no node gives a map
   for (const NodeAddress& address : candidates) {
     const auto now = Clock::now();
     if (closing_ || now >= deadline) co_return false;
@@ -110,10 +125,12 @@ Task<bool> ClusterRouter::refresh(Clock::time_point deadline) {
                      e.what());
       continue;
     }
+    // Why here: close() may have begun while we waited, and apply() would change what it walks.
+    if (closing_) co_return false;
     if (result.reply.type == Reply::Type::error) {
       if (result.reply.str.find("cluster support disabled") != std::string::npos) {
-        throw ConfigError("redis " + address.display() +
-                          " is not a cluster node; use a redis:// URL for it: " + result.reply.str);
+        not_a_cluster = address.display() + " (" + result.reply.str + ")";
+        continue;
       }
       logger_->debug("redis cluster: CLUSTER SLOTS from {}: {}", address.display(),
                      result.reply.str);
@@ -129,6 +146,10 @@ Task<bool> ClusterRouter::refresh(Clock::time_point deadline) {
     if (ranges.empty()) continue;  // a node that has not joined a cluster yet
     apply(ranges);
     co_return true;
+  }
+  if (!not_a_cluster.empty()) {
+    throw ConfigError("redis-cluster:// names a server that is not a cluster node: " +
+                      not_a_cluster + "; use a redis:// URL for it");
   }
   co_return false;
 }
@@ -160,11 +181,15 @@ void ClusterRouter::retire_unused() {
 
 Task<void> ClusterRouter::connect(Clock::time_point deadline) {
   last_refresh_ = Clock::now();
-  const bool refreshed = co_await refresh(deadline);
+  ++refreshes_running_;
+  const bool refreshed = co_await refresh_noting_errors(deadline);
+  const std::exception_ptr config_error = config_error_;
+  std::string seeds;
+  for (const Endpoint& seed : seeds_)
+    seeds += (seeds.empty() ? "" : ", ") + seed.display();
+  refresh_finished();  // last use of this router: a close() waiting for us may go on
+  if (config_error) std::rethrow_exception(config_error);
   if (!refreshed) {
-    std::string seeds;
-    for (const Endpoint& seed : seeds_)
-      seeds += (seeds.empty() ? "" : ", ") + seed.display();
     throw ConnectionError("redis cluster: no node answered CLUSTER SLOTS in time (seeds: " + seeds +
                           ")");
   }
@@ -173,10 +198,17 @@ Task<void> ClusterRouter::connect(Clock::time_point deadline) {
 Task<void> ClusterRouter::close() {
   if (nodes_.empty()) node(address_of(seeds_.front()));
   closing_ = true;
-  if (refreshing_) co_await refresh_done_->wait();
+  if (refreshes_running_ > 0) {
+    refreshes_done_ = std::make_unique<Completion>();
+    co_await refreshes_done_->wait();
+  }
+  // Why a snapshot: a list is safe to walk across suspensions whatever happens to the maps.
+  std::vector<Connection*> connections;
   for (auto& [key, connection] : nodes_)
-    co_await connection->close();
+    connections.push_back(connection.get());
   for (auto& connection : retired_)
+    connections.push_back(connection.get());
+  for (Connection* connection : connections)
     co_await connection->close();
 }
 

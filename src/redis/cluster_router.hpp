@@ -36,6 +36,7 @@ class ClusterRouter final : public SlotRouter {
   Task<void> connect(Clock::time_point deadline) override;
   Task<void> close() override;
   std::vector<Endpoint> subscriber_endpoints() const override { return seeds_; }
+  std::exception_ptr config_error() const noexcept override { return config_error_; }
 
  private:
   /// The connection to `address`, created if there is none (with the seeds' credentials).
@@ -43,6 +44,11 @@ class ClusterRouter final : public SlotRouter {
   /// Asks the known primaries, then the seeds, for CLUSTER SLOTS; applies the first answer.
   /// False if no node answered by `deadline`.
   Task<bool> refresh(Clock::time_point deadline);
+  /// refresh(), with a ConfigError kept for every later call instead of thrown.
+  Task<bool> refresh_noting_errors(Clock::time_point deadline);
+  /// Counts a refresh (started with ++refreshes_running_) as ended; the last thing its caller
+  /// does with this router, since it may resume close().
+  void refresh_finished();
   Task<void> background_refresh();
   void apply(const std::vector<SlotRange>& ranges);
   void retire_unused();
@@ -57,10 +63,12 @@ class ClusterRouter final : public SlotRouter {
   std::list<std::unique_ptr<Connection>> retired_;
   std::array<Connection*, 16384> owner_{};  ///< per slot; null until known
   bool map_known_ = false;
-  bool refreshing_ = false;
+  int refreshes_running_ = 0;
+  bool background_refreshing_ = false;
   bool closing_ = false;
   Clock::time_point last_refresh_{};
-  std::unique_ptr<Completion> refresh_done_;  ///< set when the running refresh ends
+  std::unique_ptr<Completion> refreshes_done_;  ///< close() waits on it for running refreshes
+  std::exception_ptr config_error_;  ///< a seed is no cluster node: every call fails with it
 };
 
 }  // namespace redlimit::detail

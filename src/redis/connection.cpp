@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
 
 #include "redis/hiredis_context.hpp"
@@ -85,8 +86,18 @@ Connection::~Connection() {
   }
 }
 
-CommandAwaiter Connection::send(std::span<const std::string_view> argv,
-                                Clock::time_point deadline) {
+std::pair<CommandAwaiter, CommandAwaiter> Connection::send_asking(
+    std::span<const std::string_view> argv, Clock::time_point deadline) {
+  static constexpr std::array<std::string_view, 1> asking = {"ASKING"};
+  // Why one clock reading and room for two: if ASKING is accepted, so is the command.
+  const auto now = Clock::now();
+  CommandAwaiter ask = send(asking, deadline, now, 2);
+  CommandAwaiter command = send(argv, deadline, now, 1);
+  return {std::move(ask), std::move(command)};
+}
+
+CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::time_point deadline,
+                                Clock::time_point now, std::size_t room) {
   auto* op = new CommandOp;
   op->connection = this;
   op->deadline = deadline;
@@ -99,13 +110,13 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv,
     fail_now(std::make_exception_ptr(UsageError("command on a closed Redis client")));
     return awaiter;
   }
-  if (deadline <= Clock::now()) {
+  if (deadline <= now) {
     fail_now(std::make_exception_ptr(
         TimeoutError("redis " + endpoint_.display() +
                      ": the deadline passed before sending (nothing was sent)")));
     return awaiter;
   }
-  if (pending_ >= settings_.max_pending) {
+  if (pending_ + room > settings_.max_pending) {
     fail_now(std::make_exception_ptr(Overloaded("redis " + endpoint_.display() + ": " +
                                                 std::to_string(pending_) +
                                                 " commands outstanding (max_pending)")));

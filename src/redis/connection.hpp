@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "redis/backoff.hpp"
@@ -57,7 +58,13 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   /// Sends `argv` (copied before this returns) and returns the awaiter of the outcome.
-  CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline);
+  CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline) {
+    return send(argv, deadline, Clock::now(), 1);
+  }
+  /// Sends ASKING and then `argv`, back to back: the awaiters of both outcomes. ASKING is only
+  /// sent if `argv` will be too (ASKING alone would apply to another caller's command).
+  std::pair<CommandAwaiter, CommandAwaiter> send_asking(std::span<const std::string_view> argv,
+                                                        Clock::time_point deadline);
 
   /// Fails queued commands, waits for those in flight, disconnects, closes every handle. A call
   /// while another is under way waits for that one.
@@ -68,6 +75,8 @@ class Connection {
   /// Commands waiting for a connection or a reply.
   std::size_t pending() const noexcept { return pending_; }
   const Endpoint& endpoint() const noexcept { return endpoint_; }
+  /// endpoint().display(), made once: the server's name for logs and per-server state.
+  const std::string& name() const noexcept { return name_; }
   /// False once close() has begun: commands sent now fail with UsageError.
   bool accepting() const noexcept { return state_ != State::closing && state_ != State::closed; }
   /// True once close() has finished.
@@ -103,6 +112,9 @@ class Connection {
   static void resume_op(void* op);
   static void resume_closer(void* self);
 
+  /// send() as of `now`, refused (Overloaded) unless `room` commands fit under max_pending.
+  CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline,
+                      Clock::time_point now, std::size_t room);
   void start_connect();
   void send_handshake();
   void become_ready();
@@ -122,6 +134,7 @@ class Connection {
 
   uv_loop_t* loop_;
   Endpoint endpoint_;
+  std::string name_ = endpoint_.display();
   ConnectionSettings settings_;
   std::shared_ptr<spdlog::logger> logger_;
   // Why shared: hiredis's poll glue closes on its own schedule and may outlive this object.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -33,6 +34,9 @@ class SlotRouter {
   virtual Task<void> close() = 0;
   /// The servers a pub/sub connection may use, in order of preference.
   virtual std::vector<Endpoint> subscriber_endpoints() const = 0;
+  /// A configuration error found while routing (a cluster seed that is no cluster node), which
+  /// every call then fails with; null if none.
+  virtual std::exception_ptr config_error() const noexcept { return nullptr; }
 };
 
 /// Every slot on one server.

@@ -23,6 +23,7 @@
 #include "support/decision_checker.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_cluster.hpp"
+#include "support/redis_server.hpp"
 
 namespace redlimit {
 namespace {
@@ -152,6 +153,39 @@ TEST_F(ClusterTest, ARedisUrlToAClusterNodeIsAConfigErrorNamingTheClusterScheme)
   run(loop(), direct.close());
 }
 
+/// Commands until one fails with ConfigError (at most 100 tries, 10 ms apart); its message.
+std::string config_error_after_some_commands(uv_loop_t* loop, Client& client) {
+  for (int i = 0; i < 100; ++i) {
+    try {
+      run(loop, client.command("GET", "k"));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    run(loop, sleep_for(loop, 10ms));
+  }
+  return "";
+}
+
+TEST(ClusterUrl, NamingAServerThatIsNoClusterNodeIsAConfigErrorAndCloseCompletes) {
+  test::RedisServer server;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    const std::string url = "redis-cluster://127.0.0.1:" + std::to_string(server.port());
+    Client eager(&loop, {.url = url});
+    EXPECT_THROW(run(&loop, eager.connect()), ConfigError);
+    EXPECT_NE(config_error_after_some_commands(&loop, eager).find("not a cluster node"),
+              std::string::npos);
+    run(&loop, eager.close());
+    // Without connect(), the first commands go to the seed while the slot map is read.
+    Client lazy(&loop, {.url = url});
+    EXPECT_NE(config_error_after_some_commands(&loop, lazy).find("not a cluster node"),
+              std::string::npos);
+    run(&loop, lazy.close());
+  }
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 std::vector<std::string> words(std::string_view text) {
   std::vector<std::string> out;
   std::istringstream in{std::string(text)};
@@ -266,12 +300,20 @@ TEST_F(ClusterTest, SlotsMovingBackAndForthUnderLoadNeverBreakALimit) {
         {hammer_binary(), cluster_.url(), key_in_slots("accuracy", 0, moved - 1, p), "gcra", "200",
          "1000000", "20", "aligned", "24", "8000", "400", outputs.back()}));
   }
-  auto running = [&pids] {
-    for (pid_t& pid : pids) {
+  // Why statuses kept as reaped: a child reaped while polling cannot be waited for again.
+  std::vector<std::optional<int>> statuses(pids.size());
+  auto running = [&] {
+    bool any = false;
+    for (std::size_t p = 0; p < pids.size(); ++p) {
       int status = 0;
-      if (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) return true;
+      if (statuses[p]) continue;
+      if (waitpid(pids[p], &status, WNOHANG) == pids[p]) {
+        statuses[p] = status;
+      } else {
+        any = true;
+      }
     }
-    return false;
+    return any;
   };
   int moves = 0;
   std::this_thread::sleep_for(500ms);
@@ -279,10 +321,9 @@ TEST_F(ClusterTest, SlotsMovingBackAndForthUnderLoadNeverBreakALimit) {
     cluster_.reshard(moves % 2 == 0 ? low : high, moves % 2 == 0 ? high : low, moved);
     ++moves;
   }
-  for (const pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+  for (const std::optional<int>& status : statuses) {
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
         << "a hammer process had a failed call (see its stderr above)";
   }
   EXPECT_GE(moves, 2) << "the slots did not move back and forth while the load ran";
@@ -351,10 +392,9 @@ TEST_F(ClusterTest, AFailoverCostsTheLimiterNoMoreThanTheClusterTakesToRecover) 
   Limiter tight(client_, Policy::of(tight_limit), {.name = "tight"});
   const std::string name = "failover";
   std::vector<std::string> keys;
-  for (int k = 0; k < 8; ++k) {
+  // Only keys of the shard that fails over: the figures below are that shard's.
+  for (int k = 0; k < 16; ++k)
     keys.push_back(key_in_slots(name, 0, 5000, k));
-    keys.push_back(key_in_slots(name, 11000, 16383, k));
-  }
   const std::string probe = raw_key_in_slot(slot);
   std::atomic<bool> stop = false;
   Clock::time_point killed_at, served_again_at;
@@ -420,7 +460,8 @@ TEST_F(ClusterTest, AFailoverCostsTheLimiterNoMoreThanTheClusterTakesToRecover) 
   EXPECT_LE(longest_gap, node_timeout + 2s);
   // Why against the cluster's recovery: how long Redis takes to elect a replica is not ours;
   // the limiter must follow within a slot-map refresh and a reconnect.
-  EXPECT_LE(recovered_at - served_again_at, 1s + test::deadline_slack);
+  // Allowed: the breaker's longest open period (500 ms), a slot-map refresh and a reconnect.
+  EXPECT_LE(recovered_at - served_again_at, 1500ms);
 }
 
 class PartialCoverageClusterTest : public ClusterTest {
