@@ -112,7 +112,7 @@ Task<bool> ClusterRouter::refresh(Clock::time_point deadline) {
     if (listed.insert(address.display()).second) candidates.push_back(std::move(address));
   }
   static constexpr std::array<std::string_view, 2> cluster_slots = {"CLUSTER", "SLOTS"};
-  std::string not_a_cluster;  ///< a node that answered so, for when no node gives a map
+  std::string not_a_cluster;  // a node that answered so, for when no node gives a map
   for (const NodeAddress& address : candidates) {
     const auto now = Clock::now();
     if (closing_ || now >= deadline) co_return false;
