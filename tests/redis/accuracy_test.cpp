@@ -22,6 +22,7 @@
 
 #include "algorithms/policy_model.hpp"
 #include "limiter/compiled_policy.hpp"
+#include "support/child_process.hpp"
 #include "support/decision_checker.hpp"
 #include "support/redis_server.hpp"
 
@@ -39,24 +40,8 @@ struct AccuracyCase {
   Limit limit;
 };
 
-std::string hammer_binary() {
-  const char* path = std::getenv("REDLIMIT_HAMMER");
-  return path != nullptr ? path : "hammer";
-}
-
-pid_t start_hammer(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  std::vector<std::string> owned = args;
-  for (auto& arg : owned)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
+using test::hammer_binary;
+using test::start_process;
 
 /// The permits a perfect client, asking again exactly at each retry_after, gets in
 /// [first, last] from a fresh key: what the limit allows in that span.
@@ -137,7 +122,7 @@ TEST_P(Accuracy, ProcessesSharingOneKeyNeverExceedTheBoundAndGetWhatItAllows) {
   std::vector<std::string> outputs;
   for (int i = 0; i < processes; ++i) {
     outputs.push_back(server_.dir() + "/admits-" + std::to_string(i) + ".txt");
-    pids.push_back(start_hammer(
+    pids.push_back(start_process(
         {hammer_binary(), server_.url(), "shared", std::string(to_string(limit.algorithm)),
          std::to_string(limit.rate.permits), std::to_string(limit.rate.period.count()),
          std::to_string(limit.burst), limit.window == Window::anchored ? "anchored" : "aligned",

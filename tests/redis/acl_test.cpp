@@ -45,13 +45,7 @@ using test::acl_setuser;
 const std::set<std::string> client_commands = {"ping", "evalsha",   "eval",
                                                "del",  "subscribe", "unsubscribe"};
 
-std::vector<std::string> words(std::string_view text) {
-  std::vector<std::string> out;
-  std::istringstream in{std::string(text)};
-  for (std::string word; in >> word;)
-    out.push_back(word);
-  return out;
-}
+using test::words;
 
 /// The commands the ACL line allows ("+zadd" -> "zadd").
 std::vector<std::string> allowed_commands() {

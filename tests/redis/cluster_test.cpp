@@ -20,6 +20,7 @@
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/acl_line.hpp"
+#include "support/child_process.hpp"
 #include "support/decision_checker.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_cluster.hpp"
@@ -186,13 +187,7 @@ TEST(ClusterUrl, NamingAServerThatIsNoClusterNodeIsAConfigErrorAndCloseCompletes
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
-std::vector<std::string> words(std::string_view text) {
-  std::vector<std::string> out;
-  std::istringstream in{std::string(text)};
-  for (std::string word; in >> word;)
-    out.push_back(word);
-  return out;
-}
+using test::words;
 
 TEST_F(ClusterTest, ALeastPrivilegeUserFollowsAskRedirectsWhileASlotMigrates) {
   const std::string line =
@@ -242,23 +237,8 @@ TEST_F(ClusterTest, ALeastPrivilegeUserFollowsAskRedirectsWhileASlotMigrates) {
   run(loop(), user.close());
 }
 
-std::string hammer_binary() {
-  const char* path = std::getenv("REDLIMIT_HAMMER");
-  return path != nullptr ? path : "hammer";
-}
-
-pid_t start_process(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (auto& arg : args)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
+using test::hammer_binary;
+using test::start_process;
 
 /// The admitted decisions a hammer process wrote ("<server_time_us> <permits>" lines).
 std::vector<test::Admit> read_admits(const std::string& path) {

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <sstream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace redlimit::test {
 
@@ -15,5 +18,14 @@ inline constexpr std::string_view acl_setuser =
 
 /// What a Redis Cluster needs on top of acl_setuser, on every node.
 inline constexpr std::string_view acl_cluster_rules = "+cluster|slots +asking";
+
+/// The words of `text` split at whitespace: an ACL line or a command list as argv.
+inline std::vector<std::string> words(std::string_view text) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string(text)};
+  for (std::string word; in >> word;)
+    out.push_back(word);
+  return out;
+}
 
 }  // namespace redlimit::test
