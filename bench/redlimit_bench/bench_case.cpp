@@ -42,16 +42,19 @@ struct XorShift {
 redlimit::Task<void> worker(redlimit::Limiter& limiter, Clock::time_point end, int keys,
                             std::uint64_t seed, Tally* tally) {
   XorShift random{seed * 0x9E3779B97F4A7C15ULL + 1};
-  while (Clock::now() < end) {
+  // Why one clock reading per decision: the end of one is the start of the next.
+  auto started = Clock::now();
+  while (started < end) {
     const std::string key = bench_key(random.next() % static_cast<std::uint64_t>(keys));
-    const auto started = Clock::now();
     try {
       const redlimit::Decision d = co_await limiter.try_acquire(key);
       if (d.allowed) ++tally->allowed;
     } catch (const redlimit::Error& e) {
       if (tally->errors++ == 0) std::fprintf(stderr, "redlimit_bench: %s\n", e.what());
     }
-    tally->latencies.add((Clock::now() - started).count());
+    const auto finished = Clock::now();
+    tally->latencies.add((finished - started).count());
+    started = finished;
   }
 }
 
@@ -64,8 +67,11 @@ redlimit::Policy bench_policy(redlimit::Algorithm algorithm) {
 }
 
 std::string bench_key(std::uint64_t index) {
-  char key[16];
-  std::snprintf(key, sizeof key, "k%012llu", static_cast<unsigned long long>(index));
+  // Why not snprintf: it took about 5% of this process's CPU per decision.
+  std::string key(13, '0');
+  key[0] = 'k';
+  for (std::size_t digit = 12; digit > 0 && index > 0; --digit, index /= 10)
+    key[digit] = static_cast<char>('0' + index % 10);
   return key;
 }
 

@@ -110,10 +110,9 @@ Task<void> ClientCore::close() {
   closed_.set();
 }
 
-Task<CommandResult> ClientCore::send_once(Connection& connection, bool asking,
-                                          std::span<const std::string_view> argv,
-                                          Clock::time_point deadline) {
-  if (!asking) co_return co_await connection.send(argv, deadline);
+Task<CommandResult> ClientCore::send_asking(Connection& connection,
+                                            std::span<const std::string_view> argv,
+                                            Clock::time_point deadline) {
   // Why both sends before either await: ASKING applies to the very next command on its
   // connection, and sends go out in call order.
   auto [ask, command] = connection.send_asking(argv, deadline);
@@ -126,20 +125,30 @@ Task<CommandResult> ClientCore::attempt(Connection& connection, bool asking,
                                         std::span<const std::string_view> argv,
                                         const scripts::ScriptSource* script,
                                         Clock::time_point deadline) {
-  CommandResult result = co_await send_once(connection, asking, argv, deadline);
-  if (script == nullptr) co_return result;
-  // Why up to twice: a SCRIPT FLUSH may land between another call's reload and ours.
-  for (int reloads = 0; reloads < 2 && is_noscript(result.reply) && connection.accepting();
-       ++reloads) {
-    std::vector<std::string_view> retry(argv.begin(), argv.end());
+  std::span<const std::string_view> command = argv;
+  std::vector<std::string_view> reload;  // the command again after NOSCRIPT
+  // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
+  for (int reloads = 0;; ++reloads) {
+    CommandResult result;
+    // Why no coroutine for the plain send: this runs once per decision, and a coroutine layer
+    // costs a frame and a resumption.
+    if (asking) {
+      result = co_await send_asking(connection, command, deadline);
+    } else {
+      result = co_await connection.send(command, deadline);
+    }
+    if (script == nullptr || reloads == 2 || !is_noscript(result.reply) ||
+        !connection.accepting()) {
+      co_return result;
+    }
+    reload.assign(argv.begin(), argv.end());
     if (!connection.script_loaded_after(script->index, result.sequence)) {
-      retry[0] = "EVAL";
-      retry[1] = script->source;
+      reload[0] = "EVAL";
+      reload[1] = script->source;
       connection.note_script_load(script->index);
     }
-    result = co_await send_once(connection, asking, retry, deadline);
+    command = reload;
   }
-  co_return result;
 }
 
 Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,

@@ -69,10 +69,9 @@ class ClientCore final : public BreakerDirectory {
   std::optional<std::uint16_t> slot_of(std::string_view key) const noexcept;
   /// Throws the exception an error reply becomes (see exception_from_error).
   [[noreturn]] void raise(const std::string& error, std::string_view hint) const;
-  /// `argv` on `connection`, after ASKING when `asking` (an error reply to ASKING is the
-  /// result).
-  Task<CommandResult> send_once(Connection& connection, bool asking,
-                                std::span<const std::string_view> argv, Clock::time_point deadline);
+  /// `argv` on `connection` right after ASKING (an error reply to ASKING is the result).
+  Task<CommandResult> send_asking(Connection& connection, std::span<const std::string_view> argv,
+                                  Clock::time_point deadline);
   /// One try on one connection: ASKING first when `asking`, EVAL after NOSCRIPT.
   Task<CommandResult> attempt(Connection& connection, bool asking,
                               std::span<const std::string_view> argv,

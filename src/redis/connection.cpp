@@ -157,7 +157,7 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::t
 }
 
 bool Connection::dispatch(CommandOp* op, std::span<const std::string_view> argv) {
-  if (!send_argv(context_, &on_reply, op, argv)) return false;
+  if (!send_argv(context_, &on_reply, op, argv, command_buffer_)) return false;
   ++op->references;  // hiredis holds the op until its callback
   op->stage = CommandOp::Stage::in_flight;
   op->sequence = ++sequence_;
@@ -332,7 +332,8 @@ void Connection::start_connect() {
 void Connection::send_handshake() {
   handshake_replies_ = 0;
   auto send = [this](std::initializer_list<std::string_view> argv) {
-    if (send_argv(context_, &on_handshake_reply, nullptr, argv)) ++handshake_replies_;
+    if (send_argv(context_, &on_handshake_reply, nullptr, argv, command_buffer_))
+      ++handshake_replies_;
   };
   if (!endpoint_.password.empty()) {
     if (endpoint_.user.empty()) {

@@ -150,6 +150,7 @@ class Connection {
   int handshake_replies_ = 0;
   std::exception_ptr last_error_;  ///< why the last attempt failed (commands fail fast with it)
   std::string lost_reason_;        ///< why we dropped the context (for its NULL replies)
+  std::string command_buffer_;     ///< RESP encoding of the command being sent, reused
   std::uint64_t sequence_ = 0;
   std::vector<std::uint64_t> script_loads_;  ///< per script: sequence of its last EVAL
   std::size_t pending_ = 0;                  ///< queued + in flight, not yet completed

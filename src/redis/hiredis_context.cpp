@@ -1,6 +1,6 @@
 #include "redis/hiredis_context.hpp"
 
-#include <charconv>
+#include <cstring>
 #include <string>
 
 #include "redis/uv_glue.hpp"
@@ -35,27 +35,43 @@ OpenedContext open_context(const Endpoint& endpoint, uv_loop_t* loop,
 
 namespace {
 
-void append_header(std::string& out, char kind, std::size_t number) {
-  char digits[24];
-  const auto end = std::to_chars(digits, digits + sizeof digits, number).ptr;
-  out += kind;
-  out.append(digits, end);
-  out += "\r\n";
+std::size_t decimal_digits(std::size_t number) {
+  std::size_t digits = 1;
+  for (; number >= 10; number /= 10)
+    ++digits;
+  return digits;
+}
+
+/// Writes `kind`, `number` in decimal and CRLF at `out`; returns the end.
+char* write_header(char* out, char kind, std::size_t number) {
+  *out++ = kind;
+  char* const end = out + decimal_digits(number);
+  for (char* digit = end; digit != out; number /= 10)
+    *--digit = static_cast<char>('0' + number % 10);
+  end[0] = '\r';
+  end[1] = '\n';
+  return end + 2;
 }
 
 }  // namespace
 
 bool send_argv(redisAsyncContext* context, redisCallbackFn* callback, void* privdata,
-               std::span<const std::string_view> argv) {
-  // Why our own RESP encoding into a reused buffer: hiredis's formatting (sdscatfmt, and a
-  // fresh buffer per command) was a tenth of the client's CPU per decision.
-  thread_local std::string command;
-  command.clear();
-  append_header(command, '*', argv.size());
+               std::span<const std::string_view> argv, std::string& command) {
+  // Why our own RESP encoding into the caller's reused buffer, sized once and written in
+  // place: hiredis's formatting (sdscatfmt, and a fresh buffer per command), then appends to
+  // a std::string piece by piece, each cost a tenth of the client's CPU per decision.
+  std::size_t size = 3 + decimal_digits(argv.size());
+  for (const std::string_view part : argv)
+    size += 5 + decimal_digits(part.size()) + part.size();
+  command.resize(size);
+  char* out = write_header(command.data(), '*', argv.size());
   for (const std::string_view part : argv) {
-    append_header(command, '$', part.size());
-    command.append(part);
-    command += "\r\n";
+    out = write_header(out, '$', part.size());
+    if (!part.empty())
+      out = static_cast<char*>(std::memcpy(out, part.data(), part.size())) + part.size();
+    out[0] = '\r';
+    out[1] = '\n';
+    out += 2;
   }
   return redisAsyncFormattedCommand(context, callback, privdata, command.data(), command.size()) ==
          REDIS_OK;

@@ -26,9 +26,10 @@ OpenedContext open_context(const Endpoint& endpoint, uv_loop_t* loop,
                            redisConnectCallback* on_connect,
                            redisDisconnectCallback* on_disconnect);
 
-/// Queues `argv` on `context` (binary-safe; the arguments are copied before this returns).
+/// Queues `argv` on `context` (binary-safe; the arguments are copied before this returns),
+/// encoded as RESP in `buffer`, which the caller keeps to reuse its capacity.
 /// Returns false when hiredis refuses (the context is closing): the callback will never run.
 bool send_argv(redisAsyncContext* context, redisCallbackFn* callback, void* privdata,
-               std::span<const std::string_view> argv);
+               std::span<const std::string_view> argv, std::string& buffer);
 
 }  // namespace redlimit::detail

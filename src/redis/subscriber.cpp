@@ -59,7 +59,7 @@ void Subscriber::unsubscribe(std::uint64_t id) {
   channels_.erase(entry);
   if (state_ == State::ready && was_confirmed) {
     const std::array<std::string_view, 2> argv = {"UNSUBSCRIBE", channel};
-    send_argv(context_, nullptr, nullptr, argv);
+    send_argv(context_, nullptr, nullptr, argv, command_buffer_);
   }
 }
 
@@ -114,7 +114,7 @@ void Subscriber::start_connect() {
   std::vector<std::string_view> auth = {"AUTH"};
   if (!endpoint().user.empty()) auth.push_back(endpoint().user);
   auth.push_back(endpoint().password);
-  send_argv(context_, &on_auth_reply, nullptr, auth);
+  send_argv(context_, &on_auth_reply, nullptr, auth, command_buffer_);
 }
 
 void Subscriber::on_connect(const redisAsyncContext* context, int status) {
@@ -150,7 +150,7 @@ void Subscriber::subscribe_all() {
 
 void Subscriber::send_subscribe(const std::string& channel) {
   const std::array<std::string_view, 2> argv = {"SUBSCRIBE", channel};
-  send_argv(context_, &on_pubsub_reply, this, argv);
+  send_argv(context_, &on_pubsub_reply, this, argv, command_buffer_);
 }
 
 void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void*) {

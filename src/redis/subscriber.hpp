@@ -87,6 +87,7 @@ class Subscriber {
   Timer connect_timer_;
   Timer backoff_timer_;
   Backoff backoff_;
+  std::string command_buffer_;  ///< RESP encoding of the command being sent, reused
   State state_ = State::idle;
   bool refusal_logged_ = false;  ///< a refused SUBSCRIBE is logged once, not once per channel
   redisAsyncContext* context_ = nullptr;  ///< owned; freed with redisAsyncFree, or by hiredis

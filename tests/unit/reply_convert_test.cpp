@@ -66,9 +66,22 @@ TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
   EXPECT_EQ(d.source, Source::redis);
 }
 
+TEST(GcraReply, FieldsOfUpTo18DigitsAndASignAreRead) {
+  Reply reply;
+  reply.type = Reply::Type::string;
+  reply.str = "1 999999999999999999 -7 0 -0 000000000000000012";
+  const Decision d = decision_from_gcra_reply(reply);
+  EXPECT_TRUE(d.allowed);
+  EXPECT_EQ(d.server_time_us, 999999999999999999);
+  EXPECT_EQ(d.limit, -7);
+  EXPECT_EQ(d.retry_after.count(), 0);
+  EXPECT_EQ(d.reset_after.count(), 12);
+}
+
 TEST(GcraReply, AnyOtherShapeIsAProtocolError) {
   for (const char* text : {"", "1 2 3 4 5", "1 2 3 4 5 6 7", "2 1 1 1 1 1", "1 2 3 4 5 x",
-                           "1  2 3 4 5 6", "1 2 3 4 5 6 "}) {
+                           "1  2 3 4 5 6", "1 2 3 4 5 6 ", "1 - 3 4 5 6", "1 2 3 4 5 +6",
+                           "1 1234567890123456789 3 4 5 6", " 1 2 3 4 5 6", "1 2 3 4 5 6x"}) {
     Reply reply;
     reply.type = Reply::Type::string;
     reply.str = text;
