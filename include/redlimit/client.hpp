@@ -82,7 +82,9 @@ class Client {
   /// disconnects and closes every handle. Idempotent.
   Task<void> close();
   /// Sends one command, e.g. {"SET", "k", "v"}. An error reply raises ReplyError (or
-  /// ConfigError for NOPERM, NOAUTH and WRONGPASS).
+  /// ConfigError for NOPERM, NOAUTH and WRONGPASS). Commands that would turn the connection
+  /// into a pub/sub or MONITOR one ((P|S)SUBSCRIBE, their UNSUBSCRIBEs, MONITOR) are an
+  /// InvalidArgument.
   Task<Reply> command(std::vector<std::string> argv);
   /// The same with the parts as arguments: `co_await client.command("GET", key)`.
   ///

@@ -1,6 +1,6 @@
 #pragma once
 /// @file reply.hpp
-/// A Redis reply, copied out of hiredis into owned C++ values.
+/// A Redis reply, as owned C++ values.
 
 #include <cstdint>
 #include <string>

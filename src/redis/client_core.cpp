@@ -216,6 +216,10 @@ Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
 Task<Reply> ClientCore::command(std::vector<std::string> argv) {
   check_thread();
   if (argv.empty()) throw InvalidArgument("Client::command: argv must name a command");
+  if (changes_connection_mode(argv)) {
+    throw InvalidArgument("Client::command: " + argv[0] +
+                          " would turn the connection into a pub/sub or MONITOR one");
+  }
   // Why separate statements: g++ 12 miscompiles conditional temporaries inside co_await.
   const auto key = routing_key(argv);
   const std::optional<std::uint16_t> slot = key ? slot_of(*key) : std::nullopt;

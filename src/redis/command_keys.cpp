@@ -20,6 +20,10 @@ constexpr std::array<std::string_view, 26> keyless_commands = {
     "HELLO",  "INFO",   "LASTSAVE",     "MONITOR", "MULTI",    "EXEC",    "PING",
     "SCRIPT", "SELECT", "SLOWLOG",      "TIME",    "WAIT"};
 
+constexpr std::array<std::string_view, 7> mode_commands = {
+    "SUBSCRIBE",    "PSUBSCRIBE",   "SSUBSCRIBE", "UNSUBSCRIBE",
+    "PUNSUBSCRIBE", "SUNSUBSCRIBE", "MONITOR"};
+
 }  // namespace
 
 std::optional<std::string_view> routing_key(std::span<const std::string> argv) {
@@ -38,6 +42,12 @@ std::optional<std::string_view> routing_key(std::span<const std::string> argv) {
     return std::nullopt;
   }
   return argv[1];
+}
+
+bool changes_connection_mode(std::span<const std::string> argv) {
+  if (argv.empty()) return false;
+  const std::string name = upper(argv[0]);
+  return std::find(mode_commands.begin(), mode_commands.end(), name) != mode_commands.end();
 }
 
 }  // namespace redlimit::detail

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "redis/hiredis_context.hpp"
+#include "redis/reply_builder.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
 
@@ -176,7 +177,7 @@ void Connection::on_reply(redisAsyncContext* context, void* reply, void* privdat
                              true)));
     } else {
       self->backoff_.reset();  // the server answers: failures no longer accumulate
-      self->complete_inline(op, to_reply(*static_cast<const redisReply*>(reply)));
+      self->complete_inline(op, std::move(built_reply(reply)));
     }
   }
   CommandOp::release(op);  // hiredis's reference
@@ -325,6 +326,7 @@ void Connection::start_connect() {
     return;
   }
   context_ = opened.context;
+  build_replies_as_reply(context_);
   connect_timer_.start(static_cast<std::uint64_t>(settings_.connect_timeout.count()));
   send_handshake();
 }
@@ -364,9 +366,9 @@ void Connection::on_handshake_reply(redisAsyncContext* context, void* reply, voi
   auto* self = static_cast<Connection*>(context->data);
   // Dropped, or closing (close() drops the context); a disconnect reports itself.
   if (self == nullptr || reply == nullptr || self->state_ != State::connecting) return;
-  const auto* r = static_cast<const redisReply*>(reply);
-  if (r->type == REDIS_REPLY_ERROR) {
-    const std::string message(r->str, r->len);
+  const Reply& answer = built_reply(reply);
+  if (answer.type == Reply::Type::error) {
+    const std::string message = answer.str;
     const std::string who =
         self->endpoint_.user.empty() ? "the default user" : "user '" + self->endpoint_.user + "'";
     const std::string text = "redis " + self->endpoint_.display() +

@@ -4,39 +4,6 @@
 
 namespace redlimit::detail {
 
-Reply to_reply(const redisReply& reply) {
-  Reply out;
-  switch (reply.type) {
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::integer;
-      out.integer = reply.integer;
-      break;
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::string;
-      out.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::status;
-      out.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::error;
-      out.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::array;
-      out.elements.reserve(reply.elements);
-      for (std::size_t i = 0; i < reply.elements; ++i) {
-        out.elements.push_back(to_reply(*reply.element[i]));
-      }
-      break;
-    default:
-      out.type = Reply::Type::nil;
-      break;
-  }
-  return out;
-}
-
 std::string error_code(std::string_view message) {
   const auto space = message.find(' ');
   return std::string(message.substr(0, space));

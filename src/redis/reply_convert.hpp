@@ -1,17 +1,10 @@
 #pragma once
 
-#include <hiredis/hiredis.h>
-
 #include <exception>
 #include <string>
 #include <string_view>
 
-#include "redlimit/reply.hpp"
-
 namespace redlimit::detail {
-
-/// Copies a hiredis reply (valid only during its callback) into an owned Reply.
-Reply to_reply(const redisReply& reply);
 
 /// The first word of a Redis error message: "NOSCRIPT", "MOVED", "ERR", ...
 std::string error_code(std::string_view message);

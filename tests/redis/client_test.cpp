@@ -146,6 +146,31 @@ TEST_F(ClientTest, ErrorRepliesRaiseReplyErrorKeepingTheRedisCode) {
   run(loop(), client.close());
 }
 
+Task<void> expect_mode_commands_refused(Client& client) {
+  for (const char* name : {"SUBSCRIBE", "psubscribe", "SSubscribe", "UNSUBSCRIBE", "MONITOR"}) {
+    EXPECT_THROW(co_await client.command(name, "news"), InvalidArgument) << name;
+  }
+  EXPECT_EQ((co_await client.command("ECHO", "still fine")).as_string(), "still fine");
+}
+
+TEST_F(ClientTest, PubSubAndMonitorCommandsAreInvalidArgumentsAndLeaveTheConnectionUsable) {
+  Client client(loop(), options());
+  run(loop(), expect_mode_commands_refused(client));
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, AnErrorNoCommandAskedForEndsTheConnectionWithItsText) {
+  test::FakeRedis peer(test::FakeRedis::Ending::unprompted_error);
+  Client client(loop(), options(peer.url()));
+  run(loop(), client.connect());
+  const std::string expected = "connection lost (ERR max number of clients reached)";
+  const auto give_up = Clock::now() + 5s;
+  while (log().find(expected) == std::string::npos && Clock::now() < give_up)
+    run(loop(), sleep_for(loop(), 10ms));
+  EXPECT_NE(log().find(expected), std::string::npos) << log();
+  run(loop(), client.close());
+}
+
 TEST_F(ClientTest, ConnectsOverAUnixSocketAndSelectsTheDatabase) {
   Client client(loop(), options("unix://" + server_.socket_path() + "?db=3"));
   const Reply info = run(loop(), client.command("CLIENT", "INFO"));

@@ -22,6 +22,25 @@ std::string read_until(int fd, const std::string& needle) {
   return received;
 }
 
+/// Answers every PING with +PONG until the peer has sent nothing for 100 ms.
+void answer_pings_until_quiet(int fd) {
+  const timeval quiet{0, 100'000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &quiet, sizeof quiet);
+  const std::string ping = "PING\r\n";
+  const std::string pong = "+PONG\r\n";
+  std::string received;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) {
+    received.append(buffer, static_cast<std::size_t>(n));
+    for (std::size_t at; (at = received.find(ping)) != std::string::npos;) {
+      received.erase(0, at + ping.size());
+      if (write(fd, pong.data(), pong.size()) != static_cast<ssize_t>(pong.size())) return;
+    }
+  }
+  const timeval patient{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patient, sizeof patient);
+}
+
 }  // namespace
 
 FakeRedis::FakeRedis(Ending ending) {
@@ -55,7 +74,14 @@ void FakeRedis::serve(Ending ending) {
   setsockopt(peer, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   read_until(peer, "PING\r\n");
   const std::string pong = "+PONG\r\n";
-  if (write(peer, pong.data(), pong.size()) == static_cast<ssize_t>(pong.size())) {
+  const bool answered = write(peer, pong.data(), pong.size()) == static_cast<ssize_t>(pong.size());
+  if (answered && ending == Ending::unprompted_error) {
+    answer_pings_until_quiet(peer);
+    const std::string error = "-ERR max number of clients reached\r\n";
+    if (write(peer, error.data(), error.size()) == static_cast<ssize_t>(error.size())) {
+      read_until(peer, "\n\n");  // never sent: this waits until the client hangs up
+    }
+  } else if (answered) {
     read_until(peer, "\r\n");
   }
   if (ending == Ending::reset) {

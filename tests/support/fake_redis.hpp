@@ -7,12 +7,16 @@ namespace redlimit::test {
 
 /// A scripted Redis peer on a free loopback port, served by a thread, for faults a real server
 /// does not produce on demand. It accepts one connection, answers the client's setup PING with
-/// +PONG, reads the next command bytes, and then ends the connection as asked.
+/// +PONG, and then ends the connection as asked.
 class FakeRedis {
  public:
   enum class Ending {
-    reset,  ///< an RST (SO_LINGER 0): the client sees "Connection reset by peer"
-    close,  ///< an orderly close (FIN)
+    reset,  ///< reads the next command bytes, then an RST (SO_LINGER 0): "Connection reset by peer"
+    close,  ///< reads the next command bytes, then an orderly close (FIN)
+    /// answers every PING with +PONG until the client has been quiet for 100 ms, then sends an
+    /// error reply no command asked for, "-ERR max number of clients reached" (what Redis sends
+    /// before it hangs up on one client too many), and closes once the client has hung up
+    unprompted_error,
   };
 
   explicit FakeRedis(Ending ending);

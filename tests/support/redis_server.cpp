@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "redis/reply_convert.hpp"
+#include "redis/reply_builder.hpp"
 
 namespace redlimit::test {
 namespace {
@@ -27,10 +27,11 @@ struct ContextDeleter {
   void operator()(redisContext* context) const { redisFree(context); }
 };
 struct ReplyDeleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
+  void operator()(void* reply) const { detail::reply_builder()->freeObject(reply); }
 };
 using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+/// A whole reply made by detail::reply_builder(); its Reply is detail::built_reply(get()).
+using ReplyPtr = std::unique_ptr<void, ReplyDeleter>;
 
 ReplyPtr send(redisContext* context, const std::vector<std::string>& argv) {
   std::vector<const char*> pointers;
@@ -39,18 +40,19 @@ ReplyPtr send(redisContext* context, const std::vector<std::string>& argv) {
     pointers.push_back(part.c_str());
     lengths.push_back(part.size());
   }
-  return ReplyPtr(static_cast<redisReply*>(
-      redisCommandArgv(context, static_cast<int>(argv.size()), pointers.data(), lengths.data())));
+  return ReplyPtr(
+      redisCommandArgv(context, static_cast<int>(argv.size()), pointers.data(), lengths.data()));
 }
 
 ContextPtr connect(int port, const std::string& password) {
   const timeval timeout{2, 0};
   ContextPtr context(redisConnectWithTimeout("127.0.0.1", port, timeout));
   if (!context || context->err != 0) return nullptr;
+  context->reader->fn = detail::reply_builder();  // before the first command
   redisSetTimeout(context.get(), timeval{10, 0});
   if (!password.empty()) {
     ReplyPtr reply = send(context.get(), {"AUTH", password});
-    if (!reply || reply->type == REDIS_REPLY_ERROR) return nullptr;
+    if (!reply || detail::built_reply(reply.get()).type == Reply::Type::error) return nullptr;
   }
   return context;
 }
@@ -160,7 +162,7 @@ void RedisServer::wait_until_ready() {
     }
     if (ContextPtr context = connect(port_, password_)) {
       ReplyPtr reply = send(context.get(), {"PING"});
-      if (reply && reply->type == REDIS_REPLY_STATUS) return;
+      if (reply && detail::built_reply(reply.get()).type == Reply::Type::status) return;
     }
     std::this_thread::sleep_for(5ms);
   }
@@ -211,7 +213,7 @@ Reply RedisServer::command(const std::vector<std::string>& argv) const {
   if (!context) throw std::runtime_error("cannot connect to the test redis-server");
   ReplyPtr reply = send(context.get(), argv);
   if (!reply) throw std::runtime_error("no reply from the test redis-server");
-  return detail::to_reply(*reply);
+  return std::move(detail::built_reply(reply.get()));
 }
 
 long long RedisServer::integer(const std::vector<std::string>& argv) const {

@@ -51,6 +51,17 @@ TEST(CommandKeys, RoutesByTheFirstKeyOrNotAtAll) {
   EXPECT_EQ(routing_key(V{"MEMORY", "USAGE", "k"}), "k");
 }
 
+TEST(CommandKeys, PubSubAndMonitorCommandsChangeTheConnectionMode) {
+  using V = std::vector<std::string>;
+  for (const char* name : {"SUBSCRIBE", "psubscribe", "SSubscribe", "UNSUBSCRIBE", "PUNSUBSCRIBE",
+                           "SUNSUBSCRIBE", "monitor"}) {
+    EXPECT_TRUE(changes_connection_mode(V{name, "news"})) << name;
+  }
+  EXPECT_FALSE(changes_connection_mode(V{"PUBLISH", "news", "hello"}));
+  EXPECT_FALSE(changes_connection_mode(V{"PING"}));
+  EXPECT_FALSE(changes_connection_mode(V{}));
+}
+
 TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
   Reply reply;
   reply.type = Reply::Type::string;
