@@ -62,11 +62,15 @@ TEST(CommandKeys, PubSubAndMonitorCommandsChangeTheConnectionMode) {
   EXPECT_FALSE(changes_connection_mode(V{}));
 }
 
-TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
+Reply text_reply(const char* text) {
   Reply reply;
   reply.type = Reply::Type::string;
-  reply.str = "0 1795000000000000 1000 0 999 1000000";
-  const Decision d = decision_from_gcra_reply(reply);
+  reply.str = text;
+  return reply;
+}
+
+TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
+  const Decision d = decision_from_gcra_reply(text_reply("0 1795000000000000 1000 0 999 1000000"));
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.server_time_us, 1795000000000000);
   EXPECT_EQ(d.limit, 1000);
@@ -78,10 +82,8 @@ TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
 }
 
 TEST(GcraReply, FieldsOfUpTo18DigitsAndASignAreRead) {
-  Reply reply;
-  reply.type = Reply::Type::string;
-  reply.str = "1 999999999999999999 -7 0 -0 000000000000000012";
-  const Decision d = decision_from_gcra_reply(reply);
+  const Decision d =
+      decision_from_gcra_reply(text_reply("1 999999999999999999 -7 0 -0 000000000000000012"));
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.server_time_us, 999999999999999999);
   EXPECT_EQ(d.limit, -7);
@@ -93,10 +95,7 @@ TEST(GcraReply, AnyOtherShapeIsAProtocolError) {
   for (const char* text : {"", "1 2 3 4 5", "1 2 3 4 5 6 7", "2 1 1 1 1 1", "1 2 3 4 5 x",
                            "1  2 3 4 5 6", "1 2 3 4 5 6 ", "1 - 3 4 5 6", "1 2 3 4 5 +6",
                            "1 1234567890123456789 3 4 5 6", " 1 2 3 4 5 6", "1 2 3 4 5 6x"}) {
-    Reply reply;
-    reply.type = Reply::Type::string;
-    reply.str = text;
-    EXPECT_THROW(decision_from_gcra_reply(reply), ProtocolError) << '"' << text << '"';
+    EXPECT_THROW(decision_from_gcra_reply(text_reply(text)), ProtocolError) << '"' << text << '"';
   }
   Reply integer;
   integer.type = Reply::Type::integer;
