@@ -12,13 +12,13 @@ DecideCommand decide_command(const redlimit::Policy& policy, const std::string& 
   const std::string base = detail::key_base(prefix, detail::escape_key_part(name), raw_key);
   const detail::DecideRequest request(compiled, base, detail::Operation::acquire, 1);
   // As RedisBackend::decide sends it.
-  if (detail::uses_decide_gcra(request)) {
-    // decide_gcra: the key, then permits, "" (Redis's own TIME), p, d, burst.
+  if (const detail::scripts::ScriptSource* lean = detail::lean_decide_script(request)) {
+    // A lean script: the key, then permits, "" (Redis's own TIME), the limit's three fields.
     const detail::CompiledLimit& limit = compiled->limits().front();
     return {
-        std::string(detail::scripts::decide_gcra.sha1),
+        std::string(lean->sha1),
         {"1", base + limit.key_suffix, "1", "", limit.fields[1], limit.fields[2], limit.fields[3]},
-        std::string(detail::scripts::decide_gcra.source)};
+        std::string(lean->source)};
   }
   // decide: the keys, then operation, permits, "" (Redis's own TIME), the limits' fields.
   DecideCommand command{

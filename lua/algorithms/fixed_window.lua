@@ -2,6 +2,9 @@
 -- period since the epoch; anchored windows start at the first request after the previous one
 -- ended. The key holds "start:count"; time is max(TIME, start), so a clock step backwards
 -- stays in the stored window. Model: src/algorithms/fixed_window.cpp.
+--
+-- lua/decide_fixed_window.lua is this algorithm inlined into a script of its own (try_acquire on a
+-- single fixed_window limit): a change here goes there too. The differential test runs both.
 
 local function fixed_window(key, now, n, limit, period, anchored)
   local t = now

@@ -2,6 +2,9 @@
 -- permits may be queued. The key holds the time the next departure may leave, stored as GCRA
 -- stores its TAT. A request is admitted only when it can leave now; it then occupies the next
 -- n*T. Model: src/algorithms/leaky_bucket.cpp. Needs lib/frac_time.lua.
+--
+-- lua/decide_leaky_bucket.lua is this algorithm inlined into a script of its own (try_acquire on a
+-- single leaky_bucket limit): a change here goes there too. The differential test runs both.
 
 local function leaky_bucket(key, now, n, p, d, burst)
   local free, free_f, book = load_frac_time(key, now, p)

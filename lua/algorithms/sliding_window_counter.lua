@@ -3,6 +3,10 @@
 -- used = previous - floor(previous * elapsed / period) + current. Cheap for any limit, but an
 -- estimate (see docs/algorithms.md for its error bound). The key holds "start:current:previous".
 -- Model: src/algorithms/sliding_window_counter.cpp.
+--
+-- lua/decide_sliding_window_counter.lua is this algorithm inlined into a script of its own
+-- (try_acquire on a single sliding_window_counter limit): a change here goes there too. The
+-- differential test runs both.
 
 -- The first time after a window start at which count - floor(count * e / period) <= room,
 -- for count > room >= 0.

@@ -1,6 +1,9 @@
 -- Token bucket: tokens refill continuously at p per d us up to `burst`; a request for n permits
 -- takes n tokens. Tokens are counted in units of 1/d token so that refill is exact. The key
 -- holds the level as lib/tokens.lua describes. Model: src/algorithms/token_bucket.cpp.
+--
+-- lua/decide_token_bucket.lua is this algorithm inlined into a script of its own (try_acquire on a
+-- single token_bucket limit): a change here goes there too. The differential test runs both.
 
 local function token_bucket(key, now, n, p, d, burst)
   local full = burst * d

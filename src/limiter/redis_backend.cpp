@@ -50,7 +50,7 @@ class JoinedKey {
 
 /// Reads an optional '-' and 1 to 18 decimal digits at `at` (so no overflow is possible),
 /// advancing `at`. Why not std::from_chars: its overflow checks per digit made it most of a
-/// decision's reply parsing; every field of decide_gcra's reply is below 2^53 (16 digits).
+/// decision's reply parsing; every field of a lean script's reply is below 2^53 (16 digits).
 bool parse_integer(const char*& at, const char* end, std::int64_t& value) {
   const bool negative = at != end && *at == '-';
   if (negative) ++at;
@@ -69,10 +69,24 @@ bool parse_integer(const char*& at, const char* end, std::int64_t& value) {
 
 }  // namespace
 
-bool uses_decide_gcra(const DecideRequest& request) {
+const scripts::ScriptSource* lean_decide_script(const DecideRequest& request) {
   const auto& limits = request.policy->limits();
-  return request.operation == Operation::acquire && limits.size() == 1 &&
-         limits.front().limit.algorithm == Algorithm::gcra;
+  if (request.operation != Operation::acquire || limits.size() != 1) return nullptr;
+  switch (limits.front().limit.algorithm) {
+    case Algorithm::gcra:
+      return &scripts::decide_gcra;
+    case Algorithm::token_bucket:
+      return &scripts::decide_token_bucket;
+    case Algorithm::leaky_bucket:
+      return &scripts::decide_leaky_bucket;
+    case Algorithm::fixed_window:
+      return &scripts::decide_fixed_window;
+    case Algorithm::sliding_window_counter:
+      return &scripts::decide_sliding_window_counter;
+    case Algorithm::sliding_window_log:
+      return nullptr;
+  }
+  return nullptr;
 }
 
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
@@ -98,7 +112,7 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   return decision;
 }
 
-Decision decision_from_gcra_reply(const Reply& reply) {
+Decision decision_from_lean_reply(const Reply& reply) {
   std::array<std::int64_t, 6> fields{};
   bool ok = reply.type == Reply::Type::string;
   const char* at = reply.str.data();
@@ -108,7 +122,7 @@ Decision decision_from_gcra_reply(const Reply& reply) {
     if (ok) ok = parse_integer(at, end, fields[i]);
   }
   if (!ok || at != end || (fields[0] != 0 && fields[0] != 1)) {
-    throw ProtocolError("the decide_gcra script returned an unexpected reply: " +
+    throw ProtocolError("a lean decide script returned an unexpected reply: " +
                         (reply.type == Reply::Type::string ? reply.str : std::string("not text")));
   }
   Decision decision;
@@ -166,9 +180,9 @@ std::optional<CancelNotice> notice_from_message(std::string_view message) {
 
 Task<Decision> RedisBackend::decide(DecideRequest request) {
   const auto& limits = request.policy->limits();
-  // Why a script of its own: a single gcra limit's try_acquire is the most common call, and the
-  // lean script costs Redis about half of what the general one does (lua/decide_gcra.lua).
-  if (uses_decide_gcra(request)) {
+  // Why scripts of their own: try_acquire on a single limit is the most common call, and a lean
+  // script costs Redis about half of what the general one does (docs/performance.md).
+  if (const scripts::ScriptSource* lean = lean_decide_script(request)) {
     const CompiledLimit& limit = limits.front();
     const JoinedKey key(request.key_base, limit.key_suffix);
     const std::array<std::string_view, 1> keys = {key.view()};
@@ -176,9 +190,8 @@ Task<Decision> RedisBackend::decide(DecideRequest request) {
     const std::string now = now_argument(request);
     const std::array<std::string_view, 5> args = {permits, now, limit.fields[1], limit.fields[2],
                                                   limit.fields[3]};
-    const Reply reply =
-        co_await client_.eval(scripts::decide_gcra, keys, args, client_.command_deadline());
-    co_return decision_from_gcra_reply(reply);
+    const Reply reply = co_await client_.eval(*lean, keys, args, client_.command_deadline());
+    co_return decision_from_lean_reply(reply);
   }
   std::vector<std::string> keys;
   keys.reserve(limits.size());

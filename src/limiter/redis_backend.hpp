@@ -5,8 +5,8 @@
 
 namespace redlimit::detail {
 
-/// Runs a policy with one EVALSHA of the embedded `decide` script, or of `decide_gcra` for the
-/// try_acquire of a single gcra limit (uses_decide_gcra).
+/// Runs a policy with one EVALSHA of the embedded `decide` script, or of a lean script such as
+/// `decide_gcra` for the try_acquire of a single limit (lean_decide_script).
 class RedisBackend final : public Backend {
  public:
   explicit RedisBackend(ClientCore& client) : client_(client) {}
@@ -21,16 +21,17 @@ class RedisBackend final : public Backend {
   ClientCore& client_;
 };
 
-/// Whether `request` runs the lean `decide_gcra` script (acquire on a policy of one gcra limit)
-/// rather than `decide`: the same decision, at about half the server time.
-bool uses_decide_gcra(const DecideRequest& request);
+/// The lean script `request` runs rather than `decide` (acquire on a policy of one limit whose
+/// algorithm has one: `decide_<algorithm>`), or nullptr. The same decision and stored state,
+/// at about half the server time.
+const scripts::ScriptSource* lean_decide_script(const DecideRequest& request);
 
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count);
 
-/// The Decision in a reply of the decide_gcra script ("allowed now limit remaining retry_after
+/// The Decision in a reply of a lean script ("allowed now limit remaining retry_after
 /// reset_after"); ProtocolError if it has another shape.
-Decision decision_from_gcra_reply(const Reply& reply);
+Decision decision_from_lean_reply(const Reply& reply);
 
 /// The Reservation in a reply of the reserve script; ProtocolError if it has another shape.
 Reservation reservation_from_reply(const Reply& reply, std::int64_t den);

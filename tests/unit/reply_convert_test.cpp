@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
+#include "limiter/compiled_policy.hpp"
 #include "limiter/redis_backend.hpp"
 #include "redis/command_keys.hpp"
 #include "redlimit/errors.hpp"
@@ -69,8 +72,8 @@ Reply text_reply(const char* text) {
   return reply;
 }
 
-TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
-  const Decision d = decision_from_gcra_reply(text_reply("0 1795000000000000 1000 0 999 1000000"));
+TEST(LeanReply, SixIntegersSeparatedBySpacesAreADecision) {
+  const Decision d = decision_from_lean_reply(text_reply("0 1795000000000000 1000 0 999 1000000"));
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.server_time_us, 1795000000000000);
   EXPECT_EQ(d.limit, 1000);
@@ -81,9 +84,9 @@ TEST(GcraReply, SixIntegersSeparatedBySpacesAreADecision) {
   EXPECT_EQ(d.source, Source::redis);
 }
 
-TEST(GcraReply, FieldsOfUpTo18DigitsAndASignAreRead) {
+TEST(LeanReply, FieldsOfUpTo18DigitsAndASignAreRead) {
   const Decision d =
-      decision_from_gcra_reply(text_reply("1 999999999999999999 -7 0 -0 000000000000000012"));
+      decision_from_lean_reply(text_reply("1 999999999999999999 -7 0 -0 000000000000000012"));
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.server_time_us, 999999999999999999);
   EXPECT_EQ(d.limit, -7);
@@ -91,15 +94,53 @@ TEST(GcraReply, FieldsOfUpTo18DigitsAndASignAreRead) {
   EXPECT_EQ(d.reset_after.count(), 12);
 }
 
-TEST(GcraReply, AnyOtherShapeIsAProtocolError) {
+TEST(LeanReply, AnyOtherShapeIsAProtocolError) {
   for (const char* text : {"", "1 2 3 4 5", "1 2 3 4 5 6 7", "2 1 1 1 1 1", "1 2 3 4 5 x",
                            "1  2 3 4 5 6", "1 2 3 4 5 6 ", "1 - 3 4 5 6", "1 2 3 4 5 +6",
                            "1 1234567890123456789 3 4 5 6", " 1 2 3 4 5 6", "1 2 3 4 5 6x"}) {
-    EXPECT_THROW(decision_from_gcra_reply(text_reply(text)), ProtocolError) << '"' << text << '"';
+    EXPECT_THROW(decision_from_lean_reply(text_reply(text)), ProtocolError) << '"' << text << '"';
   }
   Reply integer;
   integer.type = Reply::Type::integer;
-  EXPECT_THROW(decision_from_gcra_reply(integer), ProtocolError);
+  EXPECT_THROW(decision_from_lean_reply(integer), ProtocolError);
+}
+
+DecideRequest request_for(Policy policy, Operation operation) {
+  return DecideRequest(CompiledPolicy::compile(std::move(policy)), "rl:{t:k}", operation, 1);
+}
+
+Limit limit_of(Algorithm algorithm) {
+  return Limit{algorithm, Rate::parse("10/s"), 0, Window::aligned};
+}
+
+TEST(LeanScript, AnAcquireOnOneLimitRunsItsAlgorithmsLeanScript) {
+  const std::pair<Algorithm, const scripts::ScriptSource*> expected[] = {
+      {Algorithm::gcra, &scripts::decide_gcra},
+      {Algorithm::token_bucket, &scripts::decide_token_bucket},
+      {Algorithm::leaky_bucket, &scripts::decide_leaky_bucket},
+      {Algorithm::fixed_window, &scripts::decide_fixed_window},
+      {Algorithm::sliding_window_counter, &scripts::decide_sliding_window_counter}};
+  for (const auto& [algorithm, script] : expected) {
+    EXPECT_EQ(lean_decide_script(request_for(Policy::of(limit_of(algorithm)), Operation::acquire)),
+              script)
+        << to_string(algorithm);
+  }
+}
+
+TEST(LeanScript, PeeksPoliciesOfTwoLimitsAndTheSlidingLogRunTheGeneralScript) {
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket, Algorithm::fixed_window,
+        Algorithm::sliding_window_counter, Algorithm::sliding_window_log}) {
+    EXPECT_EQ(lean_decide_script(request_for(Policy::of(limit_of(algorithm)), Operation::peek)),
+              nullptr)
+        << to_string(algorithm);
+    Policy two{{limit_of(algorithm), limit_of(Algorithm::fixed_window)}};
+    EXPECT_EQ(lean_decide_script(request_for(two, Operation::acquire)), nullptr)
+        << to_string(algorithm);
+  }
+  EXPECT_EQ(lean_decide_script(request_for(Policy::of(limit_of(Algorithm::sliding_window_log)),
+                                           Operation::acquire)),
+            nullptr);
 }
 
 }  // namespace

@@ -1,0 +1,118 @@
+-- decide_leaky_bucket: lua/decide.lua for try_acquire on a policy of one leaky_bucket limit,
+-- with the same decision and the same stored state (lua/algorithms/leaky_bucket.lua, the next
+-- departure time stored as lib/frac_time.lua describes). Model: src/algorithms/leaky_bucket.cpp.
+--
+-- Why a script of its own: as lua/decide_gcra.lua explains, EVALSHA runs a script's whole body
+-- on every call; this one defines no function and builds no table but the stored value's fields.
+--
+-- KEYS[1]  the state key
+-- ARGV[1]  permits requested
+-- ARGV[2]  now in microseconds, for tests only, or '' to use the server's TIME (with an
+--          injected time, the key lives an hour longer, as in decide.lua)
+-- ARGV[3]  p, ARGV[4] d (the rate in lowest terms: one departure every d/p us), ARGV[5] burst
+--
+-- Returns, as decide_gcra does, "allowed (0/1) now_us limit remaining retry_after_us
+-- reset_after_us".
+--
+-- Every floor(a / b) below is the double quotient corrected by one either way (idiv in
+-- lib/exact.lua), and ceil(a / b) is floor((a + b - 1) / b).
+
+local MAX_EXACT = 4503599627370496  -- 2^52
+local floor = math.floor
+
+-- Every argument is checked before the first write.
+local n, p, d, burst = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if #KEYS ~= 1 or #ARGV ~= 5 or
+    not (n and p and d and burst and n == floor(n) and p == floor(p) and d == floor(d) and
+         burst == floor(burst) and n >= 1 and n <= MAX_EXACT and p >= 1 and p <= MAX_EXACT and
+         d >= 1 and d <= MAX_EXACT and burst >= 0 and burst <= MAX_EXACT) then
+  error('redlimit: decide_leaky_bucket expects 1 key and 5 integer arguments (permits >= 1, ' ..
+        'p >= 1, d >= 1, burst >= 0, all at most 2^52), got ' .. tostring(#KEYS) ..
+        ' keys and ' .. table.concat(ARGV, ' '))
+end
+local now
+local ttl_extra_ms = 0
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[2])
+  if not now or now ~= floor(now) or now < 0 or now > MAX_EXACT then
+    error('redlimit: argument now must be an integer in [0, 2^52], got ' .. tostring(ARGV[2]))
+  end
+  ttl_extra_ms = 3600000
+end
+
+-- The stored next departure, or now if that is later (load_frac_time in lib/frac_time.lua). A
+-- value that is not a plain integer is "us:f:den" or "us:f:den:version:cancels:epoch".
+local key = KEYS[1]
+local free, free_f = now, 0
+local version, cancels, epoch = 0, 0, 0
+local stored = redis.call('GET', key)
+if stored then
+  local us, f = tonumber(stored), 0
+  if not us then
+    local den
+    local fields, count, from = {}, 0, 1
+    while true do
+      local colon = string.find(stored, ':', from, true)
+      count = count + 1
+      if not colon then
+        fields[count] = tonumber(string.sub(stored, from))
+        break
+      end
+      fields[count] = tonumber(string.sub(stored, from, colon - 1))
+      from = colon + 1
+    end
+    us, f, den = fields[1], fields[2] or 0, fields[3]
+    if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end
+    if f > 0 and den ~= p then us, f = us + 1, 0 end
+  end
+  if us > now or (us == now and f > 0) then free, free_f = us, f end
+end
+
+if free == now and free_f == 0 then
+  -- Admitted: it leaves now and occupies the next n*T = n*d/p us (whole us, fraction in 1/p).
+  local step, step_f = n * d, 0
+  if p > 1 then
+    local q = floor(step / p)
+    if q * p > step then q = q - 1 elseif (q + 1) * p <= step then q = q + 1 end
+    step, step_f = q, step - q * p
+  end
+  local ttl = step
+  if step_f > 0 then ttl = ttl + 1 end
+  -- Why strings: as in decide_gcra, Lua's %d costs Redis less than its %.17g of a number.
+  local value
+  if version > 0 then
+    value = string.format('%d:%d:%d:%d:%d:%d', now + step, step_f, p, version, cancels, epoch)
+  elseif step_f > 0 then
+    value = string.format('%d:%d:%d', now + step, step_f, p)
+  else
+    value = string.format('%d', now + step)
+  end
+  -- The TTL in whole milliseconds, rounded up: ceil(ttl / 1000).
+  local ms = floor((ttl + 999) / 1000)
+  if ms * 1000 > ttl + 999 then ms = ms - 1 elseif (ms + 1) * 1000 <= ttl + 999 then ms = ms + 1 end
+  redis.call('SET', key, value, 'PX', string.format('%d', ms + ttl_extra_ms))
+  return string.format('1 %d %d %d 0 %d', now, burst, burst - n, ttl)
+end
+local wait, wait_f = free - now, free_f
+-- Permits queued ahead: ceil(wait / T); more than the queue holds only after a clock step.
+local remaining = 0
+local cap = burst * d
+if p > 1 then
+  local q = floor(cap / p)
+  if q * p > cap then q = q - 1 elseif (q + 1) * p <= cap then q = q + 1 end
+  cap = q
+end
+if wait <= cap then
+  local x = wait * p + wait_f + d - 1
+  local queued = floor(x / d)
+  if queued * d > x then queued = queued - 1
+  elseif (queued + 1) * d <= x then queued = queued + 1 end
+  remaining = burst - queued
+  if remaining < 0 then remaining = 0 end
+end
+local retry = wait
+if wait_f > 0 then retry = retry + 1 end
+return string.format('0 %d %d %d %d %d', now, burst, remaining, retry, retry)
