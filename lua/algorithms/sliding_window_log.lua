@@ -4,6 +4,10 @@
 -- (whatever the window, also after a policy change shrank it). Time is
 -- max(TIME, newest member). Reads only while deciding; trims and adds when admitted. Work and
 -- memory are bounded by limit <= 10,000. Model: src/algorithms/sliding_window_log.cpp.
+--
+-- lua/decide_sliding_window_log.lua is this algorithm inlined into a script of its own
+-- (try_acquire on a single sliding_window_log limit): a change here goes there too. The
+-- differential test runs both.
 
 local function sliding_window_log(key, now, n, limit, window)
   local t = now

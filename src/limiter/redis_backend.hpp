@@ -21,9 +21,9 @@ class RedisBackend final : public Backend {
   ClientCore& client_;
 };
 
-/// The lean script `request` runs rather than `decide` (acquire on a policy of one limit whose
-/// algorithm has one: `decide_<algorithm>`), or nullptr. The same decision and stored state,
-/// at about half the server time.
+/// The lean script `request` runs rather than `decide` (acquire on a policy of one limit:
+/// `decide_<algorithm>`), or nullptr. The same decision and stored state, at 0.4-0.9 x the
+/// server time (docs/performance.md).
 const scripts::ScriptSource* lean_decide_script(const DecideRequest& request);
 
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.

@@ -415,7 +415,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"token_bucket", {Algorithm::token_bucket}, true},
         Case{"leaky_bucket", {Algorithm::leaky_bucket}, true},
         Case{"fixed_window", {Algorithm::fixed_window}, true},
-        Case{"sliding_window_log", {Algorithm::sliding_window_log}},
+        Case{"sliding_window_log", {Algorithm::sliding_window_log}, true},
         Case{"sliding_window_counter", {Algorithm::sliding_window_counter}, true},
         Case{"multi_limit",
              {Algorithm::gcra, Algorithm::fixed_window, Algorithm::sliding_window_counter}},
