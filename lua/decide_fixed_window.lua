@@ -5,42 +5,16 @@
 -- Why a script of its own: as lua/decide_gcra.lua explains, EVALSHA runs a script's whole body
 -- on every call; this one defines no function and builds no table.
 --
--- KEYS[1]  the state key
--- ARGV[1]  permits requested
--- ARGV[2]  now in microseconds, for tests only, or '' to use the server's TIME (with an
---          injected time, the key lives an hour longer, as in decide.lua)
+-- Arguments as lib/lean_arguments.lua describes; the limit's fields:
 -- ARGV[3]  limit (permits per window), ARGV[4] period in us, ARGV[5] anchored (0 or 1)
 --
 -- Returns, as decide_gcra does, "allowed (0/1) now_us limit remaining retry_after_us
 -- reset_after_us", where now_us is the time the decision used: max(now, the stored start).
 
-local MAX_EXACT = 4503599627370496  -- 2^52
-local floor = math.floor
-
--- Every argument is checked before the first write.
-local n, limit, period, anchored =
-    tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if #KEYS ~= 1 or #ARGV ~= 5 or
-    not (n and limit and period and anchored and n == floor(n) and limit == floor(limit) and
-         period == floor(period) and anchored == floor(anchored) and n >= 1 and
-         n <= MAX_EXACT and limit >= 1 and limit <= MAX_EXACT and period >= 1 and
-         period <= MAX_EXACT and anchored >= 0 and anchored <= MAX_EXACT) then
-  error('redlimit: decide_fixed_window expects 1 key and 5 integer arguments (permits >= 1, ' ..
-        'limit >= 1, period >= 1, anchored >= 0, all at most 2^52), got ' .. tostring(#KEYS) ..
-        ' keys and ' .. table.concat(ARGV, ' '))
-end
-local now
-local ttl_extra_ms = 0
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[2])
-  if not now or now ~= floor(now) or now < 0 or now > MAX_EXACT then
-    error('redlimit: argument now must be an integer in [0, 2^52], got ' .. tostring(ARGV[2]))
-  end
-  ttl_extra_ms = 3600000
-end
+local lean_script, lean_fields =
+    'decide_fixed_window', 'limit >= 1, period >= 1, anchored >= 0'
+--!include lib/lean_arguments.lua
+local limit, period, anchored = field1, field2, field3
 
 -- Time is max(now, stored start), so a clock step backwards stays in the stored window.
 local key = KEYS[1]

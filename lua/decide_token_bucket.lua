@@ -5,10 +5,7 @@
 -- Why a script of its own: as lua/decide_gcra.lua explains, EVALSHA runs a script's whole body
 -- on every call; this one defines no function and builds no table but the stored value's fields.
 --
--- KEYS[1]  the state key
--- ARGV[1]  permits requested
--- ARGV[2]  now in microseconds, for tests only, or '' to use the server's TIME (with an
---          injected time, the key lives an hour longer, as in decide.lua)
+-- Arguments as lib/lean_arguments.lua describes; the limit's fields:
 -- ARGV[3]  p, ARGV[4] d (the rate in lowest terms: p tokens every d us), ARGV[5] burst
 --
 -- Returns, as decide_gcra does, "allowed (0/1) now_us limit remaining retry_after_us
@@ -17,31 +14,9 @@
 -- Every floor(a / b) below is the double quotient corrected by one either way (idiv in
 -- lib/exact.lua), and ceil(a / b) is floor((a + b - 1) / b).
 
-local MAX_EXACT = 4503599627370496  -- 2^52
-local floor = math.floor
-
--- Every argument is checked before the first write.
-local n, p, d, burst = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if #KEYS ~= 1 or #ARGV ~= 5 or
-    not (n and p and d and burst and n == floor(n) and p == floor(p) and d == floor(d) and
-         burst == floor(burst) and n >= 1 and n <= MAX_EXACT and p >= 1 and p <= MAX_EXACT and
-         d >= 1 and d <= MAX_EXACT and burst >= 0 and burst <= MAX_EXACT) then
-  error('redlimit: decide_token_bucket expects 1 key and 5 integer arguments (permits >= 1, ' ..
-        'p >= 1, d >= 1, burst >= 0, all at most 2^52), got ' .. tostring(#KEYS) ..
-        ' keys and ' .. table.concat(ARGV, ' '))
-end
-local now
-local ttl_extra_ms = 0
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[2])
-  if not now or now ~= floor(now) or now < 0 or now > MAX_EXACT then
-    error('redlimit: argument now must be an integer in [0, 2^52], got ' .. tostring(ARGV[2]))
-  end
-  ttl_extra_ms = 3600000
-end
+local lean_script, lean_fields = 'decide_token_bucket', 'p >= 1, d >= 1, burst >= 0'
+--!include lib/lean_arguments.lua
+local p, d, burst = field1, field2, field3
 
 -- The level at t = max(now, last) after refilling (load_tokens in lib/tokens.lua). The stored
 -- value is "level:last:d" or "level:last:d:version:cancels:epoch"; tokens count in 1/d token.
@@ -51,17 +26,7 @@ local level, last = full, now
 local version, cancels, epoch = 0, 0, 0
 local stored = redis.call('GET', key)
 if stored then
-  local fields, count, from = {}, 0, 1
-  while true do
-    local colon = string.find(stored, ':', from, true)
-    count = count + 1
-    if not colon then
-      fields[count] = tonumber(string.sub(stored, from))
-      break
-    end
-    fields[count] = tonumber(string.sub(stored, from, colon - 1))
-    from = colon + 1
-  end
+--!include lib/lean_split.lua
   local den = fields[3]
   level, last = fields[1], fields[2]
   if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end

@@ -80,17 +80,8 @@ end
 
 -- The integers of a stored "a[:b[:c[:d[:e[:f]]]]]" value.
 local function split_value(stored)
-  local fields, count, from = {}, 0, 1
-  while true do
-    local colon = string.find(stored, ':', from, true)
-    count = count + 1
-    if not colon then
-      fields[count] = tonumber(string.sub(stored, from))
-      return fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]
-    end
-    fields[count] = tonumber(string.sub(stored, from, colon - 1))
-    from = colon + 1
-  end
+--!include lean_split.lua
+  return fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]
 end
 
 -- Sets a string key with a TTL in milliseconds (at least 1).

@@ -12,7 +12,6 @@
 #include "algorithms/policy_model.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/redis_backend.hpp"
-#include "lua_scripts.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -229,26 +228,7 @@ void report(Tally* tally, const Sequence& sequence, std::size_t step, const std:
   }
 }
 
-/// The decision of the general decide script for an acquire, sent as RedisBackend::decide sends
-/// it to a policy that has no lean script.
-Task<Decision> decide_by_general_script(ClientCore& client, DecideRequest request) {
-  const auto& limits = request.policy->limits();
-  std::vector<std::string> keys;
-  for (const CompiledLimit& limit : limits)
-    keys.push_back(request.key_base + limit.key_suffix);
-  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
-  const std::string permits = std::to_string(request.permits);
-  const std::string now = std::to_string(request.now_us);
-  std::vector<std::string_view> args = {"acquire", permits, now};
-  for (const CompiledLimit& limit : limits)
-    args.insert(args.end(), limit.fields.begin(), limit.fields.end());
-  const Reply reply =
-      co_await client.eval(scripts::decide, key_views, args, client.command_deadline());
-  co_return decision_from_reply(reply, limits.size());
-}
-
-Task<void> run_sequence(RedisBackend& backend, ClientCore& client, Sequence sequence,
-                        Tally* tally) {
+Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) {
   std::vector<std::optional<LimitState>> states(sequence.policy->specs().size());
   std::vector<Granted> granted;
   const std::string key_base = "{" + sequence.key + "}";
@@ -326,7 +306,7 @@ Task<void> run_sequence(RedisBackend& backend, ClientCore& client, Sequence sequ
     DecideRequest request(sequence.policy, key_base, operation, step.permits, step.now);
     Decision script;
     if (step.kind == Kind::acquire_by_decide) {
-      script = co_await decide_by_general_script(client, std::move(request));
+      script = co_await backend.decide_with_general_script(std::move(request));
     } else {
       tally->lean += lean_decide_script(request) != nullptr ? 1 : 0;
       script = co_await backend.decide(std::move(request));
@@ -364,7 +344,7 @@ Task<void> run_case(Client& client, std::vector<Algorithm> algorithms, std::uint
   TaskGroup group;
   for (int index = 0; index < sequences_per_case; ++index) {
     Sequence sequence = random_sequence(random, algorithms, index);
-    group.add(run_sequence(backend, client.core(), std::move(sequence), tally));
+    group.add(run_sequence(backend, std::move(sequence), tally));
     // Keep a bounded number in flight: wait for the batch every `in_flight` sequences.
     if (group.running() >= in_flight) co_await group.join();
   }
