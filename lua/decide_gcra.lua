@@ -5,7 +5,8 @@
 -- Why a script of its own: EVALSHA runs a script's whole body on every call, so every local
 -- function decide.lua and its includes define is created again per call, and its generality
 -- (any policy, peek) costs table and closure work per call. This one defines no function and
--- builds one table (its reply), so it costs little more than its three Redis calls.
+-- builds no table but the fields of a fractional stored value, so it costs little more than its
+-- three Redis calls.
 --
 -- Arguments as lib/lean_arguments.lua describes; the limit's fields:
 -- ARGV[3]  p, ARGV[4] d (the rate in lowest terms: one permit every d/p us), ARGV[5] burst
