@@ -20,23 +20,9 @@ local lean_script, lean_fields = 'decide_gcra', 'p >= 1, d >= 1, burst >= 0'
 --!include lib/lean_arguments.lua
 local p, d, burst = field1, field2, field3
 
--- The stored TAT, or now if that is later (load_frac_time in lib/frac_time.lua). A value that
--- is not a plain integer is "us:f:den" or "us:f:den:version:cancels:epoch".
-local key = KEYS[1]
-local tat, tat_f = now, 0
-local version, cancels, epoch = 0, 0, 0
-local stored = redis.call('GET', key)
-if stored then
-  local us, f = tonumber(stored), 0
-  if not us then
-    local den
---!include lib/lean_split.lua
-    us, f, den = fields[1], fields[2] or 0, fields[3]
-    if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end
-    if f > 0 and den ~= p then us, f = us + 1, 0 end
-  end
-  if us > now or (us == now and f > 0) then tat, tat_f = us, f end
-end
+-- The TAT: the stored one, or now if that is later.
+--!include lib/lean_frac_time.lua
+local tat, tat_f = stored_time, stored_f
 
 -- n*T and tau = burst*T as (whole us, fraction in 1/p us). floor(x / p) of doubles can round
 -- up to the next integer when the quotient is very close to it: corrected by one either way.
