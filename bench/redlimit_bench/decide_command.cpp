@@ -9,8 +9,9 @@ DecideCommand decide_command(const redlimit::Policy& policy, const std::string& 
                              const std::string& name, const std::string& raw_key) {
   namespace detail = redlimit::detail;
   const auto compiled = detail::CompiledPolicy::compile(policy);
-  const std::string base = detail::key_base(prefix, detail::escape_key_part(name), raw_key);
-  const detail::DecideRequest request(compiled, base, detail::Operation::acquire, 1);
+  const std::string base = detail::key_base(prefix, detail::escape_key_part(name), raw_key).str();
+  const detail::DecideRequest request(compiled, detail::KeyBase(base), detail::Operation::acquire,
+                                      1);
   // As RedisBackend::decide sends it.
   if (const detail::scripts::ScriptSource* lean = detail::lean_decide_script(request)) {
     // A lean script: the key, then permits, "" (Redis's own TIME), the limit's three fields.

@@ -8,6 +8,7 @@
 #include "algorithms/exact.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/compiled_policy.hpp"
+#include "limiter/key_format.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/task.hpp"
 
@@ -21,7 +22,7 @@ enum class Operation { acquire, peek };
 /// co_await expression (`co_await backend.decide(DecideRequest{...})`); a class with a
 /// user-provided constructor is not affected.
 struct DecideRequest {
-  DecideRequest(std::shared_ptr<const CompiledPolicy> policy_, std::string key_base_,
+  DecideRequest(std::shared_ptr<const CompiledPolicy> policy_, KeyBase key_base_,
                 Operation operation_, std::int64_t permits_, std::int64_t now_us_ = 0)
       : policy(std::move(policy_)),
         key_base(std::move(key_base_)),
@@ -30,7 +31,7 @@ struct DecideRequest {
         now_us(now_us_) {}
 
   std::shared_ptr<const CompiledPolicy> policy;
-  std::string key_base;  ///< `<prefix>:{<name>:<key>}`; each limit appends its suffix
+  KeyBase key_base;  ///< `<prefix>:{<name>:<key>}`; each limit appends its suffix
   Operation operation = Operation::acquire;
   std::int64_t permits = 1;
   std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
@@ -38,7 +39,7 @@ struct DecideRequest {
 
 /// The key acquire() reserves on: that of the policy's first (for reservations, only) limit.
 inline std::string reservation_key(const DecideRequest& request) {
-  return request.key_base + request.policy->limits().front().key_suffix;
+  return request.key_base.str() + request.policy->limits().front().key_suffix;
 }
 
 /// A reservation made for acquire() (single-limit gcra, token_bucket or leaky_bucket policies).

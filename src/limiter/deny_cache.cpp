@@ -2,7 +2,7 @@
 
 namespace redlimit::detail {
 
-std::optional<Decision> DenyCache::lookup(const std::string& key_base, std::int64_t permits,
+std::optional<Decision> DenyCache::lookup(std::string_view key_base, std::int64_t permits,
                                           Clock::time_point now) {
   const auto it = entries_.find(key_base);
   if (it == entries_.end()) return std::nullopt;
@@ -18,7 +18,7 @@ std::optional<Decision> DenyCache::lookup(const std::string& key_base, std::int6
   return decision;
 }
 
-void DenyCache::remember(const std::string& key_base, std::int64_t permits, const Decision& denial,
+void DenyCache::remember(std::string_view key_base, std::int64_t permits, const Decision& denial,
                          Clock::time_point sent) {
   const auto until = sent + denial.retry_after;
   const auto it = entries_.find(key_base);
@@ -28,8 +28,16 @@ void DenyCache::remember(const std::string& key_base, std::int64_t permits, cons
        (it->second.permits == permits && it->second.until >= until))) {
     return;
   }
-  entries_[key_base] = Entry{permits, until, denial};
+  if (it != entries_.end()) {
+    it->second = Entry{permits, until, denial};
+  } else {
+    entries_.emplace(key_base, Entry{permits, until, denial});
+  }
   if (entries_.size() > evict_at_) evict_expired(sent);
+}
+
+void DenyCache::forget(std::string_view key_base) {
+  if (const auto it = entries_.find(key_base); it != entries_.end()) entries_.erase(it);
 }
 
 void DenyCache::evict_expired(Clock::time_point now) {

@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
+#include "limiter/key_format.hpp"
 #include "redlimit/limit.hpp"
 
 namespace redlimit::detail {
@@ -25,12 +27,12 @@ class DenyCache {
   using Clock = std::chrono::steady_clock;
 
   /// The cached denial for `key_base` and `permits`, if still in force at `now`.
-  std::optional<Decision> lookup(const std::string& key_base, std::int64_t permits,
+  std::optional<Decision> lookup(std::string_view key_base, std::int64_t permits,
                                  Clock::time_point now);
   /// Remembers Redis's denial of a request sent at `sent`.
-  void remember(const std::string& key_base, std::int64_t permits, const Decision& denial,
+  void remember(std::string_view key_base, std::int64_t permits, const Decision& denial,
                 Clock::time_point sent);
-  void forget(const std::string& key_base) { entries_.erase(key_base); }
+  void forget(std::string_view key_base);
   void clear() { entries_.clear(); }
   std::size_t size() const noexcept { return entries_.size(); }
 
@@ -42,7 +44,7 @@ class DenyCache {
   };
   void evict_expired(Clock::time_point now);
 
-  std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> entries_;
   std::size_t evict_at_ = 1024;  ///< sweep expired entries when the map grows past this
 };
 

@@ -1,5 +1,6 @@
 #include "limiter/key_format.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "limiter/sha256.hpp"
@@ -28,36 +29,40 @@ std::size_t escaped_size(std::string_view raw) {
   return size;
 }
 
-void append_escaped(std::string& out, std::string_view raw, std::size_t size) {
-  if (size == raw.size()) {
-    out.append(raw);
-    return;
-  }
-  const std::size_t start = out.size();
-  out.resize(start + size);
-  char* at = out.data() + start;
+/// Writes `raw` escaped (`size` bytes, from escaped_size) at `out`; returns the end.
+char* write_escaped(char* out, std::string_view raw, std::size_t size) {
+  if (size == raw.size()) return std::copy(raw.begin(), raw.end(), out);
   for (const char c : raw) {
     const auto byte = static_cast<unsigned char>(c);
     if (kept_bytes[byte]) {
-      *at++ = c;
+      *out++ = c;
     } else {
-      *at++ = '%';
-      *at++ = hex_digits[byte >> 4];
-      *at++ = hex_digits[byte & 0xF];
+      *out++ = '%';
+      *out++ = hex_digits[byte >> 4];
+      *out++ = hex_digits[byte & 0xF];
     }
   }
+  return out;
 }
 
 constexpr std::size_t digest_part_size = 34;  ///< "%#" and 32 hex digits
 
-void append_key_part(std::string& out, std::string_view raw, std::size_t size) {
-  if (size <= max_escaped_key) return append_escaped(out, raw, size);
+/// The size of key_part(raw), given its escaped size.
+std::size_t key_part_size(std::size_t escaped) {
+  return escaped <= max_escaped_key ? escaped : digest_part_size;
+}
+
+/// Writes key_part(raw) at `out` (`escaped` is escaped_size(raw)); returns the end.
+char* write_key_part(char* out, std::string_view raw, std::size_t escaped) {
+  if (escaped <= max_escaped_key) return write_escaped(out, raw, escaped);
   const auto digest = sha256(raw);
-  out += "%#";
+  *out++ = '%';
+  *out++ = '#';
   for (std::size_t i = 0; i < 16; ++i) {
-    out += hex_digits[digest[i] >> 4];
-    out += hex_digits[digest[i] & 0xF];
+    *out++ = hex_digits[digest[i] >> 4];
+    *out++ = hex_digits[digest[i] & 0xF];
   }
+  return out;
 }
 
 }  // namespace
@@ -70,27 +75,53 @@ bool is_valid_prefix(std::string_view prefix) {
 }
 
 std::string escape_key_part(std::string_view raw) {
-  std::string out;
-  append_escaped(out, raw, escaped_size(raw));
+  const std::size_t size = escaped_size(raw);
+  std::string out(size, '\0');
+  write_escaped(out.data(), raw, size);
   return out;
 }
 
 std::string key_part(std::string_view raw) {
-  std::string out;
-  append_key_part(out, raw, escaped_size(raw));
+  const std::size_t escaped = escaped_size(raw);
+  std::string out(key_part_size(escaped), '\0');
+  write_key_part(out.data(), raw, escaped);
   return out;
 }
 
-std::string key_base(std::string_view prefix, std::string_view escaped_name,
-                     std::string_view raw_key) {
-  const std::size_t part_size = escaped_size(raw_key);
-  std::string base;
-  base.reserve(prefix.size() + escaped_name.size() +
-               (part_size <= max_escaped_key ? part_size : digest_part_size) + 4);
-  base.append(prefix).append(":{").append(escaped_name).append(":");
-  append_key_part(base, raw_key, part_size);
-  base += '}';
+KeyBase key_base(std::string_view prefix, std::string_view escaped_name, std::string_view raw_key) {
+  const std::size_t escaped = escaped_size(raw_key);
+  KeyBase base;
+  char* out = base.prepare(prefix.size() + escaped_name.size() + key_part_size(escaped) + 4);
+  out = std::copy(prefix.begin(), prefix.end(), out);
+  *out++ = ':';
+  *out++ = '{';
+  out = std::copy(escaped_name.begin(), escaped_name.end(), out);
+  *out++ = ':';
+  out = write_key_part(out, raw_key, escaped);
+  *out = '}';
   return base;
+}
+
+KeyBase::KeyBase(std::string_view text) {
+  std::copy(text.begin(), text.end(), prepare(text.size()));
+}
+
+KeyBase& KeyBase::operator=(const KeyBase& other) {
+  if (this != &other) {
+    const std::string_view text = other.view();
+    std::copy(text.begin(), text.end(), prepare(text.size()));
+  }
+  return *this;
+}
+
+char* KeyBase::prepare(std::size_t size) {
+  size_ = size;
+  if (size <= inline_.size()) {
+    heap_.reset();
+    return inline_.data();
+  }
+  heap_ = std::make_unique_for_overwrite<char[]>(size);
+  return heap_.get();
 }
 
 }  // namespace redlimit::detail

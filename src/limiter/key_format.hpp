@@ -1,6 +1,9 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -23,9 +26,40 @@ std::string escape_key_part(std::string_view raw);
 /// cannot collide).
 std::string key_part(std::string_view raw);
 
+/// The text of a key base (see key_base()), kept inside the object when it is short.
+///
+/// Why not std::string: a key base is made for every decision, and is mostly longer than a
+/// std::string keeps without a heap allocation; this one lives in the (pooled) coroutine frames
+/// that carry the decision.
+class KeyBase {
+ public:
+  KeyBase() = default;
+  explicit KeyBase(std::string_view text);
+  KeyBase(const KeyBase& other) : KeyBase(other.view()) {}
+  KeyBase& operator=(const KeyBase& other);
+
+  std::string_view view() const noexcept { return {heap_ ? heap_.get() : inline_.data(), size_}; }
+  std::string str() const { return std::string(view()); }
+  /// Room for exactly `size` characters, which the caller writes; the old text is gone.
+  char* prepare(std::size_t size);
+
+ private:
+  std::size_t size_ = 0;
+  std::array<char, 96> inline_;
+  std::unique_ptr<char[]> heap_;  ///< only for a text longer than inline_
+};
+
+/// Hashes std::string and std::string_view alike: a map of keys with it (and std::equal_to<>)
+/// is searched by a KeyBase's view without copying it into a std::string.
+struct KeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const noexcept {
+    return std::hash<std::string_view>{}(text);
+  }
+};
+
 /// `<prefix>:{<name>:<key>}`: the common start of every Redis key of one decision. The braces
 /// make `<name>:<key>` the hash tag, so all keys of a decision share one cluster slot.
-std::string key_base(std::string_view prefix, std::string_view escaped_name,
-                     std::string_view raw_key);
+KeyBase key_base(std::string_view prefix, std::string_view escaped_name, std::string_view raw_key);
 
 }  // namespace redlimit::detail

@@ -179,22 +179,16 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
   Clock::time_point sent{};
   if (cache || (breaker != nullptr && breaker->open())) sent = Clock::now();
   if (cache) {
-    if (auto cached = deny_cache_.lookup(request.key_base, request.permits, sent)) {
+    if (auto cached = deny_cache_.lookup(request.key_base.view(), request.permits, sent)) {
       co_return *cached;
     }
   }
   if (breaker != nullptr && !breaker->allow(sent)) co_return decide_on_failure(request, breaker);
   std::exception_ptr error;
   try {
-    // Why not a copy of the whole request: that copies the key (a heap allocation per call).
-    // The key stays here only when a later step reads it: the deny cache, or the local
-    // fallback of decide_on_failure() (the rest of it reads only the policy and permits; the
-    // breaker was found by the key before).
-    const bool key_needed = cache || fallback_ != nullptr;
-    DecideRequest backend_request(request.policy,
-                                  key_needed ? request.key_base : std::move(request.key_base),
-                                  request.operation, request.permits, request.now_us);
-    Decision decision = co_await backend_->decide(std::move(backend_request));
+    // Why a copy: the deny cache and the local fallback of decide_on_failure() read the request
+    // afterwards. It costs no heap allocation for a short key (KeyBase).
+    Decision decision = co_await backend_->decide(request);
     if (breaker != nullptr) {
       if (breaker->open()) {
         logger_->info("limiter '{}': Redis answers again", options_.name);
@@ -204,7 +198,7 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
     // Why the generation: a reset() or set_policy() while this was in flight may have given
     // capacity back; a denial from before it is not remembered.
     if (cache && !decision.allowed && generation == generation_) {
-      deny_cache_.remember(request.key_base, request.permits, decision, sent);
+      deny_cache_.remember(request.key_base.view(), request.permits, decision, sent);
     }
     co_return decision;
   } catch (...) {
@@ -235,10 +229,9 @@ Task<Decision> LimiterCore::peek(std::string key) {
 Task<void> LimiterCore::reset(std::string key) {
   DecideRequest validated_request = request(key, Operation::peek, 1);
   ++generation_;
-  deny_cache_.forget(validated_request.key_base);
-  if (fallback_) co_await fallback_->reset(fallback_policy_, validated_request.key_base);
-  co_await backend_->reset(std::move(validated_request.policy),
-                           std::move(validated_request.key_base));
+  deny_cache_.forget(validated_request.key_base.view());
+  if (fallback_) co_await fallback_->reset(fallback_policy_, validated_request.key_base.str());
+  co_await backend_->reset(std::move(validated_request.policy), validated_request.key_base.str());
 }
 
 void LimiterCore::set_policy(Policy policy) {

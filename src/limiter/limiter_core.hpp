@@ -51,7 +51,7 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   void failed(std::exception_ptr error, CircuitBreaker* breaker);
   /// The breaker of the server that holds `request`'s keys; null for an in-process limiter.
   CircuitBreaker* breaker_for(const DecideRequest& request) const {
-    return breakers_ != nullptr ? &breakers_->breaker_for(request.key_base) : nullptr;
+    return breakers_ != nullptr ? &breakers_->breaker_for(request.key_base.view()) : nullptr;
   }
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;

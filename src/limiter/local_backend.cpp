@@ -27,8 +27,9 @@ LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::
                                              bool* created) {
   evict_expired(now);
   const auto& limits = request.policy->limits();
-  const auto [it, inserted] = entries_.try_emplace(request.key_base);
-  *created = inserted;
+  auto it = entries_.find(request.key_base.view());
+  *created = it == entries_.end();
+  if (*created) it = entries_.try_emplace(request.key_base.str()).first;
   Entry& entry = it->second;
   // Why only grow: a limit removed and added back finds its state, as its Redis key would be.
   if (entry.states.size() < limits.size()) {
@@ -46,7 +47,7 @@ LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::
   return entry;
 }
 
-void LocalBackend::touch(const std::string& key, Entry& entry, bool created,
+void LocalBackend::touch(std::string_view key, Entry& entry, bool created,
                          const std::vector<std::int64_t>& ttls_us, std::int64_t now) {
   std::int64_t entry_expires = 0;
   for (std::size_t i = 0; i < ttls_us.size(); ++i) {
@@ -68,9 +69,9 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
     std::vector<std::int64_t> ttls;
     for (const LimitOutcome& limit : outcome.limits)
       ttls.push_back(limit.ttl_us);
-    touch(request.key_base, entry, created, ttls, now);
+    touch(request.key_base.view(), entry, created, ttls, now);
   } else if (created) {
-    entries_.erase(request.key_base);  // nothing was stored for this key
+    entries_.erase(entries_.find(request.key_base.view()));  // nothing was stored for this key
   }
 
   const LimitOutcome& binding = outcome.binding_outcome();
@@ -93,9 +94,9 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   const ReserveOutcome outcome =
       detail::reserve(spec, entry.states[0], now, request.permits, max_wait_us);
   if (outcome.decision.allowed) {
-    touch(request.key_base, entry, created, {outcome.decision.ttl_us}, now);
+    touch(request.key_base.view(), entry, created, {outcome.decision.ttl_us}, now);
   } else if (created) {
-    entries_.erase(request.key_base);
+    entries_.erase(entries_.find(request.key_base.view()));
   }
   Reservation out;
   out.decision.allowed = outcome.decision.allowed;
@@ -128,10 +129,10 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
   const CancelOutcome outcome =
       cancel_reservation(spec, entry.states[0], now, request.permits, ticket);
   if (outcome.verdict != CancelVerdict::returned) {
-    if (created) entries_.erase(request.key_base);
+    if (created) entries_.erase(entries_.find(request.key_base.view()));
     co_return outcome.verdict;
   }
-  touch(request.key_base, entry, created, {outcome.ttl_us}, now);
+  touch(request.key_base.view(), entry, created, {outcome.ttl_us}, now);
   const CancelNotice notice{.cancels = outcome.book.cancels,
                             .epoch = outcome.book.epoch,
                             .cancelled = ticket.version,

@@ -52,11 +52,11 @@ class LocalBackend final : public Backend {
   /// The entry of `request`'s key with stale limits reset; `created` if it was new.
   Entry& entry_for(const DecideRequest& request, std::int64_t now, bool* created);
   /// Records that the entry's limit `index` wrote a state that matters for `ttl_us`.
-  void touch(const std::string& key, Entry& entry, bool created,
+  void touch(std::string_view key, Entry& entry, bool created,
              const std::vector<std::int64_t>& ttls_us, std::int64_t now);
 
   Clock clock_;
-  std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> entries_;
   std::multimap<std::int64_t, const std::string*> by_expiry_;  ///< entry expiry -> its key
   std::map<std::uint64_t, std::pair<std::string, NoticeHandler>> watchers_;
   std::uint64_t next_watch_ = 1;

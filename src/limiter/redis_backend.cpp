@@ -6,6 +6,7 @@
 
 #include "algorithms/reservations.hpp"
 #include "lua_scripts.hpp"
+#include "redis/reply_builder.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
@@ -49,21 +50,20 @@ class JoinedKey {
 };
 
 /// Reads an optional '-' and 1 to 18 decimal digits at `at` (so no overflow is possible),
-/// advancing `at`. Why not std::from_chars: its overflow checks per digit made it most of a
-/// decision's reply parsing; every field of a lean script's reply is below 2^53 (16 digits).
-bool parse_integer(const char*& at, const char* end, std::int64_t& value) {
-  const bool negative = at != end && *at == '-';
+/// advancing `at` past them. `at` points into a NUL-terminated text.
+/// Why not std::from_chars: its overflow checks per digit made it most of a decision's reply
+/// parsing; every field of a lean script's reply is below 2^53 (16 digits). Why no end check
+/// per digit: the terminating NUL is not a digit, so it ends the loop.
+bool parse_integer(const char*& at, std::int64_t& value) {
+  const bool negative = *at == '-';
   if (negative) ++at;
   const char* const digits = at;
-  const char* const last = digits + std::min<std::ptrdiff_t>(end - digits, 18);
-  std::int64_t magnitude = 0;
-  for (; at != last; ++at) {
-    const auto digit = static_cast<unsigned>(*at - '0');
-    if (digit > 9) break;
+  std::uint64_t magnitude = 0;  // unsigned: wraps harmlessly past 18 digits, refused below
+  for (unsigned digit; (digit = static_cast<unsigned char>(*at) - unsigned{'0'}) <= 9; ++at)
     magnitude = magnitude * 10 + digit;
-  }
-  if (at == digits || (at != end && static_cast<unsigned>(*at - '0') <= 9)) return false;
-  value = negative ? -magnitude : magnitude;
+  if (at == digits || at - digits > 18) return false;
+  const auto signed_magnitude = static_cast<std::int64_t>(magnitude);
+  value = negative ? -signed_magnitude : signed_magnitude;
   return true;
 }
 
@@ -115,11 +115,11 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
 Decision decision_from_lean_reply(const Reply& reply) {
   std::array<std::int64_t, 6> fields{};
   bool ok = reply.type == Reply::Type::string;
-  const char* at = reply.str.data();
+  const char* at = reply.str.c_str();
   const char* const end = at + reply.str.size();
   for (std::size_t i = 0; ok && i < fields.size(); ++i) {
-    if (i > 0) ok = at != end && *at++ == ' ';
-    if (ok) ok = parse_integer(at, end, fields[i]);
+    if (i > 0) ok = *at++ == ' ';
+    if (ok) ok = parse_integer(at, fields[i]);
   }
   if (!ok || at != end || (fields[0] != 0 && fields[0] != 1)) {
     throw ProtocolError("a lean decide script returned an unexpected reply: " +
@@ -191,14 +191,16 @@ Task<Decision> RedisBackend::decide(DecideRequest request) {
 Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource& script,
                                                      DecideRequest request) {
   const CompiledLimit& limit = request.policy->limits().front();
-  const JoinedKey key(request.key_base, limit.key_suffix);
+  const JoinedKey key(request.key_base.view(), limit.key_suffix);
   const std::array<std::string_view, 1> keys = {key.view()};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
   const std::array<std::string_view, 5> args = {permits, now, limit.fields[1], limit.fields[2],
                                                 limit.fields[3]};
-  const Reply reply = co_await client_.eval(script, keys, args, client_.command_deadline());
-  co_return decision_from_lean_reply(reply);
+  Reply reply = co_await client_.eval(script, keys, args, client_.command_deadline());
+  const Decision decision = decision_from_lean_reply(reply);
+  reuse_reply_text(std::move(reply.str));
+  co_return decision;
 }
 
 Task<Decision> RedisBackend::decide_with_general_script(DecideRequest request) {
@@ -206,7 +208,7 @@ Task<Decision> RedisBackend::decide_with_general_script(DecideRequest request) {
   std::vector<std::string> keys;
   keys.reserve(limits.size());
   for (const CompiledLimit& limit : limits)
-    keys.push_back(request.key_base + limit.key_suffix);
+    keys.push_back(request.key_base.str() + limit.key_suffix);
   const std::vector<std::string_view> key_views(keys.begin(), keys.end());
 
   const std::string permits = std::to_string(request.permits);

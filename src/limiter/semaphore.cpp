@@ -60,7 +60,7 @@ std::string SemaphoreCore::redis_key(std::string_view key) const {
   if (key.size() > max_key_bytes) {
     throw InvalidArgument("key must be at most " + std::to_string(max_key_bytes) + " bytes");
   }
-  return key_base(prefix_, escaped_name_, key) + ":semaphore";
+  return key_base(prefix_, escaped_name_, key).str() + ":semaphore";
 }
 
 void SemaphoreCore::check_permits(std::int64_t permits) const {

@@ -1,7 +1,6 @@
 #include "redis/client_core.hpp"
 
 #include <algorithm>
-#include <array>
 
 #include "redis/cluster_router.hpp"
 #include "redis/command_keys.hpp"
@@ -10,6 +9,7 @@
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/failed_task.hpp"
 #include "runtime/logger.hpp"
 
 namespace redlimit::detail {
@@ -121,45 +121,14 @@ Task<CommandResult> ClientCore::send_asking(Connection& connection,
   co_return co_await std::move(command);
 }
 
-Task<CommandResult> ClientCore::attempt(Connection& connection, bool asking,
-                                        std::span<const std::string_view> argv,
-                                        const scripts::ScriptSource* script,
-                                        Clock::time_point deadline) {
-  std::span<const std::string_view> command = argv;
-  std::vector<std::string_view> reload;  // the command again after NOSCRIPT
-  // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
-  for (int reloads = 0;; ++reloads) {
-    CommandResult result;
-    // Why no coroutine for the plain send: this runs once per decision, and a coroutine layer
-    // costs a frame and a resumption.
-    if (asking) {
-      result = co_await send_asking(connection, command, deadline);
-    } else {
-      result = co_await connection.send(command, deadline);
-    }
-    if (script == nullptr || reloads == 2 || !is_noscript(result.reply) ||
-        !connection.accepting()) {
-      co_return result;
-    }
-    reload.assign(argv.begin(), argv.end());
-    if (!connection.script_loaded_after(script->index, result.sequence)) {
-      reload[0] = "EVAL";
-      reload[1] = script->source;
-      connection.note_script_load(script->index);
-    }
-    command = reload;
-  }
-}
-
-Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
-                                        std::span<const std::string_view> argv,
-                                        const scripts::ScriptSource* script,
-                                        Clock::time_point deadline) {
+Task<Reply> ClientCore::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
+                                const scripts::ScriptSource* script, Clock::time_point deadline) {
   if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
   Connection* target = &router_->route(slot);
   bool asking = false;
   int redirects = 0;
   int retries = 0;
+  std::vector<std::string_view> reload;  // the command again after NOSCRIPT
   for (;;) {
     if (!target->accepting() && !closing_) {  // its node left the slot map meanwhile
       target = &router_->route(slot);
@@ -169,7 +138,29 @@ Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
     std::exception_ptr failure;
     bool unsent = false;
     try {
-      result = co_await attempt(*target, asking, argv, script, deadline);
+      // One try on one connection: ASKING first when asking, EVAL after NOSCRIPT.
+      // Why not a coroutine of its own: this runs once per decision, and a coroutine layer
+      // costs a frame and a resumption.
+      std::span<const std::string_view> command = argv.words();
+      // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
+      for (int reloads = 0;; ++reloads) {
+        if (asking) {
+          result = co_await send_asking(*target, command, deadline);
+        } else {
+          result = co_await target->send(command, deadline);
+        }
+        if (script == nullptr || reloads == 2 || !is_noscript(result.reply) ||
+            !target->accepting()) {
+          break;
+        }
+        reload.assign(command.begin(), command.end());
+        if (!target->script_loaded_after(script->index, result.sequence)) {
+          reload[0] = "EVAL";
+          reload[1] = script->source;
+          target->note_script_load(script->index);
+        }
+        command = reload;
+      }
     } catch (const ConnectionError& e) {
       failure = std::current_exception();
       unsent = !e.maybe_executed();
@@ -180,19 +171,21 @@ Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
     if (retired && (unsent || (!failure && is_noscript(result.reply)))) {
       if (++redirects <= max_redirects) continue;
       if (failure) std::rethrow_exception(failure);
-      co_return result;
+      co_return answer(result, script);
     }
     if (failure) {
       router_->suspect_topology();
       std::rethrow_exception(failure);
     }
-    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) co_return result;
+    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) {
+      co_return answer(result, script);
+    }
 
     switch (classify_cluster_error(result.reply.str)) {
       case ClusterErrorKind::redirect: {
         const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
         Connection* next = redirect ? router_->follow(*redirect) : nullptr;
-        if (next == nullptr || ++redirects > max_redirects) co_return result;
+        if (next == nullptr || ++redirects > max_redirects) co_return answer(result, script);
         target = next;
         asking = redirect->kind == Redirect::Kind::ask;
         continue;
@@ -201,16 +194,25 @@ Task<CommandResult> ClientCore::execute(std::optional<std::uint16_t> slot,
       case ClusterErrorKind::retry_later: {
         if (error_code(result.reply.str) != "TRYAGAIN") router_->suspect_topology();
         const auto delay = retry_delay(retries++);
-        if (Clock::now() + delay >= deadline) co_return result;
+        if (Clock::now() + delay >= deadline) co_return answer(result, script);
         co_await sleep_for(loop_, delay);
         target = &router_->route(slot);
         asking = false;
         continue;
       }
       case ClusterErrorKind::other:
-        co_return result;
+        co_return answer(result, script);
     }
   }
+}
+
+Reply ClientCore::answer(CommandResult& result, const scripts::ScriptSource* script) const {
+  if (result.reply.type == Reply::Type::error) {
+    if (script == nullptr) raise(result.reply.str, {});
+    raise(result.reply.str,
+          "script '" + std::string(script->name) + "' calls: " + std::string(script->commands));
+  }
+  return std::move(result.reply);
 }
 
 Task<Reply> ClientCore::command(std::vector<std::string> argv) {
@@ -224,35 +226,21 @@ Task<Reply> ClientCore::command(std::vector<std::string> argv) {
   const auto key = routing_key(argv);
   const std::optional<std::uint16_t> slot = key ? slot_of(*key) : std::nullopt;
   const std::vector<std::string_view> views(argv.begin(), argv.end());
-  CommandResult result = co_await execute(slot, views, nullptr, command_deadline());
-  if (result.reply.type == Reply::Type::error) raise(result.reply.str, {});
-  co_return std::move(result.reply);
+  co_return co_await execute(slot, CommandArgv(views), nullptr, command_deadline());
 }
 
+// Why not a coroutine: it only prepares the command, and a layer more would cost a frame per
+// decision; the words move into execute()'s frame.
 Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
                              std::span<const std::string_view> keys,
                              std::span<const std::string_view> args, Clock::time_point deadline) {
-  check_thread();
-  const std::string key_count = std::to_string(keys.size());
-  // Why an inline array: the common decision fits, and this runs once per decision.
-  std::array<std::string_view, 32> inline_argv;
-  std::vector<std::string_view> heap_argv;
-  const std::size_t size = 3 + keys.size() + args.size();
-  if (size > inline_argv.size()) heap_argv.resize(size);
-  const std::span<std::string_view> argv =
-      heap_argv.empty() ? std::span<std::string_view>(inline_argv.data(), size) : heap_argv;
-  argv[0] = "EVALSHA";
-  argv[1] = script.sha1;
-  argv[2] = key_count;
-  std::copy(keys.begin(), keys.end(), argv.begin() + 3);
-  std::copy(args.begin(), args.end(), argv.begin() + 3 + static_cast<std::ptrdiff_t>(keys.size()));
-  const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
-  CommandResult result = co_await execute(slot, argv, &script, deadline);
-  if (result.reply.type == Reply::Type::error) {
-    raise(result.reply.str,
-          "script '" + std::string(script.name) + "' calls: " + std::string(script.commands));
+  try {
+    check_thread();
+    const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
+    return execute(slot, CommandArgv::evalsha(script, keys, args), &script, deadline);
+  } catch (...) {
+    return failed_task<Reply>(std::current_exception());
   }
-  co_return std::move(result.reply);
 }
 
 void ClientCore::raise(const std::string& error, std::string_view hint) const {

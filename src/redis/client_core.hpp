@@ -13,6 +13,7 @@
 
 #include "limiter/circuit_breaker.hpp"
 #include "lua_scripts.hpp"
+#include "redis/command_argv.hpp"
 #include "redis/connection.hpp"
 #include "redis/slot_router.hpp"
 #include "redis/subscriber.hpp"
@@ -62,9 +63,12 @@ class ClientCore final : public BreakerDirectory {
   /// (at most max_redirects), TRYAGAIN, CLUSTERDOWN, LOADING and MASTERDOWN (backs off and
   /// retries while the deadline allows). With `script`, argv is an EVALSHA of it and NOSCRIPT
   /// is answered on the node that said it. Error replies come back in the result.
-  Task<CommandResult> execute(std::optional<std::uint16_t> slot,
-                              std::span<const std::string_view> argv,
-                              const scripts::ScriptSource* script, Clock::time_point deadline);
+  /// An error reply is raised, as by answer().
+  Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
+                      const scripts::ScriptSource* script, Clock::time_point deadline);
+  /// The reply of `result`, or the exception its error reply becomes (naming the commands of
+  /// `script`, if any).
+  Reply answer(CommandResult& result, const scripts::ScriptSource* script) const;
   /// The slot to route `key` by: its hash slot in a cluster, none (any) on one server.
   std::optional<std::uint16_t> slot_of(std::string_view key) const noexcept;
   /// Throws the exception an error reply becomes (see exception_from_error).
@@ -72,10 +76,6 @@ class ClientCore final : public BreakerDirectory {
   /// `argv` on `connection` right after ASKING (an error reply to ASKING is the result).
   Task<CommandResult> send_asking(Connection& connection, std::span<const std::string_view> argv,
                                   Clock::time_point deadline);
-  /// One try on one connection: ASKING first when `asking`, EVAL after NOSCRIPT.
-  Task<CommandResult> attempt(Connection& connection, bool asking,
-                              std::span<const std::string_view> argv,
-                              const scripts::ScriptSource* script, Clock::time_point deadline);
 
   uv_loop_t* loop_;
   ClientOptions options_;

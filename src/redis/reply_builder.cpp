@@ -2,6 +2,8 @@
 
 #include <cstddef>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "redlimit/task.hpp"
 
@@ -19,6 +21,39 @@ struct BuiltReply {
 };
 
 constexpr std::size_t block_size = sizeof(BuiltReply);
+
+/// Buffers of reply texts given back by reuse_reply_text(), for the texts read next.
+/// Why bounded: it only has to cover the replies read in one go before their readers give them
+/// back; larger texts (a CLUSTER SLOTS answer) are not kept.
+class TextBuffers {
+ public:
+  std::string take() noexcept {
+    if (buffers_.empty()) return {};
+    std::string buffer = std::move(buffers_.back());
+    buffers_.pop_back();
+    return buffer;
+  }
+  void give(std::string&& text) noexcept {
+    if (text.capacity() > largest_kept || buffers_.size() == most_kept) return;
+    try {
+      buffers_.push_back(std::move(text));
+    } catch (const std::bad_alloc&) {
+      // Not kept: the text is freed as it would have been.
+    }
+  }
+
+ private:
+  static constexpr std::size_t largest_kept = 256;
+  static constexpr std::size_t most_kept = 1024;
+  std::vector<std::string> buffers_;
+};
+
+thread_local TextBuffers text_buffers;
+
+/// Whether a text of `length` bytes takes a heap buffer (std::string keeps short ones inside).
+bool on_heap(std::size_t length) noexcept {
+  return length > std::string().capacity();
+}
 
 int hiredis_type(Reply::Type type) noexcept {
   switch (type) {
@@ -95,6 +130,7 @@ void* create_string(const redisReadTask* task, char* text, std::size_t length) n
         reply.type = Reply::Type::string;
         break;
     }
+    if (on_heap(length)) reply.str = text_buffers.take();
     reply.str.assign(text, length);
   });
 }
@@ -136,6 +172,10 @@ void build_replies_as_reply(redisAsyncContext* context) noexcept {
 
 Reply& built_reply(void* reply) noexcept {
   return static_cast<BuiltReply*>(reply)->reply;
+}
+
+void reuse_reply_text(std::string&& text) noexcept {
+  if (on_heap(text.capacity())) text_buffers.give(std::move(text));
 }
 
 }  // namespace redlimit::detail

@@ -2,6 +2,8 @@
 
 #include <hiredis/async.h>
 
+#include <string>
+
 #include "redlimit/reply.hpp"
 
 namespace redlimit::detail {
@@ -23,5 +25,9 @@ void build_replies_as_reply(redisAsyncContext* context) noexcept;
 /// (or redisReaderGetReply returns it). hiredis frees the object after the callback; the Reply
 /// may be moved out before that.
 Reply& built_reply(void* reply) noexcept;
+
+/// Keeps the buffer of a reply's text, read and no longer needed, for the next text the reader
+/// copies on this thread (see reply_builder()). A decision's reply then costs no allocation.
+void reuse_reply_text(std::string&& text) noexcept;
 
 }  // namespace redlimit::detail

@@ -41,7 +41,7 @@ constexpr auto node_timeout = 1000ms;
 
 /// The hash slot of every Redis key of limiter `name` for `key`.
 int slot_of(std::string_view name, std::string_view key) {
-  return detail::key_slot(detail::key_base("rl", detail::escape_key_part(name), key));
+  return detail::key_slot(detail::key_base("rl", detail::escape_key_part(name), key).view());
 }
 
 /// The `nth` key ("user-<i>") of limiter `name` whose slot is in [first, last].

@@ -250,9 +250,10 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
     }
     if (step.kind == Kind::reserve) {
       const LimitSpec& spec = sequence.policy->specs().front();
-      const Reservation script = co_await backend.reserve(
-          DecideRequest(sequence.policy, key_base, Operation::acquire, step.permits, step.now),
-          step.max_wait_us);
+      const Reservation script =
+          co_await backend.reserve(DecideRequest(sequence.policy, KeyBase(key_base),
+                                                 Operation::acquire, step.permits, step.now),
+                                   step.max_wait_us);
       const ReserveOutcome model =
           reserve(spec, states[0], step.now, step.permits, step.max_wait_us);
       ++tally->decisions;
@@ -287,9 +288,10 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
                                 .version = target.reservation.book.version,
                                 .epoch = target.reservation.book.epoch,
                                 .cancels_before = target.reservation.book.cancels};
-      const CancelVerdict script = co_await backend.cancel(
-          DecideRequest(target.policy, key_base, Operation::acquire, target.permits, step.now),
-          ticket);
+      const CancelVerdict script =
+          co_await backend.cancel(DecideRequest(target.policy, KeyBase(key_base),
+                                                Operation::acquire, target.permits, step.now),
+                                  ticket);
       const CancelOutcome model = cancel_reservation(target.policy->specs().front(), states[0],
                                                      step.now, target.permits, ticket);
       ++tally->decisions;
@@ -303,7 +305,7 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
       continue;
     }
     const Operation operation = step.kind == Kind::peek ? Operation::peek : Operation::acquire;
-    DecideRequest request(sequence.policy, key_base, operation, step.permits, step.now);
+    DecideRequest request(sequence.policy, KeyBase(key_base), operation, step.permits, step.now);
     Decision script;
     if (step.kind == Kind::acquire_by_decide) {
       script = co_await backend.decide_with_general_script(std::move(request));

@@ -39,8 +39,8 @@ TEST(KeyFormat, EscapesBracesColonsPercentAndNonPrintableBytes) {
 }
 
 TEST(KeyFormat, TheNameAndKeyFormTheHashTag) {
-  EXPECT_EQ(key_base("rl", "sms", "user:1"), "rl:{sms:user%3A1}");
-  EXPECT_EQ(hash_tag(key_base("rl", "api", "k{x}") + ":gcra:0"), "api:k%7Bx%7D");
+  EXPECT_EQ(key_base("rl", "sms", "user:1").view(), "rl:{sms:user%3A1}");
+  EXPECT_EQ(hash_tag(key_base("rl", "api", "k{x}").str() + ":gcra:0"), "api:k%7Bx%7D");
 }
 
 TEST(KeyFormat, LongKeysBecomeAFixedLengthDigest) {
@@ -50,6 +50,25 @@ TEST(KeyFormat, LongKeysBecomeAFixedLengthDigest) {
   EXPECT_EQ(part.substr(0, 2), "%#");
   EXPECT_NE(key_part(long_key + "x"), part);
   EXPECT_EQ(key_part(std::string(max_escaped_key, 'k')), std::string(max_escaped_key, 'k'));
+}
+
+TEST(KeyBase, ShortAndLongTextsSurviveCopiesAndAssignments) {
+  const std::string prefix(64, 'p');
+  for (const std::string& key : {std::string("k"), std::string(max_escaped_key, 'k'),
+                                 std::string(500, 'k'), std::string(50, ':')}) {
+    const std::string expected =
+        prefix + ":{" + escape_key_part("name") + ":" + key_part(key) + "}";
+    const KeyBase base = key_base(prefix, escape_key_part("name"), key);
+    EXPECT_EQ(base.view(), expected);
+    const KeyBase copy = base;
+    EXPECT_EQ(copy.view(), expected);
+    KeyBase assigned(std::string_view("short"));
+    assigned = copy;
+    EXPECT_EQ(assigned.view(), expected);
+    assigned = KeyBase(std::string_view("short again"));
+    EXPECT_EQ(assigned.view(), "short again");
+    EXPECT_EQ(copy.view(), expected);
+  }
 }
 
 /// Random byte strings rich in the bytes that matter: braces, colons, '%', '#', NUL, UTF-8.
@@ -74,7 +93,7 @@ TEST(KeyFormat, NoTwoNameKeyPairsShareARedisKeyAndADecisionStaysInOneSlot) {
     const std::string name = random_part(random);
     const std::string key = random_part(random);
     if (!pairs.emplace(name, key).second) continue;
-    const std::string base = key_base("rl", escape_key_part(name), key);
+    const std::string base = key_base("rl", escape_key_part(name), key).str();
     EXPECT_TRUE(keys.insert(base).second) << "collision for a different (name, key) pair";
     const std::uint16_t slot = key_slot(base + suffixes[0]);
     for (const auto& suffix : suffixes)

@@ -74,14 +74,15 @@ TEST(LocalBackend, EvictsIdleKeysSoMemoryStaysBounded) {
   const auto policy = detail::CompiledPolicy::compile(per_second(1000));
   std::size_t most = 0;
   for (int i = 0; i < 1'000'000; ++i) {
-    backend.decide_now({policy, "key-" + std::to_string(i), detail::Operation::acquire, 1});
+    backend.decide_now(
+        {policy, detail::KeyBase("key-" + std::to_string(i)), detail::Operation::acquire, 1});
     most = std::max(most, backend.size());
     now += 1;  // a million distinct keys in one second, each state mattering for 1 ms
   }
   EXPECT_LE(most, 1'001u) << "keys whose state stopped mattering are evicted";
   EXPECT_GE(most, 999u);
   now += 2'000;
-  backend.decide_now({policy, "one-more", detail::Operation::acquire, 1});
+  backend.decide_now({policy, detail::KeyBase("one-more"), detail::Operation::acquire, 1});
   EXPECT_EQ(backend.size(), 1u);
 }
 
@@ -89,7 +90,7 @@ TEST(LocalBackend, ADeniedOrPeekedNewKeyStoresNothing) {
   std::int64_t now = 1'800'000'000'000'000;
   detail::LocalBackend backend([&now] { return now; });
   const auto policy = detail::CompiledPolicy::compile(per_second(1));
-  backend.decide_now({policy, "peeked", detail::Operation::peek, 1});
+  backend.decide_now({policy, detail::KeyBase("peeked"), detail::Operation::peek, 1});
   EXPECT_EQ(backend.size(), 0u);
 }
 

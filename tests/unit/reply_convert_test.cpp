@@ -65,10 +65,10 @@ TEST(CommandKeys, PubSubAndMonitorCommandsChangeTheConnectionMode) {
   EXPECT_FALSE(changes_connection_mode(V{}));
 }
 
-Reply text_reply(const char* text) {
+Reply text_reply(std::string text) {
   Reply reply;
   reply.type = Reply::Type::string;
-  reply.str = text;
+  reply.str = std::move(text);
   return reply;
 }
 
@@ -100,13 +100,18 @@ TEST(LeanReply, AnyOtherShapeIsAProtocolError) {
                            "1 1234567890123456789 3 4 5 6", " 1 2 3 4 5 6", "1 2 3 4 5 6x"}) {
     EXPECT_THROW(decision_from_lean_reply(text_reply(text)), ProtocolError) << '"' << text << '"';
   }
+  using namespace std::string_literals;
+  for (const std::string& text : {"1 2 3 4 5 6\0"s, "1 2 3\0 4 5 6"s, "1 2 3 4 5\0 6"s}) {
+    EXPECT_THROW(decision_from_lean_reply(text_reply(text)), ProtocolError) << "a NUL byte";
+  }
   Reply integer;
   integer.type = Reply::Type::integer;
   EXPECT_THROW(decision_from_lean_reply(integer), ProtocolError);
 }
 
 DecideRequest request_for(Policy policy, Operation operation) {
-  return DecideRequest(CompiledPolicy::compile(std::move(policy)), "rl:{t:k}", operation, 1);
+  return DecideRequest(CompiledPolicy::compile(std::move(policy)), KeyBase("rl:{t:k}"), operation,
+                       1);
 }
 
 Limit limit_of(Algorithm algorithm) {
