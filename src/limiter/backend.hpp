@@ -70,7 +70,10 @@ class Backend {
   using NoticeHandler = std::function<void(const CancelNotice&)>;
 
   virtual ~Backend() = default;
-  virtual Task<Decision> decide(DecideRequest request) = 0;
+  /// `request` must stay valid until the task ends (co_await it at once).
+  /// Why a reference: the caller keeps the request for its own later steps, and a copy per
+  /// layer would be a copy of the key per decision.
+  virtual Task<Decision> decide(const DecideRequest& request) = 0;
   /// Forgets the state of every limit of `policy` for `key_base`.
   virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
   /// Reserves the request's permits if they fit within `max_wait_us`.

@@ -186,8 +186,6 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
   if (breaker != nullptr && !breaker->allow(sent)) co_return decide_on_failure(request, breaker);
   std::exception_ptr error;
   try {
-    // Why a copy: the deny cache and the local fallback of decide_on_failure() read the request
-    // afterwards. It costs no heap allocation for a short key (KeyBase).
     Decision decision = co_await backend_->decide(request);
     if (breaker != nullptr) {
       if (breaker->open()) {

@@ -113,7 +113,7 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   return out;
 }
 
-Task<Decision> LocalBackend::decide(DecideRequest request) {
+Task<Decision> LocalBackend::decide(const DecideRequest& request) {
   co_return decide_now(request);
 }
 

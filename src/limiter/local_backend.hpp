@@ -22,7 +22,7 @@ class LocalBackend final : public Backend {
   using Clock = std::function<std::int64_t()>;
 
   explicit LocalBackend(Clock clock = system_clock);
-  Task<Decision> decide(DecideRequest request) override;
+  Task<Decision> decide(const DecideRequest& request) override;
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;

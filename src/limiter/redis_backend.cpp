@@ -179,17 +179,17 @@ std::optional<CancelNotice> notice_from_message(std::string_view message) {
 }
 
 // Why not a coroutine: it only picks one, and a layer more would cost a frame per decision.
-Task<Decision> RedisBackend::decide(DecideRequest request) {
+Task<Decision> RedisBackend::decide(const DecideRequest& request) {
   // Why scripts of their own: try_acquire on a single limit is the most common call, and a lean
   // script costs Redis 0.4-0.9 x what the general one does (docs/performance.md).
   if (const scripts::ScriptSource* lean = lean_decide_script(request)) {
-    return decide_with_lean_script(*lean, std::move(request));
+    return decide_with_lean_script(*lean, request);
   }
-  return decide_with_general_script(std::move(request));
+  return decide_with_general_script(request);
 }
 
 Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource& script,
-                                                     DecideRequest request) {
+                                                     const DecideRequest& request) {
   const CompiledLimit& limit = request.policy->limits().front();
   const JoinedKey key(request.key_base.view(), limit.key_suffix);
   const std::array<std::string_view, 1> keys = {key.view()};
@@ -203,7 +203,7 @@ Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource
   co_return decision;
 }
 
-Task<Decision> RedisBackend::decide_with_general_script(DecideRequest request) {
+Task<Decision> RedisBackend::decide_with_general_script(const DecideRequest& request) {
   const auto& limits = request.policy->limits();
   std::vector<std::string> keys;
   keys.reserve(limits.size());

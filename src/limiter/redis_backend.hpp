@@ -10,10 +10,10 @@ namespace redlimit::detail {
 class RedisBackend final : public Backend {
  public:
   explicit RedisBackend(ClientCore& client) : client_(client) {}
-  Task<Decision> decide(DecideRequest request) override;
+  Task<Decision> decide(const DecideRequest& request) override;
   /// What decide() runs for peeks and policies of several limits, for any request: the
   /// differential test mixes it with the lean scripts on one key.
-  Task<Decision> decide_with_general_script(DecideRequest request);
+  Task<Decision> decide_with_general_script(const DecideRequest& request);
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
@@ -22,7 +22,7 @@ class RedisBackend final : public Backend {
 
  private:
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
-                                         DecideRequest request);
+                                         const DecideRequest& request);
 
   ClientCore& client_;
 };

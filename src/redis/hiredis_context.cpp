@@ -35,9 +35,12 @@ OpenedContext open_context(const Endpoint& endpoint, uv_loop_t* loop,
 
 namespace {
 
+// Why a shortcut below 100: nearly every count and length in a command is.
 std::size_t decimal_digits(std::size_t number) {
-  std::size_t digits = 1;
-  for (; number >= 10; number /= 10)
+  if (number < 10) return 1;
+  if (number < 100) return 2;
+  std::size_t digits = 3;
+  for (number /= 1000; number > 0; number /= 10)
     ++digits;
   return digits;
 }
@@ -45,6 +48,12 @@ std::size_t decimal_digits(std::size_t number) {
 /// Writes `kind`, `number` in decimal and CRLF at `out`; returns the end.
 char* write_header(char* out, char kind, std::size_t number) {
   *out++ = kind;
+  if (number < 10) {
+    out[0] = static_cast<char>('0' + number);
+    out[1] = '\r';
+    out[2] = '\n';
+    return out + 3;
+  }
   char* const end = out + decimal_digits(number);
   for (char* digit = end; digit != out; number /= 10)
     *--digit = static_cast<char>('0' + number % 10);
