@@ -43,7 +43,9 @@ class CommandArgv {
   static constexpr std::size_t key_count_word = 2;  ///< EVALSHA's number of keys
 
   std::size_t size_;
-  std::array<std::string_view, 32> inline_;  ///< the words, unless there are more
+  // Why 20: the library's longest fixed command (a reservation's cancel) has 17 words, and the
+  // object lives in a frame of every command in flight.
+  std::array<std::string_view, 20> inline_;  ///< the words, unless there are more
   std::vector<std::string_view> heap_;       ///< the words when there are more
   std::array<char, 20> key_count_{};         ///< the digits of key_count_word, for EVALSHA
   std::size_t key_count_size_ = 0;           ///< 0 when this is not an EVALSHA
