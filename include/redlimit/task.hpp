@@ -108,7 +108,8 @@ class TaskPromise<void> final : public TaskPromiseBase {
 /// that is suspended (which cancels whatever it waits for).
 ///
 /// Parameters of Task coroutines are taken by value: a lazy coroutine that holds a reference to
-/// a temporary reads it after the temporary is gone.
+/// a temporary reads it after the temporary is gone. The library's exceptions take a reference
+/// only where the caller co_awaits the task at once, and say so.
 template <class T>
 class [[nodiscard]] Task {
  public:

@@ -114,13 +114,31 @@ KeyBase& KeyBase::operator=(const KeyBase& other) {
   return *this;
 }
 
+KeyBase::KeyBase(KeyBase&& other) noexcept : size_(other.size_), heap_(std::move(other.heap_)) {
+  if (!heap_) std::copy_n(other.inline_.begin(), size_, inline_.begin());
+  other.size_ = 0;
+}
+
+KeyBase& KeyBase::operator=(KeyBase&& other) noexcept {
+  if (this != &other) {
+    size_ = other.size_;
+    heap_ = std::move(other.heap_);
+    if (!heap_) std::copy_n(other.inline_.begin(), size_, inline_.begin());
+    other.size_ = 0;
+  }
+  return *this;
+}
+
 char* KeyBase::prepare(std::size_t size) {
-  size_ = size;
   if (size <= inline_.size()) {
     heap_.reset();
+    size_ = size;
     return inline_.data();
   }
-  heap_ = std::make_unique_for_overwrite<char[]>(size);
+  // Why allocate first: if it throws, the object keeps its old text whole.
+  auto heap = std::make_unique_for_overwrite<char[]>(size);
+  heap_ = std::move(heap);
+  size_ = size;
   return heap_.get();
 }
 

@@ -36,7 +36,9 @@ class KeyBase {
   KeyBase() = default;
   explicit KeyBase(std::string_view text);
   KeyBase(const KeyBase& other) : KeyBase(other.view()) {}
+  KeyBase(KeyBase&& other) noexcept;
   KeyBase& operator=(const KeyBase& other);
+  KeyBase& operator=(KeyBase&& other) noexcept;
 
   std::string_view view() const noexcept { return {heap_ ? heap_.get() : inline_.data(), size_}; }
   std::string str() const { return std::string(view()); }

@@ -1,6 +1,5 @@
 #include "limiter/redis_backend.hpp"
 
-#include <algorithm>
 #include <array>
 #include <charconv>
 

@@ -153,7 +153,7 @@ Task<Reply> ClientCore::execute(std::optional<std::uint16_t> slot, CommandArgv a
             !target->accepting()) {
           break;
         }
-        reload.assign(command.begin(), command.end());
+        reload.assign(argv.words().begin(), argv.words().end());
         if (!target->script_loaded_after(script->index, result.sequence)) {
           reload[0] = "EVAL";
           reload[1] = script->source;

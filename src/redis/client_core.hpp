@@ -62,8 +62,7 @@ class ClientCore final : public BreakerDirectory {
   /// Sends `argv` to the node serving `slot` and follows the cluster's answers: MOVED and ASK
   /// (at most max_redirects), TRYAGAIN, CLUSTERDOWN, LOADING and MASTERDOWN (backs off and
   /// retries while the deadline allows). With `script`, argv is an EVALSHA of it and NOSCRIPT
-  /// is answered on the node that said it. Error replies come back in the result.
-  /// An error reply is raised, as by answer().
+  /// is answered on the node that said it. An error reply is raised, as by answer().
   Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                       const scripts::ScriptSource* script, Clock::time_point deadline);
   /// The reply of `result`, or the exception its error reply becomes (naming the commands of

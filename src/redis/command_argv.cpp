@@ -36,6 +36,7 @@ CommandArgv::CommandArgv(CommandArgv&& other) noexcept
       key_count_size_(other.key_count_size_) {
   if (heap_.empty()) std::copy_n(other.inline_.begin(), size_, inline_.begin());
   other.size_ = 0;
+  other.key_count_size_ = 0;
   if (key_count_size_ != 0) {
     room()[key_count_word] = std::string_view(key_count_.data(), key_count_size_);
   }

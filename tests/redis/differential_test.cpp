@@ -308,10 +308,10 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
     DecideRequest request(sequence.policy, KeyBase(key_base), operation, step.permits, step.now);
     Decision script;
     if (step.kind == Kind::acquire_by_decide) {
-      script = co_await backend.decide_with_general_script(std::move(request));
+      script = co_await backend.decide_with_general_script(request);
     } else {
       tally->lean += lean_decide_script(request) != nullptr ? 1 : 0;
-      script = co_await backend.decide(std::move(request));
+      script = co_await backend.decide(request);
     }
     const PolicyOutcome model =
         decide_policy(sequence.policy->specs(), states, step.now, step.permits,

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,9 +31,15 @@ TEST(CommandArgv, AnEvalshaCountsItsKeysAndSurvivesAMove) {
     const std::vector<std::string> key_texts(key_count, "key");
     const std::vector<std::string_view> keys(key_texts.begin(), key_texts.end());
     const std::vector<std::string_view> args = {"a", "b"};
-    CommandArgv made = CommandArgv::evalsha(any_script(), keys, args);
-    const CommandArgv moved(std::move(made));
-    const std::vector<std::string> words = texts(moved.words());
+    std::optional<CommandArgv> made = CommandArgv::evalsha(any_script(), keys, args);
+    // On the heap: a stack slot could be the very one an earlier, destroyed source used.
+    const auto moved = std::make_unique<CommandArgv>(std::move(*made));
+    made.reset();  // a word still pointing into the source would now dangle
+    const auto* const begin = reinterpret_cast<const char*>(moved.get());
+    const char* const count = moved->words()[2].data();
+    EXPECT_TRUE(count >= begin && count < begin + sizeof(CommandArgv))
+        << "the key count is the moved-to object's own";
+    const std::vector<std::string> words = texts(moved->words());
     ASSERT_EQ(words.size(), 3 + key_count + 2);
     EXPECT_EQ(words[0], "EVALSHA");
     EXPECT_EQ(words[1], any_script().sha1);

@@ -68,6 +68,14 @@ TEST(KeyBase, ShortAndLongTextsSurviveCopiesAndAssignments) {
     assigned = KeyBase(std::string_view("short again"));
     EXPECT_EQ(assigned.view(), "short again");
     EXPECT_EQ(copy.view(), expected);
+    KeyBase source = copy;
+    const KeyBase moved(std::move(source));
+    EXPECT_EQ(moved.view(), expected);
+    source = KeyBase(std::string_view("reused"));
+    EXPECT_EQ(source.view(), "reused");
+    assigned = std::move(source);
+    EXPECT_EQ(assigned.view(), "reused");
+    EXPECT_EQ(moved.view(), expected);
   }
 }
 
