@@ -83,13 +83,14 @@ std::vector<SlotRange> parse_cluster_slots(const Reply& reply, std::string_view 
       throw bad("a range with bad slot numbers");
     }
     if (node.type != Reply::Type::array || node.elements.size() < 2 ||
-        node.elements[0].type != Reply::Type::string ||
+        (node.elements[0].type != Reply::Type::string && !node.elements[0].is_nil()) ||
         node.elements[1].type != Reply::Type::integer) {
       throw bad("a node without host and port");
     }
     std::string host = node.elements[0].str;
-    // Why "?": a node announces an unknown endpoint so; like an empty host, it means the node
-    // we asked.
+    // Why nil and "?": a node whose endpoint is unknown is announced so (nil with
+    // cluster-preferred-endpoint-type unknown-endpoint, "?" with hostname and none set); like
+    // an empty host, it means the node we asked, at the port given.
     if (host.empty() || host == "?") host = std::string(asked_host);
     ranges.push_back({static_cast<std::uint16_t>(first.integer),
                       static_cast<std::uint16_t>(last.integer),

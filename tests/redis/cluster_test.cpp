@@ -3,11 +3,14 @@
 // forth under load; a failover costs at most what the cluster itself takes to recover; and a
 // shard with no live node fails only its own keys, with a typed error by their deadline.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -442,6 +445,36 @@ TEST_F(ClusterTest, AFailoverCostsTheLimiterNoMoreThanTheClusterTakesToRecover) 
   // the limiter must follow within a slot-map refresh and a reconnect.
   // Allowed: the breaker's longest open period (500 ms), a slot-map refresh and a reconnect.
   EXPECT_LE(recovered_at - served_again_at, 1500ms);
+}
+
+class UnknownEndpointClusterTest : public ClusterTest {
+ protected:
+  UnknownEndpointClusterTest()
+      : ClusterTest({"--cluster-preferred-endpoint-type", "unknown-endpoint"}) {}
+};
+
+TEST_F(UnknownEndpointClusterTest, NodesAnnouncedWithoutAnEndpointAreReachedAtTheHostAsked) {
+  // CLUSTER SLOTS names no node's host (nil) and redirects carry none: each is the host the
+  // client asked, at the port given. The slot map must load (a client without one would still
+  // reach every key through MOVED, so the log is what tells).
+  std::ostringstream log;
+  Client client(loop(), ClientOptions{.url = cluster_.url(),
+                                      .logger = std::make_shared<spdlog::logger>(
+                                          "unknown-endpoint",
+                                          std::make_shared<spdlog::sinks::ostream_sink_st>(log))});
+  const Reply slots = run(loop(), client.command({"CLUSTER", "SLOTS"}));
+  ASSERT_FALSE(slots.as_array().empty());
+  EXPECT_TRUE(slots.as_array().front().as_array().at(2).as_array().at(0).is_nil());
+  {
+    Limiter limiter(client, Policy::of(Limit{Algorithm::gcra, {3, 60s}}), {.name = "unknown"});
+    for (const std::size_t primary : cluster_.primaries()) {
+      const std::vector<int> slots_of_node = cluster_.slots_of(primary);
+      const std::string key = key_in_slots("unknown", slots_of_node.front(), slots_of_node.back());
+      EXPECT_EQ(run(loop(), limiter.try_acquire(key)).source, Source::redis) << "node " << primary;
+    }
+  }
+  run(loop(), client.close());
+  EXPECT_EQ(log.str().find("CLUSTER SLOTS"), std::string::npos) << log.str();
 }
 
 class PartialCoverageClusterTest : public ClusterTest {

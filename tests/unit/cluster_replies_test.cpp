@@ -94,6 +94,17 @@ TEST(ClusterSlots, EachRangeGoesToItsPrimaryAndReplicasAreIgnored) {
   EXPECT_EQ(ranges[1].primary, (NodeAddress{"10.1.1.1", 7001}));
 }
 
+TEST(ClusterSlots, AnUnknownEndpointMeansTheNodeAskedAtTheGivenPort) {
+  const Reply reply = array({
+      array({integer(0), integer(100), array({Reply{}, integer(7000), string("id-a")})}),
+      array({integer(101), integer(16383), array({string("?"), integer(7001), string("id-b")})}),
+  });
+  const auto ranges = parse_cluster_slots(reply, "10.1.1.1");
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].primary, (NodeAddress{"10.1.1.1", 7000}));
+  EXPECT_EQ(ranges[1].primary, (NodeAddress{"10.1.1.1", 7001}));
+}
+
 TEST(ClusterSlots, AMalformedReplyIsAProtocolError) {
   EXPECT_THROW(parse_cluster_slots(string("no"), "h"), ProtocolError);
   EXPECT_THROW(
@@ -101,6 +112,9 @@ TEST(ClusterSlots, AMalformedReplyIsAProtocolError) {
           array({array({integer(0), integer(16384), array({string("h"), integer(1)})})}), "h"),
       ProtocolError);
   EXPECT_THROW(parse_cluster_slots(array({array({integer(0), integer(1)})}), "h"), ProtocolError);
+  EXPECT_THROW(parse_cluster_slots(
+                   array({array({integer(0), integer(1), array({integer(5), integer(1)})})}), "h"),
+               ProtocolError);
   EXPECT_TRUE(parse_cluster_slots(array({}), "h").empty());
 }
 
