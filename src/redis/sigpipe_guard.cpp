@@ -22,16 +22,18 @@ bool sigpipe_ignored() noexcept {
 
 SigpipeGuard::SigpipeGuard(bool needed) noexcept {
   if (!needed) return;
-  was_pending_ = sigpipe_pending();
   sigset_t block;
   sigemptyset(&block);
   sigaddset(&block, SIGPIPE);
   active_ = pthread_sigmask(SIG_BLOCK, &block, &previous_mask_) == 0;
+  // Why only then: a SIGPIPE can be pending for this thread only if the thread had it blocked
+  // already (otherwise it would have been delivered).
+  if (active_ && sigismember(&previous_mask_, SIGPIPE) == 1) was_pending_ = sigpipe_pending();
 }
 
 SigpipeGuard::~SigpipeGuard() {
   if (!active_) return;
-  if (!was_pending_ && sigpipe_pending()) {
+  if (write_failed_ && !was_pending_ && sigpipe_pending()) {
     sigset_t only_sigpipe;
     sigemptyset(&only_sigpipe);
     sigaddset(&only_sigpipe, SIGPIPE);

@@ -12,7 +12,8 @@ struct PollGlue {
   uv_poll_t poll;
   uv_prepare_t flush;          ///< writes what commands queued, just before the loop polls
   redisAsyncContext* context;  // null once hiredis has cleaned up
-  int events = 0;
+  int events = 0;              ///< what hiredis wants watched
+  int polled = 0;              ///< what the poll handle watches
   bool guard_sigpipe;
   std::shared_ptr<CloseLatch> latch;
   bool flushing = false;  ///< inside the flush: a write hiredis could not finish needs the poll
@@ -22,6 +23,9 @@ struct PollGlue {
 void write_now(PollGlue* glue) {
   SigpipeGuard guard(glue->guard_sigpipe);
   redisAsyncHandleWrite(glue->context);
+  // A failed write makes hiredis set an error, and usually free the context (cleanup() then
+  // clears glue->context).
+  if (glue->context == nullptr || glue->context->c.err != 0) guard.write_failed();
 }
 
 void on_poll(uv_poll_t* poll, int status, int events) {
@@ -30,6 +34,7 @@ void on_poll(uv_poll_t* poll, int status, int events) {
   // Why: on a socket error libuv passes status < 0 and no events (and stops the handle);
   // handing hiredis the events it asked for makes it read or write and see the error.
   const int ready = status < 0 ? glue->events : events;
+  if (status < 0) glue->polled = 0;  // libuv stopped the handle
   if (glue->context != nullptr && (ready & UV_READABLE)) redisAsyncHandleRead(glue->context);
   if (glue->context != nullptr && (ready & UV_WRITABLE)) write_now(glue);
 }
@@ -44,7 +49,12 @@ void on_flush(uv_prepare_t* flush) {
   glue->flushing = false;
 }
 
+// Why only on a change: uv_poll_start registers the socket with epoll anew each time (an
+// epoll_ctl to remove it and one or two to add it), and hiredis asks for reads again after
+// every read and drops writes after every write.
 void update(PollGlue* glue) {
+  if (glue->events == glue->polled) return;
+  glue->polled = glue->events;
   if (glue->events != 0) {
     uv_poll_start(&glue->poll, glue->events, &on_poll);
   } else {
@@ -104,7 +114,11 @@ void cleanup(void* data) {
 
 bool attach_to_loop(redisAsyncContext* context, uv_loop_t* loop,
                     std::shared_ptr<CloseLatch> latch) {
-  auto* glue = new PollGlue{{}, {}, context, 0, !sigpipe_ignored(), std::move(latch)};
+  auto* glue = new PollGlue{.poll = {},
+                            .flush = {},
+                            .context = context,
+                            .guard_sigpipe = !sigpipe_ignored(),
+                            .latch = std::move(latch)};
   if (uv_poll_init_socket(loop, &glue->poll, context->c.fd) != 0) {
     delete glue;
     return false;
