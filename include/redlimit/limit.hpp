@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace redlimit {
@@ -49,6 +51,11 @@ enum class Window {
 };
 
 /// One limit: an algorithm, a rate and a capacity.
+///
+/// The factories name what each parameter means for the algorithm; a rate is a Rate or its text
+/// ("10/s", see Rate::parse, which throws InvalidArgument for bad text):
+/// `Limit::gcra("10/s", 20)`, `Limit::fixed_window("1000/day")`. The remaining fields are
+/// checked when a Limiter takes the policy.
 struct Limit {
   Algorithm algorithm = Algorithm::gcra;
   Rate rate;
@@ -57,17 +64,60 @@ struct Limit {
   std::int64_t burst = 0;
   Window window = Window::aligned;  ///< fixed_window only
 
+  /// GCRA at `rate`, admitting bursts of up to `burst` permits (0: rate.permits).
+  static Limit gcra(Rate rate, std::int64_t burst = 0);
+  static Limit gcra(std::string_view rate, std::int64_t burst = 0);
+  /// A token bucket refilled at `rate`, holding up to `burst` tokens (0: rate.permits).
+  static Limit token_bucket(Rate rate, std::int64_t burst = 0);
+  static Limit token_bucket(std::string_view rate, std::int64_t burst = 0);
+  /// A leaky bucket draining at `rate`, queueing up to `queue` permits (0: rate.permits).
+  static Limit leaky_bucket(Rate rate, std::int64_t queue = 0);
+  static Limit leaky_bucket(std::string_view rate, std::int64_t queue = 0);
+  /// rate.permits per window of rate.period, the windows placed as `window` says.
+  static Limit fixed_window(Rate rate, Window window = Window::aligned);
+  static Limit fixed_window(std::string_view rate, Window window = Window::aligned);
+  /// At most rate.permits in every trailing rate.period, exactly (a log of admissions).
+  static Limit sliding_window_log(Rate rate);
+  static Limit sliding_window_log(std::string_view rate);
+  /// At most about rate.permits per trailing rate.period (two windows, weighted).
+  static Limit sliding_window_counter(Rate rate);
+  static Limit sliding_window_counter(std::string_view rate);
+
   friend bool operator==(const Limit&, const Limit&) = default;
 };
 
 /// Limits that apply together: a request passes only if every limit allows it, and then
 /// counts against all of them, atomically.
+///
+/// `Policy{Limit::gcra("10/s"), Limit::fixed_window("1000/day")}`, or from text with parse().
 struct Policy {
   std::vector<Limit> limits;
 
+  /// No limits (a Limiter refuses it).
+  Policy() = default;
+  /// The limits in order: Policy::limits[i] is the limit a Decision::binding of i names.
+  Policy(std::initializer_list<Limit> list) : limits(list) {}
+  Policy(std::vector<Limit> list) : limits(std::move(list)) {}
+
   /// A policy of one limit.
-  static Policy of(Limit limit) { return Policy{{limit}}; }
+  static Policy of(Limit limit) { return Policy{limit}; }
+
+  /// Parses the text form: limits separated by ';', each `<algorithm> <rate>` followed by its
+  /// options: `burst <n>` (gcra, token_bucket; ignored by the window algorithms), `queue <n>`
+  /// (leaky_bucket), `anchored` or `aligned` (fixed_window's Window). Words are separated by
+  /// spaces; a rate is Rate::parse's text. Example: "gcra 10/s burst 20; fixed_window 1000/day".
+  /// Throws InvalidArgument, naming the limit and the word, for anything else (an empty text
+  /// included). The limits' values are checked when a Limiter takes the policy.
+  static Policy parse(std::string_view text);
+
+  friend bool operator==(const Policy&, const Policy&) = default;
 };
+
+/// The text form of `policy` (see Policy::parse), which parses back to an equal policy: each
+/// field that differs from its default is written, e.g. "gcra 10/1s burst 20; fixed_window 1000/1d".
+std::string to_string(const Policy& policy);
+/// The text form of one limit, as a policy of it would have.
+std::string to_string(const Limit& limit);
 
 /// Where a decision came from.
 enum class Source {
