@@ -61,8 +61,7 @@ int main(int argc, char** argv) {
   Tally tally;
   const auto started = Clock::now();
   try {
-    const redlimit::Policy policy =
-        redlimit::Policy::of({redlimit::Algorithm::gcra, redlimit::Rate::parse(rate), burst});
+    const redlimit::Policy policy{redlimit::Limit::gcra(rate, burst)};
     std::optional<redlimit::Client> client;
     std::optional<redlimit::Limiter> limiter;
     if (local) {

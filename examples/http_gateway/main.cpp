@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
   redlimit::Policy policy;
   std::vector<QuotaPolicy> quotas;
   try {
-    policy.limits.push_back({redlimit::Algorithm::fixed_window, {daily, 24h}});
-    policy.limits.push_back({redlimit::Algorithm::gcra, redlimit::Rate::parse(rate)});
+    policy = redlimit::Policy{redlimit::Limit::fixed_window(redlimit::Rate{daily, 24h}),
+                              redlimit::Limit::gcra(rate)};
     quotas.push_back(http_gateway::describe("daily", policy.limits[0]));
     quotas.push_back(http_gateway::describe("rate", policy.limits[1]));
   } catch (const std::exception& e) {
