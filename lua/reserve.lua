@@ -37,15 +37,7 @@ if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 8) or (op == 'cancel' and #ARGV ~
 end
 local reservation = RESERVATIONS[ARGV[4]]
 if reservation == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[4])) end
-local permits = integer_arg(ARGV[2], 'permits', 1, MAX_EXACT)
-local now
-if ARGV[3] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = integer_arg(ARGV[3], 'now', 0, MAX_EXACT)
-  TTL_EXTRA_MS = 3600000
-end
+--!include lib/permits_and_now.lua
 local p = integer_arg(ARGV[5], 'p', 1, MAX_EXACT)
 local d = integer_arg(ARGV[6], 'd', 1, MAX_EXACT)
 local burst = integer_arg(ARGV[7], 'burst', 1, MAX_EXACT)

@@ -65,6 +65,7 @@ PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
   if (mode == Mode::peek) {
     for (LimitOutcome& limit : out.limits) {
       if (limit.allowed) limit.remaining += n;
+      limit.reset_after_us = limit.idle_after_us;
     }
   }
   for (std::size_t i = 1; i < limits.size(); ++i) {
