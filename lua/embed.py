@@ -18,9 +18,10 @@ Each algorithm is written once, in lua/algorithms/<name>.lua, as statement fragm
 Its leading comment is its documentation (--!doc). A shape (lua/shapes/<shape>.lua) is a
 template that places the sections: `--!section <name>` (indented as the marker is),
 `--!each-algorithm` ... `--!end` (once per algorithm), `--!needs`, `--!doc`, and the words
-@ALG@, @PARAMS@ and @CHECKS@. Fragments are statements, not functions, so that a lean shape
-defines no function per call (EVALSHA re-creates every local function on every call), and so
-that a shape that decides many requests in one call can loop over them.
+@ALG@, @PARAMS@ and @CHECKS@. A shape with the line `--!defines-no-function` is checked to
+define no function but those its algorithms need. Fragments are statements, not functions, so
+that a lean shape defines no function per call (EVALSHA re-creates every local function on
+every call), and so that a shape that decides many requests in one call can loop over them.
 
 A line `--!include <path>` is replaced by that file (relative to the including file's folder).
 
@@ -162,6 +163,21 @@ def fill(line, algorithm):
             .replace("@CHECKS@", algorithm.checks))
 
 
+def code(lines):
+    """The lines without their comments (good enough for Lua written as in lua/)."""
+    return [line.split("--", 1)[0] for line in lines]
+
+
+def check_no_function(shape_lines, rendered, algorithms, where):
+    if not any(line.strip() == "--!defines-no-function" for line in shape_lines):
+        return
+    needed = [l for a in algorithms for n in dict.fromkeys(a.needs) for l in expand_includes(n)]
+    count = lambda lines: sum(len(re.findall(r"\bfunction\b", l)) for l in code(lines))
+    if count(rendered) != count(needed):
+        fail(f"{where}: the shape defines no function, but the script defines "
+             f"{count(rendered) - count(needed)} beyond its needs")
+
+
 def render(lines, algorithms, current):
     """The shape's lines with its markers replaced, for `current` (one algorithm) or none."""
     out, i = [], 0
@@ -181,6 +197,8 @@ def render(lines, algorithms, current):
             needed = list(dict.fromkeys(n for a in algorithms for n in a.needs))
             for path in needed:
                 out += expand_includes(path)
+        elif stripped == "--!defines-no-function":
+            pass
         elif stripped == "--!doc":
             if current is None:
                 fail("--!doc needs one algorithm")
@@ -203,7 +221,9 @@ def generate(root, spec):
         shape, _, names = shape.partition(":")
         algorithms = [Algorithm(root, a) for a in names.split(",") if a]
         current = algorithms[0] if len(algorithms) == 1 else None
-        lines = render(expand_includes(root / shape), algorithms, current)
+        shape_lines = expand_includes(root / shape)
+        lines = render(shape_lines, algorithms, current)
+        check_no_function(shape_lines, lines, algorithms, name)
     else:
         name = pathlib.Path(spec).stem
         lines = expand_includes(root / spec)

@@ -6,8 +6,9 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- ARGV[1]   'reserve' or 'cancel'
 -- ARGV[2]   permits
--- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in decide.lua)
--- ARGV[4-7] the limit: algorithm, p, d, burst (as in decide.lua)
+-- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
+--           lua/shapes/general.lua)
+-- ARGV[4-7] the limit: algorithm, p, d, burst (as in lua/shapes/general.lua)
 -- ARGV[8]   reserve: the longest wait the caller accepts, in microseconds
 -- ARGV[8-12] cancel: the reservation as its reply described it: slot (microseconds, fraction
 --           in 1/p), version, epoch and cancels

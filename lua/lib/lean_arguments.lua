@@ -7,9 +7,9 @@
 -- KEYS[1]     the state key
 -- ARGV[1]     permits requested
 -- ARGV[2]     now in microseconds, for tests only, or '' to use the server's TIME (with an
---             injected time, the key lives an hour longer, as in decide.lua)
--- ARGV[3..5]  the limit's three integer fields, as decide.lua takes them: the first two >= 1,
---             the third >= 0
+--             injected time, the key lives an hour longer, as in lua/shapes/general.lua)
+-- ARGV[3..5]  the limit's three integer fields, as lua/shapes/general.lua takes them: the first
+--             two >= 1, the third >= 0
 --
 -- Leaves MAX_EXACT, floor, n (the permits), field1, field2, field3, now and TTL_EXTRA_MS.
 

@@ -21,6 +21,7 @@
 -- element; one string measured cheaper on both sides.
 --
 --!doc
+--!defines-no-function
 
 local lean_script, lean_fields = 'decide_@ALG@', '@CHECKS@'
 --!include ../lib/lean_arguments.lua
