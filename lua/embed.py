@@ -116,8 +116,12 @@ def expand_macros(lines, where):
         a, b = parenthesized(a), parenthesized(b)
         comment = f"  {rest}" if rest else ""
         out.append(f"{indent}{local or ''}{target} = floor({a} / {b}){comment}\n")
-        out.append(f"{indent}if {target} * {b} > {a} then {target} = {target} - 1 "
-                   f"elseif ({target} + 1) * {b} <= {a} then {target} = {target} + 1 end\n")
+        down = f"if {target} * {b} > {a} then {target} = {target} - 1"
+        up = f"elseif ({target} + 1) * {b} <= {a} then {target} = {target} + 1 end"
+        if len(indent) + len(down) + 1 + len(up) <= 100:
+            out.append(f"{indent}{down} {up}\n")
+        else:
+            out += [f"{indent}{down}\n", f"{indent}{up}\n"]
     return out
 
 
