@@ -1,43 +1,247 @@
 #!/usr/bin/env python3
-"""Embeds Lua scripts into a C++ header, with the SHA1 Redis computes for each (for EVALSHA)
-and the Redis commands each script calls (named in permission errors).
+"""Generates the Lua scripts Redis runs and embeds them into a C++ header, with the SHA1 Redis
+computes for each (for EVALSHA) and the Redis commands each script calls (named in permission
+errors).
 
-A line `--!include <path>` is replaced by that file (relative to the including script's folder),
-so that a script can be composed of the algorithm files it evaluates."""
+Each algorithm is written once, in lua/algorithms/<name>.lua, as statement fragments:
+
+  --!params a, b, c    the names its three integer fields take (ARGV, validated by the shape)
+  --!checks ...        how its fields are validated, for the lean shape's error message
+  --!needs <path>      a file of functions the algorithm calls (defined once per script)
+  --!section decide    reads the state of `key` for `n` permits at `now`; sets allowed,
+                       capacity, remaining, retry, reset and t (the time it used), which the
+                       shape declares (false, 0, 0, 0, 0, now)
+  --!section idle      for peek, after decide: sets reset to the time until idle from the
+                       state now
+  --!section write     after decide, when allowed: writes the new state
+
+Its leading comment is its documentation (--!doc). A shape (lua/shapes/<shape>.lua) is a
+template that places the sections: `--!section <name>` (indented as the marker is),
+`--!each-algorithm` ... `--!end` (once per algorithm), `--!needs`, `--!doc`, and the words
+@ALG@, @PARAMS@ and @CHECKS@. A shape with the line `--!defines-no-function` is checked to
+define no function but those its algorithms need. Fragments are statements, not functions, so
+that a lean shape defines no function per call (EVALSHA re-creates every local function on
+every call), and so that a shape that decides many requests in one call can loop over them.
+
+A line `--!include <path>` is replaced by that file (relative to the including file's folder).
+
+Exact integer division is written once, here, and expanded inline, as a whole statement:
+  [local] q = IDIV(a, b)       floor(a / b) for integers a >= 0, b > 0
+  [local] q = CEIL_DIV(a, b)   ceil(a / b), as floor((a + b - 1) / b)
+become `q = floor(a / b)` and a line that corrects the double quotient by one either way (it
+can round up to the next integer when it is very close to it).
+
+Scripts are named on the command line: `name=shapes/lean.lua:gcra` (a shape and its
+algorithms, comma-separated) or a plain `path.lua` (named after the file)."""
 import argparse
 import hashlib
 import pathlib
 import re
 
 CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z|]+)['\"]")
+MACRO_LINE = re.compile(r"^(\s*)(local\s+)?([A-Za-z_]\w*)\s*=\s*(IDIV|CEIL_DIV)\(")
+SIMPLE = re.compile(r"[\w.]+")
+SECTIONS = ("decide", "idle", "write")
 
 
-def identifier(path):
-    name = pathlib.Path(path).stem
+def fail(message):
+    raise SystemExit(f"embed.py: {message}")
+
+
+def identifier(name, where):
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise SystemExit(f"embed.py: script name must be snake_case: {path}")
+        fail(f"script name must be snake_case: {where}")
     return name
 
 
-def expand(path, seen=()):
+def expand_includes(path, seen=()):
     path = pathlib.Path(path).resolve()
     if path in seen:
-        raise SystemExit(f"embed.py: include cycle through {path}")
+        fail(f"include cycle through {path}")
     lines = []
     for line in path.read_text().splitlines(keepends=True):
-        if line.startswith("--!include "):
-            included = path.parent / line[len("--!include "):].strip()
-            lines.append(expand(included, seen + (path,)))
+        if line.lstrip().startswith("--!include "):
+            indent = line[: len(line) - len(line.lstrip())]
+            included = path.parent / line.strip()[len("--!include "):]
+            lines += [indent + l if l.strip() else l
+                      for l in expand_includes(included, seen + (path,))]
         else:
             lines.append(line)
-    return "".join(lines)
+    return lines
+
+
+def split_arguments(text, where):
+    """The two comma-separated arguments of a macro call and what follows its ')'."""
+    depth, args, current = 0, [], ""
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                args.append(current.strip())
+                if len(args) != 2:
+                    fail(f"{where}: a division macro takes two arguments")
+                return args, text[i + 1:]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        current += ch
+    fail(f"{where}: unbalanced division macro")
+
+
+def parenthesized(expression):
+    return expression if SIMPLE.fullmatch(expression) else f"({expression})"
+
+
+def expand_macros(lines, where):
+    out = []
+    for number, line in enumerate(lines, 1):
+        match = MACRO_LINE.match(line)
+        if not match:
+            if "IDIV(" in line or "CEIL_DIV(" in line:
+                fail(f"{where}:{number}: a division macro must be a whole assignment")
+            out.append(line)
+            continue
+        indent, local, target, macro = match.groups()
+        (a, b), rest = split_arguments(line[match.end():], f"{where}:{number}")
+        rest = rest.strip()
+        if rest and not rest.startswith("--"):
+            fail(f"{where}:{number}: nothing may follow a division macro but a comment")
+        if re.search(rf"\b{target}\b", a + " " + b):
+            fail(f"{where}:{number}: {target} is both the target and an argument")
+        if macro == "CEIL_DIV":
+            a = f"{a} + {int(b) - 1}" if b.isdigit() else f"{a} + {parenthesized(b)} - 1"
+        a, b = parenthesized(a), parenthesized(b)
+        comment = f"  {rest}" if rest else ""
+        out.append(f"{indent}{local or ''}{target} = floor({a} / {b}){comment}\n")
+        down = f"if {target} * {b} > {a} then {target} = {target} - 1"
+        up = f"elseif ({target} + 1) * {b} <= {a} then {target} = {target} + 1 end"
+        if len(indent) + len(down) + 1 + len(up) <= 100:
+            out.append(f"{indent}{down} {up}\n")
+        else:
+            out += [f"{indent}{down}\n", f"{indent}{up}\n"]
+    return out
+
+
+class Algorithm:
+    """One algorithm's file: its documentation, fields, needs and sections."""
+
+    def __init__(self, root, name):
+        self.name = name
+        path = root / "algorithms" / f"{name}.lua"
+        self.doc, self.params, self.checks, self.needs = [], None, None, []
+        self.sections = {}
+        section = None
+        for line in expand_includes(path):
+            stripped = line.strip()
+            if stripped.startswith("--!params "):
+                self.params = stripped[len("--!params "):]
+            elif stripped.startswith("--!checks "):
+                self.checks = stripped[len("--!checks "):]
+            elif stripped.startswith("--!needs "):
+                self.needs.append((path.parent / stripped[len("--!needs "):]).resolve())
+            elif stripped.startswith("--!section "):
+                section = stripped[len("--!section "):]
+                if section not in SECTIONS or section in self.sections:
+                    fail(f"{path}: unknown or repeated section {section}")
+                self.sections[section] = []
+            elif section is not None:
+                self.sections[section].append(line)
+            elif stripped.startswith("--"):
+                self.doc.append(line)
+        if self.params is None or self.checks is None or set(self.sections) != set(SECTIONS):
+            fail(f"{path}: needs --!params, --!checks and the sections {', '.join(SECTIONS)}")
+        for lines in self.sections.values():
+            while lines and not lines[-1].strip():
+                lines.pop()
+
+
+def fill(line, algorithm):
+    if algorithm is None:
+        if "@" in line and re.search(r"@(ALG|PARAMS|CHECKS)@", line):
+            fail("@ALG@, @PARAMS@ and @CHECKS@ need one algorithm")
+        return line
+    return (line.replace("@ALG@", algorithm.name).replace("@PARAMS@", algorithm.params)
+            .replace("@CHECKS@", algorithm.checks))
+
+
+def code(lines):
+    """The lines without their comments (good enough for Lua written as in lua/)."""
+    return [line.split("--", 1)[0] for line in lines]
+
+
+def check_no_function(shape_lines, rendered, algorithms, where):
+    if not any(line.strip() == "--!defines-no-function" for line in shape_lines):
+        return
+    needed = [l for a in algorithms for n in dict.fromkeys(a.needs) for l in expand_includes(n)]
+    count = lambda lines: sum(len(re.findall(r"\bfunction\b", l)) for l in code(lines))
+    if count(rendered) != count(needed):
+        fail(f"{where}: the shape defines no function, but the script defines "
+             f"{count(rendered) - count(needed)} beyond its needs")
+
+
+def render(lines, algorithms, current):
+    """The shape's lines with its markers replaced, for `current` (one algorithm) or none."""
+    out, i = [], 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        indent = line[: len(line) - len(line.lstrip())]
+        if stripped == "--!each-algorithm":
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == "--!end"), None)
+            if end is None:
+                fail("--!each-algorithm without --!end")
+            for algorithm in algorithms:
+                out += render(lines[i + 1:end], algorithms, algorithm)
+            i = end + 1
+            continue
+        if stripped == "--!needs":
+            needed = list(dict.fromkeys(n for a in algorithms for n in a.needs))
+            for path in needed:
+                out += expand_includes(path)
+        elif stripped == "--!defines-no-function":
+            pass
+        elif stripped == "--!doc":
+            if current is None:
+                fail("--!doc needs one algorithm")
+            out += [indent + l if l.strip() else l for l in current.doc]
+        elif stripped.startswith("--!section "):
+            if current is None:
+                fail("--!section needs one algorithm")
+            out += [indent + l if l.strip() else l
+                    for l in current.sections[stripped[len("--!section "):]]]
+        else:
+            out.append(fill(line, current))
+        i += 1
+    return out
+
+
+def generate(root, spec):
+    """(name, text) of one script named on the command line."""
+    if "=" in spec:
+        name, shape = spec.split("=", 1)
+        shape, _, names = shape.partition(":")
+        algorithms = [Algorithm(root, a) for a in names.split(",") if a]
+        current = algorithms[0] if len(algorithms) == 1 else None
+        shape_lines = expand_includes(root / shape)
+        lines = render(shape_lines, algorithms, current)
+        check_no_function(shape_lines, lines, algorithms, name)
+    else:
+        name = pathlib.Path(spec).stem
+        lines = expand_includes(root / spec)
+    identifier(name, spec)
+    return name, "".join(expand_macros(lines, name))
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-o", "--output", required=True)
+    parser.add_argument("--root", required=True, help="the lua/ folder")
     parser.add_argument("scripts", nargs="+")
     args = parser.parse_args()
+    root = pathlib.Path(args.root)
 
     out = [
         "// Generated by lua/embed.py from lua/*.lua at build time. Do not edit.",
@@ -59,12 +263,12 @@ def main():
         "",
     ]
     names = []
-    for index, path in enumerate(args.scripts):
-        data = expand(path).encode()
-        name = identifier(path)
+    for index, spec in enumerate(args.scripts):
+        name, text = generate(root, spec)
+        data = text.encode()
         names.append(name)
         sha1 = hashlib.sha1(data).hexdigest()
-        commands = " ".join(sorted({c.upper() for c in CALL.findall(data.decode())}))
+        commands = " ".join(sorted({c.upper() for c in CALL.findall(text)}))
         body = ",".join(f"0x{b:02x}" for b in data)
         out += [
             f"inline constexpr char {name}_bytes[] = {{{body}}};",

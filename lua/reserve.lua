@@ -6,8 +6,9 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- ARGV[1]   'reserve' or 'cancel'
 -- ARGV[2]   permits
--- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in decide.lua)
--- ARGV[4-7] the limit: algorithm, p, d, burst (as in decide.lua)
+-- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
+--           lua/shapes/general.lua)
+-- ARGV[4-7] the limit: algorithm, p, d, burst (as in lua/shapes/general.lua)
 -- ARGV[8]   reserve: the longest wait the caller accepts, in microseconds
 -- ARGV[8-12] cancel: the reservation as its reply described it: slot (microseconds, fraction
 --           in 1/p), version, epoch and cancels
@@ -37,15 +38,7 @@ if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 8) or (op == 'cancel' and #ARGV ~
 end
 local reservation = RESERVATIONS[ARGV[4]]
 if reservation == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[4])) end
-local permits = integer_arg(ARGV[2], 'permits', 1, MAX_EXACT)
-local now
-if ARGV[3] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = integer_arg(ARGV[3], 'now', 0, MAX_EXACT)
-  TTL_EXTRA_MS = 3600000
-end
+--!include lib/permits_and_now.lua
 local p = integer_arg(ARGV[5], 'p', 1, MAX_EXACT)
 local d = integer_arg(ARGV[6], 'd', 1, MAX_EXACT)
 local burst = integer_arg(ARGV[7], 'burst', 1, MAX_EXACT)

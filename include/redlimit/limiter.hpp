@@ -104,7 +104,10 @@ class Limiter {
   void acquire(std::string key, std::int64_t permits, AcquireOptions options,
                std::function<void(Result<Decision>)> done);
 
-  /// The state of `key` as a decision for one permit; consumes nothing.
+  /// The state of `key` now, as a decision for one permit; consumes nothing and writes nothing.
+  /// Every field means the state now: `remaining` is the permits available now, `reset_after`
+  /// the time until the limit is full again from now (0 on a fresh key), `retry_after` when a
+  /// request for one permit could pass (0, with `allowed`, if it could now).
   Task<Decision> peek(std::string key);
   /// Forgets the state of `key`: it starts again full.
   Task<void> reset(std::string key);

@@ -1,55 +1,56 @@
 -- Sliding window counter: counts of the current aligned window and of the previous one; the
 -- previous count is weighted by the part of it still inside the trailing window:
 -- used = previous - floor(previous * elapsed / period) + current. Cheap for any limit, but an
--- estimate (see docs/algorithms.md for its error bound). The key holds "start:current:previous".
--- Model: src/algorithms/sliding_window_counter.cpp.
---
--- lua/decide_sliding_window_counter.lua is this algorithm inlined into a script of its own
--- (try_acquire on a single sliding_window_counter limit): a change here goes there too. The
--- differential test runs both.
+-- estimate (see docs/algorithms.md for its error bound). The key holds "start:current:previous";
+-- time is max(now, start). Model: src/algorithms/sliding_window_counter.cpp.
+--!params limit, period, unused
+--!checks limit >= 1, period >= 1, 0
+--!needs ../lib/muldiv.lua
 
--- The first time after a window start at which count - floor(count * e / period) <= room,
--- for count > room >= 0.
-local function decayed_enough_at(count, room, period)
-  return muldiv_ceil(count - room, period, count)
+--!section decide
+local s_start, s_current, s_previous
+local stored = redis.call('GET', key)
+if stored then
+  local first = string.find(stored, ':', 1, true)
+  local second = string.find(stored, ':', first + 1, true)
+  s_start = tonumber(string.sub(stored, 1, first - 1))
+  s_current = tonumber(string.sub(stored, first + 1, second - 1))
+  s_previous = tonumber(string.sub(stored, second + 1))
+  if s_start > t then t = s_start end
 end
-
-local function sliding_window_counter(key, now, n, limit, period)
-  local t = now
-  local s_start, s_current, s_previous
-  local stored = redis.call('GET', key)
-  if stored then
-    s_start, s_current, s_previous = split_value(stored)
-    if s_start > t then t = s_start end
+-- The aligned window holding t.
+local start = IDIV(t, period)
+start = start * period
+local current, previous = 0, 0
+if stored then
+  if s_start == start then
+    current, previous = s_current, s_previous
+  elseif s_start > start then
+    current = s_current + s_previous  -- the period grew: count all of it as current
+  elseif s_start == start - period then
+    previous = s_current
+  elseif s_start > start - period then
+    previous = s_current + s_previous  -- the period changed
   end
-  local start = idiv(t, period) * period
-  local current, previous = 0, 0
-  if stored then
-    if s_start == start then
-      current, previous = s_current, s_previous
-    elseif s_start > start then
-      current = s_current + s_previous  -- the period grew: count all of it as current
-    elseif s_start == start - period then
-      previous = s_current
-    elseif s_start > start - period then
-      previous = s_current + s_previous  -- the period changed
-    end
-  end
-  local elapsed = t - start
-  local lag = t - now  -- after a clock step back, times count from now, not from t
-  local used = previous - muldiv(previous, elapsed, period) + current
-  if used + n <= limit then
-    local reset = 2 * period - elapsed + lag
-    local value = string.format('%d:%d:%d', start, current + n, previous)
-    return true, limit, limit - used - n, 0, reset, t, function() store(key, value, reset) end
-  end
-  local remaining = limit - used
+end
+local elapsed = t - start
+local lag = t - now  -- after a clock step back, times count from now, not from t
+local used = previous - muldiv(previous, elapsed, period) + current
+allowed = used + n <= limit
+capacity = limit
+if allowed then
+  remaining = limit - used - n
+  reset = 2 * period - elapsed + lag
+else
+  remaining = limit - used
   if remaining < 0 then remaining = 0 end
-  -- Later in this window, as the previous window's weight decays...
-  local retry = 0
+  -- Later in this window, as the previous window's weight decays: the first e after the window
+  -- start with previous - floor(previous * e / period) <= room is
+  -- ceil((previous - room) * period / previous)...
   local room = limit - current - n
   if room >= 0 then
-    local at = decayed_enough_at(previous, room, period)
+    local at, r = muldiv(previous - room, period, previous)
+    if r > 0 then at = at + 1 end
     if at < period then retry = at - elapsed end
   end
   -- ...or in the next window, where this window's count is the one that decays.
@@ -58,13 +59,23 @@ local function sliding_window_counter(key, now, n, limit, period)
     if current <= room_next then
       retry = period - elapsed
     else
-      local at = decayed_enough_at(current, room_next, period)
+      local at, r = muldiv(current - room_next, period, current)
+      if r > 0 then at = at + 1 end
       if at < period then retry = period - elapsed + at else retry = 2 * period - elapsed end
     end
   end
-  local reset = 0
-  if current > 0 then reset = 2 * period - elapsed elseif previous > 0 then reset = period - elapsed end
-  return false, limit, remaining, retry + lag, reset + lag, t
+  retry = retry + lag
+  if current > 0 then reset = 2 * period - elapsed
+  elseif previous > 0 then reset = period - elapsed end
+  reset = reset + lag
 end
 
-ALGORITHMS['sliding_window_counter'] = sliding_window_counter
+--!section idle
+reset = 0
+if current > 0 then reset = 2 * period - elapsed + lag
+elseif previous > 0 then reset = period - elapsed + lag end
+
+--!section write
+local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
+redis.call('SET', key, string.format('%d:%d:%d', start, current + n, previous), 'PX',
+           string.format('%d', ms + TTL_EXTRA_MS))

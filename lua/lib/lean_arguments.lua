@@ -1,5 +1,5 @@
--- The arguments of every lean decide script (lua/decide_<algorithm>.lua), checked before the
--- first write. Included as statements, not as a function: a lean script defines none, because
+-- The arguments of every lean decide script (lua/shapes/lean.lua), checked before the first
+-- write. Included as statements, not as a function: a lean script defines none, because
 -- EVALSHA would create it again on every call. The including script first names itself and
 -- its limit's three fields, e.g.
 --   local lean_script, lean_fields = 'decide_gcra', 'p >= 1, d >= 1, burst >= 0'
@@ -7,14 +7,13 @@
 -- KEYS[1]     the state key
 -- ARGV[1]     permits requested
 -- ARGV[2]     now in microseconds, for tests only, or '' to use the server's TIME (with an
---             injected time, the key lives an hour longer, as in decide.lua)
--- ARGV[3..5]  the limit's three integer fields, as decide.lua takes them: the first two >= 1,
---             the third >= 0
+--             injected time, the key lives an hour longer, as in lua/shapes/general.lua)
+-- ARGV[3..5]  the limit's three integer fields, as lua/shapes/general.lua takes them: the first
+--             two >= 1, the third >= 0
 --
--- Leaves MAX_EXACT, floor, n (the permits), field1, field2, field3, now and ttl_extra_ms.
+-- Leaves MAX_EXACT, floor, n (the permits), field1, field2, field3, now and TTL_EXTRA_MS.
 
-local MAX_EXACT = 4503599627370496  -- 2^52
-local floor = math.floor
+--!include numbers.lua
 
 local n, field1, field2, field3 =
     tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -28,7 +27,7 @@ if #KEYS ~= 1 or #ARGV ~= 5 or
         table.concat(ARGV, ' '))
 end
 local now
-local ttl_extra_ms = 0
+local TTL_EXTRA_MS = 0
 if ARGV[2] == '' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -37,5 +36,5 @@ else
   if not now or now ~= floor(now) or now < 0 or now > MAX_EXACT then
     error('redlimit: argument now must be an integer in [0, 2^52], got ' .. tostring(ARGV[2]))
   end
-  ttl_extra_ms = 3600000
+  TTL_EXTRA_MS = 3600000
 end

@@ -29,6 +29,7 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const FixedWin
   out.now_us = t;
   out.reset_after_us = start + params.period_us - now;  // from now, also after a clock step back
   out.allowed = count + n <= params.limit;
+  out.idle_after_us = count > 0 ? out.reset_after_us : 0;
   if (out.allowed) {
     out.remaining = params.limit - count - n;
     out.ttl_us = out.reset_after_us;

@@ -22,6 +22,7 @@ LimitOutcome decide_gcra(const GcraParams& params, const GcraState* state, std::
   out.limit = params.burst;
   out.now_us = now;
   out.allowed = after <= latest;
+  out.idle_after_us = subtract(tat, {now, 0}, p).ceil_us();
   const FracTime left = out.allowed ? after : tat;
   // A TAT far ahead (a long queue, or another policy's state) leaves nothing.
   const Int128 room = static_cast<Int128>(latest.us - left.us) * p + latest.frac - left.frac;
@@ -36,7 +37,7 @@ LimitOutcome decide_gcra(const GcraParams& params, const GcraState* state, std::
     }
   } else {
     out.retry_after_us = subtract(after, latest, p).ceil_us();
-    out.reset_after_us = subtract(tat, {now, 0}, p).ceil_us();
+    out.reset_after_us = out.idle_after_us;
   }
   return out;
 }

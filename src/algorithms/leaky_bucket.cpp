@@ -33,6 +33,7 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const LeakyBuc
   }
   out.retry_after_us = wait.ceil_us();
   out.reset_after_us = out.retry_after_us;
+  out.idle_after_us = out.retry_after_us;
   return out;
 }
 

@@ -11,6 +11,7 @@ struct LimitOutcome {
   std::int64_t remaining = 0;       ///< permits left after this decision (never negative)
   std::int64_t retry_after_us = 0;  ///< 0 when allowed; else > 0
   std::int64_t reset_after_us = 0;  ///< time until the limit is idle again
+  std::int64_t idle_after_us = 0;   ///< the same from the state before this decision (peek's)
   std::int64_t now_us = 0;          ///< the time the limit used (see each algorithm)
   std::int64_t ttl_us = 0;          ///< allowed: how long the new state matters
 };

@@ -62,9 +62,10 @@ PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
     for (std::size_t i = 0; i < limits.size(); ++i)
       decide_limit(limits[i], states[i], now, n, true);
   }
-  if (mode == Mode::peek) {
+  if (mode == Mode::peek) {  // every field as the state now: nothing was taken
     for (LimitOutcome& limit : out.limits) {
       if (limit.allowed) limit.remaining += n;
+      limit.reset_after_us = limit.idle_after_us;
     }
   }
   for (std::size_t i = 1; i < limits.size(); ++i) {

@@ -1,5 +1,6 @@
 #pragma once
-// The C++ model of lua/decide.lua: every limit of a policy decides one request, all or nothing.
+// The C++ model of the decide scripts (lua/shapes/general.lua): every limit of a policy decides
+// one request, all or nothing.
 
 #include <cstddef>
 #include <cstdint>

@@ -44,6 +44,11 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
   out.limit = params.limit;
   out.now_us = t;
   out.allowed = used + n <= params.limit;
+  if (current > 0) {
+    out.idle_after_us = 2 * period - elapsed + lag;
+  } else if (previous > 0) {
+    out.idle_after_us = period - elapsed + lag;
+  }
   if (out.allowed) {
     out.remaining = params.limit - used - n;
     out.reset_after_us = 2 * period - elapsed + lag;

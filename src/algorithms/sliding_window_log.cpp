@@ -18,6 +18,7 @@ LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
   out.limit = params.limit;
   out.now_us = t;
   out.allowed = count + n <= params.limit;
+  if (count > 0) out.idle_after_us = times.back() + params.window_us - now;
   if (out.allowed) {
     out.remaining = params.limit - count - n;
     out.reset_after_us = t + params.window_us - now;  // from now, also after a clock step back

@@ -46,6 +46,7 @@ LimitOutcome decide_token_bucket(const TokenBucketParams& params, const TokenBuc
   const std::int64_t lag = t - now;  // after a clock step back, times count from now, not from t
   const std::int64_t cost = n * params.d;
   out.allowed = level >= cost;
+  out.idle_after_us = ceil_div(full - level, params.p) + lag;
   if (out.allowed) {
     const std::int64_t left = level - cost;
     out.remaining = floor_div(left, params.d);
@@ -60,7 +61,7 @@ LimitOutcome decide_token_bucket(const TokenBucketParams& params, const TokenBuc
   } else {
     out.remaining = level > 0 ? floor_div(level, params.d) : 0;
     out.retry_after_us = ceil_div(cost - level, params.p) + lag;
-    out.reset_after_us = ceil_div(full - level, params.p) + lag;
+    out.reset_after_us = out.idle_after_us;
   }
   return out;
 }

@@ -1,8 +1,10 @@
 // Each algorithm's script and its C++ model decide the same random request sequences, with the
 // same injected clock, and must agree on every field of every decision. This test is what keeps
-// lua/ and src/algorithms/ one algorithm. A single-limit acquire runs the algorithm's lean script
-// (lua/decide_<algorithm>.lua) when it has one; some acquires of the same sequences run the
-// general lua/decide.lua instead, so that each reads the state the other wrote.
+// lua/ and src/algorithms/ one algorithm. Every script shape lua/embed.py generates from
+// lua/algorithms/ runs here: a single-limit acquire runs the algorithm's lean script
+// (decide_<algorithm>, lua/shapes/lean.lua) when it has one; some acquires and every peek of the
+// same sequences run the general decide script (lua/shapes/general.lua) instead, so that each
+// reads the state the other wrote.
 #include <gtest/gtest.h>
 
 #include <array>

@@ -152,6 +152,27 @@ TEST_F(LimiterTest, PeekReadsWithoutWritingAndResetForgets) {
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 3)).allowed);
 }
 
+TEST_F(LimiterTest, PeekReportsTheStateNowAndConsumesNothing) {
+  for (const Algorithm algorithm : all_algorithms) {
+    SCOPED_TRACE(static_cast<int>(algorithm));
+    Limiter limiter(client(), one(algorithm, {10, 1s}), {.name = "peek"});
+    const std::string key = "fresh-" + std::to_string(static_cast<int>(algorithm));
+    // A fresh key is full and idle: nothing to wait for, nothing until full again.
+    const Decision fresh = run(loop(), limiter.peek(key));
+    EXPECT_TRUE(fresh.allowed);
+    EXPECT_EQ(fresh.remaining, 10);
+    EXPECT_EQ(fresh.retry_after, 0us);
+    EXPECT_EQ(fresh.reset_after, 0us);
+    // An exhausted key: nothing available now, a wait for one permit, and the time until full.
+    ASSERT_TRUE(run(loop(), limiter.try_acquire(key, 10)).allowed);
+    const Decision exhausted = run(loop(), limiter.peek(key));
+    EXPECT_FALSE(exhausted.allowed);
+    EXPECT_EQ(exhausted.remaining, 0);
+    EXPECT_GT(exhausted.retry_after, 0us);
+    EXPECT_GE(exhausted.reset_after, exhausted.retry_after);
+  }
+}
+
 TEST_F(LimiterTest, InvalidInputFailsBeforeAnyIo) {
   Limiter limiter(client(), one(Algorithm::gcra, {5, 1s}), {.name = "x"});
   run(loop(), limiter.try_acquire("warm-up"));

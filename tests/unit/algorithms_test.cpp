@@ -87,6 +87,22 @@ TEST_P(EveryAlgorithm, PeekConsumesNothing) {
   EXPECT_EQ(model.drain(t0), GetParam() == Algorithm::leaky_bucket ? 1 : 3);
 }
 
+TEST_P(EveryAlgorithm, PeekReportsTheStateNow) {
+  Model model(limit(GetParam(), {3, 1s}));
+  // Fresh: every permit available, none to wait for, already full.
+  const LimitOutcome fresh = model.peek(t0).binding_outcome();
+  EXPECT_TRUE(fresh.allowed);
+  EXPECT_EQ(fresh.remaining, 3);
+  EXPECT_EQ(fresh.retry_after_us, 0);
+  EXPECT_EQ(fresh.reset_after_us, 0);
+  // After an acquire, peek at the same time sees the state that acquire left.
+  const LimitOutcome taken = model.acquire(t0).binding_outcome();
+  ASSERT_TRUE(taken.allowed);
+  const LimitOutcome after = model.peek(t0).binding_outcome();
+  EXPECT_EQ(after.remaining, taken.remaining);
+  EXPECT_EQ(after.reset_after_us, taken.reset_after_us);
+}
+
 TEST_P(EveryAlgorithm, TheStateLivesExactlyUntilItStopsMattering) {
   Model model(limit(GetParam(), {4, 2s}));
   const auto first = model.acquire(t0);

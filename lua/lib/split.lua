@@ -1,6 +1,6 @@
 -- Splits the stored value `stored` ("a:b:c...") at its colons into `fields`, numbers in order.
--- Included as statements: into split_value (lib/exact.lua), and into the lean decide scripts,
--- which define no function (see lib/lean_arguments.lua).
+-- Included as statements: into split_value (lib/exact.lua) and into the algorithms' fragments,
+-- which define no function (see lua/shapes/lean.lua).
 local fields, count, from = {}, 0, 1
 while true do
   local colon = string.find(stored, ':', from, true)
