@@ -66,8 +66,10 @@ struct ClientOptions {
 /// pending one; nothing is required from the application (ignoring SIGPIPE saves a few
 /// syscalls per write).
 ///
-/// Non-copyable; not thread-safe: use it only on its loop's thread. Call close() and let it
-/// finish before destroying the client or closing the loop.
+/// Movable, non-copyable (a moved-from client may only be destroyed or assigned to); not
+/// thread-safe: use it only on its loop's thread. Call close() and let it finish before closing
+/// the loop. The connections are shared with the limiters made from this client: they live
+/// until the client and all those limiters are gone, so the client may be destroyed first.
 class Client {
  public:
   /// Validates the options (ConfigError, e.g. for a malformed URL); does no I/O.
@@ -75,6 +77,10 @@ class Client {
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
+  /// Takes over `other`'s connections.
+  Client(Client&& other) noexcept;
+  /// Releases this client's connections (close() them first) and takes over `other`'s.
+  Client& operator=(Client&& other) noexcept;
 
   /// Connects now instead of on the first command; fails by connect_timeout.
   Task<void> connect();
@@ -106,9 +112,12 @@ class Client {
   const ClientOptions& options() const noexcept;
   /// Internal: the implementation the limiters use.
   detail::ClientCore& core() noexcept { return *core_; }
+  /// Internal: the same, for a limiter to share.
+  std::shared_ptr<detail::ClientCore> shared_core() const noexcept { return core_; }
 
  private:
-  std::unique_ptr<detail::ClientCore> core_;
+  // Why shared: a Limiter keeps the connections alive after this object is destroyed.
+  std::shared_ptr<detail::ClientCore> core_;
 };
 
 }  // namespace redlimit

@@ -147,6 +147,12 @@ struct Decision {
   /// retry_after, for an admission the one with the fewest permits remaining.
   std::size_t binding = 0;
   Source source = Source::redis;
+
+  /// server_time_us as a time point of the system clock (the epoch when not from Redis).
+  std::chrono::sys_time<std::chrono::microseconds> server_time() const noexcept {
+    return std::chrono::sys_time<std::chrono::microseconds>(
+        std::chrono::microseconds(server_time_us));
+  }
 };
 
 }  // namespace redlimit

@@ -5,13 +5,15 @@
 #include <uv.h>
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <stop_token>
 #include <string>
 
+#include "redlimit/acquire_options.hpp"
 #include "redlimit/callback.hpp"
+#include "redlimit/failure_policy.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/task.hpp"
 
@@ -20,19 +22,10 @@ namespace redlimit {
 class Client;
 
 namespace detail {
-class LimiterCore;
+class PolicyEnforcer;
 }
 
-/// What a limiter answers when Redis cannot answer in time.
-struct FailurePolicy {
-  enum Kind {
-    fail_closed,     ///< deny (the default)
-    fail_open,       ///< allow
-    local_fallback,  ///< decide in process with local_share x each limit until Redis answers
-  } kind = fail_closed;
-  double local_share = 1.0;
-};
-
+/// How a limiter names its keys and what it does when Redis cannot answer.
 struct LimiterOptions {
   /// The namespace of this limiter's keys, e.g. "sms"; 1 to 128 bytes, any bytes.
   std::string name;
@@ -43,13 +36,17 @@ struct LimiterOptions {
   bool deny_cache = true;
 };
 
-/// How long acquire() may wait, and how to cancel it.
-struct AcquireOptions {
-  /// Give up (a denial, nothing taken) if the permits cannot be had within this.
-  std::chrono::microseconds max_wait = std::chrono::microseconds::max();
-  /// A stop request ends the wait with Cancelled and gives a reservation back. Request it on
-  /// the loop's thread.
-  std::stop_token stop{};
+/// A number of permits of the limiter's shared key (its name): `limiter.try_acquire(Permits{5})`.
+/// Explicit, so that an integer (a user id) never silently becomes a permit count.
+class Permits {
+ public:
+  /// `count` permits.
+  constexpr explicit Permits(std::int64_t count) noexcept : count_(count) {}
+  /// How many.
+  constexpr std::int64_t count() const noexcept { return count_; }
+
+ private:
+  std::int64_t count_;
 };
 
 /// Applies a Policy to keys (a user, an IP, an API key).
@@ -59,7 +56,15 @@ struct AcquireOptions {
 /// in one hash slot. Arguments are checked before any I/O (InvalidArgument, naming the field
 /// and the accepted range).
 ///
-/// Non-copyable. Use on the loop's thread. The Client must outlive the limiter.
+/// Keys are strings. The limiter's name is the key of its one shared resource: try_acquire()
+/// and acquire() without a key, and with Permits{n} for n permits of it. An integer is never a
+/// key nor a permit count by itself: `try_acquire(user_id)` does not compile (write
+/// `try_acquire(std::to_string(user_id))`).
+///
+/// Movable, non-copyable; a moved-from limiter may only be destroyed or assigned to. Use on the
+/// loop's thread. The limiter keeps its Client's connections alive (they are shared): the Client
+/// object may be destroyed first, though its close() still ends every command, this limiter's
+/// included.
 class Limiter {
  public:
   /// A limiter whose state lives in Redis, shared by every process that uses the same name.
@@ -70,11 +75,19 @@ class Limiter {
   ~Limiter();
   Limiter(const Limiter&) = delete;
   Limiter& operator=(const Limiter&) = delete;
+  /// Takes over `other`'s state; calls in flight are unaffected.
+  Limiter(Limiter&& other) noexcept;
+  /// Drops this limiter's state (calls in flight keep what they need) and takes over `other`'s.
+  Limiter& operator=(Limiter&& other) noexcept;
 
   /// Takes `permits` for `key` now if every limit allows it; never waits.
   Task<Decision> try_acquire(std::string key, std::int64_t permits = 1);
   /// try_acquire() on the limiter's own name as the key: one shared resource.
-  Task<Decision> try_acquire(std::int64_t permits = 1);
+  Task<Decision> try_acquire(Permits permits = Permits{1});
+  /// An integer as the first argument is a mistake (a user id taken as a permit count, or as
+  /// a null `const char*`): pass a string key, or Permits{n} for the shared key.
+  template <std::integral Integer, class... Rest>
+  void try_acquire(Integer, Rest&&...) = delete;
   /// Takes `permits` for `key`, waiting (on a uv timer, never a thread) until they are free or
   /// `max_wait` would be exceeded (then a denial: nothing is taken, retry_after says when).
   ///
@@ -90,19 +103,29 @@ class Limiter {
   ///
   /// A reservation is made when Redis runs the script: a call abandoned after sending it but
   /// before the reply (a timeout) may have reserved permits that nobody uses.
+  ///
+  /// `options` is read before this returns (the stop token is copied then), so
+  /// `auto task = limiter.acquire(key, 1, {.stop = source.get_token()});` is safe to await later.
   Task<Decision> acquire(std::string key, std::int64_t permits = 1, AcquireOptions options = {});
   /// acquire() on the limiter's own name as the key.
-  Task<Decision> acquire(std::int64_t permits = 1, AcquireOptions options = {});
+  Task<Decision> acquire(Permits permits = Permits{1}, AcquireOptions options = {});
+  /// An integer as the first argument is a mistake: see try_acquire().
+  template <std::integral Integer, class... Rest>
+  void acquire(Integer, Rest&&...) = delete;
 
   /// Callback style of try_acquire(), for code without coroutines: `done` is called from the
   /// loop, on a later iteration, with the decision or the error the coroutine would have thrown
-  /// (bad input included). The limiter's state lives until then; its Client must too.
+  /// (bad input included). The limiter's state, and its Client's connections, live until then.
   void try_acquire(std::string key, std::int64_t permits,
                    std::function<void(Result<Decision>)> done);
   /// Callback style of acquire(): `done` is called when the permits are had, or with a denial
   /// (max_wait), Cancelled (options.stop) or another error.
   void acquire(std::string key, std::int64_t permits, AcquireOptions options,
                std::function<void(Result<Decision>)> done);
+  /// Callback style of try_acquire() on the shared key.
+  void try_acquire(Permits permits, std::function<void(Result<Decision>)> done);
+  /// Callback style of acquire() on the shared key.
+  void acquire(Permits permits, AcquireOptions options, std::function<void(Result<Decision>)> done);
 
   /// The state of `key` now, as a decision for one permit; consumes nothing and writes nothing.
   /// Every field means the state now: `remaining` is the permits available now, `reset_after`
@@ -115,11 +138,11 @@ class Limiter {
   /// algorithm (see docs/algorithms.md): changing a rate never resets a key and never frees a
   /// burst of permits.
   void set_policy(Policy policy);
-  /// The policy in effect.
-  const Policy& policy() const noexcept;
+  /// The policy in effect (a copy: set_policy() may replace it).
+  Policy policy() const;
 
  private:
-  std::shared_ptr<detail::LimiterCore> core_;
+  std::shared_ptr<detail::PolicyEnforcer> enforcer_;
 };
 
 }  // namespace redlimit

@@ -1,8 +1,8 @@
-// LimiterCore::acquire(): reservations (one round trip, FIFO, cancellable) for single-limit
+// PolicyEnforcer::acquire(): reservations (one round trip, FIFO, cancellable) for single-limit
 // gcra, token_bucket and leaky_bucket policies; asking again at retry_after for the others.
 
 #include "algorithms/reservations.hpp"
-#include "limiter/limiter_core.hpp"
+#include "limiter/policy_enforcer.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -24,7 +24,8 @@ bool reservable(const CompiledPolicy& policy) {
 
 }  // namespace
 
-Task<Decision> LimiterCore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
+Task<Decision> PolicyEnforcer::acquire(std::string key, std::int64_t permits,
+                                       OwnedAcquireOptions options) {
   DecideRequest validated_request = request(key, Operation::acquire, permits);
   if (options.max_wait.count() < 0) {
     throw InvalidArgument("AcquireOptions::max_wait must not be negative, got " +
@@ -37,7 +38,8 @@ Task<Decision> LimiterCore::acquire(std::string key, std::int64_t permits, Acqui
   co_return co_await acquire_by_retrying(std::move(validated_request), std::move(options));
 }
 
-Task<Decision> LimiterCore::acquire_by_retrying(DecideRequest request, AcquireOptions options) {
+Task<Decision> PolicyEnforcer::acquire_by_retrying(DecideRequest request,
+                                                   OwnedAcquireOptions options) {
   const auto started = Clock::now();
   for (;;) {
     Decision decision = co_await decide(request);
@@ -48,13 +50,14 @@ Task<Decision> LimiterCore::acquire_by_retrying(DecideRequest request, AcquireOp
   }
 }
 
-Task<void> LimiterCore::give_back(std::shared_ptr<LimiterCore> core, Backend* backend,
-                                  DecideRequest request, CancelTicket ticket) {
-  (void)core;  // keeps the backend alive until this ends
+Task<void> PolicyEnforcer::give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
+                                     DecideRequest request, CancelTicket ticket) {
+  (void)enforcer;  // keeps the backend alive until this ends
   co_await backend->cancel(std::move(request), ticket);
 }
 
-Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireOptions options) {
+Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
+                                                    OwnedAcquireOptions options) {
   const auto started = Clock::now();
   const std::int64_t max_wait = std::min(options.max_wait.count(), max_reservation_wait_us);
   // Why before reserving: a cancellation announced before our reply arrives is kept for us.
@@ -107,7 +110,7 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
 
   // Why a guard: if the waiting task is destroyed, its reservation is still given back.
   struct GiveBackOnDestruction {
-    LimiterCore& core;
+    PolicyEnforcer& enforcer;
     Backend* backend;
     const DecideRequest& request;
     const WaiterRegistry::Waiter& waiter;
@@ -115,8 +118,8 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
     ~GiveBackOnDestruction() {
       if (!armed) return;
       // The limiter must outlive its calls; if it is already gone, there is nobody to tell.
-      if (auto alive = core.weak_from_this().lock()) {
-        spawn(core.loop_, give_back(std::move(alive), backend, request, waiter.ticket()));
+      if (auto alive = enforcer.weak_from_this().lock()) {
+        spawn(enforcer.loop_, give_back(std::move(alive), backend, request, waiter.ticket()));
       }
     }
   } guard{*this, backend, request, waiter};

@@ -15,13 +15,15 @@ namespace redlimit::detail {
 /// "Redis denied n permits of this key until T": requests for the same key and at least n
 /// permits are denied locally until then, without a round trip.
 ///
-/// Why it is exact: between a denial and its retry_after, a key's state only moves toward
-/// "more used" (time passing is what retry_after accounts for), so Redis would deny every such
-/// request too, as long as nothing returns capacity. Only a reset() or a cancelled acquire()
-/// reservation returns capacity: the limiter clears the cache on its own reset() and
-/// set_policy() (and ignores denials of requests sent before them), and uses the cache only for
-/// policies whose keys cannot hold reservations (the first limit is a window algorithm). T is
-/// counted from when the request was sent, so it never ends later than Redis's own retry_after.
+/// Why it is exact: a denial is bound to the limit with the longest retry_after, and between
+/// the denial and that retry_after the binding limit's key only moves toward "more used" (time
+/// passing is what retry_after accounts for), so Redis would deny every such request too, as
+/// long as nothing returns capacity to that key; the other limits can only deny more. Only a
+/// reset() or a cancelled acquire() reservation returns capacity: the limiter clears the cache
+/// on its own reset() and set_policy() (and ignores denials of requests sent before them), and
+/// remembers only denials bound by a key that cannot hold reservations (any but a first bucket
+/// limit; see cacheable() in policy_enforcer.cpp). T is counted from when the request was sent,
+/// so it never ends later than Redis's own retry_after.
 class DenyCache {
  public:
   using Clock = std::chrono::steady_clock;

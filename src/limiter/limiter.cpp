@@ -1,7 +1,7 @@
 #include "redlimit/limiter.hpp"
 
-#include "limiter/limiter_core.hpp"
 #include "limiter/local_backend.hpp"
+#include "limiter/policy_enforcer.hpp"
 #include "limiter/redis_backend.hpp"
 #include "redlimit/client.hpp"
 #include "runtime/logger.hpp"
@@ -9,58 +9,75 @@
 namespace redlimit {
 
 Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
-    : core_(std::make_shared<detail::LimiterCore>(
-          client.loop(), std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
+    : enforcer_(std::make_shared<detail::PolicyEnforcer>(
+          client.loop(), client.shared_core(),
+          std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
           std::move(options), &client.core(), client.core().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
-    : core_(std::make_shared<detail::LimiterCore>(loop, std::make_unique<detail::LocalBackend>(),
-                                                  std::move(policy), std::move(options), nullptr,
-                                                  detail::default_logger())) {}
+    : enforcer_(std::make_shared<detail::PolicyEnforcer>(
+          loop, nullptr, std::make_unique<detail::LocalBackend>(), std::move(policy),
+          std::move(options), nullptr, detail::default_logger())) {}
 
 Limiter::~Limiter() = default;
+Limiter::Limiter(Limiter&& other) noexcept = default;
+Limiter& Limiter::operator=(Limiter&& other) noexcept = default;
 
 Task<Decision> Limiter::try_acquire(std::string key, std::int64_t permits) {
-  return core_->try_acquire(std::move(key), permits);
+  return enforcer_->try_acquire(std::move(key), permits);
 }
 
-Task<Decision> Limiter::try_acquire(std::int64_t permits) {
-  return core_->try_acquire(core_->options().name, permits);
+Task<Decision> Limiter::try_acquire(Permits permits) {
+  return enforcer_->try_acquire(enforcer_->options().name, permits.count());
 }
 
+// Why not coroutines: `options` may refer to a token that dies when this returns (a
+// `source.get_token()` temporary); the coroutine gets its own copy now.
 Task<Decision> Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
-  return core_->acquire(std::move(key), permits, std::move(options));
+  return enforcer_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options));
 }
 
-Task<Decision> Limiter::acquire(std::int64_t permits, AcquireOptions options) {
-  return core_->acquire(core_->options().name, permits, std::move(options));
+Task<Decision> Limiter::acquire(Permits permits, AcquireOptions options) {
+  return enforcer_->acquire(enforcer_->options().name, permits.count(),
+                            detail::OwnedAcquireOptions(options));
 }
 
 void Limiter::try_acquire(std::string key, std::int64_t permits,
                           std::function<void(Result<Decision>)> done) {
-  start(core_->loop(), core_->try_acquire(std::move(key), permits), std::move(done), core_);
+  start(enforcer_->loop(), enforcer_->try_acquire(std::move(key), permits), std::move(done),
+        enforcer_);
 }
 
 void Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options,
                       std::function<void(Result<Decision>)> done) {
-  start(core_->loop(), core_->acquire(std::move(key), permits, std::move(options)), std::move(done),
-        core_);
+  start(enforcer_->loop(),
+        enforcer_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options)),
+        std::move(done), enforcer_);
+}
+
+void Limiter::try_acquire(Permits permits, std::function<void(Result<Decision>)> done) {
+  try_acquire(enforcer_->options().name, permits.count(), std::move(done));
+}
+
+void Limiter::acquire(Permits permits, AcquireOptions options,
+                      std::function<void(Result<Decision>)> done) {
+  acquire(enforcer_->options().name, permits.count(), options, std::move(done));
 }
 
 Task<Decision> Limiter::peek(std::string key) {
-  return core_->peek(std::move(key));
+  return enforcer_->peek(std::move(key));
 }
 
 Task<void> Limiter::reset(std::string key) {
-  return core_->reset(std::move(key));
+  return enforcer_->reset(std::move(key));
 }
 
 void Limiter::set_policy(Policy policy) {
-  core_->set_policy(std::move(policy));
+  enforcer_->set_policy(std::move(policy));
 }
 
-const Policy& Limiter::policy() const noexcept {
-  return core_->policy();
+Policy Limiter::policy() const {
+  return enforcer_->policy();
 }
 
 }  // namespace redlimit

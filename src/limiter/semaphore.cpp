@@ -118,7 +118,8 @@ Task<std::optional<Lease>> SemaphoreCore::try_acquire(std::string key, std::int6
                   reply.expires_or_free_at_us);
 }
 
-Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
+Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits,
+                                   OwnedAcquireOptions options) {
   std::string redis = redis_key(key);
   check_permits(permits);
   if (options.max_wait.count() < 0) {
@@ -255,7 +256,7 @@ Task<std::optional<Lease>> Semaphore::try_acquire(std::string key, std::int64_t 
 }
 
 Task<Lease> Semaphore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
-  return core_->acquire(std::move(key), permits, std::move(options));
+  return core_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options));
 }
 
 }  // namespace redlimit

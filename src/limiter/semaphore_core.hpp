@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "limiter/owned_acquire_options.hpp"
 #include "redis/client_core.hpp"
 #include "redlimit/semaphore.hpp"
 
@@ -26,7 +27,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   SemaphoreCore(ClientCore& client, std::int64_t capacity, SemaphoreOptions options);
 
   Task<std::optional<Lease>> try_acquire(std::string key, std::int64_t permits);
-  Task<Lease> acquire(std::string key, std::int64_t permits, AcquireOptions options);
+  Task<Lease> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options);
   /// The script's answer for `op` on `redis_key`; `lease_id` is the client-made id.
   Task<LeaseReply> call(std::string op, std::string redis_key, std::string lease_id,
                         std::int64_t permits);

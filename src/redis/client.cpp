@@ -5,9 +5,11 @@
 namespace redlimit {
 
 Client::Client(uv_loop_t* loop, ClientOptions options)
-    : core_(std::make_unique<detail::ClientCore>(loop, std::move(options))) {}
+    : core_(std::make_shared<detail::ClientCore>(loop, std::move(options))) {}
 
 Client::~Client() = default;
+Client::Client(Client&& other) noexcept = default;
+Client& Client::operator=(Client&& other) noexcept = default;
 
 Task<void> Client::connect() {
   return core_->connect();

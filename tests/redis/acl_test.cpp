@@ -66,12 +66,6 @@ std::unique_ptr<Limiter> limiter(Client& client, Policy policy, std::string name
                                    LimiterOptions{.name = std::move(name)});
 }
 
-AcquireOptions stoppable(const std::stop_source& stop) {
-  AcquireOptions options;
-  options.stop = stop.get_token();
-  return options;
-}
-
 /// The message of the ConfigError `task` fails with, or what happened instead.
 template <class T>
 std::string config_error_of(uv_loop_t* loop, Task<T> task) {
@@ -94,9 +88,11 @@ struct Waited {
   Clock::time_point at;
 };
 
-Task<void> wait_for(Limiter& limiter, AcquireOptions options, Waited* out) {
+// Why a token and not AcquireOptions: the options refer to their token, which must outlive
+// them; a coroutine parameter keeps the token itself.
+Task<void> wait_for(Limiter& limiter, std::stop_token stop, Waited* out) {
   try {
-    out->decision = co_await limiter.acquire("key", 1, std::move(options));
+    out->decision = co_await limiter.acquire("key", 1, {.stop = stop});
   } catch (const Cancelled& e) {
     out->cancelled = e.what();
   }
@@ -150,8 +146,8 @@ Task<void> cancellation(Client& client, uv_loop_t* loop) {
   std::stop_source stop_first;
   Waited first, second;
   TaskGroup group;
-  group.add(wait_for(*l, stoppable(stop_first), &first));  // slot 200 ms
-  group.add(wait_for(*l, {}, &second));                    // slot 400 ms
+  group.add(wait_for(*l, stop_first.get_token(), &first));  // slot 200 ms
+  group.add(wait_for(*l, {}, &second));                     // slot 400 ms
   co_await sleep_for(loop, 50ms);
   stop_first.request_stop();
   co_await group.join();
@@ -169,20 +165,20 @@ Task<void> cancel_log_pruning(Client& client, uv_loop_t* loop) {
   std::stop_source stop2, stop5, stop6;
   Waited w1, w2, w3, w4, w5, w6;
   TaskGroup group;
-  group.add(wait_for(*l, {}, &w1));                // slot 100
-  group.add(wait_for(*l, stoppable(stop2), &w2));  // slot 200
+  group.add(wait_for(*l, {}, &w1));                 // slot 100
+  group.add(wait_for(*l, stop2.get_token(), &w2));  // slot 200
   co_await sleep_for(loop, 5ms);
   stop2.request_stop();  // logged; its backlog ends at 300
   co_await sleep_for(loop, 5ms);
-  group.add(wait_for(*l, {}, &w3));                // slot 200
-  group.add(wait_for(*l, {}, &w4));                // slot 300
-  group.add(wait_for(*l, stoppable(stop5), &w5));  // slot 400
+  group.add(wait_for(*l, {}, &w3));                 // slot 200
+  group.add(wait_for(*l, {}, &w4));                 // slot 300
+  group.add(wait_for(*l, stop5.get_token(), &w5));  // slot 400
   co_await sleep_for(loop, 5ms);
   stop5.request_stop();  // logged; its backlog ends at 500, so the log lives until then
   const auto until_330 =
       std::chrono::ceil<std::chrono::microseconds>(330ms - (Clock::now() - start));
   if (until_330 > 0us) co_await sleep_for(loop, until_330);
-  group.add(wait_for(*l, stoppable(stop6), &w6));  // slot 400
+  group.add(wait_for(*l, stop6.get_token(), &w6));  // slot 400
   co_await sleep_for(loop, 10ms);
   stop6.request_stop();  // finds the entry of 300 stale: pruned
   co_await group.join();

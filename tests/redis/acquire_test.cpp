@@ -48,10 +48,10 @@ struct Finished {
   Clock::time_point at;
 };
 
-Task<void> acquire_into(Limiter& limiter, int index, AcquireOptions options,
+Task<void> acquire_into(Limiter& limiter, int index, std::stop_token stop,
                         std::vector<Finished>* finished, int* cancelled) {
   try {
-    Decision d = co_await limiter.acquire("k", 1, std::move(options));
+    Decision d = co_await limiter.acquire("k", 1, {.stop = stop});
     finished->push_back({index, d, Clock::now()});
   } catch (const Cancelled&) {
     ++*cancelled;
@@ -90,20 +90,17 @@ TEST_P(AcquireTest, WaitersSleepExactlyTheirReservedTimeInReservationOrder) {
   }
 }
 
-Task<void> acquire_with(Limiter& limiter, AcquireOptions options, Decision* decision) {
-  *decision = co_await limiter.acquire("k", 1, std::move(options));
+Task<void> acquire_with(Limiter& limiter, std::chrono::microseconds max_wait, Decision* decision) {
+  *decision = co_await limiter.acquire("k", 1, {.max_wait = max_wait});
 }
 
 Task<void> beyond_max_wait(Limiter& limiter, Decision* last_ok, Decision* refused, Decision* next) {
-  AcquireOptions short_wait;
-  short_wait.max_wait = 120ms;
+  const std::chrono::microseconds short_wait = 120ms;
   TaskGroup queue;
   for (int i = 0; i < 3; ++i)
     queue.add(acquire_with(limiter, short_wait, last_ok));  // 0-100 ms
   co_await acquire_with(limiter, short_wait, refused);      // would wait 150 ms
-  AcquireOptions no_wait;
-  no_wait.max_wait = 0us;
-  co_await acquire_with(limiter, no_wait, next);
+  co_await acquire_with(limiter, 0us, next);
   co_await queue.join();
 }
 
@@ -129,9 +126,8 @@ Task<void> cancel_every_other(uv_loop_t* loop, Limiter& limiter, std::vector<Fin
   std::vector<std::stop_source> stops(10);
   TaskGroup group;
   for (int i = 0; i < 10; ++i) {
-    AcquireOptions options;
-    options.stop = stops[static_cast<std::size_t>(i)].get_token();
-    group.add(acquire_into(limiter, i, options, finished, cancelled));
+    group.add(acquire_into(limiter, i, stops[static_cast<std::size_t>(i)].get_token(), finished,
+                           cancelled));
   }
   co_await sleep_for(loop, 30ms);
   for (int i = 1; i < 10; i += 2)
@@ -208,12 +204,8 @@ TEST_P(AcquireTest, AlreadyStoppedOrBadOptionsFailBeforeAnyWork) {
   Limiter& l = limiter({Algorithm::gcra, {10, 1s}, 1, Window::aligned});
   std::stop_source stopped;
   stopped.request_stop();
-  AcquireOptions cancelled;
-  cancelled.stop = stopped.get_token();
-  EXPECT_THROW(run(loop(), l.acquire("k", 1, cancelled)), Cancelled);
-  AcquireOptions negative;
-  negative.max_wait = -1us;
-  EXPECT_THROW(run(loop(), l.acquire("k", 1, negative)), InvalidArgument);
+  EXPECT_THROW(run(loop(), l.acquire("k", 1, {.stop = stopped.get_token()})), Cancelled);
+  EXPECT_THROW(run(loop(), l.acquire("k", 1, {.max_wait = -1us})), InvalidArgument);
   EXPECT_THROW(run(loop(), l.acquire("k", 2)), InvalidArgument);
 }
 

@@ -184,5 +184,50 @@ TEST(DenyCacheRules, ResetAndSetPolicyClearIt) {
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
+/// EVALSHA calls for `calls` try_acquire() on one key of `policy`, once the key is denied.
+long long round_trips_on_a_denied_key(test::RedisServer& server, Policy policy, int calls) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  long long trips = 0;
+  {
+    Client client(&loop, {.url = server.url()});
+    Limiter limiter(client, std::move(policy), {.name = "order"});
+    while (run(&loop, limiter.try_acquire("hot")).allowed) {
+    }
+    const long long before = server.command_calls("evalsha");
+    for (int i = 0; i < calls; ++i)
+      EXPECT_FALSE(run(&loop, limiter.try_acquire("hot")).allowed);
+    trips = server.command_calls("evalsha") - before;
+    run(&loop, limiter.reset("hot"));
+    run(&loop, client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+  return trips;
+}
+
+TEST(DenyCacheRules, ADenialByALimitThatCannotHoldReservationsIsCachedInAnyOrder) {
+  // The README's first program: a gcra rate and a daily quota. Once the quota is used, the
+  // quota denies until the next window whatever the gcra limit allows: every call is denied
+  // without a round trip, whether the quota comes first or second.
+  test::RedisServer server;
+  const Limit rate{Algorithm::gcra, {10, 1s}};
+  const Limit quota{Algorithm::fixed_window, {5, 24h}, 0, Window::anchored};
+  const long long quota_first = round_trips_on_a_denied_key(server, Policy{{quota, rate}}, 5000);
+  const long long rate_first = round_trips_on_a_denied_key(server, Policy{{rate, quota}}, 5000);
+  std::printf("[ EVALSHA    ] 5000 calls on a denied key: %lld (quota first), %lld (rate first)\n",
+              quota_first, rate_first);
+  EXPECT_LE(quota_first, 1);
+  EXPECT_LE(rate_first, 1);
+}
+
+TEST(DenyCacheRules, ADenialByAFirstBucketLimitIsNotCached) {
+  // The first limit's key is also the key of a single-limit gcra policy of the same name,
+  // whose acquire() reservations a cancellation gives back: its denial may end early.
+  test::RedisServer server;
+  const Limit rate{Algorithm::gcra, {1, 1h}};
+  const Limit quota{Algorithm::fixed_window, {100, 24h}, 0, Window::anchored};
+  EXPECT_EQ(round_trips_on_a_denied_key(server, Policy{{rate, quota}}, 10), 10);
+}
+
 }  // namespace
 }  // namespace redlimit

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -57,6 +59,8 @@ TEST_F(LimiterTest, ADecisionFillsEveryField) {
   EXPECT_LE(allowed.server_time_us, wall_clock_us() + 1'000'000);
   EXPECT_EQ(allowed.binding, 0u);
   EXPECT_EQ(allowed.source, Source::redis);
+  EXPECT_EQ(allowed.server_time().time_since_epoch(),
+            std::chrono::microseconds(allowed.server_time_us));
   const Decision denied = run(loop(), limiter.try_acquire("user-1", 7));
   EXPECT_FALSE(denied.allowed);
   EXPECT_EQ(denied.remaining, 6);
@@ -213,6 +217,38 @@ TEST_F(LimiterTest, LongAndOddKeysAreEncodedNotRejected) {
   EXPECT_TRUE(run(loop(), limiter.try_acquire(std::string("nul\0and{braces}", 15))).allowed);
   for (const std::string& key : server_.keys())
     EXPECT_LT(key.size(), 100u) << key;
+}
+
+/// What a call on `limiter` ends with: "allowed", "denied (<source>)" or the error's message.
+std::string outcome_of(uv_loop_t* loop, Limiter& limiter) {
+  try {
+    const Decision d = run(loop, limiter.try_acquire("k"));
+    return d.allowed ? "allowed" : "denied (" + std::string(to_string(d.source)) + ")";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(LimiterOwnership, ALimiterKeepsTheClientsConnectionsAliveAndBothMove) {
+  test::RedisServer server;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  {
+    std::optional<Limiter> limiter;
+    {
+      Client client(&loop, {.url = server.url()});
+      Limiter made(client, one(Algorithm::gcra, {10, 1s}), {.name = "owned"});
+      limiter.emplace(std::move(made));
+      EXPECT_EQ(outcome_of(&loop, *limiter), "allowed");
+      Client moved = std::move(client);
+      EXPECT_EQ(outcome_of(&loop, *limiter), "allowed") << "the connections moved, not ended";
+      run(&loop, moved.close());
+    }
+    // Both Client objects are gone: the limiter still holds what they shared (this was a
+    // use-after-free), and its calls end the way calls on a closed client do.
+    EXPECT_NE(outcome_of(&loop, *limiter), "allowed");
+  }
+  EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
 }  // namespace

@@ -196,8 +196,9 @@ TEST_F(SemaphoreTest, AcquireGivesUpAfterMaxWaitOrWhenCancelled) {
   EXPECT_LT(Clock::now() - start, 80ms + deadline_slack);
 
   std::stop_source stop;
+  const std::stop_token token = stop.get_token();  // AcquireOptions refers to it
   AcquireOptions stoppable;
-  stoppable.stop = stop.get_token();
+  stoppable.stop = token;
   start = Clock::now();
   run(loop(), both(give_up(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
   EXPECT_EQ(outcome, "cancelled");

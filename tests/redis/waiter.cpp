@@ -35,10 +35,11 @@ std::int64_t steady_ns() {
 }
 
 redlimit::Task<void> wait_one(redlimit::Limiter& limiter, std::string key,
-                              redlimit::AcquireOptions options, int index,
+                              std::chrono::milliseconds max_wait, std::stop_token stop, int index,
                               std::vector<std::string>* lines) {
   try {
-    const redlimit::Decision d = co_await limiter.acquire(key, 1, std::move(options));
+    const redlimit::Decision d =
+        co_await limiter.acquire(key, 1, {.max_wait = max_wait, .stop = stop});
     if (d.allowed) {
       lines->push_back("allowed " + std::to_string(d.server_time_us) + " " +
                        std::to_string(d.waited.count()) + " " + std::to_string(steady_ns()));
@@ -70,10 +71,8 @@ redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client,
   std::vector<std::stop_source> stops(static_cast<std::size_t>(count));
   redlimit::TaskGroup group;
   for (int i = 0; i < count; ++i) {
-    redlimit::AcquireOptions options;
-    options.max_wait = max_wait;
-    options.stop = stops[static_cast<std::size_t>(i)].get_token();
-    group.add(wait_one(limiter, key, std::move(options), i, lines));
+    group.add(
+        wait_one(limiter, key, max_wait, stops[static_cast<std::size_t>(i)].get_token(), i, lines));
   }
   if (cancel_odd) group.add(cancel_later(loop, cancel_after, &stops));
   co_await group.join();

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "limiter/limiter_core.hpp"
 #include "limiter/local_backend.hpp"
+#include "limiter/policy_enforcer.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"

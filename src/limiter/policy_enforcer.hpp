@@ -12,24 +12,27 @@
 #include "limiter/compiled_policy.hpp"
 #include "limiter/deny_cache.hpp"
 #include "limiter/local_backend.hpp"
+#include "limiter/owned_acquire_options.hpp"
 #include "limiter/waiters.hpp"
 #include "redlimit/limiter.hpp"
 
 namespace redlimit::detail {
 
-/// The implementation behind Limiter: validation, keys, waiting, failure handling, and the
-/// backend that decides. Shared: a reservation abandoned by a destroyed task is given back by a
-/// spawned task that keeps the core (and its backend) alive until it is done.
-class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
+/// Enforces a Limiter's policy: validation, keys, waiting, failure handling, the deny cache,
+/// and the backend that decides. Shared: a reservation abandoned by a destroyed task is given
+/// back by a spawned task that keeps the enforcer (and its backend) alive until it is done.
+class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
  public:
   /// `breakers` are the client's (for a Redis backend), or null for an in-process limiter, whose
-  /// backend cannot fail. `logger` is where failures are reported.
-  LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Policy policy,
-              LimiterOptions options, BreakerDirectory* breakers,
-              std::shared_ptr<spdlog::logger> logger);
+  /// backend cannot fail. `logger` is where failures are reported. `client` (null for an
+  /// in-process limiter) is kept alive as long as the enforcer: the backend and `breakers` are
+  /// parts of it.
+  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const void> client,
+                 std::unique_ptr<Backend> backend, Policy policy, LimiterOptions options,
+                 BreakerDirectory* breakers, std::shared_ptr<spdlog::logger> logger);
 
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
-  Task<Decision> acquire(std::string key, std::int64_t permits, AcquireOptions options);
+  Task<Decision> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
   Task<void> reset(std::string key);
   void set_policy(Policy policy);
@@ -58,12 +61,14 @@ class LimiterCore : public std::enable_shared_from_this<LimiterCore> {
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
 
-  Task<Decision> acquire_by_reserving(DecideRequest request, AcquireOptions options);
-  Task<Decision> acquire_by_retrying(DecideRequest request, AcquireOptions options);
-  static Task<void> give_back(std::shared_ptr<LimiterCore> core, Backend* backend,
+  Task<Decision> acquire_by_reserving(DecideRequest request, OwnedAcquireOptions options);
+  Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
+  static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                               DecideRequest request, CancelTicket ticket);
 
   uv_loop_t* loop_;
+  // Why first: destroyed last, after the backend and breakers that live in it.
+  std::shared_ptr<const void> client_;
   LimiterOptions options_;
   std::string escaped_name_;
   // Why shared: calls in flight keep the policy they started with when set_policy() replaces it.

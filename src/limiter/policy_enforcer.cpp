@@ -1,4 +1,4 @@
-#include "limiter/limiter_core.hpp"
+#include "limiter/policy_enforcer.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -66,19 +66,33 @@ bool is_unavailability(const std::exception_ptr& error) {
   }
 }
 
-/// Whether the deny cache is exact for a policy: none of its keys can hold acquire()
-/// reservations, whose cancellation gives capacity back. Only a bucket algorithm's key at index
-/// 0 can (it is the key of a single-limit policy, here or in another limiter of the same name).
-bool cacheable(const CompiledPolicy& policy) {
-  return !can_reserve(policy.limits().front().limit.algorithm);
+/// Whether a denial bound by limit `binding` of `policy` may be remembered until its
+/// retry_after (see DenyCache).
+// Why this is exact, whatever the order of the limits: a denied request writes nothing, so
+// answering it locally leaves Redis as the round trip would. A request passes only when every
+// limit passes, and the script binds a denial to the limit with the longest retry_after; until
+// then that limit's key only gets more used (time passing is what retry_after counts), so it
+// alone denies the request, and the other limits can only deny more. Capacity comes back only
+// through a reset (handled by the generation) or a cancelled acquire() reservation. Only a
+// bucket algorithm's key at index 0 can hold reservations (it is the key of a single-limit
+// policy, here or in another limiter of the same name): a denial bound by it is not remembered.
+bool cacheable(const CompiledPolicy& policy, std::size_t binding) {
+  return binding != 0 || !can_reserve(policy.limits().front().limit.algorithm);
+}
+
+/// Whether any denial under `policy` may be remembered: not under a single bucket limit.
+bool may_cache(const CompiledPolicy& policy) {
+  return policy.limits().size() > 1 || cacheable(policy, 0);
 }
 
 }  // namespace
 
-LimiterCore::LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Policy policy,
-                         LimiterOptions options, BreakerDirectory* breakers,
-                         std::shared_ptr<spdlog::logger> logger)
+PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const void> client,
+                               std::unique_ptr<Backend> backend, Policy policy,
+                               LimiterOptions options, BreakerDirectory* breakers,
+                               std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
+      client_(std::move(client)),
       options_(validated(std::move(options))),
       escaped_name_(escape_key_part(options_.name)),
       policy_(CompiledPolicy::compile(policy)),
@@ -91,8 +105,8 @@ LimiterCore::LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Poli
   }
 }
 
-DecideRequest LimiterCore::request(std::string_view key, Operation operation,
-                                   std::int64_t permits) const {
+DecideRequest PolicyEnforcer::request(std::string_view key, Operation operation,
+                                      std::int64_t permits) const {
   if (key.empty()) throw InvalidArgument("key must not be empty");
   if (key.size() > max_key_bytes) {
     throw InvalidArgument("key must be at most " + std::to_string(max_key_bytes) + " bytes, got " +
@@ -102,20 +116,20 @@ DecideRequest LimiterCore::request(std::string_view key, Operation operation,
   return DecideRequest(policy_, key_base(options_.prefix, escaped_name_, key), operation, permits);
 }
 
-DecideRequest LimiterCore::fallback_request(const DecideRequest& request) const {
+DecideRequest PolicyEnforcer::fallback_request(const DecideRequest& request) const {
   DecideRequest local = request;
   local.policy = fallback_policy_;
   return local;
 }
 
-bool LimiterCore::fits_fallback(const DecideRequest& request) const {
+bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
   for (const auto& limit : fallback_policy_->limits()) {
     if (request.permits > limit.capacity) return false;
   }
   return true;
 }
 
-void LimiterCore::failed(std::exception_ptr error, CircuitBreaker* breaker) {
+void PolicyEnforcer::failed(std::exception_ptr error, CircuitBreaker* breaker) {
   if (!is_unavailability(error)) {
     if (breaker != nullptr) breaker->success();  // Redis answered, with an error
     std::rethrow_exception(error);
@@ -133,8 +147,8 @@ void LimiterCore::failed(std::exception_ptr error, CircuitBreaker* breaker) {
   }
 }
 
-Decision LimiterCore::decide_on_failure(const DecideRequest& request,
-                                        const CircuitBreaker* breaker) {
+Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
+                                           const CircuitBreaker* breaker) {
   const CompiledLimit& first = request.policy->limits().front();
   Decision decision;
   decision.limit = first.capacity;
@@ -169,11 +183,11 @@ Decision LimiterCore::decide_on_failure(const DecideRequest& request,
   return decision;
 }
 
-Task<Decision> LimiterCore::decide(DecideRequest request) {
+Task<Decision> PolicyEnforcer::decide(DecideRequest request) {
   const std::uint64_t generation = generation_;
   CircuitBreaker* const breaker = breaker_for(request);
   const bool cache = options_.deny_cache && breaker != nullptr &&
-                     request.operation == Operation::acquire && cacheable(*request.policy);
+                     request.operation == Operation::acquire && may_cache(*request.policy);
   // Why only when needed: a clock reading is a noticeable part of a decision's client CPU,
   // and a closed breaker without the deny cache needs none.
   Clock::time_point sent{};
@@ -195,7 +209,8 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
     }
     // Why the generation: a reset() or set_policy() while this was in flight may have given
     // capacity back; a denial from before it is not remembered.
-    if (cache && !decision.allowed && generation == generation_) {
+    if (cache && !decision.allowed && generation == generation_ &&
+        cacheable(*request.policy, decision.binding)) {
       deny_cache_.remember(request.key_base.view(), request.permits, decision, sent);
     }
     co_return decision;
@@ -208,7 +223,7 @@ Task<Decision> LimiterCore::decide(DecideRequest request) {
 
 // Why not coroutines: a coroutine layer per call costs a frame and a resumption; an invalid
 // argument still reaches the caller at its co_await, as from a coroutine.
-Task<Decision> LimiterCore::try_acquire(std::string key, std::int64_t permits) {
+Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
   try {
     return decide(request(key, Operation::acquire, permits));
   } catch (...) {
@@ -216,7 +231,7 @@ Task<Decision> LimiterCore::try_acquire(std::string key, std::int64_t permits) {
   }
 }
 
-Task<Decision> LimiterCore::peek(std::string key) {
+Task<Decision> PolicyEnforcer::peek(std::string key) {
   try {
     return decide(request(key, Operation::peek, 1));
   } catch (...) {
@@ -224,7 +239,7 @@ Task<Decision> LimiterCore::peek(std::string key) {
   }
 }
 
-Task<void> LimiterCore::reset(std::string key) {
+Task<void> PolicyEnforcer::reset(std::string key) {
   DecideRequest validated_request = request(key, Operation::peek, 1);
   ++generation_;
   deny_cache_.forget(validated_request.key_base.view());
@@ -232,7 +247,7 @@ Task<void> LimiterCore::reset(std::string key) {
   co_await backend_->reset(std::move(validated_request.policy), validated_request.key_base.str());
 }
 
-void LimiterCore::set_policy(Policy policy) {
+void PolicyEnforcer::set_policy(Policy policy) {
   auto compiled = CompiledPolicy::compile(policy);
   if (fallback_) {
     fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));

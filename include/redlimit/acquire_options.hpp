@@ -1,0 +1,61 @@
+#pragma once
+/// @file acquire_options.hpp
+/// AcquireOptions: how long Limiter::acquire() may wait, and how to cancel it.
+
+#include <chrono>
+#include <stop_token>
+#include <type_traits>
+
+namespace redlimit {
+
+/// A reference to the caller's std::stop_token, read when acquire() is called.
+///
+/// Why a reference and not a std::stop_token: AcquireOptions is written as a braced temporary
+/// inside a co_await (`co_await limiter.acquire(key, 1, {.stop = token})`), and g++ 12 destroys
+/// such a temporary twice; std::stop_token's destructor releases a reference count, so a
+/// second run frees the stop state under the caller's feet. A plain pointer has nothing to
+/// destroy. acquire() copies the token before it returns, while the referenced token (a named
+/// one, or the temporary of `source.get_token()` in the same expression) is certainly alive.
+///
+/// Build it in the call. A kept copy is only as good as the token it refers to: keep that
+/// token alive as long (assigning a temporary token, `options.stop = source.get_token();`,
+/// does not compile for that reason).
+class StopTokenRef {
+ public:
+  /// No token: the call cannot be cancelled.
+  constexpr StopTokenRef() noexcept = default;
+  /// Refers to `token` (implicit, so that `.stop = token` reads as a std::stop_token would).
+  constexpr StopTokenRef(const std::stop_token& token) noexcept : token_(&token) {}
+  /// Refers to `token` from now on.
+  constexpr StopTokenRef& operator=(const std::stop_token& token) noexcept {
+    token_ = &token;
+    return *this;
+  }
+  /// A temporary token would die at the end of the statement.
+  StopTokenRef& operator=(std::stop_token&& token) = delete;
+
+  /// A copy of the referenced token, or a token that never stops.
+  std::stop_token token() const noexcept { return token_ != nullptr ? *token_ : std::stop_token{}; }
+
+ private:
+  const std::stop_token* token_ = nullptr;
+};
+
+/// How long acquire() may wait, and how to cancel it. Built in the call:
+/// `co_await limiter.acquire(key, 1, {.max_wait = 2s, .stop = token})`.
+///
+/// Trivially destructible, so building it inside a co_await expression is safe with g++ 12.
+/// A kept AcquireOptions refers to the std::stop_token it was given: keep that token alive
+/// until the acquire() call that uses it has returned.
+struct AcquireOptions {
+  /// Give up (a denial, nothing taken) if the permits cannot be had within this.
+  std::chrono::microseconds max_wait = std::chrono::microseconds::max();
+  /// A stop request ends the wait with Cancelled and gives a reservation back. Request it on
+  /// the loop's thread. acquire() keeps its own copy of the token.
+  StopTokenRef stop{};
+};
+
+static_assert(std::is_trivially_destructible_v<AcquireOptions>,
+              "a braced AcquireOptions inside a co_await must survive g++ 12 destroying it twice");
+
+}  // namespace redlimit

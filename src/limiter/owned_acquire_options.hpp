@@ -1,0 +1,24 @@
+#pragma once
+
+#include <chrono>
+#include <stop_token>
+
+#include "redlimit/acquire_options.hpp"
+
+namespace redlimit::detail {
+
+/// AcquireOptions as a waiting coroutine keeps them: with its own copy of the stop token.
+///
+/// Why a constructor: AcquireOptions only refers to the caller's token, which may be a
+/// temporary that dies when the acquire() call returns; this copy is taken during the call.
+/// A type with a user-provided constructor is also not among those g++ 12 destroys twice
+/// when built inside a co_await expression.
+struct OwnedAcquireOptions {
+  explicit OwnedAcquireOptions(const AcquireOptions& options)
+      : max_wait(options.max_wait), stop(options.stop.token()) {}
+
+  std::chrono::microseconds max_wait;
+  std::stop_token stop;
+};
+
+}  // namespace redlimit::detail
