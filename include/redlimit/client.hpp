@@ -22,7 +22,7 @@ class logger;
 namespace redlimit {
 
 namespace detail {
-class ClientCore;
+class CommandDispatcher;
 }
 
 /// How to reach Redis and how long to wait for it.
@@ -105,10 +105,10 @@ class Client {
   /// The options in effect.
   const ClientOptions& options() const noexcept;
   /// Internal: the implementation the limiters use.
-  detail::ClientCore& core() noexcept { return *core_; }
+  detail::CommandDispatcher& core() noexcept { return *core_; }
 
  private:
-  std::unique_ptr<detail::ClientCore> core_;
+  std::unique_ptr<detail::CommandDispatcher> core_;
 };
 
 }  // namespace redlimit

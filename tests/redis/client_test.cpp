@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "lua_scripts.hpp"
-#include "redis/client_core.hpp"
+#include "redis/command_dispatcher.hpp"
 #include "redis/sigpipe_guard.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"

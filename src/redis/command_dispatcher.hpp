@@ -21,12 +21,13 @@
 
 namespace redlimit::detail {
 
-/// The implementation behind Client: options, routing, script calls.
-class ClientCore final : public BreakerDirectory {
+/// The implementation behind Client: sends each command to the server that serves its key,
+/// follows the cluster's redirects and retries, and runs the embedded scripts.
+class CommandDispatcher final : public BreakerDirectory {
  public:
   using Clock = Connection::Clock;
 
-  ClientCore(uv_loop_t* loop, ClientOptions options);
+  CommandDispatcher(uv_loop_t* loop, ClientOptions options);
 
   Task<void> connect();
   Task<void> close();

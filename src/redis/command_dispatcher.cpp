@@ -1,4 +1,4 @@
-#include "redis/client_core.hpp"
+#include "redis/command_dispatcher.hpp"
 
 #include <algorithm>
 
@@ -61,10 +61,10 @@ std::chrono::milliseconds retry_delay(int retries) {
 
 }  // namespace
 
-ClientCore::ClientCore(uv_loop_t* loop, ClientOptions options)
+CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
     : loop_(loop), options_(validated(std::move(options))), router_(make_router(loop, options_)) {}
 
-Subscriber& ClientCore::subscriber() {
+Subscriber& CommandDispatcher::subscriber() {
   check_thread();
   if (!subscriber_) {
     subscriber_ = std::make_unique<Subscriber>(loop_, router_->subscriber_endpoints(),
@@ -73,12 +73,12 @@ Subscriber& ClientCore::subscriber() {
   return *subscriber_;
 }
 
-std::optional<std::uint16_t> ClientCore::slot_of(std::string_view key) const noexcept {
+std::optional<std::uint16_t> CommandDispatcher::slot_of(std::string_view key) const noexcept {
   if (!router_->is_cluster()) return std::nullopt;  // one server serves every slot
   return key_slot(key);
 }
 
-CircuitBreaker& ClientCore::breaker_for(std::string_view key) {
+CircuitBreaker& CommandDispatcher::breaker_for(std::string_view key) {
   const std::string& server = router_->route(slot_of(key)).name();
   const auto found = breakers_.find(server);
   if (found != breakers_.end()) return found->second;
@@ -87,18 +87,18 @@ CircuitBreaker& ClientCore::breaker_for(std::string_view key) {
   return breakers_.emplace(server, CircuitBreaker(settings)).first->second;
 }
 
-void ClientCore::check_thread() const {
+void CommandDispatcher::check_thread() const {
   if (std::this_thread::get_id() != owner_thread_) {
     throw UsageError("a redlimit Client was used from a thread other than its loop's");
   }
 }
 
-Task<void> ClientCore::connect() {
+Task<void> CommandDispatcher::connect() {
   check_thread();
   co_await router_->connect(Clock::now() + options_.connect_timeout + options_.command_timeout);
 }
 
-Task<void> ClientCore::close() {
+Task<void> CommandDispatcher::close() {
   if (closing_) {
     co_await closed_.wait();
     co_return;
@@ -110,9 +110,9 @@ Task<void> ClientCore::close() {
   closed_.set();
 }
 
-Task<CommandResult> ClientCore::send_asking(Connection& connection,
-                                            std::span<const std::string_view> argv,
-                                            Clock::time_point deadline) {
+Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
+                                                   std::span<const std::string_view> argv,
+                                                   Clock::time_point deadline) {
   // Why both sends before either await: ASKING applies to the very next command on its
   // connection, and sends go out in call order.
   auto [ask, command] = connection.send_asking(argv, deadline);
@@ -121,8 +121,9 @@ Task<CommandResult> ClientCore::send_asking(Connection& connection,
   co_return co_await std::move(command);
 }
 
-Task<Reply> ClientCore::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
-                                const scripts::ScriptSource* script, Clock::time_point deadline) {
+Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
+                                       const scripts::ScriptSource* script,
+                                       Clock::time_point deadline) {
   if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
   Connection* target = &router_->route(slot);
   bool asking = false;
@@ -206,7 +207,7 @@ Task<Reply> ClientCore::execute(std::optional<std::uint16_t> slot, CommandArgv a
   }
 }
 
-Reply ClientCore::answer(CommandResult& result, const scripts::ScriptSource* script) const {
+Reply CommandDispatcher::answer(CommandResult& result, const scripts::ScriptSource* script) const {
   if (result.reply.type == Reply::Type::error) {
     if (script == nullptr) raise(result.reply.str, {});
     raise(result.reply.str,
@@ -215,7 +216,7 @@ Reply ClientCore::answer(CommandResult& result, const scripts::ScriptSource* scr
   return std::move(result.reply);
 }
 
-Task<Reply> ClientCore::command(std::vector<std::string> argv) {
+Task<Reply> CommandDispatcher::command(std::vector<std::string> argv) {
   check_thread();
   if (argv.empty()) throw InvalidArgument("Client::command: argv must name a command");
   if (changes_connection_mode(argv)) {
@@ -231,9 +232,10 @@ Task<Reply> ClientCore::command(std::vector<std::string> argv) {
 
 // Why not a coroutine: it only prepares the command, and a layer more would cost a frame per
 // decision; the words move into execute()'s frame.
-Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
-                             std::span<const std::string_view> keys,
-                             std::span<const std::string_view> args, Clock::time_point deadline) {
+Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
+                                    std::span<const std::string_view> keys,
+                                    std::span<const std::string_view> args,
+                                    Clock::time_point deadline) {
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
@@ -243,7 +245,7 @@ Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
   }
 }
 
-void ClientCore::raise(const std::string& error, std::string_view hint) const {
+void CommandDispatcher::raise(const std::string& error, std::string_view hint) const {
   if (!router_->is_cluster() && parse_redirect(error, {})) {
     throw ConfigError("Redis answered '" + error +
                       "': the server is a Redis Cluster node; use a redis-cluster:// URL");
