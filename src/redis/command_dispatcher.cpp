@@ -1,6 +1,7 @@
 #include "redis/command_dispatcher.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "redis/cluster_router.hpp"
 #include "redis/command_keys.hpp"
@@ -32,10 +33,6 @@ ClientOptions validated(ClientOptions options) {
   if (options.max_pending == 0) throw ConfigError("ClientOptions::max_pending must be at least 1");
   if (!options.logger) options.logger = default_logger();
   return options;
-}
-
-bool is_noscript(const Reply& reply) {
-  return reply.type == Reply::Type::error && reply.str.rfind("NOSCRIPT", 0) == 0;
 }
 
 ConnectionSettings settings_of(const ClientOptions& options) {
@@ -78,15 +75,6 @@ std::optional<std::uint16_t> CommandDispatcher::slot_of(std::string_view key) co
   return key_slot(key);
 }
 
-CircuitBreaker& CommandDispatcher::breaker_for(std::string_view key) {
-  const std::string& server = router_->route(slot_of(key)).name();
-  const auto found = breakers_.find(server);
-  if (found != breakers_.end()) return found->second;
-  const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
-                                                           std::chrono::milliseconds(100)};
-  return breakers_.emplace(server, CircuitBreaker(settings)).first->second;
-}
-
 void CommandDispatcher::check_thread() const {
   if (std::this_thread::get_id() != owner_thread_) {
     throw UsageError("a redlimit Client was used from a thread other than its loop's");
@@ -126,17 +114,31 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
                                        Clock::time_point deadline) {
   if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
   Connection* target = &router_->route(slot);
+  // Why scripts only: they are what limiters and semaphores run, whose callers have a failure
+  // policy for an unavailable server; a plain command() gets the server's own answer.
+  CircuitBreaker* const breaker = script != nullptr ? &breaker_of(*target) : nullptr;
+  // Why the clock only when not closed: a clock reading is a noticeable part of a decision's
+  // client CPU, and a closed breaker needs none.
+  if (breaker != nullptr && breaker->open()) {
+    const auto now = Clock::now();
+    if (!breaker->allow(now)) {
+      throw CircuitOpen(
+          "redis " + target->name() + ": recent calls failed; not sent (circuit breaker open)",
+          std::chrono::ceil<std::chrono::microseconds>(breaker->retry_in(now)));
+    }
+  }
   bool asking = false;
   int redirects = 0;
   int retries = 0;
   std::vector<std::string_view> reload;  // the command again after NOSCRIPT
+  CommandResult result;
+  std::exception_ptr failure;
   for (;;) {
     if (!target->accepting() && !closing_) {  // its node left the slot map meanwhile
       target = &router_->route(slot);
       asking = false;
     }
-    CommandResult result;
-    std::exception_ptr failure;
+    failure = nullptr;
     bool unsent = false;
     try {
       // One try on one connection: ASKING first when asking, EVAL after NOSCRIPT.
@@ -150,61 +152,115 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
         } else {
           result = co_await target->send(command, deadline);
         }
-        if (script == nullptr || reloads == 2 || !is_noscript(result.reply) ||
+        if (script == nullptr || reloads == 2 || !ScriptRegistry::is_noscript(result.reply) ||
             !target->accepting()) {
           break;
         }
-        reload.assign(argv.words().begin(), argv.words().end());
-        if (!target->script_loaded_after(script->index, result.sequence)) {
-          reload[0] = "EVAL";
-          reload[1] = script->source;
-          target->note_script_load(script->index);
-        }
-        command = reload;
+        command = scripts_.after_noscript(*target, *script, result.sequence, argv.words(), reload);
       }
     } catch (const ConnectionError& e) {
       failure = std::current_exception();
       unsent = !e.maybe_executed();
+    } catch (...) {  // a timeout, overload or closed client: nothing another node can fix
+      failure = std::current_exception();
+      break;
     }
     // Why retry here: a connection closed because its node left the slot map fails what it
     // had not sent yet; the node that serves the slot now can take it.
     const bool retired = router_->is_cluster() && !target->accepting() && !closing_;
-    if (retired && (unsent || (!failure && is_noscript(result.reply)))) {
+    if (retired && (unsent || (!failure && ScriptRegistry::is_noscript(result.reply)))) {
       if (++redirects <= max_redirects) continue;
-      if (failure) std::rethrow_exception(failure);
-      co_return answer(result, script);
+      break;
     }
     if (failure) {
       router_->suspect_topology();
-      std::rethrow_exception(failure);
+      break;
     }
-    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) {
-      co_return answer(result, script);
-    }
+    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) break;
 
-    switch (classify_cluster_error(result.reply.str)) {
-      case ClusterErrorKind::redirect: {
-        const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
-        Connection* next = redirect ? router_->follow(*redirect) : nullptr;
-        if (next == nullptr || ++redirects > max_redirects) co_return answer(result, script);
-        target = next;
-        asking = redirect->kind == Redirect::Kind::ask;
-        continue;
-      }
-      case ClusterErrorKind::stale_map:
-      case ClusterErrorKind::retry_later: {
-        if (error_code(result.reply.str) != "TRYAGAIN") router_->suspect_topology();
-        const auto delay = retry_delay(retries++);
-        if (Clock::now() + delay >= deadline) co_return answer(result, script);
-        co_await sleep_for(loop_, delay);
-        target = &router_->route(slot);
-        asking = false;
-        continue;
-      }
-      case ClusterErrorKind::other:
-        co_return answer(result, script);
+    const ErrorReplyKind kind = classify_error_reply(result.reply.str);
+    if (kind == ErrorReplyKind::redirect) {
+      const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
+      Connection* next = redirect ? router_->follow(*redirect) : nullptr;
+      if (next == nullptr || ++redirects > max_redirects) break;
+      target = next;
+      asking = redirect->kind == Redirect::Kind::ask;
+      continue;
     }
+    if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) break;
+    if (error_code(result.reply.str) != "TRYAGAIN") router_->suspect_topology();
+    const auto delay = retry_delay(retries++);
+    if (Clock::now() + delay >= deadline) break;
+    co_await sleep_for(loop_, delay);
+    target = &router_->route(slot);
+    asking = false;
   }
+  if (breaker != nullptr) record_outcome(*breaker, failure, result.reply);
+  if (failure) std::rethrow_exception(failure);
+  co_return answer(result, script);
+}
+
+CircuitBreaker& CommandDispatcher::breaker_of(Connection& server) {
+  if (CircuitBreaker* breaker = server.breaker()) return *breaker;
+  auto found = breakers_.find(server.name());
+  if (found == breakers_.end()) {
+    const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
+                                                             std::chrono::milliseconds(100)};
+    found = breakers_.emplace(server.name(), CircuitBreaker(settings)).first;
+  }
+  server.attach_breaker(&found->second);
+  return found->second;
+}
+
+const std::string& CommandDispatcher::server_of(const CircuitBreaker& breaker) const {
+  for (const auto& [server, candidate] : breakers_) {
+    if (&candidate == &breaker) return server;
+  }
+  throw std::logic_error("a circuit breaker this client does not own");
+}
+
+void CommandDispatcher::record_outcome(CircuitBreaker& breaker, std::exception_ptr& failure,
+                                       const Reply& reply) {
+  const bool unavailable =
+      failure ? means_unavailable(failure)
+              : reply.type == Reply::Type::error && is_transient(classify_error_reply(reply.str));
+  if (!unavailable) {
+    // Redis answered (a reply, or an error that is the command's): it is there.
+    if (breaker.open())
+      logger()->info("redis {}: answers again; circuit breaker closed", server_of(breaker));
+    breaker.success();
+    return;
+  }
+  const bool was_open = breaker.open();
+  const auto now = Clock::now();
+  breaker.failure(now);
+  if (!breaker.open()) return;
+  std::string cause;
+  bool maybe_executed = false;
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Unavailable& e) {
+      cause = e.what();
+      maybe_executed = e.maybe_executed();
+    } catch (const std::exception& e) {
+      cause = e.what();
+    }
+  } else {
+    cause = reply.str;
+  }
+  const auto retry_after = std::chrono::ceil<std::chrono::microseconds>(breaker.retry_in(now));
+  if (!was_open) {
+    logger()->warn(
+        "redis {}: unavailable ({}); script calls fail at once for {} ms (circuit "
+        "breaker open)",
+        server_of(breaker), cause,
+        std::chrono::ceil<std::chrono::milliseconds>(retry_after).count());
+  }
+  // Why replace the error: the caller learns when the server will be tried again.
+  failure = std::make_exception_ptr(
+      CircuitOpen("redis " + server_of(breaker) + ": " + cause + " (circuit breaker open)",
+                  retry_after, maybe_executed));
 }
 
 Reply CommandDispatcher::answer(CommandResult& result, const scripts::ScriptSource* script) const {
@@ -239,7 +295,7 @@ Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
-    return execute(slot, CommandArgv::evalsha(script, keys, args), &script, deadline);
+    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline);
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lua_scripts.hpp"
 #include "redis/command_dispatcher.hpp"
@@ -425,6 +426,38 @@ TEST_F(ClientTest, ScriptFlushEveryHundredMillisecondsCausesNoFailedScriptCall) 
   EXPECT_GT(server_.command_calls("evalsha"), 100);
   run(loop(), client.close());
   run(loop(), flusher.close());
+}
+
+// ---- the circuit breaker
+
+/// How one script call ended: "reply", "connection error" or "circuit open".
+std::string script_call_outcome(uv_loop_t* loop, Client& client) {
+  try {
+    run(loop, acquire_with_script(client, "k"));
+    return "reply";
+  } catch (const CircuitOpen& e) {
+    EXPECT_FALSE(e.maybe_executed()) << "nothing reaches a refused port";
+    EXPECT_GT(e.retry_after(), 0us);
+    EXPECT_LE(e.retry_after(), 500ms) << "the breaker's longest open period";
+    return "circuit open";
+  } catch (const ConnectionError&) {
+    return "connection error";
+  }
+}
+
+TEST_F(ClientTest, ScriptCallsFailWithCircuitOpenFromTheThirdFailureInARow) {
+  ClientOptions o = options("redis://127.0.0.1:" + std::to_string(test::free_port()));
+  o.reconnect_min = 2000ms;  // the client stays in backoff: every call fails fast
+  Client client(loop(), o);
+  std::vector<std::string> outcomes;
+  for (int i = 0; i < 4; ++i)
+    outcomes.push_back(script_call_outcome(loop(), client));
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"connection error", "connection error",
+                                                "circuit open", "circuit open"}));
+  EXPECT_NE(log().find("circuit breaker open"), std::string::npos) << log();
+  // Plain commands are not guarded: they get the connection's own error.
+  EXPECT_THROW(run(loop(), client.command("PING")), ConnectionError);
+  run(loop(), client.close());
 }
 
 // ---- credentials and permissions
