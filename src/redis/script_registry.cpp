@@ -4,13 +4,6 @@
 
 namespace redlimit::detail {
 
-const ScriptRegistry::Script* ScriptRegistry::find(std::string_view name) const noexcept {
-  for (const Script* script : all()) {
-    if (script->name == name) return script;
-  }
-  return nullptr;
-}
-
 bool ScriptRegistry::is_noscript(const Reply& reply) noexcept {
   return reply.type == Reply::Type::error && std::string_view(reply.str).starts_with("NOSCRIPT");
 }

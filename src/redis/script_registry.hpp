@@ -22,8 +22,6 @@ class ScriptRegistry {
 
   /// Every embedded script; `all()[s.index] == &s`.
   std::span<const Script* const> all() const noexcept { return scripts::all; }
-  /// The script called `name`, or nullptr.
-  const Script* find(std::string_view name) const noexcept;
 
   /// `EVALSHA <sha1> <number of keys> <keys...> <args...>`.
   CommandArgv evalsha(const Script& script, std::span<const std::string_view> keys,
