@@ -22,7 +22,7 @@ class logger;
 namespace redlimit {
 
 namespace detail {
-class ClientCore;
+class CommandDispatcher;
 }
 
 /// How to reach Redis and how long to wait for it.
@@ -111,13 +111,13 @@ class Client {
   /// The options in effect.
   const ClientOptions& options() const noexcept;
   /// Internal: the implementation the limiters use.
-  detail::ClientCore& core() noexcept { return *core_; }
+  detail::CommandDispatcher& core() noexcept { return *core_; }
   /// Internal: the same, for a limiter to share.
-  std::shared_ptr<detail::ClientCore> shared_core() const noexcept { return core_; }
+  std::shared_ptr<detail::CommandDispatcher> shared_core() const noexcept { return core_; }
 
  private:
   // Why shared: a Limiter keeps the connections alive after this object is destroyed.
-  std::shared_ptr<detail::ClientCore> core_;
+  std::shared_ptr<detail::CommandDispatcher> core_;
 };
 
 }  // namespace redlimit

@@ -2,6 +2,7 @@
 /// @file errors.hpp
 /// Every error redlimit raises derives from redlimit::Error.
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -34,7 +35,8 @@ class UsageError : public Error {
   using Error::Error;
 };
 
-/// Redis could not answer this call: the base of ConnectionError, TimeoutError and Overloaded.
+/// Redis could not answer this call: the base of ConnectionError, TimeoutError, Overloaded and
+/// CircuitOpen.
 class Unavailable : public Error {
  public:
   Unavailable(const std::string& what, bool maybe_executed)
@@ -65,6 +67,24 @@ class TimeoutError : public Unavailable {
 class Overloaded : public Unavailable {
  public:
   explicit Overloaded(const std::string& what) : Unavailable(what, false) {}
+};
+
+/// The client's circuit breaker for the server is open: its recent calls failed, so script calls
+/// to it fail at once for a while instead of each waiting for its deadline. Raised instead of
+/// the call's own error by a failure that leaves the breaker open (what() names that error and
+/// maybe_executed() is its), and with maybe_executed() false by calls the open breaker kept
+/// from being sent.
+class CircuitOpen : public Unavailable {
+ public:
+  CircuitOpen(const std::string& what, std::chrono::microseconds retry_after,
+              bool maybe_executed = false)
+      : Unavailable(what, maybe_executed), retry_after_(retry_after) {}
+  /// How long from the error until the breaker lets a call reach the server again (it then
+  /// sends one call as a probe; the others keep failing until the probe succeeds).
+  std::chrono::microseconds retry_after() const noexcept { return retry_after_; }
+
+ private:
+  std::chrono::microseconds retry_after_;
 };
 
 /// The operation was cancelled through its stop token (or its owner went away).

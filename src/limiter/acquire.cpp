@@ -66,22 +66,18 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
   // Reserve in Redis, or, when Redis cannot answer, as the failure policy says.
   Backend* backend = backend_.get();
   std::optional<Reservation> reservation;
-  const auto now = Clock::now();
-  CircuitBreaker* const breaker = breaker_for(request);
-  if (breaker == nullptr || breaker->allow(now)) {
-    std::exception_ptr error;
-    try {
-      reservation = co_await backend_->reserve(request, max_wait);
-      if (breaker != nullptr) breaker->success();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    if (error) failed(error, breaker);
+  std::chrono::microseconds retry_in{};
+  std::exception_ptr error;
+  try {
+    reservation = co_await backend_->reserve(request, max_wait);
+  } catch (...) {
+    error = std::current_exception();
   }
+  if (error) retry_in = failed(error);
   if (!reservation) {
     if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||
         !fits_fallback(request)) {
-      Decision decision = decide_on_failure(request, breaker);
+      Decision decision = decide_on_failure(request, retry_in);
       decision.waited = since(started);
       co_return decision;
     }

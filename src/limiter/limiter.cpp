@@ -12,12 +12,12 @@ Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
     : enforcer_(std::make_shared<detail::PolicyEnforcer>(
           client.loop(), client.shared_core(),
           std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
-          std::move(options), &client.core(), client.core().logger())) {}
+          std::move(options), client.core().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
     : enforcer_(std::make_shared<detail::PolicyEnforcer>(
           loop, nullptr, std::make_unique<detail::LocalBackend>(), std::move(policy),
-          std::move(options), nullptr, detail::default_logger())) {}
+          std::move(options), detail::default_logger())) {}
 
 Limiter::~Limiter() = default;
 Limiter::Limiter(Limiter&& other) noexcept = default;

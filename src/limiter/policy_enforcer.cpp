@@ -45,27 +45,6 @@ Policy scaled(const Policy& policy, double share) {
   return out;
 }
 
-/// Errors that mean Redis could not answer in time (the failure policy applies): no connection,
-/// timeouts, overload, and the replies of a server that is busy, loading, read-only, out of
-/// memory or without its cluster. Anything else (bad arguments, permissions, protocol errors)
-/// is raised to the caller.
-bool is_unavailability(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const Unavailable&) {
-    return true;
-  } catch (const ReplyError& e) {
-    static const char* const transient[] = {"BUSY",        "LOADING",  "MASTERDOWN", "TRYAGAIN",
-                                            "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM"};
-    for (const char* code : transient) {
-      if (e.code() == code) return true;
-    }
-    return false;
-  } catch (...) {
-    return false;
-  }
-}
-
 /// Whether a denial bound by limit `binding` of `policy` may be remembered until its
 /// retry_after (see DenyCache).
 // Why this is exact, whatever the order of the limits: a denied request writes nothing, so
@@ -87,19 +66,17 @@ bool may_cache(const CompiledPolicy& policy) {
 
 }  // namespace
 
-PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const void> client,
+PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                                std::unique_ptr<Backend> backend, Policy policy,
-                               LimiterOptions options, BreakerDirectory* breakers,
-                               std::shared_ptr<spdlog::logger> logger)
+                               LimiterOptions options, std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
-      client_(std::move(client)),
+      redis_(std::move(redis)),
       options_(validated(std::move(options))),
       escaped_name_(escape_key_part(options_.name)),
       policy_(CompiledPolicy::compile(policy)),
       backend_(std::move(backend)),
-      breakers_(breakers),
       logger_(std::move(logger)) {
-  if (breakers_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
+  if (redis_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
     fallback_ = std::make_unique<LocalBackend>();
   }
@@ -129,26 +106,19 @@ bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
   return true;
 }
 
-void PolicyEnforcer::failed(std::exception_ptr error, CircuitBreaker* breaker) {
-  if (!is_unavailability(error)) {
-    if (breaker != nullptr) breaker->success();  // Redis answered, with an error
+std::chrono::microseconds PolicyEnforcer::failed(const std::exception_ptr& error) {
+  if (!means_unavailable(error)) std::rethrow_exception(error);
+  try {
     std::rethrow_exception(error);
-  }
-  if (breaker == nullptr) return;
-  const bool was_open = breaker->open();
-  breaker->failure(Clock::now());
-  if (!was_open && breaker->open()) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      logger_->warn("limiter '{}': Redis unavailable ({}); applying the failure policy",
-                    options_.name, e.what());
-    }
+  } catch (const CircuitOpen& e) {
+    return e.retry_after();
+  } catch (...) {
+    return {};
   }
 }
 
 Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
-                                           const CircuitBreaker* breaker) {
+                                           std::chrono::microseconds retry_in) {
   const CompiledLimit& first = request.policy->limits().front();
   Decision decision;
   decision.limit = first.capacity;
@@ -176,37 +146,28 @@ Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
   }
   decision.allowed = false;
   // When a call will go to Redis again (the breaker's next probe), at least 1 ms.
-  const auto retry = breaker != nullptr ? breaker->retry_in(Clock::now()) : Clock::duration{};
-  decision.retry_after = std::max<std::chrono::microseconds>(
-      std::chrono::ceil<std::chrono::microseconds>(retry), std::chrono::milliseconds(1));
+  decision.retry_after =
+      std::max<std::chrono::microseconds>(retry_in, std::chrono::milliseconds(1));
   decision.source = Source::fail_closed;
   return decision;
 }
 
 Task<Decision> PolicyEnforcer::decide(DecideRequest request) {
   const std::uint64_t generation = generation_;
-  CircuitBreaker* const breaker = breaker_for(request);
-  const bool cache = options_.deny_cache && breaker != nullptr &&
+  const bool cache = options_.deny_cache && redis_ != nullptr &&
                      request.operation == Operation::acquire && may_cache(*request.policy);
   // Why only when needed: a clock reading is a noticeable part of a decision's client CPU,
-  // and a closed breaker without the deny cache needs none.
+  // and without the deny cache none is needed.
   Clock::time_point sent{};
-  if (cache || (breaker != nullptr && breaker->open())) sent = Clock::now();
+  if (cache) sent = Clock::now();
   if (cache) {
     if (auto cached = deny_cache_.lookup(request.key_base.view(), request.permits, sent)) {
       co_return *cached;
     }
   }
-  if (breaker != nullptr && !breaker->allow(sent)) co_return decide_on_failure(request, breaker);
   std::exception_ptr error;
   try {
     Decision decision = co_await backend_->decide(request);
-    if (breaker != nullptr) {
-      if (breaker->open()) {
-        logger_->info("limiter '{}': Redis answers again", options_.name);
-      }
-      breaker->success();
-    }
     // Why the generation: a reset() or set_policy() while this was in flight may have given
     // capacity back; a denial from before it is not remembered.
     if (cache && !decision.allowed && generation == generation_ &&
@@ -217,8 +178,7 @@ Task<Decision> PolicyEnforcer::decide(DecideRequest request) {
   } catch (...) {
     error = std::current_exception();
   }
-  failed(error, breaker);
-  co_return decide_on_failure(request, breaker);
+  co_return decide_on_failure(request, failed(error));
 }
 
 // Why not coroutines: a coroutine layer per call costs a frame and a resumption; an invalid

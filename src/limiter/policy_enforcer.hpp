@@ -8,12 +8,12 @@
 #include <string_view>
 
 #include "limiter/backend.hpp"
-#include "limiter/circuit_breaker.hpp"
 #include "limiter/compiled_policy.hpp"
 #include "limiter/deny_cache.hpp"
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/waiters.hpp"
+#include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
 
 namespace redlimit::detail {
@@ -23,13 +23,12 @@ namespace redlimit::detail {
 /// back by a spawned task that keeps the enforcer (and its backend) alive until it is done.
 class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
  public:
-  /// `breakers` are the client's (for a Redis backend), or null for an in-process limiter, whose
-  /// backend cannot fail. `logger` is where failures are reported. `client` (null for an
-  /// in-process limiter) is kept alive as long as the enforcer: the backend and `breakers` are
-  /// parts of it.
-  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const void> client,
+  /// `redis` is the client's dispatcher (for a Redis backend), or null for an in-process
+  /// limiter, whose backend cannot fail. It is kept alive as long as the enforcer: the backend
+  /// sends through it. `logger` is where failures are reported.
+  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                  std::unique_ptr<Backend> backend, Policy policy, LimiterOptions options,
-                 BreakerDirectory* breakers, std::shared_ptr<spdlog::logger> logger);
+                 std::shared_ptr<spdlog::logger> logger);
 
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
   Task<Decision> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options);
@@ -47,15 +46,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// The decision for `request`: from the deny cache, from the backend, or, when Redis cannot
   /// answer (or the breaker is open), from the failure policy.
   Task<Decision> decide(DecideRequest request);
-  /// What the failure policy answers for `request`; `breaker` (that of its server) tells when
-  /// Redis will be tried again.
-  Decision decide_on_failure(const DecideRequest& request, const CircuitBreaker* breaker);
-  /// Records a failure of Redis in `breaker`; rethrows errors that are not about availability.
-  void failed(std::exception_ptr error, CircuitBreaker* breaker);
-  /// The breaker of the server that holds `request`'s keys; null for an in-process limiter.
-  CircuitBreaker* breaker_for(const DecideRequest& request) const {
-    return breakers_ != nullptr ? &breakers_->breaker_for(request.key_base.view()) : nullptr;
-  }
+  /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
+  /// again (the server's circuit breaker), 0 when unknown.
+  Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
+  /// When Redis will be tried again after `error` (CircuitOpen says; 0 for other failures);
+  /// rethrows errors that are not about availability.
+  static std::chrono::microseconds failed(const std::exception_ptr& error);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
   /// Whether the fallback's scaled limits can ever grant the request.
@@ -67,15 +63,14 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                               DecideRequest request, CancelTicket ticket);
 
   uv_loop_t* loop_;
-  // Why first: destroyed last, after the backend and breakers that live in it.
-  std::shared_ptr<const void> client_;
+  // Why before the backend: destroyed after it, since the backend sends through it.
+  std::shared_ptr<const CommandDispatcher> redis_;  ///< the client's; null for in process
   LimiterOptions options_;
   std::string escaped_name_;
   // Why shared: calls in flight keep the policy they started with when set_policy() replaces it.
   std::shared_ptr<const CompiledPolicy> policy_;
   std::unique_ptr<Backend> backend_;
   WaiterRegistry waiters_{*backend_};
-  BreakerDirectory* breakers_;  ///< the client's; null for an in-process limiter
   std::shared_ptr<const CompiledPolicy> fallback_policy_;  ///< local_fallback: local_share x
   std::unique_ptr<LocalBackend> fallback_;                 ///< local_fallback
   DenyCache deny_cache_;

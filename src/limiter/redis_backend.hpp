@@ -1,7 +1,7 @@
 #pragma once
 
 #include "limiter/backend.hpp"
-#include "redis/client_core.hpp"
+#include "redis/command_dispatcher.hpp"
 
 namespace redlimit::detail {
 
@@ -9,7 +9,7 @@ namespace redlimit::detail {
 /// `decide_gcra` for the try_acquire of a single limit (lean_decide_script).
 class RedisBackend final : public Backend {
  public:
-  explicit RedisBackend(ClientCore& client) : client_(client) {}
+  explicit RedisBackend(CommandDispatcher& client) : client_(client) {}
   Task<Decision> decide(const DecideRequest& request) override;
   /// What decide() runs for peeks and policies of several limits, for any request: the
   /// differential test mixes it with the lean scripts on one key.
@@ -24,7 +24,7 @@ class RedisBackend final : public Backend {
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
                                          const DecideRequest& request);
 
-  ClientCore& client_;
+  CommandDispatcher& client_;
 };
 
 /// The lean script `request` runs rather than `decide` (acquire on a policy of one limit:

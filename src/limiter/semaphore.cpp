@@ -26,7 +26,8 @@ Task<void> release_in_background(std::shared_ptr<SemaphoreCore> core, std::strin
 
 }  // namespace
 
-SemaphoreCore::SemaphoreCore(ClientCore& client, std::int64_t capacity, SemaphoreOptions options)
+SemaphoreCore::SemaphoreCore(CommandDispatcher& client, std::int64_t capacity,
+                             SemaphoreOptions options)
     : client_(client),
       capacity_(capacity),
       prefix_(std::move(options.prefix)),

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "limiter/owned_acquire_options.hpp"
-#include "redis/client_core.hpp"
+#include "redis/command_dispatcher.hpp"
 #include "redlimit/semaphore.hpp"
 
 namespace redlimit::detail {
@@ -24,7 +24,7 @@ struct LeaseReply {
 /// may spawn) alive after the Semaphore is gone.
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
-  SemaphoreCore(ClientCore& client, std::int64_t capacity, SemaphoreOptions options);
+  SemaphoreCore(CommandDispatcher& client, std::int64_t capacity, SemaphoreOptions options);
 
   Task<std::optional<Lease>> try_acquire(std::string key, std::int64_t permits);
   Task<Lease> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options);
@@ -32,7 +32,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   Task<LeaseReply> call(std::string op, std::string redis_key, std::string lease_id,
                         std::int64_t permits);
   uv_loop_t* loop() const noexcept { return client_.loop(); }
-  ClientCore& client() noexcept { return client_; }
+  CommandDispatcher& client() noexcept { return client_; }
 
  private:
   std::string redis_key(std::string_view key) const;
@@ -41,7 +41,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// Grants once; on a lost reply, releases the lease id in the background and rethrows.
   Task<LeaseReply> grant(std::string redis_key, std::string lease_id, std::int64_t permits);
 
-  ClientCore& client_;
+  CommandDispatcher& client_;
   std::int64_t capacity_;
   std::string prefix_;
   std::string escaped_name_;

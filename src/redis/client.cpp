@@ -1,11 +1,11 @@
 #include "redlimit/client.hpp"
 
-#include "redis/client_core.hpp"
+#include "redis/command_dispatcher.hpp"
 
 namespace redlimit {
 
 Client::Client(uv_loop_t* loop, ClientOptions options)
-    : core_(std::make_shared<detail::ClientCore>(loop, std::move(options))) {}
+    : core_(std::make_shared<detail::CommandDispatcher>(loop, std::move(options))) {}
 
 Client::~Client() = default;
 Client::Client(Client&& other) noexcept = default;

@@ -3,7 +3,6 @@
 #include <charconv>
 
 #include "redis/key_slot.hpp"
-#include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
@@ -53,16 +52,6 @@ std::optional<Redirect> parse_redirect(std::string_view message, std::string_vie
   redirect.slot = *slot;
   redirect.target = std::move(*target);
   return redirect;
-}
-
-ClusterErrorKind classify_cluster_error(std::string_view message) {
-  const std::string code = error_code(message);
-  if (code == "MOVED" || code == "ASK") return ClusterErrorKind::redirect;
-  if (code == "TRYAGAIN" || code == "CLUSTERDOWN" || code == "LOADING" || code == "MASTERDOWN") {
-    return ClusterErrorKind::retry_later;
-  }
-  if (code == "READONLY") return ClusterErrorKind::stale_map;
-  return ClusterErrorKind::other;
 }
 
 std::vector<SlotRange> parse_cluster_slots(const Reply& reply, std::string_view asked_host) {

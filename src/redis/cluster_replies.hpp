@@ -32,15 +32,6 @@ struct Redirect {
 /// know its own address) stands for `asked_host`, the host of the node that answered.
 std::optional<Redirect> parse_redirect(std::string_view message, std::string_view asked_host);
 
-/// How the cluster client treats an error reply.
-enum class ClusterErrorKind {
-  other,        ///< not the cluster's business: the caller gets it
-  redirect,     ///< MOVED or ASK
-  retry_later,  ///< TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN: nothing ran; back off and retry
-  stale_map,    ///< READONLY: we wrote to a node that is no longer a primary
-};
-ClusterErrorKind classify_cluster_error(std::string_view message);
-
 /// One range of slots and the primary that serves it.
 struct SlotRange {
   std::uint16_t first = 0;

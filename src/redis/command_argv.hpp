@@ -14,7 +14,7 @@ namespace redlimit::detail {
 /// the call, and an EVALSHA's key count, which is formatted here.
 ///
 /// Why a value of its own: it is moved into that coroutine's frame, so a caller that only
-/// prepares a command (ClientCore::eval) needs no coroutine frame of its own.
+/// prepares a command (CommandDispatcher::eval) needs no coroutine frame of its own.
 class CommandArgv {
  public:
   /// A command of the given words.

@@ -9,10 +9,24 @@ std::string error_code(std::string_view message) {
   return std::string(message.substr(0, space));
 }
 
+ErrorReplyKind classify_error_reply(std::string_view message) {
+  const std::string_view code = message.substr(0, message.find(' '));
+  if (code == "MOVED" || code == "ASK") return ErrorReplyKind::redirect;
+  if (code == "TRYAGAIN" || code == "CLUSTERDOWN" || code == "LOADING" || code == "MASTERDOWN") {
+    return ErrorReplyKind::retry_soon;
+  }
+  if (code == "READONLY") return ErrorReplyKind::stale_primary;
+  if (code == "BUSY" || code == "OOM" || code == "NOREPLICAS") return ErrorReplyKind::server_busy;
+  if (code == "NOSCRIPT") return ErrorReplyKind::script_missing;
+  if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
+      message.find("The user executing the script can't") != std::string_view::npos) {
+    return ErrorReplyKind::permission;
+  }
+  return ErrorReplyKind::other;
+}
+
 bool is_permission_error(std::string_view message) {
-  const std::string code = error_code(message);
-  return code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
-         message.find("The user executing the script can't") != std::string_view::npos;
+  return classify_error_reply(message) == ErrorReplyKind::permission;
 }
 
 std::exception_ptr exception_from_error(std::string_view message, std::string_view hint) {
@@ -22,6 +36,28 @@ std::exception_ptr exception_from_error(std::string_view message, std::string_vi
     return std::make_exception_ptr(ConfigError(text));
   }
   return std::make_exception_ptr(ReplyError(error_code(message), std::string(message)));
+}
+
+bool means_unavailable(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Unavailable&) {
+    return true;
+  } catch (const ReplyError& e) {
+    return is_transient(classify_error_reply(e.what()));
+  } catch (...) {
+    return false;
+  }
+}
+
+std::string describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
 }
 
 }  // namespace redlimit::detail

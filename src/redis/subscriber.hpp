@@ -13,13 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "redis/backoff.hpp"
-#include "redis/connection.hpp"
 #include "redis/endpoint.hpp"
+#include "redis/session.hpp"
 #include "redlimit/task.hpp"
-#include "runtime/close_latch.hpp"
 #include "runtime/completion.hpp"
-#include "runtime/uv_handles.hpp"
 
 namespace spdlog {
 class logger;
@@ -32,14 +29,13 @@ namespace redlimit::detail {
 /// every node), it moves to the next one after a failed attempt or a lost connection. Messages
 /// published while the connection is down are lost (pub/sub is fire-and-forget); users must treat a
 /// message as a hint they can do without.
-class Subscriber {
+class Subscriber final : private SessionEvents {
  public:
   using Clock = std::chrono::steady_clock;
   using Handler = std::function<void(std::string_view message)>;
 
   Subscriber(uv_loop_t* loop, std::vector<Endpoint> endpoints, ConnectionSettings settings,
              std::shared_ptr<spdlog::logger> logger);
-  ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
@@ -54,43 +50,28 @@ class Subscriber {
   Task<void> close();
 
  private:
-  enum class State { idle, connecting, ready, backoff, closing, closed };
   struct Channel {
     std::map<std::uint64_t, Handler> handlers;
     bool confirmed = false;
     std::vector<std::stop_source*> waiters;  ///< confirmed() calls to wake on confirmation
   };
 
-  static void on_connect(const redisAsyncContext* context, int status);
-  static void on_disconnect(const redisAsyncContext* context, int status);
-  static void on_auth_reply(redisAsyncContext* context, void* reply, void* privdata);
-  static void on_pubsub_reply(redisAsyncContext* context, void* reply, void* privdata);
-  static void on_connect_timer(void* self);
-  static void on_backoff_timer(void* self);
+  // Session events
+  void session_ready() override;
+  void session_failed(const std::exception_ptr& error) override;
+  void session_lost(const std::string& reason) override;
 
-  void start_connect();
-  void subscribe_all();
+  static void on_pubsub_reply(redisAsyncContext* context, void* reply, void* privdata);
+
   void send_subscribe(const std::string& channel);
-  void attempt_failed(const std::string& why);
-  void drop_context();
-  void lost(const std::string& why);
+  void unconfirm_all();
   void wake_waiters(Channel& channel);
-  /// The server in use, or the one to try next.
-  const Endpoint& endpoint() const noexcept { return endpoints_[current_]; }
+  bool closing() const noexcept { return !session_.accepting(); }
+  std::string display() const { return session_.endpoint().display(); }
 
   uv_loop_t* loop_;
-  std::vector<Endpoint> endpoints_;
-  std::size_t current_ = 0;
-  ConnectionSettings settings_;
-  std::shared_ptr<spdlog::logger> logger_;
-  std::shared_ptr<CloseLatch> latch_ = std::make_shared<CloseLatch>();
-  Timer connect_timer_;
-  Timer backoff_timer_;
-  Backoff backoff_;
-  std::string command_buffer_;  ///< RESP encoding of the command being sent, reused
-  State state_ = State::idle;
+  Session session_;
   bool refusal_logged_ = false;  ///< a refused SUBSCRIBE is logged once, not once per channel
-  redisAsyncContext* context_ = nullptr;  ///< owned; freed with redisAsyncFree, or by hiredis
   std::map<std::string, Channel> channels_;
   std::map<std::uint64_t, std::string> channel_of_;  ///< subscription id -> channel
   std::uint64_t next_id_ = 1;

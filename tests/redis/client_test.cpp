@@ -4,15 +4,18 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lua_scripts.hpp"
-#include "redis/client_core.hpp"
+#include "redis/command_dispatcher.hpp"
 #include "redis/sigpipe_guard.hpp"
+#include "redis/subscriber.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
@@ -425,6 +428,90 @@ TEST_F(ClientTest, ScriptFlushEveryHundredMillisecondsCausesNoFailedScriptCall) 
   EXPECT_GT(server_.command_calls("evalsha"), 100);
   run(loop(), client.close());
   run(loop(), flusher.close());
+}
+
+// ---- the circuit breaker
+
+/// How one script call ended: "reply", "connection error" or "circuit open".
+std::string script_call_outcome(uv_loop_t* loop, Client& client) {
+  try {
+    run(loop, acquire_with_script(client, "k"));
+    return "reply";
+  } catch (const CircuitOpen& e) {
+    EXPECT_FALSE(e.maybe_executed()) << "nothing reaches a refused port";
+    EXPECT_GT(e.retry_after(), 0us);
+    EXPECT_LE(e.retry_after(), 500ms) << "the breaker's longest open period";
+    return "circuit open";
+  } catch (const ConnectionError&) {
+    return "connection error";
+  }
+}
+
+TEST_F(ClientTest, ScriptCallsFailWithCircuitOpenFromTheThirdFailureInARow) {
+  ClientOptions o = options("redis://127.0.0.1:" + std::to_string(test::free_port()));
+  o.reconnect_min = 2000ms;  // the client stays in backoff: every call fails fast
+  Client client(loop(), o);
+  std::vector<std::string> outcomes;
+  for (int i = 0; i < 4; ++i)
+    outcomes.push_back(script_call_outcome(loop(), client));
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"connection error", "connection error",
+                                                "circuit open", "circuit open"}));
+  EXPECT_NE(log().find("circuit breaker open"), std::string::npos) << log();
+  // Plain commands are not guarded: they get the connection's own error.
+  EXPECT_THROW(run(loop(), client.command("PING")), ConnectionError);
+  run(loop(), client.close());
+}
+
+// ---- the subscriber
+
+/// Publishes `message` on `channel` every 10 ms, at most 2 s, until `received` holds it (a
+/// message published while the subscriber is not subscribed is lost).
+Task<void> publish_until_received(Client& client, std::string channel, std::string message,
+                                  const std::vector<std::string>* received) {
+  for (int i = 0; i < 200; ++i) {
+    if (std::find(received->begin(), received->end(), message) != received->end()) co_return;
+    co_await client.command("PUBLISH", channel, message);
+    co_await sleep_for(client.loop(), 10ms);
+  }
+}
+
+Task<void> receive_across_a_killed_connection(Client& client, test::RedisServer& server,
+                                              std::vector<std::string>* received) {
+  detail::Subscriber& subscriber = client.core().subscriber();
+  auto keep = [received](std::string_view message) { received->emplace_back(message); };
+  const std::uint64_t id = subscriber.subscribe("news", keep);
+  co_await subscriber.confirmed("news", Clock::now() + 5s);
+  co_await publish_until_received(client, "news", "before", received);
+  server.command({"CLIENT", "KILL", "TYPE", "pubsub"});
+  co_await publish_until_received(client, "news", "after", received);
+  subscriber.unsubscribe(id);
+}
+
+TEST_F(ClientTest, TheSubscriberSubscribesAgainAfterItsConnectionIsKilled) {
+  Client client(loop(), options());
+  std::vector<std::string> received;
+  run(loop(), receive_across_a_killed_connection(client, server_, &received));
+  EXPECT_EQ(std::count(received.begin(), received.end(), "before"), 1) << "once subscribed";
+  EXPECT_EQ(std::count(received.begin(), received.end(), "after"), 1) << "subscribed again";
+  EXPECT_NE(log().find("subscriber connection lost"), std::string::npos) << log();
+  run(loop(), client.close());
+}
+
+Task<void> confirm_subscription(Client& client) {
+  detail::Subscriber& subscriber = client.core().subscriber();
+  auto ignore = [](std::string_view) {};
+  const std::uint64_t id = subscriber.subscribe("news", ignore);
+  co_await subscriber.confirmed("news", Clock::now() + 5s);
+  subscriber.unsubscribe(id);
+}
+
+TEST_F(ClientTest, TheSubscriberLogsInWithTheClientsCredentials) {
+  test::RedisServer secured({"--requirepass", "right-password"});
+  Client client(loop(),
+                options("redis://:right-password@127.0.0.1:" + std::to_string(secured.port())));
+  run(loop(), confirm_subscription(client));
+  EXPECT_EQ(log().find("attempt failed"), std::string::npos) << log();
+  run(loop(), client.close());
 }
 
 // ---- credentials and permissions

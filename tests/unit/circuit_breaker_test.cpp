@@ -1,5 +1,5 @@
 // The circuit breaker that keeps calls from each waiting a full timeout while Redis is down.
-#include "limiter/circuit_breaker.hpp"
+#include "redis/circuit_breaker.hpp"
 
 #include <gtest/gtest.h>
 

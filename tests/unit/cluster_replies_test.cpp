@@ -59,24 +59,6 @@ TEST(Redirect, OtherErrorsAndMalformedRedirectsAreNotRedirects) {
   EXPECT_FALSE(parse_redirect("MOVED 12", "h"));
 }
 
-TEST(ClusterErrors, EachCodeHasItsTreatment) {
-  EXPECT_EQ(classify_cluster_error("MOVED 1 h:1"), ClusterErrorKind::redirect);
-  EXPECT_EQ(classify_cluster_error("ASK 1 h:1"), ClusterErrorKind::redirect);
-  EXPECT_EQ(classify_cluster_error("TRYAGAIN Multiple keys request during rehashing of slot"),
-            ClusterErrorKind::retry_later);
-  EXPECT_EQ(classify_cluster_error("CLUSTERDOWN The cluster is down"),
-            ClusterErrorKind::retry_later);
-  EXPECT_EQ(classify_cluster_error("LOADING Redis is loading the dataset in memory"),
-            ClusterErrorKind::retry_later);
-  EXPECT_EQ(classify_cluster_error("MASTERDOWN Link with MASTER is down"),
-            ClusterErrorKind::retry_later);
-  EXPECT_EQ(classify_cluster_error("READONLY You can't write against a read only replica."),
-            ClusterErrorKind::stale_map);
-  EXPECT_EQ(classify_cluster_error("CROSSSLOT Keys in request don't hash to the same slot"),
-            ClusterErrorKind::other);
-  EXPECT_EQ(classify_cluster_error("ERR wrong number of arguments"), ClusterErrorKind::other);
-}
-
 TEST(ClusterSlots, EachRangeGoesToItsPrimaryAndReplicasAreIgnored) {
   const Reply reply = array({
       array({integer(0), integer(5460),

@@ -18,6 +18,65 @@ TEST(ReplyErrors, TheCodeIsTheFirstWord) {
   EXPECT_EQ(error_code("BUSY Redis is busy running a script."), "BUSY");
 }
 
+TEST(ErrorReplies, EachCodeHasOneKind) {
+  EXPECT_EQ(classify_error_reply("MOVED 1 h:1"), ErrorReplyKind::redirect);
+  EXPECT_EQ(classify_error_reply("ASK 1 h:1"), ErrorReplyKind::redirect);
+  EXPECT_EQ(classify_error_reply("TRYAGAIN Multiple keys request during rehashing of slot"),
+            ErrorReplyKind::retry_soon);
+  EXPECT_EQ(classify_error_reply("CLUSTERDOWN The cluster is down"), ErrorReplyKind::retry_soon);
+  EXPECT_EQ(classify_error_reply("LOADING Redis is loading the dataset in memory"),
+            ErrorReplyKind::retry_soon);
+  EXPECT_EQ(classify_error_reply("MASTERDOWN Link with MASTER is down"),
+            ErrorReplyKind::retry_soon);
+  EXPECT_EQ(classify_error_reply("READONLY You can't write against a read only replica."),
+            ErrorReplyKind::stale_primary);
+  EXPECT_EQ(classify_error_reply("BUSY Redis is busy running a script."),
+            ErrorReplyKind::server_busy);
+  EXPECT_EQ(classify_error_reply("OOM command not allowed when used memory > 'maxmemory'."),
+            ErrorReplyKind::server_busy);
+  EXPECT_EQ(classify_error_reply("NOREPLICAS Not enough good replicas to write."),
+            ErrorReplyKind::server_busy);
+  EXPECT_EQ(classify_error_reply("NOSCRIPT No matching script. Please use EVAL."),
+            ErrorReplyKind::script_missing);
+  EXPECT_EQ(classify_error_reply("NOPERM this user has no permissions"),
+            ErrorReplyKind::permission);
+  EXPECT_EQ(classify_error_reply("ERR The user executing the script can't run this command"),
+            ErrorReplyKind::permission);
+  EXPECT_EQ(classify_error_reply("CROSSSLOT Keys in request don't hash to the same slot"),
+            ErrorReplyKind::other);
+  EXPECT_EQ(classify_error_reply("ERR wrong number of arguments"), ErrorReplyKind::other);
+  EXPECT_EQ(classify_error_reply("MOVEDX 1 h:1"), ErrorReplyKind::other);
+}
+
+// The decision that reconciled three lists (the limiter's, the connection setup's and the
+// cluster client's): every code one of them treated as "the server cannot serve now" is
+// transient everywhere. BUSY, OOM and NOREPLICAS are transient (a limiter applies its failure
+// policy, the connection setup retries with backoff) but the cluster client does not retry
+// them within a call: they last longer than a deadline as a rule.
+TEST(ErrorReplies, EveryCodeOfAServerThatCannotServeNowIsTransient) {
+  for (const char* message : {"TRYAGAIN x", "CLUSTERDOWN x", "LOADING x", "MASTERDOWN x",
+                              "READONLY x", "BUSY x", "OOM x", "NOREPLICAS x"}) {
+    EXPECT_TRUE(is_transient(classify_error_reply(message))) << message;
+    EXPECT_TRUE(means_unavailable(exception_from_error(message))) << message;
+  }
+  for (const char* message : {"MOVED 1 h:1", "ASK 1 h:1", "NOSCRIPT x", "NOPERM x", "ERR x",
+                              "WRONGTYPE x", "CROSSSLOT x"}) {
+    EXPECT_FALSE(is_transient(classify_error_reply(message))) << message;
+    EXPECT_FALSE(means_unavailable(exception_from_error(message))) << message;
+  }
+}
+
+TEST(ErrorReplies, EveryUnavailableMeansUnavailableAndOtherErrorsDoNot) {
+  EXPECT_TRUE(means_unavailable(std::make_exception_ptr(ConnectionError("refused"))));
+  EXPECT_TRUE(means_unavailable(std::make_exception_ptr(TimeoutError("late", true))));
+  EXPECT_TRUE(means_unavailable(std::make_exception_ptr(Overloaded("full"))));
+  EXPECT_TRUE(means_unavailable(
+      std::make_exception_ptr(CircuitOpen("open", std::chrono::milliseconds(50)))));
+  EXPECT_FALSE(means_unavailable(std::make_exception_ptr(ConfigError("wrong password"))));
+  EXPECT_FALSE(means_unavailable(std::make_exception_ptr(ProtocolError("bad reply"))));
+  EXPECT_FALSE(means_unavailable(std::make_exception_ptr(UsageError("closed"))));
+}
+
 TEST(ReplyErrors, ErrorRepliesBecomeReplyErrorsKeepingTheCode) {
   try {
     std::rethrow_exception(exception_from_error("BUSY Redis is busy running a script."));

@@ -11,22 +11,23 @@
 #include <unordered_map>
 #include <vector>
 
-#include "limiter/circuit_breaker.hpp"
-#include "lua_scripts.hpp"
+#include "redis/circuit_breaker.hpp"
 #include "redis/command_argv.hpp"
 #include "redis/connection.hpp"
+#include "redis/script_registry.hpp"
 #include "redis/slot_router.hpp"
 #include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
 
 namespace redlimit::detail {
 
-/// The implementation behind Client: options, routing, script calls.
-class ClientCore final : public BreakerDirectory {
+/// The implementation behind Client: sends each command to the server that serves its key,
+/// follows the cluster's redirects and retries, and runs the embedded scripts.
+class CommandDispatcher {
  public:
   using Clock = Connection::Clock;
 
-  ClientCore(uv_loop_t* loop, ClientOptions options);
+  CommandDispatcher(uv_loop_t* loop, ClientOptions options);
 
   Task<void> connect();
   Task<void> close();
@@ -35,10 +36,15 @@ class ClientCore final : public BreakerDirectory {
   /// Most redirects one call follows (MOVED and ASK together).
   static constexpr int max_redirects = 5;
 
-  /// Runs an embedded script with EVALSHA; on NOSCRIPT, sends EVAL (which also loads it) or,
-  /// when another call already reloaded it on this connection, EVALSHA once more. An error
-  /// reply is raised (ReplyError; ConfigError for permissions, naming the script's commands).
-  /// `keys` and `args` must stay valid until the task ends (co_await it at once).
+  /// Runs an embedded script with EVALSHA; on NOSCRIPT, sends what the ScriptRegistry says (EVAL,
+  /// which also loads it, or EVALSHA once more). An error reply is raised (ReplyError;
+  /// ConfigError for permissions, naming the script's commands). `keys` and `args` must stay
+  /// valid until the task ends (co_await it at once).
+  ///
+  /// Script calls are guarded by the circuit breaker of the server that serves the first key:
+  /// while it is open they fail at once with CircuitOpen, and a failure that leaves it open
+  /// (Unavailable, or a transient error reply) is raised as CircuitOpen, carrying when the
+  /// server will be tried again.
   Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args, Clock::time_point deadline);
 
@@ -52,9 +58,8 @@ class ClientCore final : public BreakerDirectory {
   SlotRouter& router() noexcept { return *router_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
-  /// Shared by the limiters of this client: whether calls for `key` should go to Redis now.
-  /// One breaker per server (per primary in a cluster).
-  CircuitBreaker& breaker_for(std::string_view key) override;
+  /// The embedded scripts.
+  const ScriptRegistry& scripts() const noexcept { return scripts_; }
   /// Throws UsageError when called from a thread other than the one that made the client.
   void check_thread() const;
 
@@ -72,6 +77,15 @@ class ClientCore final : public BreakerDirectory {
   std::optional<std::uint16_t> slot_of(std::string_view key) const noexcept;
   /// Throws the exception an error reply becomes (see exception_from_error).
   [[noreturn]] void raise(const std::string& error, std::string_view hint) const;
+  /// The breaker of `server`'s Redis server (one per server: per primary in a cluster).
+  CircuitBreaker& breaker_of(Connection& server);
+  /// The server `breaker` belongs to (a search: for logs and errors only).
+  // Why not the connection's name: the connection may be gone by the time a call ends (its
+  // node left the slot map), the breaker stays.
+  const std::string& server_of(const CircuitBreaker& breaker) const;
+  /// Records the outcome of a script call in `breaker`: a failure (`failure`, or a transient
+  /// error `reply`) that leaves it open becomes CircuitOpen in `failure`.
+  void record_outcome(CircuitBreaker& breaker, std::exception_ptr& failure, const Reply& reply);
   /// `argv` on `connection` right after ASKING (an error reply to ASKING is the result).
   Task<CommandResult> send_asking(Connection& connection, std::span<const std::string_view> argv,
                                   Clock::time_point deadline);
@@ -80,9 +94,11 @@ class ClientCore final : public BreakerDirectory {
   ClientOptions options_;
   std::thread::id owner_thread_ = std::this_thread::get_id();
   /// Per server, by Connection::name(): a server keeps its breaker when its connection is
-  /// replaced (a node that left the slot map and came back).
+  /// replaced (a node that left the slot map and came back). Why before router_: connections
+  /// point at their breaker, so the breakers outlive them.
   std::unordered_map<std::string, CircuitBreaker> breakers_;
-  std::unique_ptr<SlotRouter> router_;  ///< after options_: made from them
+  ScriptRegistry scripts_;
+  std::unique_ptr<SlotRouter> router_;  ///< after options_ and breakers_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   bool closing_ = false;
   Completion closed_;  ///< a second close() waits for the first

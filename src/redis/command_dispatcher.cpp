@@ -1,6 +1,7 @@
-#include "redis/client_core.hpp"
+#include "redis/command_dispatcher.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "redis/cluster_router.hpp"
 #include "redis/command_keys.hpp"
@@ -34,10 +35,6 @@ ClientOptions validated(ClientOptions options) {
   return options;
 }
 
-bool is_noscript(const Reply& reply) {
-  return reply.type == Reply::Type::error && reply.str.rfind("NOSCRIPT", 0) == 0;
-}
-
 ConnectionSettings settings_of(const ClientOptions& options) {
   return {options.connect_timeout, options.reconnect_min, options.reconnect_max,
           options.max_pending};
@@ -61,10 +58,10 @@ std::chrono::milliseconds retry_delay(int retries) {
 
 }  // namespace
 
-ClientCore::ClientCore(uv_loop_t* loop, ClientOptions options)
+CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
     : loop_(loop), options_(validated(std::move(options))), router_(make_router(loop, options_)) {}
 
-Subscriber& ClientCore::subscriber() {
+Subscriber& CommandDispatcher::subscriber() {
   check_thread();
   if (!subscriber_) {
     subscriber_ = std::make_unique<Subscriber>(loop_, router_->subscriber_endpoints(),
@@ -73,32 +70,23 @@ Subscriber& ClientCore::subscriber() {
   return *subscriber_;
 }
 
-std::optional<std::uint16_t> ClientCore::slot_of(std::string_view key) const noexcept {
+std::optional<std::uint16_t> CommandDispatcher::slot_of(std::string_view key) const noexcept {
   if (!router_->is_cluster()) return std::nullopt;  // one server serves every slot
   return key_slot(key);
 }
 
-CircuitBreaker& ClientCore::breaker_for(std::string_view key) {
-  const std::string& server = router_->route(slot_of(key)).name();
-  const auto found = breakers_.find(server);
-  if (found != breakers_.end()) return found->second;
-  const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
-                                                           std::chrono::milliseconds(100)};
-  return breakers_.emplace(server, CircuitBreaker(settings)).first->second;
-}
-
-void ClientCore::check_thread() const {
+void CommandDispatcher::check_thread() const {
   if (std::this_thread::get_id() != owner_thread_) {
     throw UsageError("a redlimit Client was used from a thread other than its loop's");
   }
 }
 
-Task<void> ClientCore::connect() {
+Task<void> CommandDispatcher::connect() {
   check_thread();
   co_await router_->connect(Clock::now() + options_.connect_timeout + options_.command_timeout);
 }
 
-Task<void> ClientCore::close() {
+Task<void> CommandDispatcher::close() {
   if (closing_) {
     co_await closed_.wait();
     co_return;
@@ -110,9 +98,9 @@ Task<void> ClientCore::close() {
   closed_.set();
 }
 
-Task<CommandResult> ClientCore::send_asking(Connection& connection,
-                                            std::span<const std::string_view> argv,
-                                            Clock::time_point deadline) {
+Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
+                                                   std::span<const std::string_view> argv,
+                                                   Clock::time_point deadline) {
   // Why both sends before either await: ASKING applies to the very next command on its
   // connection, and sends go out in call order.
   auto [ask, command] = connection.send_asking(argv, deadline);
@@ -121,21 +109,36 @@ Task<CommandResult> ClientCore::send_asking(Connection& connection,
   co_return co_await std::move(command);
 }
 
-Task<Reply> ClientCore::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
-                                const scripts::ScriptSource* script, Clock::time_point deadline) {
+Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
+                                       const scripts::ScriptSource* script,
+                                       Clock::time_point deadline) {
   if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
   Connection* target = &router_->route(slot);
+  // Why scripts only: they are what limiters and semaphores run, whose callers have a failure
+  // policy for an unavailable server; a plain command() gets the server's own answer.
+  CircuitBreaker* const breaker = script != nullptr ? &breaker_of(*target) : nullptr;
+  // Why the clock only when not closed: a clock reading is a noticeable part of a decision's
+  // client CPU, and a closed breaker needs none.
+  if (breaker != nullptr && breaker->open()) {
+    const auto now = Clock::now();
+    if (!breaker->allow(now)) {
+      throw CircuitOpen(
+          "redis " + target->name() + ": recent calls failed; not sent (circuit breaker open)",
+          std::chrono::ceil<std::chrono::microseconds>(breaker->retry_in(now)));
+    }
+  }
   bool asking = false;
   int redirects = 0;
   int retries = 0;
   std::vector<std::string_view> reload;  // the command again after NOSCRIPT
+  CommandResult result;
+  std::exception_ptr failure;
   for (;;) {
     if (!target->accepting() && !closing_) {  // its node left the slot map meanwhile
       target = &router_->route(slot);
       asking = false;
     }
-    CommandResult result;
-    std::exception_ptr failure;
+    failure = nullptr;
     bool unsent = false;
     try {
       // One try on one connection: ASKING first when asking, EVAL after NOSCRIPT.
@@ -149,64 +152,118 @@ Task<Reply> ClientCore::execute(std::optional<std::uint16_t> slot, CommandArgv a
         } else {
           result = co_await target->send(command, deadline);
         }
-        if (script == nullptr || reloads == 2 || !is_noscript(result.reply) ||
+        if (script == nullptr || reloads == 2 || !ScriptRegistry::is_noscript(result.reply) ||
             !target->accepting()) {
           break;
         }
-        reload.assign(argv.words().begin(), argv.words().end());
-        if (!target->script_loaded_after(script->index, result.sequence)) {
-          reload[0] = "EVAL";
-          reload[1] = script->source;
-          target->note_script_load(script->index);
-        }
-        command = reload;
+        command = scripts_.after_noscript(*target, *script, result.sequence, argv.words(), reload);
       }
     } catch (const ConnectionError& e) {
       failure = std::current_exception();
       unsent = !e.maybe_executed();
+    } catch (...) {  // a timeout, overload or closed client: nothing another node can fix
+      failure = std::current_exception();
+      break;
     }
     // Why retry here: a connection closed because its node left the slot map fails what it
     // had not sent yet; the node that serves the slot now can take it.
     const bool retired = router_->is_cluster() && !target->accepting() && !closing_;
-    if (retired && (unsent || (!failure && is_noscript(result.reply)))) {
+    if (retired && (unsent || (!failure && ScriptRegistry::is_noscript(result.reply)))) {
       if (++redirects <= max_redirects) continue;
-      if (failure) std::rethrow_exception(failure);
-      co_return answer(result, script);
+      break;
     }
     if (failure) {
       router_->suspect_topology();
-      std::rethrow_exception(failure);
+      break;
     }
-    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) {
-      co_return answer(result, script);
-    }
+    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) break;
 
-    switch (classify_cluster_error(result.reply.str)) {
-      case ClusterErrorKind::redirect: {
-        const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
-        Connection* next = redirect ? router_->follow(*redirect) : nullptr;
-        if (next == nullptr || ++redirects > max_redirects) co_return answer(result, script);
-        target = next;
-        asking = redirect->kind == Redirect::Kind::ask;
-        continue;
-      }
-      case ClusterErrorKind::stale_map:
-      case ClusterErrorKind::retry_later: {
-        if (error_code(result.reply.str) != "TRYAGAIN") router_->suspect_topology();
-        const auto delay = retry_delay(retries++);
-        if (Clock::now() + delay >= deadline) co_return answer(result, script);
-        co_await sleep_for(loop_, delay);
-        target = &router_->route(slot);
-        asking = false;
-        continue;
-      }
-      case ClusterErrorKind::other:
-        co_return answer(result, script);
+    const ErrorReplyKind kind = classify_error_reply(result.reply.str);
+    if (kind == ErrorReplyKind::redirect) {
+      const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
+      Connection* next = redirect ? router_->follow(*redirect) : nullptr;
+      if (next == nullptr || ++redirects > max_redirects) break;
+      target = next;
+      asking = redirect->kind == Redirect::Kind::ask;
+      continue;
     }
+    if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) break;
+    if (error_code(result.reply.str) != "TRYAGAIN") router_->suspect_topology();
+    const auto delay = retry_delay(retries++);
+    if (Clock::now() + delay >= deadline) break;
+    co_await sleep_for(loop_, delay);
+    target = &router_->route(slot);
+    asking = false;
   }
+  if (breaker != nullptr) record_outcome(*breaker, failure, result.reply);
+  if (failure) std::rethrow_exception(failure);
+  co_return answer(result, script);
 }
 
-Reply ClientCore::answer(CommandResult& result, const scripts::ScriptSource* script) const {
+CircuitBreaker& CommandDispatcher::breaker_of(Connection& server) {
+  if (CircuitBreaker* breaker = server.breaker()) return *breaker;
+  auto found = breakers_.find(server.name());
+  if (found == breakers_.end()) {
+    const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
+                                                             std::chrono::milliseconds(100)};
+    found = breakers_.emplace(server.name(), CircuitBreaker(settings)).first;
+  }
+  server.attach_breaker(&found->second);
+  return found->second;
+}
+
+const std::string& CommandDispatcher::server_of(const CircuitBreaker& breaker) const {
+  for (const auto& [server, candidate] : breakers_) {
+    if (&candidate == &breaker) return server;
+  }
+  throw std::logic_error("a circuit breaker this client does not own");
+}
+
+void CommandDispatcher::record_outcome(CircuitBreaker& breaker, std::exception_ptr& failure,
+                                       const Reply& reply) {
+  const bool unavailable =
+      failure ? means_unavailable(failure)
+              : reply.type == Reply::Type::error && is_transient(classify_error_reply(reply.str));
+  if (!unavailable) {
+    // Redis answered (a reply, or an error that is the command's): it is there.
+    if (breaker.open())
+      logger()->info("redis {}: answers again; circuit breaker closed", server_of(breaker));
+    breaker.success();
+    return;
+  }
+  const bool was_open = breaker.open();
+  const auto now = Clock::now();
+  breaker.failure(now);
+  if (!breaker.open()) return;
+  std::string cause;
+  bool maybe_executed = false;
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Unavailable& e) {
+      cause = e.what();
+      maybe_executed = e.maybe_executed();
+    } catch (const std::exception& e) {
+      cause = e.what();
+    }
+  } else {
+    cause = reply.str;
+  }
+  const auto retry_after = std::chrono::ceil<std::chrono::microseconds>(breaker.retry_in(now));
+  if (!was_open) {
+    logger()->warn(
+        "redis {}: unavailable ({}); script calls fail at once for {} ms (circuit "
+        "breaker open)",
+        server_of(breaker), cause,
+        std::chrono::ceil<std::chrono::milliseconds>(retry_after).count());
+  }
+  // Why replace the error: the caller learns when the server will be tried again.
+  failure = std::make_exception_ptr(
+      CircuitOpen("redis " + server_of(breaker) + ": " + cause + " (circuit breaker open)",
+                  retry_after, maybe_executed));
+}
+
+Reply CommandDispatcher::answer(CommandResult& result, const scripts::ScriptSource* script) const {
   if (result.reply.type == Reply::Type::error) {
     if (script == nullptr) raise(result.reply.str, {});
     raise(result.reply.str,
@@ -215,7 +272,7 @@ Reply ClientCore::answer(CommandResult& result, const scripts::ScriptSource* scr
   return std::move(result.reply);
 }
 
-Task<Reply> ClientCore::command(std::vector<std::string> argv) {
+Task<Reply> CommandDispatcher::command(std::vector<std::string> argv) {
   check_thread();
   if (argv.empty()) throw InvalidArgument("Client::command: argv must name a command");
   if (changes_connection_mode(argv)) {
@@ -231,19 +288,20 @@ Task<Reply> ClientCore::command(std::vector<std::string> argv) {
 
 // Why not a coroutine: it only prepares the command, and a layer more would cost a frame per
 // decision; the words move into execute()'s frame.
-Task<Reply> ClientCore::eval(const scripts::ScriptSource& script,
-                             std::span<const std::string_view> keys,
-                             std::span<const std::string_view> args, Clock::time_point deadline) {
+Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
+                                    std::span<const std::string_view> keys,
+                                    std::span<const std::string_view> args,
+                                    Clock::time_point deadline) {
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
-    return execute(slot, CommandArgv::evalsha(script, keys, args), &script, deadline);
+    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline);
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }
 }
 
-void ClientCore::raise(const std::string& error, std::string_view hint) const {
+void CommandDispatcher::raise(const std::string& error, std::string_view hint) const {
   if (!router_->is_cluster() && parse_redirect(error, {})) {
     throw ConfigError("Redis answered '" + error +
                       "': the server is a Redis Cluster node; use a redis-cluster:// URL");

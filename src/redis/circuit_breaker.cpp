@@ -1,4 +1,4 @@
-#include "limiter/circuit_breaker.hpp"
+#include "redis/circuit_breaker.hpp"
 
 #include <algorithm>
 

@@ -1,15 +1,16 @@
 #pragma once
 
 #include <chrono>
-#include <string_view>
 
 namespace redlimit::detail {
 
-/// Keeps calls from each waiting a full timeout while Redis is known to be down. Closed: every
-/// call goes to Redis. After `failures_to_open` consecutive failures it opens: calls get their
-/// failure policy at once. When the open period ends, one call goes through as a probe
-/// (half-open): success closes the breaker, failure opens it again for twice as long (up to
-/// `open_max`). The open period bounds how long recovery takes once Redis is back.
+/// Keeps calls from each waiting a full timeout while a Redis server is known to be down; the
+/// CommandDispatcher keeps one per server and consults it for script calls. Closed: every call
+/// goes to the server. After `failures_to_open` consecutive failures it opens: calls fail at once
+/// with CircuitOpen (a limiter then applies its failure policy). When the open period ends, one
+/// call goes through as a probe (half-open): success closes the breaker, failure opens it again for
+/// twice as long (up to `open_max`). The open period bounds how long recovery takes once Redis is
+/// back.
 class CircuitBreaker {
  public:
   using Clock = std::chrono::steady_clock;
@@ -32,6 +33,7 @@ class CircuitBreaker {
   void failure(Clock::time_point now);
   /// How long until a call may go to Redis again (0 when closed).
   Clock::duration retry_in(Clock::time_point now) const;
+  /// True unless closed (open, or half-open with a probe under way).
   bool open() const noexcept { return state_ != State::closed; }
 
  private:
@@ -42,15 +44,6 @@ class CircuitBreaker {
   Clock::duration open_for_{};
   Clock::time_point open_until_{};
   Clock::time_point probe_sent_{};
-};
-
-/// The breakers of one client, one per Redis server: in a cluster, one node's outage must not
-/// stop the calls that go to the others.
-class BreakerDirectory {
- public:
-  virtual ~BreakerDirectory() = default;
-  /// The breaker of the server that holds `key` now.
-  virtual CircuitBreaker& breaker_for(std::string_view key) = 0;
 };
 
 }  // namespace redlimit::detail

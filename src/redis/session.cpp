@@ -1,0 +1,223 @@
+#include "redis/session.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <random>
+#include <utility>
+
+#include "redis/reply_builder.hpp"
+#include "redis/reply_convert.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+/// The error message of a handshake reply, or nullopt when it is not an error.
+std::optional<std::string> error_of(void* reply, Session::Replies replies) {
+  if (replies == Session::Replies::built) {
+    const Reply& answer = built_reply(reply);
+    if (answer.type != Reply::Type::error) return std::nullopt;
+    return answer.str;
+  }
+  const auto* answer = static_cast<const redisReply*>(reply);
+  if (answer->type != REDIS_REPLY_ERROR) return std::nullopt;
+  return std::string(answer->str, answer->len);
+}
+
+}  // namespace
+
+Session::Session(uv_loop_t* loop, std::vector<Endpoint> endpoints, ConnectionSettings settings,
+                 std::shared_ptr<spdlog::logger> logger, std::string role, Replies replies,
+                 SessionEvents& events)
+    : loop_(loop),
+      endpoints_(std::move(endpoints)),
+      settings_(settings),
+      logger_(std::move(logger)),
+      role_(std::move(role)),
+      replies_(replies),
+      events_(events),
+      connect_timer_(loop, &on_connect_timer, this, latch_.get()),
+      backoff_timer_(loop, &on_backoff_timer, this, latch_.get()),
+      backoff_(settings.reconnect_min, settings.reconnect_max,
+               std::random_device{}() ^ reinterpret_cast<std::uintptr_t>(this)) {
+  // Why: nothing waits on the backoff timer (commands fail fast meanwhile), so it must not
+  // keep an otherwise finished loop running.
+  backoff_timer_.unref();
+}
+
+Session::~Session() {
+  if (redisAsyncContext* context = std::exchange(context_, nullptr)) {
+    context->data = nullptr;
+    redisAsyncFree(context);
+  }
+}
+
+void Session::start_connect() {
+  state_ = State::connecting;
+  OpenedContext opened = open_context(endpoint(), loop_, latch_, this, &on_connect, &on_disconnect);
+  if (opened.context == nullptr) {
+    attempt_failed(std::make_exception_ptr(ConnectionError(opened.error)));
+    return;
+  }
+  context_ = opened.context;
+  if (replies_ == Replies::built) build_replies_as_reply(context_);
+  connect_timer_.start(static_cast<std::uint64_t>(settings_.connect_timeout.count()));
+  send_handshake();
+}
+
+void Session::send_handshake() {
+  handshake_replies_ = 0;
+  auto send = [this](std::initializer_list<std::string_view> argv) {
+    if (send_argv(context_, &on_handshake_reply, nullptr, argv, command_buffer_))
+      ++handshake_replies_;
+  };
+  const Endpoint& server = endpoint();
+  if (!server.password.empty()) {
+    if (server.user.empty()) {
+      send({"AUTH", server.password});
+    } else {
+      send({"AUTH", server.user, server.password});
+    }
+  }
+  const std::string db = std::to_string(server.db);
+  if (server.db != 0) send({"SELECT", db});
+  // Why PING: a TCP connect succeeds even when the server is stopped (the kernel accepts);
+  // only an answer shows the server is alive.
+  send({"PING"});
+}
+
+void Session::on_connect(const redisAsyncContext* context, int status) {
+  auto* self = static_cast<Session*>(context->data);
+  if (self == nullptr || status == REDIS_OK) return;  // on success, the handshake decides
+  const std::string why = context->c.errstr;
+  // hiredis frees the context when this returns; its pending handshake replies come as NULL.
+  const_cast<redisAsyncContext*>(context)->data = nullptr;
+  self->context_ = nullptr;
+  self->attempt_failed(std::make_exception_ptr(
+      ConnectionError("cannot connect to " + self->endpoint().display() + ": " + why)));
+}
+
+void Session::on_handshake_reply(redisAsyncContext* context, void* reply, void*) {
+  auto* self = static_cast<Session*>(context->data);
+  // Dropped, or closing (close() drops the context); a disconnect reports itself.
+  if (self == nullptr || reply == nullptr || self->state_ != State::connecting) return;
+  if (const std::optional<std::string> message = error_of(reply, self->replies_)) {
+    const Endpoint& server = self->endpoint();
+    const std::string who = server.user.empty() ? "the default user" : "user '" + server.user + "'";
+    const std::string text =
+        "redis " + server.display() + " refused the connection setup for " + who + ": " + *message;
+    // Why transient ones only: a server that cannot serve now (loading, busy, without its
+    // cluster) is retried with backoff; a refusal (wrong password, no such db) is for a human.
+    std::exception_ptr error = is_transient(classify_error_reply(*message))
+                                   ? std::make_exception_ptr(ConnectionError(text))
+                                   : std::make_exception_ptr(ConfigError(text));
+    self->drop_context("the connection setup failed");
+    self->attempt_failed(std::move(error));
+    return;
+  }
+  if (--self->handshake_replies_ == 0) self->become_ready();
+}
+
+void Session::on_disconnect(const redisAsyncContext* context, int) {
+  auto* self = static_cast<Session*>(context->data);
+  if (self == nullptr) return;
+  const std::string why = context->err != 0 ? context->errstr : "disconnected";
+  self->context_ = nullptr;  // hiredis frees it when this returns
+  self->lost(why);
+}
+
+void Session::on_connect_timer(void* argument) {
+  auto* self = static_cast<Session*>(argument);
+  if (self->state_ != State::connecting || self->context_ == nullptr) return;
+  self->drop_context("the connection attempt timed out");
+  self->attempt_failed(std::make_exception_ptr(
+      ConnectionError("connecting to " + self->endpoint().display() + " timed out after " +
+                      std::to_string(self->settings_.connect_timeout.count()) + " ms")));
+}
+
+void Session::on_backoff_timer(void* argument) {
+  auto* self = static_cast<Session*>(argument);
+  if (self->state_ == State::backoff || self->state_ == State::connecting) self->start_connect();
+}
+
+void Session::become_ready() {
+  connect_timer_.stop();
+  if (backoff_.failures() > 0)
+    logger_->info("redis {}: {} established", endpoint().display(), role_);
+  last_error_ = nullptr;
+  state_ = State::ready;
+  events_.session_ready();
+}
+
+void Session::attempt_failed(std::exception_ptr error) {
+  connect_timer_.stop();
+  if (!accepting()) return;
+  last_error_ = error;
+  const auto delay = backoff_.next();
+  logger_->warn("redis {}: {} attempt failed: {}; next attempt in {} ms", endpoint().display(),
+                role_, describe(error), delay.count());
+  next_endpoint();
+  state_ = State::backoff;
+  events_.session_failed(error);
+  backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));
+}
+
+void Session::lost(const std::string& reason) {
+  connect_timer_.stop();
+  switch (state_) {
+    case State::ready:
+      logger_->warn("redis {}: {} lost ({}); reconnecting", endpoint().display(), role_, reason);
+      next_endpoint();
+      // Why a timer: a new context is not created inside the old one's callbacks.
+      state_ = State::connecting;
+      events_.session_lost(reason);
+      backoff_timer_.start(0);
+      break;
+    case State::connecting:
+      attempt_failed(std::make_exception_ptr(
+          ConnectionError("redis " + endpoint().display() +
+                          " closed the connection during setup (" + reason + ")")));
+      break;
+    default:
+      break;
+  }
+}
+
+void Session::reconnect_after_failure(const std::string& reason) {
+  if (state_ != State::ready) return;
+  const auto delay = backoff_.next();
+  logger_->warn("redis {}: {}; reconnecting in {} ms", endpoint().display(), reason, delay.count());
+  drop_context(reason);
+  state_ = State::connecting;
+  backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));
+}
+
+void Session::drop_context(const std::string& reason) {
+  redisAsyncContext* context = std::exchange(context_, nullptr);
+  if (context == nullptr) return;
+  context->data = nullptr;  // its connect and disconnect callbacks are ours to ignore now
+  lost_reason_ = reason;
+  // Outside hiredis this runs every pending callback with NULL now; inside a hiredis callback,
+  // hiredis does it when the callback returns.
+  redisAsyncFree(context);
+}
+
+void Session::begin_close() {
+  state_ = State::closing;
+  backoff_timer_.stop();
+  connect_timer_.stop();
+}
+
+void Session::release() {
+  drop_context("client closed");
+  connect_timer_.close();
+  backoff_timer_.close();
+}
+
+Task<void> Session::closed() {
+  co_await latch_->all_closed();
+  state_ = State::closed;
+}
+
+}  // namespace redlimit::detail
