@@ -3,6 +3,7 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/limiter_core.hpp"
+#include "limiter/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -26,10 +27,7 @@ bool reservable(const CompiledPolicy& policy) {
 
 Task<Decision> LimiterCore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
   DecideRequest validated_request = request(key, Operation::acquire, permits);
-  if (options.max_wait.count() < 0) {
-    throw InvalidArgument("AcquireOptions::max_wait must not be negative, got " +
-                          std::to_string(options.max_wait.count()) + " us");
-  }
+  check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   if (reservable(*validated_request.policy)) {
     co_return co_await acquire_by_reserving(std::move(validated_request), std::move(options));
@@ -116,7 +114,13 @@ Task<Decision> LimiterCore::acquire_by_reserving(DecideRequest request, AcquireO
       if (!armed) return;
       // The limiter must outlive its calls; if it is already gone, there is nobody to tell.
       if (auto alive = core.weak_from_this().lock()) {
-        spawn(core.loop_, give_back(std::move(alive), backend, request, waiter.ticket()));
+        Task<void> refund = give_back(std::move(alive), backend, request, waiter.ticket());
+        // Why the client's background work: Client::close() lets the refund reach Redis first.
+        if (BackgroundTasks* tasks = core.backend_->background()) {
+          tasks->start(std::move(refund));
+        } else {
+          spawn(core.loop_, std::move(refund));
+        }
       }
     }
   } guard{*this, backend, request, waiter};

@@ -6,6 +6,8 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/key_format.hpp"
+#include "limiter/unavailability.hpp"
+#include "limiter/validation.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
 #include "runtime/failed_task.hpp"
@@ -16,19 +18,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 LimiterOptions validated(LimiterOptions options) {
-  if (options.name.empty() || options.name.size() > 128) {
-    throw InvalidArgument("LimiterOptions::name must be 1 to 128 bytes, got " +
-                          std::to_string(options.name.size()));
-  }
-  if (!is_valid_prefix(options.prefix)) {
-    throw InvalidArgument(
-        "LimiterOptions::prefix must be 1 to 64 characters from "
-        "[A-Za-z0-9_.-], got '" +
-        options.prefix + "'");
-  }
-  if (!(options.on_failure.local_share > 0.0 && options.on_failure.local_share <= 1.0)) {
-    throw InvalidArgument("LimiterOptions::on_failure.local_share must be in (0, 1]");
-  }
+  check_name("LimiterOptions::name", options.name);
+  check_prefix("LimiterOptions::prefix", options.prefix);
+  check_failure_policy("LimiterOptions::on_failure", options.on_failure);
   return options;
 }
 
@@ -43,27 +35,6 @@ Policy scaled(const Policy& policy, double share) {
     if (limit.burst != 0) limit.burst = scale(limit.burst);
   }
   return out;
-}
-
-/// Errors that mean Redis could not answer in time (the failure policy applies): no connection,
-/// timeouts, overload, and the replies of a server that is busy, loading, read-only, out of
-/// memory or without its cluster. Anything else (bad arguments, permissions, protocol errors)
-/// is raised to the caller.
-bool is_unavailability(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const Unavailable&) {
-    return true;
-  } catch (const ReplyError& e) {
-    static const char* const transient[] = {"BUSY",        "LOADING",  "MASTERDOWN", "TRYAGAIN",
-                                            "CLUSTERDOWN", "READONLY", "NOREPLICAS", "OOM"};
-    for (const char* code : transient) {
-      if (e.code() == code) return true;
-    }
-    return false;
-  } catch (...) {
-    return false;
-  }
 }
 
 /// Whether the deny cache is exact for a policy: none of its keys can hold acquire()
@@ -93,11 +64,7 @@ LimiterCore::LimiterCore(uv_loop_t* loop, std::unique_ptr<Backend> backend, Poli
 
 DecideRequest LimiterCore::request(std::string_view key, Operation operation,
                                    std::int64_t permits) const {
-  if (key.empty()) throw InvalidArgument("key must not be empty");
-  if (key.size() > max_key_bytes) {
-    throw InvalidArgument("key must be at most " + std::to_string(max_key_bytes) + " bytes, got " +
-                          std::to_string(key.size()));
-  }
+  check_key(key);
   policy_->check_permits(permits);
   return DecideRequest(policy_, key_base(options_.prefix, escaped_name_, key), operation, permits);
 }

@@ -18,6 +18,7 @@
 #include "redis/slot_router.hpp"
 #include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
+#include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
 
@@ -29,6 +30,7 @@ class ClientCore final : public BreakerDirectory {
   ClientCore(uv_loop_t* loop, ClientOptions options);
 
   Task<void> connect();
+  /// Waits for the background work (background()), then closes every connection.
   Task<void> close();
   Task<Reply> command(std::vector<std::string> argv);
 
@@ -50,6 +52,9 @@ class ClientCore final : public BreakerDirectory {
   const ClientOptions& options() const noexcept { return options_; }
   const std::shared_ptr<spdlog::logger>& logger() const noexcept { return options_.logger; }
   SlotRouter& router() noexcept { return *router_; }
+  /// The library's own background work on this client (lease releases, refunds): close()
+  /// waits for it before closing the connections.
+  BackgroundTasks& background() noexcept { return background_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
   /// Shared by the limiters of this client: whether calls for `key` should go to Redis now.
@@ -84,8 +89,10 @@ class ClientCore final : public BreakerDirectory {
   std::unordered_map<std::string, CircuitBreaker> breakers_;
   std::unique_ptr<SlotRouter> router_;  ///< after options_: made from them
   std::unique_ptr<Subscriber> subscriber_;
-  bool closing_ = false;
-  Completion closed_;  ///< a second close() waits for the first
+  BackgroundTasks background_{loop_};
+  bool close_requested_ = false;
+  bool closing_ = false;  ///< the connections are closing
+  Completion closed_;     ///< a second close() waits for the first
 };
 
 }  // namespace redlimit::detail

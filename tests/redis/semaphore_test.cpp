@@ -167,14 +167,20 @@ TEST_F(SemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
   EXPECT_LT(waited, 200ms + deadline_slack);
 }
 
-Task<void> give_up(Semaphore& semaphore, AcquireOptions options, std::string* outcome) {
+struct Outcome {
+  std::string what;
+  std::chrono::microseconds retry_after{};
+  Source source = Source::redis;
+};
+
+Task<void> give_up(Semaphore& semaphore, AcquireOptions options, Outcome* outcome) {
   try {
-    co_await semaphore.acquire("tenant", 1, std::move(options));
-    *outcome = "granted";
-  } catch (const MaxWaitExceeded&) {
-    *outcome = "max wait";
+    Lease lease = co_await semaphore.acquire("tenant", 1, std::move(options));
+    outcome->what = lease ? "granted" : "not held";
+    outcome->retry_after = lease.retry_after();
+    outcome->source = lease.source();
   } catch (const Cancelled&) {
-    *outcome = "cancelled";
+    outcome->what = "cancelled";
   }
 }
 
@@ -183,24 +189,35 @@ Task<void> stop_after(uv_loop_t* loop, std::stop_source* source) {
   source->request_stop();
 }
 
-TEST_F(SemaphoreTest, AcquireGivesUpAfterMaxWaitOrWhenCancelled) {
+TEST_F(SemaphoreTest, PastMaxWaitAcquireAnswersWithALeaseNotHeldThatSaysWhenToRetry) {
   Semaphore semaphore(client_, 1, "exports", 20s);
   std::optional<Lease> holder;
   run(loop(), hold_forever(semaphore, &holder));
-  std::string outcome;
+  Outcome outcome;
   AcquireOptions short_wait;
   short_wait.max_wait = 80ms;
-  auto start = Clock::now();
+  const auto start = Clock::now();
   run(loop(), give_up(semaphore, short_wait, &outcome));
-  EXPECT_EQ(outcome, "max wait");
+  EXPECT_EQ(outcome.what, "not held");
+  EXPECT_EQ(outcome.source, Source::redis);
+  EXPECT_GT(outcome.retry_after, 19s) << "the holder's lease expires in about 20 s";
+  EXPECT_LE(outcome.retry_after, 20s);
   EXPECT_LT(Clock::now() - start, 80ms + deadline_slack);
+  EXPECT_EQ(held("tenant"), 1) << "a lease not held takes nothing";
+  run(loop(), holder->release());
+}
 
+TEST_F(SemaphoreTest, AStopRequestWhileWaitingThrowsCancelled) {
+  Semaphore semaphore(client_, 1, "exports", 20s);
+  std::optional<Lease> holder;
+  run(loop(), hold_forever(semaphore, &holder));
+  Outcome outcome;
   std::stop_source stop;
   AcquireOptions stoppable;
   stoppable.stop = stop.get_token();
-  start = Clock::now();
+  const auto start = Clock::now();
   run(loop(), both(give_up(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
-  EXPECT_EQ(outcome, "cancelled");
+  EXPECT_EQ(outcome.what, "cancelled");
   EXPECT_LT(Clock::now() - start, 60ms + deadline_slack);
   run(loop(), holder->release());
 }
@@ -226,6 +243,79 @@ TEST_F(SemaphoreTest, BadArgumentsAreRejectedBeforeAnyIo) {
   Semaphore semaphore(client_, 2, "x");
   EXPECT_THROW(run(loop(), semaphore.try_acquire("k", 3)), InvalidArgument);
   EXPECT_THROW(run(loop(), semaphore.try_acquire("", 1)), InvalidArgument);
+}
+
+// ---- when Redis cannot answer: SemaphoreOptions::on_failure, as for the Limiter
+
+class SemaphoreFailureTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+  Semaphore semaphore(std::int64_t permits, FailurePolicy policy) {
+    return Semaphore(client_, permits,
+                     SemaphoreOptions{.name = "exports", .lease_ttl = 20s, .on_failure = policy});
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 100ms}};
+};
+
+/// Grants once from Redis, kills it, then asks `attempts` times.
+Task<void> ask_while_down(Semaphore& semaphore, test::RedisServer& server, int attempts,
+                          std::vector<std::optional<Lease>>* leases) {
+  std::optional<Lease> first = co_await semaphore.try_acquire("tenant");
+  EXPECT_EQ(first->source(), Source::redis);
+  co_await first->release();
+  server.kill();
+  for (int i = 0; i < attempts; ++i)
+    leases->push_back(co_await semaphore.try_acquire("tenant"));
+}
+
+TEST_F(SemaphoreFailureTest, FailClosedRefusesAndAcquireAnswersWithALeaseNotHeld) {
+  Semaphore refusing = semaphore(2, FailurePolicy{.kind = FailurePolicy::fail_closed});
+  std::vector<std::optional<Lease>> leases;
+  run(loop(), ask_while_down(refusing, server_, 2, &leases));
+  EXPECT_FALSE(leases[0].has_value());
+  EXPECT_FALSE(leases[1].has_value());
+  Outcome outcome;
+  AcquireOptions short_wait;
+  short_wait.max_wait = 150ms;
+  run(loop(), give_up(refusing, short_wait, &outcome));
+  EXPECT_EQ(outcome.what, "not held");
+  EXPECT_EQ(outcome.source, Source::fail_closed);
+  EXPECT_GE(outcome.retry_after, 1ms);
+}
+
+TEST_F(SemaphoreFailureTest, FailOpenGrantsLeasesThatEnforceNothing) {
+  Semaphore open = semaphore(1, FailurePolicy{.kind = FailurePolicy::fail_open});
+  std::vector<std::optional<Lease>> leases;
+  run(loop(), ask_while_down(open, server_, 3, &leases));
+  for (const auto& lease : leases) {
+    ASSERT_TRUE(lease.has_value());
+    EXPECT_TRUE(lease->held());
+    EXPECT_EQ(lease->source(), Source::fail_open);
+  }
+}
+
+Task<void> release_one_and_ask(Semaphore& semaphore, std::vector<std::optional<Lease>>* leases) {
+  co_await leases->front()->release();
+  leases->push_back(co_await semaphore.try_acquire("tenant"));
+}
+
+TEST_F(SemaphoreFailureTest, LocalFallbackGrantsThisProcessShareOfThePermits) {
+  Semaphore fallback =
+      semaphore(4, FailurePolicy{.kind = FailurePolicy::local_fallback, .local_share = 0.5});
+  std::vector<std::optional<Lease>> leases;
+  run(loop(), ask_while_down(fallback, server_, 3, &leases));
+  ASSERT_TRUE(leases[0].has_value());
+  ASSERT_TRUE(leases[1].has_value());
+  EXPECT_EQ(leases[0]->source(), Source::fallback);
+  EXPECT_FALSE(leases[2].has_value()) << "half of 4 permits in this process";
+  run(loop(), release_one_and_ask(fallback, &leases));
+  ASSERT_TRUE(leases.back().has_value()) << "a released fallback permit is free again";
+  EXPECT_EQ(leases.back()->source(), Source::fallback);
 }
 
 }  // namespace
