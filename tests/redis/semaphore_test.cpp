@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <stop_token>
 
+#include "limiter/local_backend.hpp"
+#include "limiter/redis_backend.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -243,6 +246,53 @@ TEST_F(SemaphoreTest, BadArgumentsAreRejectedBeforeAnyIo) {
   Semaphore semaphore(client_, 2, "x");
   EXPECT_THROW(run(loop(), semaphore.try_acquire("k", 3)), InvalidArgument);
   EXPECT_THROW(run(loop(), semaphore.try_acquire("", 1)), InvalidArgument);
+}
+
+// ---- the script and the in-process model are one algorithm
+
+struct Step {
+  int op;  // 0 grant, 1 renew, 2 release
+  detail::LeaseRequest request;
+};
+
+Task<detail::LeaseReply> ask(detail::Backend& backend, Step step) {
+  switch (step.op) {
+    case 0:
+      co_return co_await backend.grant_lease(std::move(step.request));
+    case 1:
+      co_return co_await backend.renew_lease(std::move(step.request));
+    default:
+      co_return co_await backend.release_lease(std::move(step.request));
+  }
+}
+
+TEST_F(SemaphoreTest, TheScriptAndTheInProcessModelAnswerAlike) {
+  detail::RedisBackend redis(client_.core());
+  detail::LocalBackend local;
+  std::mt19937_64 random(13);
+  std::int64_t now = 1'700'000'000'000'000;
+  int granted = 0;
+  int refused = 0;
+  for (int i = 0; i < 1500; ++i) {
+    now += std::uniform_int_distribution<std::int64_t>(0, 200)(random);
+    const int lease = std::uniform_int_distribution<int>(0, 7)(random);
+    const Step step{std::uniform_int_distribution<int>(0, 2)(random),
+                    detail::LeaseRequest(
+                        "rl:{diff:k}:semaphore", "lease" + std::to_string(lease), 4, 1 + lease % 3,
+                        std::uniform_int_distribution<std::int64_t>(1, 3000)(random), now)};
+    const detail::LeaseReply in_redis = run(loop(), ask(redis, step));
+    const detail::LeaseReply in_process = run(loop(), ask(local, step));
+    ASSERT_EQ(in_redis.granted, in_process.granted) << "step " << i << " op " << step.op;
+    ASSERT_EQ(in_redis.now_us, in_process.now_us) << "step " << i;
+    if (step.op != 2) {
+      ASSERT_EQ(in_redis.expires_or_free_at_us, in_process.expires_or_free_at_us)
+          << "step " << i << " op " << step.op;
+    }
+    if (step.op == 0) ++(in_redis.granted ? granted : refused);
+  }
+  EXPECT_GT(granted, 100);
+  EXPECT_GT(refused, 100) << "the sequence must also fill the semaphore";
+  server_.command({"DEL", "rl:{diff:k}:semaphore"});
 }
 
 // ---- when Redis cannot answer: SemaphoreOptions::on_failure, as for the Limiter
