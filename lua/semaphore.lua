@@ -1,7 +1,8 @@
 -- semaphore: a concurrency limit with leases. The key is a sorted set with one member per held
 -- permit, "<lease id>:<i>", scored by the lease's expiry (server microseconds). A permit is free
 -- once its lease is released or expired, so a holder that crashes frees its permits at expiry.
--- The key lives until the latest expiry. Model of the rules: src/limiter/semaphore.cpp.
+-- The key lives until the latest expiry. Model of the rules: src/limiter/semaphore_leases.cpp
+-- (LeaseTable), held to the same answers by SemaphoreTest.TheScriptAndTheInProcessModelAnswerAlike.
 --
 -- KEYS[1]   the semaphore's key
 -- ARGV[1]   'acquire', 'renew' or 'release'
@@ -14,8 +15,9 @@
 -- acquire returns {granted (0/1), now, expiry_us, held_after} when granted (or when the lease
 -- already holds its permits), else {0, now, free_at_us, held}: free_at is when enough leases
 -- expire for this request if nobody releases earlier. renew returns {1, now, expiry} or
--- {0, now, 0} when the lease has expired or is unknown. release returns {removed, now} and,
--- when it removed permits, publishes "<removed>" on KEYS[1] .. ':released'.
+-- {0, now, 0} when the lease has expired or is unknown. release returns {removed, now}, where
+-- removed counts the permits the lease still held (not expired), and, when it removed some,
+-- publishes "<removed>" on KEYS[1] .. ':released'.
 
 local TTL_EXTRA_MS = 0
 --!include lib/exact.lua
@@ -81,9 +83,15 @@ elseif op == 'renew' then
   expire_with_latest()
   return {1, now, expiry}
 elseif op == 'release' then
-  local members = {}
-  for i = 1, permits do members[i] = member(i) end
-  local removed = redis.call('ZREM', key, unpack(members))
+  -- Only permits that were still held count: an expired lease gave its permits back already.
+  local removed = 0
+  for i = 1, permits do
+    local score = redis.call('ZSCORE', key, member(i))
+    if score then
+      if tonumber(score) > now then removed = removed + 1 end
+      redis.call('ZREM', key, member(i))
+    end
+  end
   if removed > 0 then
     expire_with_latest()
     redis.call('PUBLISH', key .. ':released', string.format('%d', removed))

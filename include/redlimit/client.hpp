@@ -84,8 +84,10 @@ class Client {
 
   /// Connects now instead of on the first command; fails by connect_timeout.
   Task<void> connect();
-  /// Stops accepting commands, waits for those in flight (each is bounded by its deadline),
-  /// disconnects and closes every handle. Idempotent.
+  /// First waits for the library's background work on this client (releases of destroyed
+  /// Leases, refunds of abandoned reservations), so that it reaches Redis; then stops accepting
+  /// commands, waits for those in flight (each is bounded by its deadline), disconnects and
+  /// closes every handle. Idempotent.
   Task<void> close();
   /// Sends one command, e.g. {"SET", "k", "v"}. An error reply raises ReplyError (or
   /// ConfigError for NOPERM, NOAUTH and WRONGPASS). Commands that would turn the connection

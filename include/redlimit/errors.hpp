@@ -100,12 +100,6 @@ class LeaseExpired : public Error {
   using Error::Error;
 };
 
-/// Semaphore::acquire() could not get its permits within AcquireOptions::max_wait.
-class MaxWaitExceeded : public Error {
- public:
-  using Error::Error;
-};
-
 /// Redis answered with an error reply. code() is its first word: "ERR", "NOSCRIPT", "MOVED",
 /// "BUSY", "OOM", "READONLY", ...
 class ReplyError : public Error {

@@ -3,6 +3,8 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "limiter/unavailability.hpp"
+#include "limiter/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -27,10 +29,7 @@ bool reservable(const CompiledPolicy& policy) {
 Task<Decision> PolicyEnforcer::acquire(std::string key, std::int64_t permits,
                                        OwnedAcquireOptions options) {
   DecideRequest validated_request = request(key, Operation::acquire, permits);
-  if (options.max_wait.count() < 0) {
-    throw InvalidArgument("AcquireOptions::max_wait must not be negative, got " +
-                          std::to_string(options.max_wait.count()) + " us");
-  }
+  check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   if (reservable(*validated_request.policy)) {
     co_return co_await acquire_by_reserving(std::move(validated_request), std::move(options));
@@ -73,7 +72,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
   } catch (...) {
     error = std::current_exception();
   }
-  if (error) retry_in = failed(error);
+  if (error) retry_in = retry_in_after(error);
   if (!reservation) {
     if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||
         !fits_fallback(request)) {
@@ -115,7 +114,13 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
       if (!armed) return;
       // The limiter must outlive its calls; if it is already gone, there is nobody to tell.
       if (auto alive = enforcer.weak_from_this().lock()) {
-        spawn(enforcer.loop_, give_back(std::move(alive), backend, request, waiter.ticket()));
+        Task<void> refund = give_back(std::move(alive), backend, request, waiter.ticket());
+        // Why the client's background work: Client::close() lets the refund reach Redis first.
+        if (BackgroundTasks* tasks = enforcer.backend_->background()) {
+          tasks->start(std::move(refund));
+        } else {
+          spawn(enforcer.loop_, std::move(refund));
+        }
       }
     }
   } guard{*this, backend, request, waiter};

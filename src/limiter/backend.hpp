@@ -11,6 +11,7 @@
 #include "limiter/key_format.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/task.hpp"
+#include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
 
@@ -63,6 +64,37 @@ struct CancelNotice {
   std::int64_t den = 1;  ///< the denominator of the shift's fraction
 };
 
+/// One call on a semaphore's key (see lua/semaphore.lua for the rules).
+///
+/// Why a constructor: as for DecideRequest, g++ 12 destroys an aggregate temporary built inside
+/// a co_await expression twice.
+struct LeaseRequest {
+  LeaseRequest(std::string key_, std::string lease_id_, std::int64_t capacity_,
+               std::int64_t permits_, std::int64_t ttl_us_, std::int64_t now_us_ = 0)
+      : key(std::move(key_)),
+        lease_id(std::move(lease_id_)),
+        capacity(capacity_),
+        permits(permits_),
+        ttl_us(ttl_us_),
+        now_us(now_us_) {}
+
+  std::string key;       ///< `<prefix>:{<name>:<key>}:semaphore`
+  std::string lease_id;  ///< made by the client, so that retrying a grant is idempotent
+  std::int64_t capacity = 1;
+  std::int64_t permits = 1;
+  std::int64_t ttl_us = 1;  ///< grant, renew: how long the lease lives from now
+  std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
+};
+
+/// What a semaphore call answered.
+struct LeaseReply {
+  bool granted = false;  ///< grant, renew: the lease holds its permits; release: it gave some back
+  std::int64_t now_us = 0;
+  /// grant: the lease's expiry, or (refused) when enough leases expire for it to fit;
+  /// renew: the new expiry (0 if refused).
+  std::int64_t expires_or_free_at_us = 0;
+};
+
 /// Runs the algorithms: in Redis (RedisBackend) or in process (LocalBackend). Requests arrive
 /// validated.
 class Backend {
@@ -84,6 +116,22 @@ class Backend {
   /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
   virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
   virtual void unwatch(std::uint64_t id) = 0;
+
+  // ---- semaphores. Why separate functions: they share nothing with the decide scripts.
+  /// Grants the request's lease if its permits fit now (or it already holds them).
+  virtual Task<LeaseReply> grant_lease(LeaseRequest request) = 0;
+  /// Extends a lease that has not expired by the request's ttl from now.
+  virtual Task<LeaseReply> renew_lease(LeaseRequest request) = 0;
+  /// Gives a lease's permits back; never adds permits the lease does not hold.
+  virtual Task<LeaseReply> release_lease(LeaseRequest request) = 0;
+  /// Calls `handler` whenever permits of the semaphore key `key` are released (by any process)
+  /// until unwatch_releases(id). The handler must not resume coroutines inline.
+  virtual std::uint64_t watch_releases(std::string key, std::function<void()> handler) = 0;
+  virtual void unwatch_releases(std::uint64_t id) = 0;
+
+  /// Where this backend's background work runs (the client's, which Client::close() waits
+  /// for), or null for an in-process backend, whose calls complete without suspending.
+  virtual BackgroundTasks* background() noexcept = 0;
 };
 
 }  // namespace redlimit::detail

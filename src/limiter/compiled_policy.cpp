@@ -4,6 +4,7 @@
 
 #include "algorithms/exact.hpp"
 #include "algorithms/sliding_window_log.hpp"
+#include "limiter/validation.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
@@ -98,14 +99,8 @@ std::shared_ptr<const CompiledPolicy> CompiledPolicy::compile(Policy policy) {
 }
 
 void CompiledPolicy::check_permits(std::int64_t permits) const {
-  if (permits < 1) {
-    throw InvalidArgument("permits must be at least 1, got " + std::to_string(permits));
-  }
   for (const CompiledLimit& limit : limits_) {
-    if (permits > limit.capacity) {
-      throw InvalidArgument("permits (" + std::to_string(permits) + ") can never be granted: " +
-                            limit.description + " holds at most " + std::to_string(limit.capacity));
-    }
+    detail::check_permits(permits, limit.capacity, limit.description);
   }
 }
 

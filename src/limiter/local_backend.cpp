@@ -164,4 +164,37 @@ Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::strin
   co_return;
 }
 
+// ---- semaphores
+
+Task<LeaseReply> LocalBackend::grant_lease(LeaseRequest request) {
+  co_return leases_.grant(request, request.now_us != 0 ? request.now_us : clock_());
+}
+
+Task<LeaseReply> LocalBackend::renew_lease(LeaseRequest request) {
+  co_return leases_.renew(request, request.now_us != 0 ? request.now_us : clock_());
+}
+
+Task<LeaseReply> LocalBackend::release_lease(LeaseRequest request) {
+  const LeaseReply reply =
+      leases_.release(request, request.now_us != 0 ? request.now_us : clock_());
+  if (reply.granted) {
+    // Why a copy: a handler may unwatch.
+    const auto watchers = release_watchers_;
+    for (const auto& [id, watcher] : watchers) {
+      if (watcher.first == request.key) watcher.second();
+    }
+  }
+  co_return reply;
+}
+
+std::uint64_t LocalBackend::watch_releases(std::string key, std::function<void()> handler) {
+  const std::uint64_t id = next_watch_++;
+  release_watchers_.emplace(id, std::make_pair(std::move(key), std::move(handler)));
+  return id;
+}
+
+void LocalBackend::unwatch_releases(std::uint64_t id) {
+  release_watchers_.erase(id);
+}
+
 }  // namespace redlimit::detail

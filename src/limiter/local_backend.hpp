@@ -10,6 +10,7 @@
 
 #include "algorithms/policy_model.hpp"
 #include "limiter/backend.hpp"
+#include "limiter/semaphore_leases.hpp"
 
 namespace redlimit::detail {
 
@@ -28,6 +29,16 @@ class LocalBackend final : public Backend {
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
+
+  // ---- semaphores (LeaseTable); each completes without suspending.
+  Task<LeaseReply> grant_lease(LeaseRequest request) override;
+  Task<LeaseReply> renew_lease(LeaseRequest request) override;
+  Task<LeaseReply> release_lease(LeaseRequest request) override;
+  std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
+  void unwatch_releases(std::uint64_t id) override;
+  BackgroundTasks* background() noexcept override { return nullptr; }
+  /// The permits held on the semaphore key `key` now.
+  std::int64_t held(std::string_view key) { return leases_.held(key, clock_()); }
 
   /// The decision, synchronously (decide() wraps this).
   Decision decide_now(const DecideRequest& request);
@@ -59,6 +70,8 @@ class LocalBackend final : public Backend {
   std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> entries_;
   std::multimap<std::int64_t, const std::string*> by_expiry_;  ///< entry expiry -> its key
   std::map<std::uint64_t, std::pair<std::string, NoticeHandler>> watchers_;
+  LeaseTable leases_;
+  std::map<std::uint64_t, std::pair<std::string, std::function<void()>>> release_watchers_;
   std::uint64_t next_watch_ = 1;
 };
 

@@ -6,6 +6,8 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/key_format.hpp"
+#include "limiter/unavailability.hpp"
+#include "limiter/validation.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
 #include "runtime/failed_task.hpp"
@@ -16,19 +18,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 LimiterOptions validated(LimiterOptions options) {
-  if (options.name.empty() || options.name.size() > 128) {
-    throw InvalidArgument("LimiterOptions::name must be 1 to 128 bytes, got " +
-                          std::to_string(options.name.size()));
-  }
-  if (!is_valid_prefix(options.prefix)) {
-    throw InvalidArgument(
-        "LimiterOptions::prefix must be 1 to 64 characters from "
-        "[A-Za-z0-9_.-], got '" +
-        options.prefix + "'");
-  }
-  if (!(options.on_failure.local_share > 0.0 && options.on_failure.local_share <= 1.0)) {
-    throw InvalidArgument("LimiterOptions::on_failure.local_share must be in (0, 1]");
-  }
+  check_name("LimiterOptions::name", options.name);
+  check_prefix("LimiterOptions::prefix", options.prefix);
+  check_failure_policy("LimiterOptions::on_failure", options.on_failure);
   return options;
 }
 
@@ -84,11 +76,7 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
 
 DecideRequest PolicyEnforcer::request(std::string_view key, Operation operation,
                                       std::int64_t permits) const {
-  if (key.empty()) throw InvalidArgument("key must not be empty");
-  if (key.size() > max_key_bytes) {
-    throw InvalidArgument("key must be at most " + std::to_string(max_key_bytes) + " bytes, got " +
-                          std::to_string(key.size()));
-  }
+  check_key(key);
   policy_->check_permits(permits);
   return DecideRequest(policy_, key_base(options_.prefix, escaped_name_, key), operation, permits);
 }
@@ -104,17 +92,6 @@ bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
     if (request.permits > limit.capacity) return false;
   }
   return true;
-}
-
-std::chrono::microseconds PolicyEnforcer::failed(const std::exception_ptr& error) {
-  if (!means_unavailable(error)) std::rethrow_exception(error);
-  try {
-    std::rethrow_exception(error);
-  } catch (const CircuitOpen& e) {
-    return e.retry_after();
-  } catch (...) {
-    return {};
-  }
 }
 
 Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
@@ -178,7 +155,7 @@ Task<Decision> PolicyEnforcer::decide(DecideRequest request) {
   } catch (...) {
     error = std::current_exception();
   }
-  co_return decide_on_failure(request, failed(error));
+  co_return decide_on_failure(request, retry_in_after(error));
 }
 
 // Why not coroutines: a coroutine layer per call costs a frame and a resumption; an invalid

@@ -49,9 +49,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
   /// again (the server's circuit breaker), 0 when unknown.
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
-  /// When Redis will be tried again after `error` (CircuitOpen says; 0 for other failures);
-  /// rethrows errors that are not about availability.
-  static std::chrono::microseconds failed(const std::exception_ptr& error);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
   /// Whether the fallback's scaled limits can ever grant the request.

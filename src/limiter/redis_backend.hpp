@@ -20,7 +20,17 @@ class RedisBackend final : public Backend {
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
 
+  // ---- semaphores (lua/semaphore.lua; redis_backend_leases.cpp)
+  Task<LeaseReply> grant_lease(LeaseRequest request) override;
+  Task<LeaseReply> renew_lease(LeaseRequest request) override;
+  Task<LeaseReply> release_lease(LeaseRequest request) override;
+  std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
+  void unwatch_releases(std::uint64_t id) override;
+  BackgroundTasks* background() noexcept override { return &client_.background(); }
+
  private:
+  /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
+  Task<LeaseReply> run_semaphore_script(std::string operation, LeaseRequest request);
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
                                          const DecideRequest& request);
 

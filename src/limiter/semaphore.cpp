@@ -1,13 +1,19 @@
-#include <array>
+#include "redlimit/semaphore.hpp"
+
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stop_token>
 
 #include "limiter/key_format.hpp"
-#include "limiter/semaphore_core.hpp"
-#include "lua_scripts.hpp"
+#include "limiter/lease_issuer.hpp"
+#include "limiter/redis_backend.hpp"
+#include "limiter/unavailability.hpp"
+#include "limiter/validation.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/logger.hpp"
 
 namespace redlimit {
 namespace detail {
@@ -19,131 +25,220 @@ using Clock = std::chrono::steady_clock;
 /// notice was lost while the pub/sub connection was down.
 constexpr std::chrono::milliseconds fallback_poll{1000};
 
-Task<void> release_in_background(std::shared_ptr<SemaphoreCore> core, std::string redis_key,
-                                 std::string id, std::int64_t permits) {
-  co_await core->call("release", std::move(redis_key), std::move(id), permits);
-}
-
-}  // namespace
-
-SemaphoreCore::SemaphoreCore(CommandDispatcher& client, std::int64_t capacity,
-                             SemaphoreOptions options)
-    : client_(client),
-      capacity_(capacity),
-      prefix_(std::move(options.prefix)),
-      escaped_name_(escape_key_part(options.name)),
-      lease_ttl_(options.lease_ttl),
-      random_(std::random_device{}()) {
-  const std::string& name = options.name;
-  const std::chrono::milliseconds lease_ttl = options.lease_ttl;
+std::int64_t checked_capacity(std::int64_t capacity) {
   if (capacity < 1 || capacity > 100'000) {
     throw InvalidArgument("Semaphore permits must be in [1, 100000], got " +
                           std::to_string(capacity));
   }
-  if (name.empty() || name.size() > 128) {
-    throw InvalidArgument("Semaphore name must be 1 to 128 bytes, got " +
-                          std::to_string(name.size()));
-  }
-  if (!is_valid_prefix(prefix_)) {
+  return capacity;
+}
+
+SemaphoreOptions validated(SemaphoreOptions options) {
+  check_name("SemaphoreOptions::name", options.name);
+  check_prefix("SemaphoreOptions::prefix", options.prefix);
+  check_failure_policy("SemaphoreOptions::on_failure", options.on_failure);
+  if (options.lease_ttl.count() < 1 || options.lease_ttl.count() > 1'099'511'627) {
     throw InvalidArgument(
-        "SemaphoreOptions::prefix must be 1 to 64 characters from "
-        "[A-Za-z0-9_.-], got '" +
-        prefix_ + "'");
+        "SemaphoreOptions::lease_ttl must be in [1 ms, 2^40 us (about 12.7 days)], got " +
+        std::to_string(options.lease_ttl.count()) + " ms");
   }
-  if (lease_ttl.count() < 1 || lease_ttl.count() > 1'099'511'627) {
-    throw InvalidArgument("Semaphore lease_ttl must be in [1 ms, 2^40 us (about 12.7 days)], got " +
-                          std::to_string(lease_ttl.count()) + " ms");
+  return options;
+}
+
+/// Whether a grant that failed with `error` may have been made all the same (its reply lost).
+bool maybe_granted(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Unavailable& e) {
+    return e.maybe_executed();
+  } catch (...) {
+    return false;
   }
 }
 
-std::string SemaphoreCore::redis_key(std::string_view key) const {
-  if (key.empty()) throw InvalidArgument("key must not be empty");
-  if (key.size() > max_key_bytes) {
-    throw InvalidArgument("key must be at most " + std::to_string(max_key_bytes) + " bytes");
+Grant grant_of(const LeaseReply& reply, Source source) {
+  Grant out;
+  out.granted = reply.granted;
+  out.source = source;
+  if (reply.granted) {
+    out.expires_at_us = reply.expires_or_free_at_us;
+  } else {
+    out.retry_after = std::chrono::microseconds(
+        std::max<std::int64_t>(reply.expires_or_free_at_us - reply.now_us, 0));
   }
-  return key_base(prefix_, escaped_name_, key).str() + ":semaphore";
+  return out;
 }
 
-void SemaphoreCore::check_permits(std::int64_t permits) const {
-  if (permits < 1 || permits > capacity_) {
-    throw InvalidArgument("permits must be in [1, " + std::to_string(capacity_) +
-                          "] (the semaphore's capacity), got " + std::to_string(permits));
+Task<void> release_detached(std::shared_ptr<LeaseIssuer> issuer, Backend* backend,
+                            LeaseRequest request) {
+  (void)issuer;  // keeps the backend alive until this ends
+  co_await backend->release_lease(std::move(request));
+}
+
+}  // namespace
+
+LeaseIssuer::LeaseIssuer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+                         std::unique_ptr<Backend> backend, std::int64_t capacity,
+                         SemaphoreOptions options, std::shared_ptr<spdlog::logger> logger)
+    : loop_(loop),
+      redis_(std::move(redis)),
+      backend_(std::move(backend)),
+      capacity_(checked_capacity(capacity)),
+      options_(validated(std::move(options))),
+      escaped_name_(escape_key_part(options_.name)),
+      logger_(std::move(logger)),
+      random_(std::random_device{}()) {
+  if (redis_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
+    fallback_ = std::make_unique<LocalBackend>();
+    fallback_capacity_ = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(std::floor(capacity_ * options_.on_failure.local_share)));
   }
 }
 
-std::string SemaphoreCore::new_lease_id() {
+std::string LeaseIssuer::semaphore_key(std::string_view key) const {
+  check_key(key);
+  return key_base(options_.prefix, escaped_name_, key).str() + ":semaphore";
+}
+
+std::string LeaseIssuer::new_lease_id() {
   char id[33];
   std::snprintf(id, sizeof id, "%016llx%016llx", static_cast<unsigned long long>(random_()),
                 static_cast<unsigned long long>(random_()));
   return id;
 }
 
-Task<LeaseReply> SemaphoreCore::call(std::string op, std::string redis_key, std::string lease_id,
-                                     std::int64_t permits) {
-  const std::array<std::string_view, 1> keys = {redis_key};
-  const std::string capacity = std::to_string(capacity_);
-  const std::string count = std::to_string(permits);
-  const std::string ttl = std::to_string(lease_ttl_.count());
-  const std::array<std::string_view, 6> args = {op, "", capacity, count, lease_id, ttl};
-  const Reply reply =
-      co_await client_.eval(scripts::semaphore, keys, args, client_.command_deadline());
-  const auto& fields = reply.as_array();
-  if (fields.size() < 2) throw ProtocolError("the semaphore script returned too few fields");
-  LeaseReply out;
-  out.granted = fields[0].as_integer() >= 1;
-  out.now_us = fields[1].as_integer();
-  if (fields.size() >= 3) out.expires_or_free_at_us = fields[2].as_integer();
+Backend* LeaseIssuer::backend_for(Source source) const noexcept {
+  switch (source) {
+    case Source::fallback:
+      return fallback_.get();
+    case Source::fail_open:
+    case Source::fail_closed:
+      return nullptr;
+    default:
+      return backend_.get();
+  }
+}
+
+LeaseRequest LeaseIssuer::request(Source source, std::string key, std::string lease_id,
+                                  std::int64_t permits) const {
+  const auto ttl = std::chrono::duration_cast<std::chrono::microseconds>(options_.lease_ttl);
+  return LeaseRequest(std::move(key), std::move(lease_id),
+                      source == Source::fallback ? fallback_capacity_ : capacity_, permits,
+                      ttl.count());
+}
+
+Lease LeaseIssuer::lease(std::string key, std::string lease_id, std::int64_t permits,
+                         const Grant& grant) {
+  return Lease(shared_from_this(), std::move(key), std::move(lease_id), permits,
+               grant.expires_at_us, grant.source, grant.granted, grant.retry_after);
+}
+
+Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_id,
+                               std::int64_t permits) {
+  const Source source = redis_ != nullptr ? Source::redis : Source::local;
+  std::exception_ptr error;
+  try {
+    LeaseRequest asked = request(source, key, lease_id, permits);
+    const LeaseReply reply = co_await backend_->grant_lease(std::move(asked));
+    co_return grant_of(reply, source);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // The grant may have happened without us hearing of it: give it back.
+  if (maybe_granted(error)) run_in_background(request(source, key, lease_id, permits), source);
+  co_return co_await grant_on_failure(key, lease_id, permits, retry_in_after(error));
+}
+
+Task<Grant> LeaseIssuer::grant_on_failure(const std::string& key, const std::string& lease_id,
+                                          std::int64_t permits,
+                                          std::chrono::microseconds retry_in) {
+  Grant out;
+  switch (options_.on_failure.kind) {
+    case FailurePolicy::fail_open:
+      out.granted = true;
+      out.source = Source::fail_open;
+      co_return out;
+    case FailurePolicy::local_fallback:
+      if (fallback_ && permits <= fallback_capacity_) {
+        LeaseRequest local = request(Source::fallback, key, lease_id, permits);
+        const LeaseReply reply = co_await fallback_->grant_lease(std::move(local));
+        co_return grant_of(reply, Source::fallback);
+      }
+      if (fallback_) {  // more than this process's share can ever grant
+        out.retry_after = std::chrono::milliseconds(1);
+        out.source = Source::fallback;
+        co_return out;
+      }
+      [[fallthrough]];
+    case FailurePolicy::fail_closed:
+      break;
+  }
+  // When a grant will go to Redis again (the breaker's next probe), at least 1 ms.
+  out.retry_after = std::max<std::chrono::microseconds>(retry_in, std::chrono::milliseconds(1));
+  out.source = Source::fail_closed;
   co_return out;
 }
 
-Task<LeaseReply> SemaphoreCore::grant(std::string key, std::string lease_id, std::int64_t permits) {
-  std::exception_ptr lost;
-  try {
-    co_return co_await call("acquire", key, lease_id, permits);
-  } catch (const Unavailable& e) {
-    if (!e.maybe_executed()) throw;
-    lost = std::current_exception();
+void LeaseIssuer::run_in_background(LeaseRequest release, Source source) {
+  Backend* const backend = backend_for(source);
+  if (backend == nullptr) return;
+  Task<void> task = release_detached(shared_from_this(), backend, std::move(release));
+  // Why the client's background work: Client::close() lets the release reach Redis first.
+  if (BackgroundTasks* tasks = backend->background()) {
+    tasks->start(std::move(task));
+  } else {
+    start_detached(std::move(task));  // in process: done before this returns
   }
-  // The grant may have happened without us hearing of it: give it back, and report the error.
-  spawn(loop(), release_in_background(shared_from_this(), std::move(key), lease_id, permits));
-  std::rethrow_exception(lost);
 }
 
-Task<std::optional<Lease>> SemaphoreCore::try_acquire(std::string key, std::int64_t permits) {
-  std::string redis = redis_key(key);
-  check_permits(permits);
+void LeaseIssuer::release_in_background(const Lease& lease) {
+  run_in_background(request(lease.source_, lease.key_, lease.id_, lease.permits_), lease.source_);
+}
+
+Task<LeaseReply> LeaseIssuer::renew(const Lease& lease) {
+  Backend* const backend = backend_for(lease.source_);
+  if (backend == nullptr) co_return LeaseReply{.granted = true};  // fail_open: nothing to renew
+  LeaseRequest renewal = request(lease.source_, lease.key_, lease.id_, lease.permits_);
+  co_return co_await backend->renew_lease(std::move(renewal));
+}
+
+Task<LeaseReply> LeaseIssuer::release(const Lease& lease) {
+  Backend* const backend = backend_for(lease.source_);
+  if (backend == nullptr) co_return LeaseReply{};  // fail_open: nothing was held
+  LeaseRequest release = request(lease.source_, lease.key_, lease.id_, lease.permits_);
+  co_return co_await backend->release_lease(std::move(release));
+}
+
+Task<std::optional<Lease>> LeaseIssuer::try_acquire(std::string key, std::int64_t permits) {
+  std::string semaphore = semaphore_key(key);
+  check_permits(permits, capacity_, "the semaphore");
   std::string id = new_lease_id();
-  const LeaseReply reply = co_await grant(redis, id, permits);
-  if (!reply.granted) co_return std::nullopt;
-  co_return Lease(shared_from_this(), std::move(redis), std::move(id), permits,
-                  reply.expires_or_free_at_us);
+  const Grant granted = co_await grant(semaphore, id, permits);
+  if (!granted.granted) co_return std::nullopt;
+  co_return lease(std::move(semaphore), std::move(id), permits, granted);
 }
 
-Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits,
-                                   OwnedAcquireOptions options) {
-  std::string redis = redis_key(key);
-  check_permits(permits);
-  if (options.max_wait.count() < 0) {
-    throw InvalidArgument("AcquireOptions::max_wait must not be negative");
-  }
+Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits,
+                                 OwnedAcquireOptions options) {
+  std::string semaphore = semaphore_key(key);
+  check_permits(permits, capacity_, "the semaphore");
+  check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   const auto started = Clock::now();
-  std::string id = new_lease_id();
 
   // Why a notice per waiter: a release anywhere wakes it at once; expiries need the timer.
   // `releases` counts notices, so one that arrives while a grant is in flight is not lost.
   std::stop_source* wake = nullptr;
   std::uint64_t releases = 0;
-  Subscriber& subscriber = client_.subscriber();
-  struct Subscription {
-    Subscriber& subscriber;
+  std::function<void()> on_release = [&wake, &releases] {
+    ++releases;
+    if (wake != nullptr) wake->request_stop();
+  };
+  struct Watch {
+    Backend& backend;
     std::uint64_t id;
-    ~Subscription() { subscriber.unsubscribe(id); }
-  } subscription{subscriber,
-                 subscriber.subscribe(redis + ":released", [&wake, &releases](std::string_view) {
-                   ++releases;
-                   if (wake != nullptr) wake->request_stop();
-                 })};
+    ~Watch() { backend.unwatch_releases(id); }
+  } watch{*backend_, backend_->watch_releases(semaphore, std::move(on_release))};
   struct Forward {
     std::stop_source* target;
     void operator()() const noexcept { target->request_stop(); }
@@ -151,28 +246,26 @@ Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits,
 
   for (;;) {
     const std::uint64_t releases_before = releases;
-    const LeaseReply reply = co_await grant(redis, id, permits);
-    if (reply.granted) {
-      co_return Lease(shared_from_this(), std::move(redis), std::move(id), permits,
-                      reply.expires_or_free_at_us);
-    }
+    // Why a new id per attempt: a grant whose reply was lost is being released in the
+    // background under its id, which must not release a later grant.
+    std::string id = new_lease_id();
+    const Grant granted = co_await grant(semaphore, id, permits);
+    if (granted.granted) co_return lease(std::move(semaphore), std::move(id), permits, granted);
     const auto waited =
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
     if (waited >= options.max_wait) {
-      throw MaxWaitExceeded("no " + std::to_string(permits) + " permit(s) of semaphore key '" +
-                            key + "' became free within max_wait");
+      co_return lease(std::move(semaphore), std::string(), permits, granted);  // not held
     }
     if (releases != releases_before) continue;  // released while we asked: ask again now
     const std::uint64_t jitter = std::uniform_int_distribution<std::uint64_t>(0, 250'000)(random_);
     auto sleep = std::min<std::chrono::microseconds>(
-        std::chrono::microseconds(reply.expires_or_free_at_us - reply.now_us),
-        fallback_poll + std::chrono::microseconds(jitter));
+        granted.retry_after, fallback_poll + std::chrono::microseconds(jitter));
     sleep = std::min(sleep, options.max_wait - waited);
     std::stop_source woken;
     wake = &woken;
     std::stop_callback<Forward> forward(options.stop, Forward{&woken});
     try {
-      co_await sleep_for(loop(), sleep, woken.get_token());
+      co_await sleep_for(loop_, sleep, woken.get_token());
     } catch (const Cancelled&) {  // a release notice, or the caller's stop request
     }
     wake = nullptr;
@@ -184,47 +277,52 @@ Task<Lease> SemaphoreCore::acquire(std::string key, std::int64_t permits,
 
 // ---- Lease
 
-Lease::Lease(std::shared_ptr<detail::SemaphoreCore> core, std::string key, std::string id,
-             std::int64_t permits, std::int64_t expires_at_us)
-    : core_(std::move(core)),
+Lease::Lease(std::shared_ptr<detail::LeaseIssuer> issuer, std::string key, std::string id,
+             std::int64_t permits, std::int64_t expires_at_us, Source source, bool held,
+             std::chrono::microseconds retry_after)
+    : issuer_(std::move(issuer)),
       key_(std::move(key)),
       id_(std::move(id)),
       permits_(permits),
       expires_at_us_(expires_at_us),
-      held_(true) {}
+      retry_after_(retry_after),
+      source_(source),
+      held_(held) {}
 
 Lease::Lease(Lease&& other) noexcept
-    : core_(std::move(other.core_)),
+    : issuer_(std::move(other.issuer_)),
       key_(std::move(other.key_)),
       id_(std::move(other.id_)),
       permits_(other.permits_),
       expires_at_us_(other.expires_at_us_),
       released_at_us_(other.released_at_us_),
+      retry_after_(other.retry_after_),
+      source_(other.source_),
       held_(std::exchange(other.held_, false)) {}
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     Lease released(std::move(*this));  // releases what this held, in the background
-    core_ = std::move(other.core_);
+    issuer_ = std::move(other.issuer_);
     key_ = std::move(other.key_);
     id_ = std::move(other.id_);
     permits_ = other.permits_;
     expires_at_us_ = other.expires_at_us_;
     released_at_us_ = other.released_at_us_;
+    retry_after_ = other.retry_after_;
+    source_ = other.source_;
     held_ = std::exchange(other.held_, false);
   }
   return *this;
 }
 
 Lease::~Lease() {
-  if (!held_) return;
-  spawn(core_->loop(),
-        detail::release_in_background(core_, std::move(key_), std::move(id_), permits_));
+  if (held_) issuer_->release_in_background(*this);
 }
 
 Task<void> Lease::renew() {
-  if (!held_) throw LeaseExpired("renew() of a lease that was released");
-  const detail::LeaseReply reply = co_await core_->call("renew", key_, id_, permits_);
+  if (!held_) throw LeaseExpired("renew() of a lease that is not held");
+  const detail::LeaseReply reply = co_await issuer_->renew(*this);
   if (!reply.granted) {
     held_ = false;
     throw LeaseExpired("lease " + id_ +
@@ -236,28 +334,36 @@ Task<void> Lease::renew() {
 Task<void> Lease::release() {
   if (!held_) co_return;
   held_ = false;
-  const detail::LeaseReply reply = co_await core_->call("release", key_, id_, permits_);
+  const detail::LeaseReply reply = co_await issuer_->release(*this);
   if (reply.granted) released_at_us_ = reply.now_us;
 }
 
 // ---- Semaphore
 
 Semaphore::Semaphore(Client& client, std::int64_t permits, SemaphoreOptions options)
-    : core_(std::make_shared<detail::SemaphoreCore>(client.core(), permits, std::move(options))) {}
+    : issuer_(std::make_shared<detail::LeaseIssuer>(
+          client.loop(), client.shared_core(),
+          std::make_unique<detail::RedisBackend>(client.core()), permits, std::move(options),
+          client.core().logger())) {}
 
 Semaphore::Semaphore(Client& client, std::int64_t permits, std::string name,
                      std::chrono::milliseconds lease_ttl)
     : Semaphore(client, permits,
                 SemaphoreOptions{.name = std::move(name), .lease_ttl = lease_ttl}) {}
 
+Semaphore::Semaphore(uv_loop_t* loop, std::int64_t permits, SemaphoreOptions options)
+    : issuer_(std::make_shared<detail::LeaseIssuer>(
+          loop, nullptr, std::make_unique<detail::LocalBackend>(), permits, std::move(options),
+          detail::default_logger())) {}
+
 Semaphore::~Semaphore() = default;
 
 Task<std::optional<Lease>> Semaphore::try_acquire(std::string key, std::int64_t permits) {
-  return core_->try_acquire(std::move(key), permits);
+  return issuer_->try_acquire(std::move(key), permits);
 }
 
 Task<Lease> Semaphore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
-  return core_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options));
+  return issuer_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options));
 }
 
 }  // namespace redlimit

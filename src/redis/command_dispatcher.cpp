@@ -87,10 +87,14 @@ Task<void> CommandDispatcher::connect() {
 }
 
 Task<void> CommandDispatcher::close() {
-  if (closing_) {
+  if (close_requested_) {
     co_await closed_.wait();
     co_return;
   }
+  close_requested_ = true;
+  // Why first: a release or refund started before close() must still reach Redis, or its
+  // permits stay taken until their TTL; each is bounded by its command deadline.
+  co_await background_.wait_all();
   closing_ = true;
   co_await router_->close();
   if (subscriber_) co_await subscriber_->close();

@@ -18,6 +18,7 @@
 #include "redis/slot_router.hpp"
 #include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
+#include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
 
@@ -30,6 +31,7 @@ class CommandDispatcher {
   CommandDispatcher(uv_loop_t* loop, ClientOptions options);
 
   Task<void> connect();
+  /// Waits for the background work (background()), then closes every connection.
   Task<void> close();
   Task<Reply> command(std::vector<std::string> argv);
 
@@ -56,6 +58,9 @@ class CommandDispatcher {
   const ClientOptions& options() const noexcept { return options_; }
   const std::shared_ptr<spdlog::logger>& logger() const noexcept { return options_.logger; }
   SlotRouter& router() noexcept { return *router_; }
+  /// The library's own background work on this client (lease releases, refunds): close()
+  /// waits for it before closing the connections.
+  BackgroundTasks& background() noexcept { return background_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
   /// The embedded scripts.
@@ -100,8 +105,10 @@ class CommandDispatcher {
   ScriptRegistry scripts_;
   std::unique_ptr<SlotRouter> router_;  ///< after options_ and breakers_: made from them
   std::unique_ptr<Subscriber> subscriber_;
-  bool closing_ = false;
-  Completion closed_;  ///< a second close() waits for the first
+  BackgroundTasks background_{loop_};
+  bool close_requested_ = false;
+  bool closing_ = false;  ///< the connections are closing
+  Completion closed_;     ///< a second close() waits for the first
 };
 
 }  // namespace redlimit::detail

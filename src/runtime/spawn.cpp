@@ -2,6 +2,7 @@
 
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/background_tasks.hpp"
 #include "runtime/logger.hpp"
 
 namespace redlimit {
@@ -17,20 +18,6 @@ void log_error(std::exception_ptr error) {
     detail::default_logger()->error("a spawned task failed: {}", e.what());
   } catch (...) {
     detail::default_logger()->error("a spawned task failed with a non-standard exception");
-  }
-}
-
-void report(std::exception_ptr error) {
-  ErrorHandler handler;
-  {
-    std::lock_guard lock(handler_mutex);
-    handler = error_handler;
-  }
-  if (!handler) return log_error(error);
-  try {
-    handler(error);
-  } catch (...) {
-    log_error(std::current_exception());
   }
 }
 
@@ -52,7 +39,7 @@ Detached run_detached(Task<void> task) {
   try {
     co_await std::move(task);
   } catch (...) {
-    report(std::current_exception());
+    detail::report_error(std::current_exception());
   }
 }
 
@@ -72,6 +59,24 @@ void on_start(uv_timer_t* timer) {
 }
 
 }  // namespace
+
+namespace detail {
+
+void report_error(std::exception_ptr error) {
+  ErrorHandler handler;
+  {
+    std::lock_guard lock(handler_mutex);
+    handler = error_handler;
+  }
+  if (!handler) return log_error(error);
+  try {
+    handler(error);
+  } catch (...) {
+    log_error(std::current_exception());
+  }
+}
+
+}  // namespace detail
 
 ErrorHandler set_error_handler(ErrorHandler handler) {
   std::lock_guard lock(handler_mutex);

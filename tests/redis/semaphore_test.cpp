@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <stop_token>
 
+#include "limiter/local_backend.hpp"
+#include "limiter/redis_backend.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -21,7 +24,6 @@ using Clock = std::chrono::steady_clock;
 class SemaphoreTest : public test::LoopTest {
  protected:
   void TearDown() override {
-    run(loop(), sleep_for(loop(), 5ms));  // spawned releases finish
     run(loop(), client_.close());
     EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
     LoopTest::TearDown();
@@ -167,14 +169,20 @@ TEST_F(SemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
   EXPECT_LT(waited, 200ms + deadline_slack);
 }
 
-Task<void> give_up(Semaphore& semaphore, AcquireOptions options, std::string* outcome) {
+struct Outcome {
+  std::string what;
+  std::chrono::microseconds retry_after{};
+  Source source = Source::redis;
+};
+
+Task<void> give_up(Semaphore& semaphore, AcquireOptions options, Outcome* outcome) {
   try {
-    co_await semaphore.acquire("tenant", 1, std::move(options));
-    *outcome = "granted";
-  } catch (const MaxWaitExceeded&) {
-    *outcome = "max wait";
+    Lease lease = co_await semaphore.acquire("tenant", 1, std::move(options));
+    outcome->what = lease ? "granted" : "not held";
+    outcome->retry_after = lease.retry_after();
+    outcome->source = lease.source();
   } catch (const Cancelled&) {
-    *outcome = "cancelled";
+    outcome->what = "cancelled";
   }
 }
 
@@ -183,25 +191,36 @@ Task<void> stop_after(uv_loop_t* loop, std::stop_source* source) {
   source->request_stop();
 }
 
-TEST_F(SemaphoreTest, AcquireGivesUpAfterMaxWaitOrWhenCancelled) {
+TEST_F(SemaphoreTest, PastMaxWaitAcquireAnswersWithALeaseNotHeldThatSaysWhenToRetry) {
   Semaphore semaphore(client_, 1, "exports", 20s);
   std::optional<Lease> holder;
   run(loop(), hold_forever(semaphore, &holder));
-  std::string outcome;
+  Outcome outcome;
   AcquireOptions short_wait;
   short_wait.max_wait = 80ms;
-  auto start = Clock::now();
+  const auto start = Clock::now();
   run(loop(), give_up(semaphore, short_wait, &outcome));
-  EXPECT_EQ(outcome, "max wait");
+  EXPECT_EQ(outcome.what, "not held");
+  EXPECT_EQ(outcome.source, Source::redis);
+  EXPECT_GT(outcome.retry_after, 19s) << "the holder's lease expires in about 20 s";
+  EXPECT_LE(outcome.retry_after, 20s);
   EXPECT_LT(Clock::now() - start, 80ms + deadline_slack);
+  EXPECT_EQ(held("tenant"), 1) << "a lease not held takes nothing";
+  run(loop(), holder->release());
+}
 
+TEST_F(SemaphoreTest, AStopRequestWhileWaitingThrowsCancelled) {
+  Semaphore semaphore(client_, 1, "exports", 20s);
+  std::optional<Lease> holder;
+  run(loop(), hold_forever(semaphore, &holder));
+  Outcome outcome;
   std::stop_source stop;
   const std::stop_token token = stop.get_token();  // AcquireOptions refers to it
   AcquireOptions stoppable;
   stoppable.stop = token;
-  start = Clock::now();
+  const auto start = Clock::now();
   run(loop(), both(give_up(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
-  EXPECT_EQ(outcome, "cancelled");
+  EXPECT_EQ(outcome.what, "cancelled");
   EXPECT_LT(Clock::now() - start, 60ms + deadline_slack);
   run(loop(), holder->release());
 }
@@ -227,6 +246,126 @@ TEST_F(SemaphoreTest, BadArgumentsAreRejectedBeforeAnyIo) {
   Semaphore semaphore(client_, 2, "x");
   EXPECT_THROW(run(loop(), semaphore.try_acquire("k", 3)), InvalidArgument);
   EXPECT_THROW(run(loop(), semaphore.try_acquire("", 1)), InvalidArgument);
+}
+
+// ---- the script and the in-process model are one algorithm
+
+struct Step {
+  int op;  // 0 grant, 1 renew, 2 release
+  detail::LeaseRequest request;
+};
+
+Task<detail::LeaseReply> ask(detail::Backend& backend, Step step) {
+  switch (step.op) {
+    case 0:
+      co_return co_await backend.grant_lease(std::move(step.request));
+    case 1:
+      co_return co_await backend.renew_lease(std::move(step.request));
+    default:
+      co_return co_await backend.release_lease(std::move(step.request));
+  }
+}
+
+TEST_F(SemaphoreTest, TheScriptAndTheInProcessModelAnswerAlike) {
+  detail::RedisBackend redis(client_.core());
+  detail::LocalBackend local;
+  std::mt19937_64 random(13);
+  std::int64_t now = 1'700'000'000'000'000;
+  int granted = 0;
+  int refused = 0;
+  for (int i = 0; i < 1500; ++i) {
+    now += std::uniform_int_distribution<std::int64_t>(0, 200)(random);
+    const int lease = std::uniform_int_distribution<int>(0, 7)(random);
+    const Step step{std::uniform_int_distribution<int>(0, 2)(random),
+                    detail::LeaseRequest(
+                        "rl:{diff:k}:semaphore", "lease" + std::to_string(lease), 4, 1 + lease % 3,
+                        std::uniform_int_distribution<std::int64_t>(1, 3000)(random), now)};
+    const detail::LeaseReply in_redis = run(loop(), ask(redis, step));
+    const detail::LeaseReply in_process = run(loop(), ask(local, step));
+    ASSERT_EQ(in_redis.granted, in_process.granted) << "step " << i << " op " << step.op;
+    ASSERT_EQ(in_redis.now_us, in_process.now_us) << "step " << i;
+    if (step.op != 2) {
+      ASSERT_EQ(in_redis.expires_or_free_at_us, in_process.expires_or_free_at_us)
+          << "step " << i << " op " << step.op;
+    }
+    if (step.op == 0) ++(in_redis.granted ? granted : refused);
+  }
+  EXPECT_GT(granted, 100);
+  EXPECT_GT(refused, 100) << "the sequence must also fill the semaphore";
+  server_.command({"DEL", "rl:{diff:k}:semaphore"});
+}
+
+// ---- when Redis cannot answer: SemaphoreOptions::on_failure, as for the Limiter
+
+class SemaphoreFailureTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+  Semaphore semaphore(std::int64_t permits, FailurePolicy policy) {
+    return Semaphore(client_, permits,
+                     SemaphoreOptions{.name = "exports", .lease_ttl = 20s, .on_failure = policy});
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 100ms}};
+};
+
+/// Grants once from Redis, kills it, then asks `attempts` times.
+Task<void> ask_while_down(Semaphore& semaphore, test::RedisServer& server, int attempts,
+                          std::vector<std::optional<Lease>>* leases) {
+  std::optional<Lease> first = co_await semaphore.try_acquire("tenant");
+  EXPECT_EQ(first->source(), Source::redis);
+  co_await first->release();
+  server.kill();
+  for (int i = 0; i < attempts; ++i)
+    leases->push_back(co_await semaphore.try_acquire("tenant"));
+}
+
+TEST_F(SemaphoreFailureTest, FailClosedRefusesAndAcquireAnswersWithALeaseNotHeld) {
+  Semaphore refusing = semaphore(2, FailurePolicy{.kind = FailurePolicy::fail_closed});
+  std::vector<std::optional<Lease>> leases;
+  run(loop(), ask_while_down(refusing, server_, 2, &leases));
+  EXPECT_FALSE(leases[0].has_value());
+  EXPECT_FALSE(leases[1].has_value());
+  Outcome outcome;
+  AcquireOptions short_wait;
+  short_wait.max_wait = 150ms;
+  run(loop(), give_up(refusing, short_wait, &outcome));
+  EXPECT_EQ(outcome.what, "not held");
+  EXPECT_EQ(outcome.source, Source::fail_closed);
+  EXPECT_GE(outcome.retry_after, 1ms);
+}
+
+TEST_F(SemaphoreFailureTest, FailOpenGrantsLeasesThatEnforceNothing) {
+  Semaphore open = semaphore(1, FailurePolicy{.kind = FailurePolicy::fail_open});
+  std::vector<std::optional<Lease>> leases;
+  run(loop(), ask_while_down(open, server_, 3, &leases));
+  for (const auto& lease : leases) {
+    ASSERT_TRUE(lease.has_value());
+    EXPECT_TRUE(lease->held());
+    EXPECT_EQ(lease->source(), Source::fail_open);
+  }
+}
+
+Task<void> release_one_and_ask(Semaphore& semaphore, std::vector<std::optional<Lease>>* leases) {
+  co_await leases->front()->release();
+  leases->push_back(co_await semaphore.try_acquire("tenant"));
+}
+
+TEST_F(SemaphoreFailureTest, LocalFallbackGrantsThisProcessShareOfThePermits) {
+  Semaphore fallback =
+      semaphore(4, FailurePolicy{.kind = FailurePolicy::local_fallback, .local_share = 0.5});
+  std::vector<std::optional<Lease>> leases;
+  run(loop(), ask_while_down(fallback, server_, 3, &leases));
+  ASSERT_TRUE(leases[0].has_value());
+  ASSERT_TRUE(leases[1].has_value());
+  EXPECT_EQ(leases[0]->source(), Source::fallback);
+  EXPECT_FALSE(leases[2].has_value()) << "half of 4 permits in this process";
+  run(loop(), release_one_and_ask(fallback, &leases));
+  ASSERT_TRUE(leases.back().has_value()) << "a released fallback permit is free again";
+  EXPECT_EQ(leases.back()->source(), Source::fallback);
 }
 
 }  // namespace

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <spdlog/spdlog.h>
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "limiter/backend.hpp"
+#include "limiter/local_backend.hpp"
+#include "limiter/owned_acquire_options.hpp"
+#include "redis/command_dispatcher.hpp"
+#include "redlimit/semaphore.hpp"
+
+namespace redlimit::detail {
+
+/// What a grant came to: a lease held, or a refusal with when to ask again.
+struct Grant {
+  bool granted = false;
+  std::int64_t expires_at_us = 0;           ///< granted
+  std::chrono::microseconds retry_after{};  ///< refused: when asking again may succeed
+  Source source = Source::redis;
+};
+
+/// Issues, renews and releases the leases of one Semaphore through its backend (Redis, or in
+/// process), applying the failure policy when Redis cannot answer a grant. Shared: a Lease
+/// keeps it (and its backend) alive after the Semaphore is gone.
+class LeaseIssuer : public std::enable_shared_from_this<LeaseIssuer> {
+ public:
+  /// `redis` is the client's dispatcher (for a Redis backend), or null for an in-process
+  /// semaphore, whose backend cannot fail; it is kept alive as long as the issuer, since the
+  /// backend sends through it. Validates `capacity` and `options` (InvalidArgument).
+  LeaseIssuer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+              std::unique_ptr<Backend> backend, std::int64_t capacity, SemaphoreOptions options,
+              std::shared_ptr<spdlog::logger> logger);
+
+  Task<std::optional<Lease>> try_acquire(std::string key, std::int64_t permits);
+  Task<Lease> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options);
+  /// Renews or releases `lease` where it was granted; nothing for Source::fail_open.
+  Task<LeaseReply> renew(const Lease& lease);
+  Task<LeaseReply> release(const Lease& lease);
+  /// Releases a lease whose owner is gone: as the client's background work, or at once in
+  /// process.
+  void release_in_background(const Lease& lease);
+
+ private:
+  /// The semaphore key of `key`; throws InvalidArgument.
+  std::string semaphore_key(std::string_view key) const;
+  std::string new_lease_id();
+  /// Asks once for `permits` on `key` under a new lease id; when Redis cannot answer, as the
+  /// failure policy says. A grant whose reply was lost is released in the background.
+  Task<Grant> grant(const std::string& key, const std::string& lease_id, std::int64_t permits);
+  /// What the failure policy answers for a grant of `permits` on `key`; `retry_in` is when
+  /// Redis will be tried again (the server's circuit breaker), 0 when unknown.
+  Task<Grant> grant_on_failure(const std::string& key, const std::string& lease_id,
+                               std::int64_t permits, std::chrono::microseconds retry_in);
+  /// Runs `release` on the backend of `source` as background work: the client's, which
+  /// Client::close() waits for, or at once for an in-process backend. Nothing for fail_open.
+  void run_in_background(LeaseRequest release, Source source);
+  /// The backend that granted leases of `source`; null for Source::fail_open.
+  Backend* backend_for(Source source) const noexcept;
+  /// The request to the backend of `source` (with the capacity it enforces).
+  LeaseRequest request(Source source, std::string key, std::string lease_id,
+                       std::int64_t permits) const;
+  Lease lease(std::string key, std::string lease_id, std::int64_t permits, const Grant& grant);
+
+  uv_loop_t* loop_;
+  // Why before the backend: destroyed after it, since the backend sends through it.
+  std::shared_ptr<const CommandDispatcher> redis_;  ///< the client's; null for in process
+  std::unique_ptr<Backend> backend_;
+  std::int64_t capacity_;
+  SemaphoreOptions options_;
+  std::string escaped_name_;
+  std::unique_ptr<LocalBackend> fallback_;  ///< local_fallback
+  std::int64_t fallback_capacity_ = 1;      ///< local_fallback: local_share x capacity, >= 1
+  std::shared_ptr<spdlog::logger> logger_;
+  std::mt19937_64 random_;
+};
+
+}  // namespace redlimit::detail

@@ -1,0 +1,52 @@
+// RedisBackend's semaphore operations: one EVALSHA of lua/semaphore.lua each.
+
+#include <array>
+
+#include "limiter/redis_backend.hpp"
+#include "lua_scripts.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+
+Task<LeaseReply> RedisBackend::run_semaphore_script(std::string operation, LeaseRequest request) {
+  const std::array<std::string_view, 1> keys = {request.key};
+  const std::string now = request.now_us != 0 ? std::to_string(request.now_us) : std::string();
+  const std::string capacity = std::to_string(request.capacity);
+  const std::string permits = std::to_string(request.permits);
+  const std::string ttl = std::to_string(request.ttl_us);
+  const std::array<std::string_view, 6> args = {operation,        now, capacity, permits,
+                                                request.lease_id, ttl};
+  const Reply reply =
+      co_await client_.eval(scripts::semaphore, keys, args, client_.command_deadline());
+  const auto& fields = reply.as_array();
+  if (fields.size() < 2) throw ProtocolError("the semaphore script returned too few fields");
+  LeaseReply out;
+  out.granted = fields[0].as_integer() >= 1;
+  out.now_us = fields[1].as_integer();
+  if (fields.size() >= 3) out.expires_or_free_at_us = fields[2].as_integer();
+  co_return out;
+}
+
+Task<LeaseReply> RedisBackend::grant_lease(LeaseRequest request) {
+  return run_semaphore_script("acquire", std::move(request));
+}
+
+Task<LeaseReply> RedisBackend::renew_lease(LeaseRequest request) {
+  return run_semaphore_script("renew", std::move(request));
+}
+
+Task<LeaseReply> RedisBackend::release_lease(LeaseRequest request) {
+  return run_semaphore_script("release", std::move(request));
+}
+
+std::uint64_t RedisBackend::watch_releases(std::string key, std::function<void()> handler) {
+  // Why a named lambda: the subscriber keeps the handler; the release count is not needed.
+  auto on_message = [handler = std::move(handler)](std::string_view) { handler(); };
+  return client_.subscriber().subscribe(key + ":released", std::move(on_message));
+}
+
+void RedisBackend::unwatch_releases(std::uint64_t id) {
+  client_.subscriber().unsubscribe(id);
+}
+
+}  // namespace redlimit::detail

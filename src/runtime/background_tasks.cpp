@@ -1,0 +1,56 @@
+#include "runtime/background_tasks.hpp"
+
+#include "redlimit/runtime.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+// Why a loop iteration first: the task may be started from a destructor or from inside a
+// callback; from the loop it runs as a spawned task would, never inside its starter.
+Task<void> on_next_iteration(uv_loop_t* loop, Task<void> task) {
+  std::exception_ptr error;
+  try {
+    co_await sleep_for(loop, std::chrono::microseconds(0));
+    co_await std::move(task);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) report_error(error);
+}
+
+/// A coroutine that starts at once and destroys itself when it ends.
+struct Eager {
+  struct promise_type {
+    Eager get_return_object() noexcept { return {}; }
+    std::suspend_never initial_suspend() const noexcept { return {}; }
+    std::suspend_never final_suspend() const noexcept { return {}; }
+    void return_void() const noexcept {}
+    void unhandled_exception() const noexcept { std::terminate(); }  // the body catches all
+  };
+};
+
+Eager run_eagerly(Task<void> task) {
+  std::exception_ptr error;
+  try {
+    co_await std::move(task);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) report_error(error);
+}
+
+}  // namespace
+
+void start_detached(Task<void> task) {
+  run_eagerly(std::move(task));
+}
+
+void BackgroundTasks::start(Task<void> task) {
+  group_.add(on_next_iteration(loop_, std::move(task)));
+}
+
+Task<void> BackgroundTasks::wait_all() {
+  co_await group_.join();
+}
+
+}  // namespace redlimit::detail

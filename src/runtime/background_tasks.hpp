@@ -1,0 +1,46 @@
+#pragma once
+
+#include <uv.h>
+
+#include <coroutine>
+#include <cstddef>
+#include <exception>
+
+#include "redlimit/task.hpp"
+#include "redlimit/task_group.hpp"
+
+namespace redlimit::detail {
+
+/// Passes `error`, escaped from a task nobody awaits, to the error handler (set_error_handler).
+void report_error(std::exception_ptr error);
+
+/// Starts `task` at once, detached: it runs until its first suspension before this returns, and
+/// its exception goes to the error handler. For work that completes without suspending (in
+/// process), so that it needs no loop iteration to happen.
+void start_detached(Task<void> task);
+
+/// The library's own background work for one client: lease releases, refunds of abandoned
+/// reservations, rollbacks of grants whose reply was lost. Each task starts on the next loop
+/// iteration, as with spawn(), and its exception goes to the error handler; unlike spawn(),
+/// wait_all() tells when they have all ended, so Client::close() can let them finish first.
+///
+/// Use on the loop's thread. Must outlive its tasks: wait_all() before destruction.
+class BackgroundTasks {
+ public:
+  explicit BackgroundTasks(uv_loop_t* loop) : loop_(loop) {}
+  BackgroundTasks(const BackgroundTasks&) = delete;
+  BackgroundTasks& operator=(const BackgroundTasks&) = delete;
+
+  /// Starts `task` on the next iteration of the loop.
+  void start(Task<void> task);
+  /// Resumes once no task is running, tasks started meanwhile included. One waiter at a time.
+  Task<void> wait_all();
+  /// Tasks started and not yet ended.
+  std::size_t running() const noexcept { return group_.running(); }
+
+ private:
+  uv_loop_t* loop_;
+  TaskGroup group_;
+};
+
+}  // namespace redlimit::detail

@@ -1,0 +1,73 @@
+// Client::close() waits for the library's own background work (lease releases, refunds of
+// abandoned reservations) before it closes the connections.
+
+#include <gtest/gtest.h>
+
+#include "redlimit/client.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/semaphore.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/started_task.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+class CloseTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
+    LoopTest::TearDown();
+  }
+  ClientOptions options() const {
+    return ClientOptions{.url = server_.url(), .command_timeout = 2s};
+  }
+
+  test::RedisServer server_;
+};
+
+Task<void> drop_lease_then_close(Semaphore& semaphore, Client& client) {
+  {
+    std::optional<Lease> lease = co_await semaphore.try_acquire("tenant");
+    EXPECT_TRUE(lease.has_value());
+  }  // its release starts in the background
+  co_await client.close();
+}
+
+TEST_F(CloseTest, ALeaseDestroyedJustBeforeCloseHasGivenItsPermitBack) {
+  Client client(loop(), options());
+  Semaphore semaphore(client, 1, "exports", 20s);
+  run(loop(), drop_lease_then_close(semaphore, client));
+  EXPECT_EQ(server_.integer({"ZCOUNT", "rl:{exports:tenant}:semaphore", "(0", "+inf"}), 0)
+      << "the permit stays held for the lease TTL";
+}
+
+Task<void> wait_for_two(Limiter& limiter) {
+  co_await limiter.acquire("k", 2);
+}
+
+TEST_F(CloseTest, AReservationAbandonedJustBeforeCloseHasBeenRefunded) {
+  const Policy policy = Policy::of({Algorithm::gcra, {2, 10s}, 2, Window::aligned});
+  {
+    Client client(loop(), options());
+    Limiter limiter(client, policy, LimiterOptions{.name = "refund"});
+    EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 1)).allowed);
+    {
+      test::StartedTask waiting = test::start(wait_for_two(limiter));
+      run(loop(), sleep_for(loop(), 20ms));  // it has reserved 2 permits, 5 s ahead
+      EXPECT_FALSE(waiting.done());
+    }  // its refund starts in the background
+    run(loop(), client.close());
+  }
+  Client reconnected(loop(), options());
+  Limiter limiter(reconnected, policy, LimiterOptions{.name = "refund"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 1)).allowed)
+      << "the abandoned reservation still holds the permit";
+  run(loop(), reconnected.close());
+}
+
+}  // namespace
+}  // namespace redlimit
