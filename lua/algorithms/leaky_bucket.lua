@@ -69,6 +69,7 @@ local cap = IDIV(burst * d, p)  -- burst*T: whole us, fraction cap_f in 1/p us
 local cap_f = burst * d - cap * p
 allowed = wait <= max_wait and (new - now < cap or (new - now == cap and new_f <= cap_f))
 capacity = burst
+-- The queue ahead of now: with the permits when they are admitted, else as it is.
 local ahead, ahead_f = free - now, free_f
 if allowed then
   ahead, ahead_f = new - now, new_f
