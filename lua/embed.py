@@ -14,6 +14,13 @@ Each algorithm is written once, in lua/algorithms/<name>.lua, as statement fragm
   --!section idle      for peek, after decide: sets reset to the time until idle from the
                        state now
   --!section write     after decide, when allowed: writes the new state
+  --!section reserve   (gcra, leaky_bucket, token_bucket) for acquire(): as decide, but admits
+                       the permits at the earliest slot they fit if the wait is within max_wait,
+                       and also sets wait, slot and slot_f; write follows when allowed
+  --!section cancel    (with reserve) gives a pending reservation's permits back: sets verdict
+                       and, when returned, shift and shift_f, and writes
+  --!part <name>       a named piece of the sections, written once: a line `--!use <name>` in
+                       a section or part stands for it (as does `--!use <section>`)
 
 Its leading comment is its documentation (--!doc). A shape (lua/shapes/<shape>.lua) is a
 template that places the sections: `--!section <name>` (indented as the marker is),
@@ -42,6 +49,7 @@ CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z|]+)['\"]")
 MACRO_LINE = re.compile(r"^(\s*)(local\s+)?([A-Za-z_]\w*)\s*=\s*(IDIV|CEIL_DIV)\(")
 SIMPLE = re.compile(r"[\w.]+")
 SECTIONS = ("decide", "idle", "write")
+RESERVATION_SECTIONS = ("reserve", "cancel")
 
 
 def fail(message):
@@ -132,7 +140,7 @@ class Algorithm:
         self.name = name
         path = root / "algorithms" / f"{name}.lua"
         self.doc, self.params, self.checks, self.needs = [], None, None, []
-        self.sections = {}
+        self.sections, self.parts = {}, {}
         section = None
         for line in expand_includes(path):
             stripped = line.strip()
@@ -143,19 +151,53 @@ class Algorithm:
             elif stripped.startswith("--!needs "):
                 self.needs.append((path.parent / stripped[len("--!needs "):]).resolve())
             elif stripped.startswith("--!section "):
-                section = stripped[len("--!section "):]
-                if section not in SECTIONS or section in self.sections:
-                    fail(f"{path}: unknown or repeated section {section}")
-                self.sections[section] = []
+                name = stripped[len("--!section "):]
+                if name not in SECTIONS + RESERVATION_SECTIONS or name in self.sections:
+                    fail(f"{path}: unknown or repeated section {name}")
+                section = self.sections[name] = []
+            elif stripped.startswith("--!part "):
+                name = stripped[len("--!part "):]
+                if name in self.parts or name in SECTIONS + RESERVATION_SECTIONS:
+                    fail(f"{path}: repeated part {name}")
+                section = self.parts[name] = []
             elif section is not None:
-                self.sections[section].append(line)
+                section.append(line)
             elif stripped.startswith("--"):
                 self.doc.append(line)
-        if self.params is None or self.checks is None or set(self.sections) != set(SECTIONS):
-            fail(f"{path}: needs --!params, --!checks and the sections {', '.join(SECTIONS)}")
-        for lines in self.sections.values():
+        reservations = set(self.sections) - set(SECTIONS)
+        if (self.params is None or self.checks is None or not set(SECTIONS) <= set(self.sections)
+                or reservations not in (set(), set(RESERVATION_SECTIONS))):
+            fail(f"{path}: needs --!params, --!checks and the sections {', '.join(SECTIONS)} "
+                 f"(and {' and '.join(RESERVATION_SECTIONS)}, or neither)")
+        for lines in list(self.sections.values()) + list(self.parts.values()):
             while lines and not lines[-1].strip():
                 lines.pop()
+        for name in self.parts:
+            self.parts[name] = self.expand_uses(self.parts[name], path, (name,))
+        for name in self.sections:
+            self.sections[name] = self.expand_uses(self.sections[name], path, (name,))
+
+    def expand_uses(self, lines, path, within):
+        """The lines with each `--!use <name>` replaced by that part or section, indented."""
+        out = []
+        for line in lines:
+            stripped = line.strip()
+            if not stripped.startswith("--!use "):
+                out.append(line)
+                continue
+            name = stripped[len("--!use "):]
+            used = self.parts.get(name, self.sections.get(name))
+            if used is None or name in within:
+                fail(f"{path}: --!use {name}: no such part or section, or a cycle")
+            indent = line[: len(line) - len(line.lstrip())]
+            out += [indent + l if l.strip() else l
+                    for l in self.expand_uses(used, path, within + (name,))]
+        return out
+
+    def section(self, name, where):
+        if name not in self.sections:
+            fail(f"{where}: {self.name} has no section {name}")
+        return self.sections[name]
 
 
 def fill(line, algorithm):
@@ -211,7 +253,7 @@ def render(lines, algorithms, current):
             if current is None:
                 fail("--!section needs one algorithm")
             out += [indent + l if l.strip() else l
-                    for l in current.sections[stripped[len("--!section "):]]]
+                    for l in current.section(stripped[len("--!section "):], "a shape")]
         else:
             out.append(fill(line, current))
         i += 1

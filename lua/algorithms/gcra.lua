@@ -8,7 +8,7 @@
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0
 
---!section decide
+--!part schedule
 --!include ../lib/load_frac_time.lua
 local tat, tat_f = stored_time, stored_f
 -- n*T and tau = burst*T as (whole us, fraction in 1/p us).
@@ -22,7 +22,8 @@ end
 local new, new_f = tat + step, tat_f + step_f
 if new_f >= p then new, new_f = new + 1, new_f - p end
 local latest = now + cap  -- the latest TAT the limit allows: now + tau, fraction cap_f
-allowed = new < latest or (new == latest and new_f <= cap_f)
+
+--!part outcome
 capacity = burst
 -- Permits left after this decision: floor(room / d), room in 1/p us.
 local room
@@ -45,6 +46,11 @@ else
   if tat_f > 0 then reset = reset + 1 end
 end
 
+--!section decide
+--!use schedule
+allowed = new < latest or (new == latest and new_f <= cap_f)
+--!use outcome
+
 --!section idle
 reset = tat - now
 if tat_f > 0 then reset = reset + 1 end
@@ -53,3 +59,19 @@ if tat_f > 0 then reset = reset + 1 end
 --!include ../lib/frac_time_value.lua
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
 redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
+
+--!section reserve
+-- The permits are scheduled at the earliest slot where they conform,
+-- slot = max(now, max(TAT, now) + n*T - tau), and the TAT moves on as if they had arrived; the
+-- caller sleeps until the slot. A denied reservation's retry is its wait (new - tau - now).
+--!use schedule
+slot, slot_f = new - cap, new_f - cap_f
+if slot_f < 0 then slot, slot_f = slot - 1, slot_f + p end
+if slot < now then slot, slot_f = now, 0 end
+wait = slot - now
+if slot_f > 0 then wait = wait + 1 end
+allowed = wait <= max_wait
+--!use outcome
+
+--!section cancel
+--!include ../reservations/cancel_frac_time.lua

@@ -5,34 +5,45 @@
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0
 
---!section decide
+--!part load
 --!include ../lib/load_frac_time.lua
 local free, free_f = stored_time, stored_f
+
+--!part step
+-- n*T = n*d/p us as (whole us, fraction in 1/p us).
+local step, step_f = n * d, 0
+if p > 1 then
+  local q = IDIV(step, p)
+  step, step_f = q, step - q * p
+end
+
+--!part queued
+-- Permits queued in the time ahead (ahead, ahead_f): ceil(ahead / T); more than the queue
+-- holds (cap, whole us of burst*T) only after a clock step.
+if ahead <= cap then
+  local queued = CEIL_DIV(ahead * p + ahead_f, d)
+  remaining = burst - queued
+  if remaining < 0 then remaining = 0 end
+end
+
+--!section decide
+--!use load
 allowed = free == now and free_f == 0
 capacity = burst
 local new, new_f
 if allowed then
-  -- It leaves now and occupies the next n*T = n*d/p us (whole us, fraction in 1/p us).
-  local step, step_f = n * d, 0
-  if p > 1 then
-    local q = IDIV(step, p)
-    step, step_f = q, step - q * p
-  end
+  -- It leaves now and occupies the next n*T.
+  --!use step
   new, new_f = now + step, step_f
   remaining = burst - n
   reset = step
   if step_f > 0 then reset = reset + 1 end
 else
-  local wait, wait_f = free - now, free_f
-  -- Permits queued ahead: ceil(wait / T); more than the queue holds only after a clock step.
+  local ahead, ahead_f = free - now, free_f
   local cap = IDIV(burst * d, p)
-  if wait <= cap then
-    local queued = CEIL_DIV(wait * p + wait_f, d)
-    remaining = burst - queued
-    if remaining < 0 then remaining = 0 end
-  end
-  retry = wait
-  if wait_f > 0 then retry = retry + 1 end
+  --!use queued
+  retry = ahead
+  if ahead_f > 0 then retry = retry + 1 end
   reset = retry
 end
 
@@ -43,3 +54,31 @@ if allowed then reset = 0 end
 --!include ../lib/frac_time_value.lua
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
 redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
+
+--!section reserve
+-- The permits take the next departure slot and the n*T after it, if the queue then holds at
+-- most `burst` permits (new <= now + burst*T) and the wait is within max_wait.
+--!use load
+--!use step
+local new, new_f = free + step, free_f + step_f
+if new_f >= p then new, new_f = new + 1, new_f - p end
+slot, slot_f = free, free_f
+wait = free - now
+if free_f > 0 then wait = wait + 1 end
+local cap = IDIV(burst * d, p)  -- burst*T: whole us, fraction cap_f in 1/p us
+local cap_f = burst * d - cap * p
+allowed = wait <= max_wait and (new - now < cap or (new - now == cap and new_f <= cap_f))
+capacity = burst
+-- The queue ahead of now: with the permits when they are admitted, else as it is.
+local ahead, ahead_f = free - now, free_f
+if allowed then
+  ahead, ahead_f = new - now, new_f
+  reset = ahead
+  if ahead_f > 0 then reset = reset + 1 end
+else
+  retry, reset = wait, wait
+end
+--!use queued
+
+--!section cancel
+--!include ../reservations/cancel_frac_time.lua

@@ -1,36 +1,85 @@
 -- Token bucket: tokens refill continuously at p per d us up to `burst`; a request for n permits
 -- takes n tokens. Tokens are counted in units of 1/d token so that refill is exact. The key
--- holds the level as lib/tokens.lua describes. Time is max(now, the last refill).
+-- holds the level as lib/load_tokens.lua describes. Time is max(now, the last refill).
 -- Model: src/algorithms/token_bucket.cpp.
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0
 
---!section decide
+--!part load
 local full = burst * d
 --!include ../lib/load_tokens.lua
 local cost = n * d
 local lag = t - now  -- after a clock step back, times count from now, not from t
-allowed = level >= cost
+
+--!part outcome
 capacity = burst
 local left = level
 if allowed then left = level - cost end
 if left > 0 then
   remaining = IDIV(left, d)
 end
--- Full again after ceil((full - left) / p) us; when denied, enough tokens after
--- ceil((cost - level) / p).
+
+--!part until_full
+-- Full again after ceil((full - left) / p) us.
 reset = CEIL_DIV(full - left, p)
 reset = reset + lag
+
+--!section decide
+--!use load
+allowed = level >= cost
+--!use outcome
+--!use until_full
+-- When denied, enough tokens after ceil((cost - level) / p).
 if not allowed then
   retry = CEIL_DIV(cost - level, p)
   retry = retry + lag
 end
 
 --!section idle
-reset = CEIL_DIV(full - level, p)
-reset = reset + lag
+local left = level
+--!use until_full
 
 --!section write
 --!include ../lib/tokens_value.lua
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
 redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
+
+--!section reserve
+-- The bucket may go into debt: a request that leaves it at -x (in 1/d tokens) is scheduled x/p
+-- microseconds after t, if the wait is within max_wait and the debt at most MAX_EXACT - full
+-- (every value stays exact).
+--!use load
+local after = level - cost
+slot, slot_f = t, 0
+if after < 0 then
+  local debt_us = IDIV(-after, p)
+  slot, slot_f = t + debt_us, -after - debt_us * p
+end
+wait = slot - now
+if slot_f > 0 then wait = wait + 1 end
+allowed = wait <= max_wait and -after <= MAX_EXACT - full
+--!use outcome
+--!use until_full
+if not allowed then retry = wait end
+
+--!section cancel
+-- Pays the reservation's tokens back; the backlog ended when the debt was paid.
+--!use load
+verdict = cancel_verdict(log, version, cancels, epoch, now, p, slot, slot_f, cancelled,
+                         reserved_epoch, cancels_before)
+if verdict == 'returned' then
+  local backlog_end = t
+  if level < 0 then
+    local debt_us = CEIL_DIV(-level, p)
+    backlog_end = t + debt_us
+  end
+  level = level + cost
+  if level > full then level = full end
+  cancels = cancels + 1
+  shift, shift_f = scaled(n, d, p)
+  log_cancel(log, now, cancels, cancelled, shift, shift_f, p, backlog_end)
+  local left = level
+  --!use until_full
+  if reset < 1 then reset = 1 end
+  --!use write
+end

@@ -3,12 +3,6 @@
 -- is a pair (us, f) meaning us + f/p. src/algorithms/exact.hpp is the C++ twin of this file.
 --!include numbers.lua
 
--- floor(a / b) for integers a >= 0, b > 0.
-local function idiv(a, b)
-  local q = IDIV(a, b)
-  return q
-end
-
 -- ceil(a / b) for integers a >= 0, b > 0.
 local function ceil_div(a, b)
   local q = CEIL_DIV(a, b)
@@ -34,9 +28,4 @@ end
 local function split_value(stored)
   --!include split.lua
   return fields[1], fields[2], fields[3], fields[4], fields[5], fields[6]
-end
-
--- Sets a string key with a TTL in milliseconds (at least 1).
-local function store(key, value, ttl_us)
-  redis.call('SET', key, value, 'PX', ceil_div(ttl_us, 1000) + TTL_EXTRA_MS)
 end

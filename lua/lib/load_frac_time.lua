@@ -1,7 +1,7 @@
 -- Loads the stored time of a gcra or leaky_bucket key `key` (GCRA's TAT, the leaky bucket's
 -- next departure), or now if that is later. Statements, not a function: included by the
--- algorithms' fragments (a lean script defines no function) and by load_frac_time in
--- lib/frac_time.lua, which describes the stored value. A fraction counted in another unit than
+-- algorithms' fragments (a lean script defines no function); lib/frac_time.lua describes the
+-- stored value. A fraction counted in another unit than
 -- 1/p us is rounded up to the next whole us: that can only make it stricter.
 --
 -- Leaves stored (the value read), stored_time and stored_f (whole us, fraction in 1/p us),

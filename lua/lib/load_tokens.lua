@@ -1,6 +1,10 @@
 -- Loads a token bucket key `key`: the level at t = max(t, last) after refilling (statements, as
--- lib/load_frac_time.lua; the stored value as lib/tokens.lua describes). Needs full = burst * d
--- and t (the time so far, now).
+-- lib/load_frac_time.lua). Needs full = burst * d and t (the time so far, now).
+--
+-- The stored value: "level:last:d", or "level:last:d:version:cancels:epoch" once acquire()
+-- reserved on the key (see reservations/cancel.lua), written by lib/tokens_value.lua. Tokens
+-- are counted in units of 1/d token; a reservation may leave the level negative (a debt).
+-- C++ twin: src/algorithms/token_bucket.cpp.
 --
 -- Leaves level (in 1/d token), last, version, cancels and epoch, and moves t.
 local level, last = full, now

@@ -1,5 +1,5 @@
 -- The stored value `value` of the level `left` at time t (statements; the format as
--- lib/tokens.lua describes).
+-- lib/load_tokens.lua describes).
 local value
 if version > 0 then
   value = string.format('%d:%d:%d:%d:%d:%d', left, t, d, version, cancels, epoch)

@@ -27,12 +27,6 @@
 -- How many stale entries one call removes at most (each call adds one at most).
 local LOG_PRUNE_MAX = 16
 
--- The bookkeeping after a reservation at `now` (a first one starts an epoch).
-local function reserved(book, now)
-  if book[1] == 0 then return {1, 0, now} end
-  return {book[1] + 1, book[2], book[3]}
-end
-
 -- Removes the oldest entries whose backlog end has passed.
 local function prune_cancel_log(log, now)
   for _ = 1, LOG_PRUNE_MAX do
@@ -45,11 +39,12 @@ local function prune_cancel_log(log, now)
 end
 
 -- The slot now of the reservation (version, made after `cancels_before` cancellations, reserved
--- at slot), in 1/p us; nil when an entry it needs was removed (it is due).
-local function current_slot(log, book, version, cancels_before, slot, slot_f, p)
-  if cancels_before == book[2] then return slot, slot_f end
+-- at slot) on a key with `cancels` cancellations, in 1/p us; nil when an entry it needs was
+-- removed (it is due).
+local function current_slot(log, cancels, version, cancels_before, slot, slot_f, p)
+  if cancels_before == cancels then return slot, slot_f end
   local entries = redis.call('ZRANGEBYSCORE', log, string.format('(%d', cancels_before), '+inf')
-  if #entries < book[2] - cancels_before then return nil end
+  if #entries < cancels - cancels_before then return nil end
   for _, entry in ipairs(entries) do
     local _, cancelled, shift, shift_f, den = split_value(entry)
     if cancelled < version then
@@ -61,41 +56,26 @@ local function current_slot(log, book, version, cancels_before, slot, slot_f, p)
 end
 
 -- 'refused' (the key is of another epoch: nothing changes), 'due' (the slot has come: the
--- caller keeps the permits) or 'returned', for the reservation (slot, version, epoch,
--- cancels_before) of a key whose bookkeeping is `book`.
-local function cancel_verdict(log, book, now, p, slot, slot_f, version, epoch, cancels_before)
-  if book[1] == 0 or book[3] ~= epoch or version > book[1] or cancels_before > book[2] then
+-- caller keeps the permits) or 'returned', for the reservation (slot, version, its epoch,
+-- cancels_before) of a key whose bookkeeping is (key_version, cancels, key_epoch).
+local function cancel_verdict(log, key_version, cancels, key_epoch, now, p, slot, slot_f, version,
+                              epoch, cancels_before)
+  if key_version == 0 or key_epoch ~= epoch or version > key_version or
+      cancels_before > cancels then
     return 'refused'
   end
   prune_cancel_log(log, now)
-  local at, at_f = current_slot(log, book, version, cancels_before, slot, slot_f, p)
+  local at, at_f = current_slot(log, cancels, version, cancels_before, slot, slot_f, p)
   if at == nil or not after_frac(at, at_f, now, 0) then return 'due' end
   return 'returned'
 end
 
--- Logs a returned cancellation; the log lives as long as its latest backlog end.
-local function log_cancel(log, now, book, version, shift, shift_f, p, backlog_end)
-  redis.call('ZADD', log, book[2],
-             string.format('%d:%d:%d:%d:%d:%d', book[2], version, shift, shift_f, p, backlog_end))
+-- Logs a returned cancellation, the key's cancels-th; the log lives as long as its latest
+-- backlog end.
+local function log_cancel(log, now, cancels, version, shift, shift_f, p, backlog_end)
+  redis.call('ZADD', log, cancels,
+             string.format('%d:%d:%d:%d:%d:%d', cancels, version, shift, shift_f, p, backlog_end))
   local ttl_ms = ceil_div(backlog_end - now, 1000) + TTL_EXTRA_MS
   if ttl_ms < 1 then ttl_ms = 1 end
   if redis.call('PTTL', log) < ttl_ms then redis.call('PEXPIRE', log, ttl_ms) end
-end
-
--- Cancels on a key that stores a time (GCRA's TAT, the leaky bucket's next departure).
--- Returns the verdict and, when returned, the shift (us, f) and the new bookkeeping.
-local function cancel_frac_time(key, log, now, n, p, d, burst, slot, slot_f, version, epoch,
-                                before)
-  local time, time_f, book = load_frac_time(key, now, p)
-  local verdict = cancel_verdict(log, book, now, p, slot, slot_f, version, epoch, before)
-  if verdict ~= 'returned' then return verdict end
-  local shift, shift_f = scaled(n, d, p)
-  local back, back_f = sub_frac(time, time_f, shift, shift_f, p)
-  if not after_frac(back, back_f, now, 0) then back, back_f = now, 0 end
-  book = {book[1], book[2] + 1, book[3]}
-  log_cancel(log, now, book, version, shift, shift_f, p, ceil_us(time, time_f))
-  local ttl = ceil_us(back - now, back_f)
-  if ttl < 1 then ttl = 1 end
-  store(key, frac_time_value(back, back_f, p, book), ttl)
-  return verdict, shift, shift_f, book
 end
