@@ -10,8 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "redlimit/acquire_options.hpp"
+#include "redlimit/failure_policy.hpp"
 #include "redlimit/limit.hpp"
-#include "redlimit/limiter.hpp"
 #include "redlimit/task.hpp"
 
 namespace redlimit {
@@ -32,8 +33,9 @@ class LeaseIssuer;
 /// Destroying a held lease releases it in the background (in process: at once); Client::close()
 /// waits for that release (bounded by its command deadline) before it closes the connections, so a
 /// lease destroyed just before close() has given its permits back. Errors of a background release
-/// go to the error handler (set_error_handler). Use it on the loop's thread; the Semaphore's Client
-/// must outlive it.
+/// go to the error handler (set_error_handler). Use it on the loop's thread. A lease keeps its
+/// Client's connections alive (shared), but after Client::close() has finished it can no longer
+/// release: its permits then come back at expiry.
 class Lease {
  public:
   Lease(Lease&& other) noexcept;
@@ -128,6 +130,10 @@ class Semaphore {
   ~Semaphore();
   Semaphore(const Semaphore&) = delete;
   Semaphore& operator=(const Semaphore&) = delete;
+  /// Takes over `other`'s state (a moved-from semaphore may only be destroyed or assigned to);
+  /// its leases and calls in flight are unaffected.
+  Semaphore(Semaphore&& other) noexcept;
+  Semaphore& operator=(Semaphore&& other) noexcept;
 
   /// A held lease if `permits` are free now, else nullopt. Never waits.
   Task<std::optional<Lease>> try_acquire(std::string key, std::int64_t permits = 1);

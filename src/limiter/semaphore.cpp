@@ -357,6 +357,8 @@ Semaphore::Semaphore(uv_loop_t* loop, std::int64_t permits, SemaphoreOptions opt
           detail::default_logger())) {}
 
 Semaphore::~Semaphore() = default;
+Semaphore::Semaphore(Semaphore&& other) noexcept = default;
+Semaphore& Semaphore::operator=(Semaphore&& other) noexcept = default;
 
 Task<std::optional<Lease>> Semaphore::try_acquire(std::string key, std::int64_t permits) {
   return issuer_->try_acquire(std::move(key), permits);

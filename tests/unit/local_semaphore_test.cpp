@@ -4,6 +4,7 @@
 
 #include <stop_token>
 #include <string>
+#include <type_traits>
 
 #include "limiter/semaphore_leases.hpp"
 #include "redlimit/errors.hpp"
@@ -58,6 +59,23 @@ TEST_F(LocalSemaphoreTest, AtMostNPermitsAreHeldAtOnce) {
 
 Task<void> hold(Semaphore& semaphore, std::optional<Lease>* lease) {
   *lease = co_await semaphore.try_acquire("tenant");
+}
+
+TEST_F(LocalSemaphoreTest, ASemaphoreIsMovableAndItsLeasesStayWithTheState) {
+  static_assert(std::is_nothrow_move_constructible_v<Semaphore>);
+  static_assert(std::is_nothrow_move_assignable_v<Semaphore>);
+  Semaphore first(loop(), 1, named("moved"));
+  std::optional<Lease> lease;
+  run(loop(), hold(first, &lease));
+  ASSERT_TRUE(lease && lease->held());
+  Semaphore second = std::move(first);
+  std::optional<Lease> refused;
+  run(loop(), hold(second, &refused));
+  EXPECT_FALSE(refused) << "the held permit moved with the state";
+  run(loop(), lease->release());
+  first = std::move(second);
+  run(loop(), hold(first, &refused));
+  EXPECT_TRUE(refused) << "the release reached the moved state";
 }
 
 struct Outcome {
