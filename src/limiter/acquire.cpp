@@ -7,6 +7,7 @@
 #include "limiter/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -26,22 +27,22 @@ bool reservable(const CompiledPolicy& policy) {
 
 }  // namespace
 
-Task<Decision> PolicyEnforcer::acquire(std::string key, std::int64_t permits,
-                                       OwnedAcquireOptions options) {
-  DecideRequest validated_request = request(key, Operation::acquire, permits);
+Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                       std::int64_t permits, OwnedAcquireOptions options) {
+  DecideRequest validated_request = self->request(key, Operation::acquire, permits);
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   if (reservable(*validated_request.policy)) {
-    co_return co_await acquire_by_reserving(std::move(validated_request), std::move(options));
+    co_return co_await self->acquire_by_reserving(std::move(validated_request), std::move(options));
   }
-  co_return co_await acquire_by_retrying(std::move(validated_request), std::move(options));
+  co_return co_await self->acquire_by_retrying(std::move(validated_request), std::move(options));
 }
 
 Task<Decision> PolicyEnforcer::acquire_by_retrying(DecideRequest request,
                                                    OwnedAcquireOptions options) {
   const auto started = Clock::now();
   for (;;) {
-    Decision decision = co_await decide(request);
+    Decision decision = co_await decide(request, nullptr);  // acquire() keeps the enforcer
     const auto waited = since(started);
     decision.waited = waited;
     if (decision.allowed || decision.retry_after > options.max_wait - waited) co_return decision;
@@ -112,15 +113,18 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
     bool armed = true;
     ~GiveBackOnDestruction() {
       if (!armed) return;
-      // The limiter must outlive its calls; if it is already gone, there is nobody to tell.
-      if (auto alive = enforcer.weak_from_this().lock()) {
-        Task<void> refund = give_back(std::move(alive), backend, request, waiter.ticket());
+      // The enforcer is alive: acquire()'s frame, which awaits this one, keeps it.
+      try {
+        Task<void> refund =
+            give_back(enforcer.shared_from_this(), backend, request, waiter.ticket());
         // Why the client's background work: Client::close() lets the refund reach Redis first.
         if (BackgroundTasks* tasks = enforcer.backend_->background()) {
           tasks->start(std::move(refund));
         } else {
           spawn(enforcer.loop_, std::move(refund));
         }
+      } catch (...) {
+        report_error(std::current_exception());  // out of memory: the permits come back at expiry
       }
     }
   } guard{*this, backend, request, waiter};

@@ -38,8 +38,12 @@ class LeaseIssuer : public std::enable_shared_from_this<LeaseIssuer> {
               std::unique_ptr<Backend> backend, std::int64_t capacity, SemaphoreOptions options,
               std::shared_ptr<spdlog::logger> logger);
 
-  Task<std::optional<Lease>> try_acquire(std::string key, std::int64_t permits);
-  Task<Lease> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options);
+  // Why `keep_alive` (the caller's reference to this issuer): a Semaphore destroyed or
+  // assigned to while a call waits drops its own, and the call's frame still uses the issuer.
+  Task<std::optional<Lease>> try_acquire(std::string key, std::int64_t permits,
+                                         std::shared_ptr<LeaseIssuer> keep_alive);
+  Task<Lease> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options,
+                      std::shared_ptr<LeaseIssuer> keep_alive);
   /// Renews or releases `lease` where it was granted; nothing for Source::fail_open.
   Task<LeaseReply> renew(const Lease& lease);
   Task<LeaseReply> release(const Lease& lease);

@@ -34,12 +34,13 @@ Task<Decision> Limiter::try_acquire(Permits permits) {
 // Why not coroutines: `options` may refer to a token that dies when this returns (a
 // `source.get_token()` temporary); the coroutine gets its own copy now.
 Task<Decision> Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
-  return enforcer_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options));
+  return detail::PolicyEnforcer::acquire(enforcer_, std::move(key), permits,
+                                         detail::OwnedAcquireOptions(options));
 }
 
 Task<Decision> Limiter::acquire(Permits permits, AcquireOptions options) {
-  return enforcer_->acquire(enforcer_->options().name, permits.count(),
-                            detail::OwnedAcquireOptions(options));
+  return detail::PolicyEnforcer::acquire(enforcer_, enforcer_->options().name, permits.count(),
+                                         detail::OwnedAcquireOptions(options));
 }
 
 void Limiter::try_acquire(std::string key, std::int64_t permits,
@@ -51,7 +52,8 @@ void Limiter::try_acquire(std::string key, std::int64_t permits,
 void Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options,
                       std::function<void(Result<Decision>)> done) {
   start(enforcer_->loop(),
-        enforcer_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options)),
+        detail::PolicyEnforcer::acquire(enforcer_, std::move(key), permits,
+                                        detail::OwnedAcquireOptions(options)),
         std::move(done), enforcer_);
 }
 
@@ -69,7 +71,7 @@ Task<Decision> Limiter::peek(std::string key) {
 }
 
 Task<void> Limiter::reset(std::string key) {
-  return enforcer_->reset(std::move(key));
+  return detail::PolicyEnforcer::reset(enforcer_, std::move(key));
 }
 
 void Limiter::set_policy(Policy policy) {

@@ -129,7 +129,8 @@ Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
   return decision;
 }
 
-Task<Decision> PolicyEnforcer::decide(DecideRequest request) {
+Task<Decision> PolicyEnforcer::decide(DecideRequest request,
+                                      [[maybe_unused]] std::shared_ptr<PolicyEnforcer> keep_alive) {
   const std::uint64_t generation = generation_;
   const bool cache = options_.deny_cache && redis_ != nullptr &&
                      request.operation == Operation::acquire && may_cache(*request.policy);
@@ -162,7 +163,7 @@ Task<Decision> PolicyEnforcer::decide(DecideRequest request) {
 // argument still reaches the caller at its co_await, as from a coroutine.
 Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
   try {
-    return decide(request(key, Operation::acquire, permits));
+    return decide(request(key, Operation::acquire, permits), shared_from_this());
   } catch (...) {
     return failed_task<Decision>(std::current_exception());
   }
@@ -170,18 +171,21 @@ Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits
 
 Task<Decision> PolicyEnforcer::peek(std::string key) {
   try {
-    return decide(request(key, Operation::peek, 1));
+    return decide(request(key, Operation::peek, 1), shared_from_this());
   } catch (...) {
     return failed_task<Decision>(std::current_exception());
   }
 }
 
-Task<void> PolicyEnforcer::reset(std::string key) {
-  DecideRequest validated_request = request(key, Operation::peek, 1);
-  ++generation_;
-  deny_cache_.forget(validated_request.key_base.view());
-  if (fallback_) co_await fallback_->reset(fallback_policy_, validated_request.key_base.str());
-  co_await backend_->reset(std::move(validated_request.policy), validated_request.key_base.str());
+Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  DecideRequest validated_request = self->request(key, Operation::peek, 1);
+  ++self->generation_;
+  self->deny_cache_.forget(validated_request.key_base.view());
+  if (self->fallback_) {
+    co_await self->fallback_->reset(self->fallback_policy_, validated_request.key_base.str());
+  }
+  co_await self->backend_->reset(std::move(validated_request.policy),
+                                 validated_request.key_base.str());
 }
 
 void PolicyEnforcer::set_policy(Policy policy) {

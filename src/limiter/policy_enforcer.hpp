@@ -30,10 +30,13 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                  std::unique_ptr<Backend> backend, Policy policy, LimiterOptions options,
                  std::shared_ptr<spdlog::logger> logger);
 
+  // Why every call keeps the enforcer alive: a Limiter that is destroyed or assigned to while
+  // a call waits drops its reference, and the call's frames still use the enforcer.
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
-  Task<Decision> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options);
+  static Task<Decision> acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
-  Task<void> reset(std::string key);
+  static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
   void set_policy(Policy policy);
   const Policy& policy() const noexcept { return policy_->policy(); }
   const LimiterOptions& options() const noexcept { return options_; }
@@ -44,8 +47,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
 
  private:
   /// The decision for `request`: from the deny cache, from the backend, or, when Redis cannot
-  /// answer (or the breaker is open), from the failure policy.
-  Task<Decision> decide(DecideRequest request);
+  /// answer (or the breaker is open), from the failure policy. `keep_alive` holds the enforcer
+  /// for a call that no other call of it awaits (null inside one that does).
+  Task<Decision> decide(DecideRequest request, std::shared_ptr<PolicyEnforcer> keep_alive);
   /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
   /// again (the server's circuit breaker), 0 when unknown.
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);

@@ -74,7 +74,9 @@ class LimitParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& why) const { throw InvalidArgument(where_ + " " + why); }
+  [[noreturn]] void fail(const std::string& why) const {
+    throw InvalidArgument(where_ + " " + why);
+  }
 
   Algorithm algorithm(std::string_view word) const {
     for (const Algorithm candidate : all_algorithms) {

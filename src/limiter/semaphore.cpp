@@ -209,7 +209,9 @@ Task<LeaseReply> LeaseIssuer::release(const Lease& lease) {
   co_return co_await backend->release_lease(std::move(release));
 }
 
-Task<std::optional<Lease>> LeaseIssuer::try_acquire(std::string key, std::int64_t permits) {
+Task<std::optional<Lease>> LeaseIssuer::try_acquire(
+    std::string key, std::int64_t permits,
+    [[maybe_unused]] std::shared_ptr<LeaseIssuer> keep_alive) {
   std::string semaphore = semaphore_key(key);
   check_permits(permits, capacity_, "the semaphore");
   std::string id = new_lease_id();
@@ -218,8 +220,8 @@ Task<std::optional<Lease>> LeaseIssuer::try_acquire(std::string key, std::int64_
   co_return lease(std::move(semaphore), std::move(id), permits, granted);
 }
 
-Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits,
-                                 OwnedAcquireOptions options) {
+Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options,
+                                 [[maybe_unused]] std::shared_ptr<LeaseIssuer> keep_alive) {
   std::string semaphore = semaphore_key(key);
   check_permits(permits, capacity_, "the semaphore");
   check_max_wait(options.max_wait);
@@ -317,7 +319,12 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 }
 
 Lease::~Lease() {
-  if (held_) issuer_->release_in_background(*this);
+  if (!held_) return;
+  try {
+    issuer_->release_in_background(*this);
+  } catch (...) {
+    detail::report_error(std::current_exception());  // out of memory: released at expiry
+  }
 }
 
 Task<void> Lease::renew() {
@@ -361,11 +368,11 @@ Semaphore::Semaphore(Semaphore&& other) noexcept = default;
 Semaphore& Semaphore::operator=(Semaphore&& other) noexcept = default;
 
 Task<std::optional<Lease>> Semaphore::try_acquire(std::string key, std::int64_t permits) {
-  return issuer_->try_acquire(std::move(key), permits);
+  return issuer_->try_acquire(std::move(key), permits, issuer_);
 }
 
 Task<Lease> Semaphore::acquire(std::string key, std::int64_t permits, AcquireOptions options) {
-  return issuer_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options));
+  return issuer_->acquire(std::move(key), permits, detail::OwnedAcquireOptions(options), issuer_);
 }
 
 }  // namespace redlimit

@@ -95,6 +95,7 @@ Task<void> CommandDispatcher::close() {
   // Why first: a release or refund started before close() must still reach Redis, or its
   // permits stay taken until their TTL; each is bounded by its command deadline.
   co_await background_.wait_all();
+  background_.stop_accepting();
   closing_ = true;
   co_await router_->close();
   if (subscriber_) co_await subscriber_->close();

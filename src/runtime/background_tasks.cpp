@@ -46,6 +46,7 @@ void start_detached(Task<void> task) {
 }
 
 void BackgroundTasks::start(Task<void> task) {
+  if (!accepting_) return;
   group_.add(on_next_iteration(loop_, std::move(task)));
 }
 

@@ -31,8 +31,11 @@ class BackgroundTasks {
   BackgroundTasks(const BackgroundTasks&) = delete;
   BackgroundTasks& operator=(const BackgroundTasks&) = delete;
 
-  /// Starts `task` on the next iteration of the loop.
+  /// Starts `task` on the next iteration of the loop; after stop_accepting(), drops it.
   void start(Task<void> task);
+  /// From now on start() drops its task unstarted: the client it would use has closed (a lease
+  /// released then gets its permits back at expiry; a refund, never).
+  void stop_accepting() noexcept { accepting_ = false; }
   /// Resumes once no task is running, tasks started meanwhile included. One waiter at a time.
   Task<void> wait_all();
   /// Tasks started and not yet ended.
@@ -41,6 +44,7 @@ class BackgroundTasks {
  private:
   uv_loop_t* loop_;
   TaskGroup group_;
+  bool accepting_ = true;
 };
 
 }  // namespace redlimit::detail

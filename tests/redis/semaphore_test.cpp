@@ -191,6 +191,26 @@ Task<void> stop_after(uv_loop_t* loop, std::stop_source* source) {
   source->request_stop();
 }
 
+Task<void> replace_after(uv_loop_t* loop, Semaphore& semaphore, std::chrono::milliseconds delay,
+                         Client& client) {
+  co_await sleep_for(loop, delay);
+  semaphore = Semaphore(client, 1, "others", 20s);
+}
+
+TEST_F(SemaphoreTest, ASemaphoreAssignedToWhileACallWaitsLetsTheCallFinish) {
+  Semaphore holder_side(client_, 1, "exports", 20s);
+  std::optional<Lease> holder;
+  run(loop(), hold_forever(holder_side, &holder));
+  Semaphore waiter_side(client_, 1, "exports", 20s);
+  Outcome outcome;
+  AcquireOptions short_wait;
+  short_wait.max_wait = 150ms;
+  run(loop(), both(give_up(waiter_side, short_wait, &outcome),
+                   replace_after(loop(), waiter_side, 30ms, client_)));
+  EXPECT_EQ(outcome.what, "not held") << "the waiting call ran to its max_wait";
+  run(loop(), holder->release());
+}
+
 TEST_F(SemaphoreTest, PastMaxWaitAcquireAnswersWithALeaseNotHeldThatSaysWhenToRetry) {
   Semaphore semaphore(client_, 1, "exports", 20s);
   std::optional<Lease> holder;

@@ -10,6 +10,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 
 namespace redlimit {
@@ -170,6 +171,31 @@ TEST_F(LimiterApi, ALimiterIsMovableAndItsPolicyIsACopy) {
   EXPECT_EQ(policy.limits.front().rate.permits, 1) << "a copy, not a view of the limiter";
   first = std::move(second);
   EXPECT_EQ(first.policy().limits.front().rate.permits, 2);
+}
+
+Task<void> wait_for_permit(Limiter& limiter, Decision* decision) {
+  *decision = co_await limiter.acquire("k", 1);
+}
+
+Task<void> replace_after(uv_loop_t* loop, Limiter& limiter, std::chrono::milliseconds delay) {
+  co_await sleep_for(loop, delay);
+  limiter = Limiter(loop, per_second(1), {.name = "others"});
+}
+
+Task<void> both(Task<void> a, Task<void> b) {
+  TaskGroup group;
+  group.add(std::move(a));
+  group.add(std::move(b));
+  co_await group.join();
+}
+
+TEST_F(LimiterApi, ALimiterAssignedToWhileACallWaitsLetsTheCallFinish) {
+  Limiter limiter(loop(), per_second(5), {.name = "replaced"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 5)).allowed);
+  Decision waited;
+  run(loop(), both(wait_for_permit(limiter, &waited), replace_after(loop(), limiter, 20ms)));
+  EXPECT_TRUE(waited.allowed) << "the waiting call kept the state it reserved in";
+  EXPECT_GE(waited.waited, 150ms);
 }
 
 TEST(FailurePolicyKind, IsAnEnumClassWithTheFamiliarNames) {
