@@ -24,14 +24,8 @@ local TTL_EXTRA_MS = 0
 
 local key, op = KEYS[1], ARGV[1]
 if #KEYS ~= 1 or #ARGV ~= 6 then error('redlimit: semaphore takes one key and 6 arguments') end
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = integer_arg(ARGV[2], 'now', 0, MAX_EXACT)
-  TTL_EXTRA_MS = 3600000
-end
+local now_arg = ARGV[2]
+--!include lib/now.lua
 local capacity = integer_arg(ARGV[3], 'capacity', 1, 100000)
 local permits = integer_arg(ARGV[4], 'permits', 1, capacity)
 local id = ARGV[5]

@@ -112,14 +112,16 @@ class Client {
   uv_loop_t* loop() const noexcept;
   /// The options in effect.
   const ClientOptions& options() const noexcept;
-  /// Internal: the implementation the limiters use.
-  detail::CommandDispatcher& core() noexcept { return *core_; }
-  /// Internal: the same, for a limiter to share.
-  std::shared_ptr<detail::CommandDispatcher> shared_core() const noexcept { return core_; }
+  /// Internal: what sends the commands of the limiters and semaphores on this client.
+  detail::CommandDispatcher& dispatcher() noexcept { return *dispatcher_; }
+  /// Internal: the same, for a limiter or semaphore to share.
+  std::shared_ptr<detail::CommandDispatcher> shared_dispatcher() const noexcept {
+    return dispatcher_;
+  }
 
  private:
   // Why shared: a Limiter keeps the connections alive after this object is destroyed.
-  std::shared_ptr<detail::CommandDispatcher> core_;
+  std::shared_ptr<detail::CommandDispatcher> dispatcher_;
 };
 
 }  // namespace redlimit

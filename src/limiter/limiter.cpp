@@ -10,9 +10,9 @@ namespace redlimit {
 
 Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
     : enforcer_(std::make_shared<detail::PolicyEnforcer>(
-          client.loop(), client.shared_core(),
-          std::make_unique<detail::RedisBackend>(client.core()), std::move(policy),
-          std::move(options), client.core().logger())) {}
+          client.loop(), client.shared_dispatcher(),
+          std::make_unique<detail::RedisBackend>(client.dispatcher()), std::move(policy),
+          std::move(options), client.dispatcher().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
     : enforcer_(std::make_shared<detail::PolicyEnforcer>(

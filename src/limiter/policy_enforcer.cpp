@@ -97,35 +97,24 @@ bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
 Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
                                            std::chrono::microseconds retry_in) {
   const CompiledLimit& first = request.policy->limits().front();
+  const FailureAnswer answer = failure_answer(options_.on_failure, fallback_ != nullptr,
+                                              fallback_ && fits_fallback(request), retry_in);
   Decision decision;
   decision.limit = first.capacity;
-  switch (options_.on_failure.kind) {
-    case FailurePolicy::fail_open:
+  switch (answer.action) {
+    case FailureAnswer::Action::allow:
       decision.allowed = true;
       decision.remaining = first.capacity - request.permits;  // unknown: as if fresh
-      decision.source = Source::fail_open;
-      return decision;
-    case FailurePolicy::local_fallback:
-      if (fallback_ && fits_fallback(request)) {
-        decision = fallback_->decide_now(fallback_request(request));
-        decision.source = Source::fallback;
-        return decision;
-      }
-      if (fallback_) {  // more than this process's share can ever grant
-        decision.allowed = false;
-        decision.retry_after = std::chrono::milliseconds(1);
-        decision.source = Source::fallback;
-        return decision;
-      }
-      [[fallthrough]];
-    case FailurePolicy::fail_closed:
+      break;
+    case FailureAnswer::Action::ask_fallback:
+      decision = fallback_->decide_now(fallback_request(request));
+      break;
+    case FailureAnswer::Action::deny:
+      decision.allowed = false;
+      decision.retry_after = answer.retry_after;
       break;
   }
-  decision.allowed = false;
-  // When a call will go to Redis again (the breaker's next probe), at least 1 ms.
-  decision.retry_after =
-      std::max<std::chrono::microseconds>(retry_in, std::chrono::milliseconds(1));
-  decision.source = Source::fail_closed;
+  decision.source = answer.source;
   return decision;
 }
 

@@ -152,30 +152,23 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
 Task<Grant> LeaseIssuer::grant_on_failure(const std::string& key, const std::string& lease_id,
                                           std::int64_t permits,
                                           std::chrono::microseconds retry_in) {
+  const FailureAnswer answer = failure_answer(options_.on_failure, fallback_ != nullptr,
+                                              permits <= fallback_capacity_, retry_in);
   Grant out;
-  switch (options_.on_failure.kind) {
-    case FailurePolicy::fail_open:
+  switch (answer.action) {
+    case FailureAnswer::Action::allow:
       out.granted = true;
-      out.source = Source::fail_open;
-      co_return out;
-    case FailurePolicy::local_fallback:
-      if (fallback_ && permits <= fallback_capacity_) {
-        LeaseRequest local = request(Source::fallback, key, lease_id, permits);
-        const LeaseReply reply = co_await fallback_->grant_lease(std::move(local));
-        co_return grant_of(reply, Source::fallback);
-      }
-      if (fallback_) {  // more than this process's share can ever grant
-        out.retry_after = std::chrono::milliseconds(1);
-        out.source = Source::fallback;
-        co_return out;
-      }
-      [[fallthrough]];
-    case FailurePolicy::fail_closed:
+      break;
+    case FailureAnswer::Action::ask_fallback: {
+      LeaseRequest local = request(Source::fallback, key, lease_id, permits);
+      const LeaseReply reply = co_await fallback_->grant_lease(std::move(local));
+      co_return grant_of(reply, Source::fallback);
+    }
+    case FailureAnswer::Action::deny:
+      out.retry_after = answer.retry_after;
       break;
   }
-  // When a grant will go to Redis again (the breaker's next probe), at least 1 ms.
-  out.retry_after = std::max<std::chrono::microseconds>(retry_in, std::chrono::milliseconds(1));
-  out.source = Source::fail_closed;
+  out.source = answer.source;
   co_return out;
 }
 
@@ -349,9 +342,9 @@ Task<void> Lease::release() {
 
 Semaphore::Semaphore(Client& client, std::int64_t permits, SemaphoreOptions options)
     : issuer_(std::make_shared<detail::LeaseIssuer>(
-          client.loop(), client.shared_core(),
-          std::make_unique<detail::RedisBackend>(client.core()), permits, std::move(options),
-          client.core().logger())) {}
+          client.loop(), client.shared_dispatcher(),
+          std::make_unique<detail::RedisBackend>(client.dispatcher()), permits, std::move(options),
+          client.dispatcher().logger())) {}
 
 Semaphore::Semaphore(Client& client, std::int64_t permits, std::string name,
                      std::chrono::milliseconds lease_ttl)

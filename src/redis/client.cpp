@@ -5,26 +5,26 @@
 namespace redlimit {
 
 Client::Client(uv_loop_t* loop, ClientOptions options)
-    : core_(std::make_shared<detail::CommandDispatcher>(loop, std::move(options))) {}
+    : dispatcher_(std::make_shared<detail::CommandDispatcher>(loop, std::move(options))) {}
 
 Client::~Client() = default;
 Client::Client(Client&& other) noexcept = default;
 Client& Client::operator=(Client&& other) noexcept = default;
 
 Task<void> Client::connect() {
-  return core_->connect();
+  return dispatcher_->connect();
 }
 Task<void> Client::close() {
-  return core_->close();
+  return dispatcher_->close();
 }
 Task<Reply> Client::command(std::vector<std::string> argv) {
-  return core_->command(std::move(argv));
+  return dispatcher_->command(std::move(argv));
 }
 uv_loop_t* Client::loop() const noexcept {
-  return core_->loop();
+  return dispatcher_->loop();
 }
 const ClientOptions& Client::options() const noexcept {
-  return core_->options();
+  return dispatcher_->options();
 }
 
 }  // namespace redlimit

@@ -95,8 +95,8 @@ Task<std::chrono::milliseconds> ping_until_ok(Client& client, std::chrono::milli
 Task<Reply> acquire_with_script(Client& client, std::string key) {
   const std::array<std::string_view, 1> keys = {key};
   const std::array<std::string_view, 7> args = {"acquire", "1", "", "gcra", "1", "1", "1000000"};
-  co_return co_await client.core().eval(detail::scripts::decide, keys, args,
-                                        client.core().command_deadline());
+  co_return co_await client.dispatcher().eval(detail::scripts::decide, keys, args,
+                                              client.dispatcher().command_deadline());
 }
 
 // ---- replies
@@ -477,7 +477,7 @@ Task<void> publish_until_received(Client& client, std::string channel, std::stri
 
 Task<void> receive_across_a_killed_connection(Client& client, test::RedisServer& server,
                                               std::vector<std::string>* received) {
-  detail::Subscriber& subscriber = client.core().subscriber();
+  detail::Subscriber& subscriber = client.dispatcher().subscriber();
   auto keep = [received](std::string_view message) { received->emplace_back(message); };
   const std::uint64_t id = subscriber.subscribe("news", keep);
   co_await subscriber.confirmed("news", Clock::now() + 5s);
@@ -498,7 +498,7 @@ TEST_F(ClientTest, TheSubscriberSubscribesAgainAfterItsConnectionIsKilled) {
 }
 
 Task<void> confirm_subscription(Client& client) {
-  detail::Subscriber& subscriber = client.core().subscriber();
+  detail::Subscriber& subscriber = client.dispatcher().subscriber();
   auto ignore = [](std::string_view) {};
   const std::uint64_t id = subscriber.subscribe("news", ignore);
   co_await subscriber.confirmed("news", Clock::now() + 5s);

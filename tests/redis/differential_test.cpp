@@ -343,7 +343,7 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
 
 Task<void> run_case(Client& client, std::vector<Algorithm> algorithms, std::uint64_t seed,
                     Tally* tally) {
-  RedisBackend backend(client.core());
+  RedisBackend backend(client.dispatcher());
   std::mt19937_64 random(seed);
   TaskGroup group;
   for (int index = 0; index < sequences_per_case; ++index) {

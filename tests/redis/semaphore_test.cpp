@@ -11,11 +11,14 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/both.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
 namespace redlimit {
 namespace {
+
+using test::both;
 
 using namespace std::chrono_literals;
 using test::deadline_slack;
@@ -137,13 +140,6 @@ Task<void> wait_for_permit(Semaphore& semaphore, Clock::duration* waited) {
   Lease lease = co_await semaphore.acquire("tenant");
   *waited = Clock::now() - start;
   co_await lease.release();
-}
-
-Task<void> both(Task<void> a, Task<void> b) {
-  TaskGroup group;
-  group.add(std::move(a));
-  group.add(std::move(b));
-  co_await group.join();
 }
 
 TEST_F(SemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
@@ -287,7 +283,7 @@ Task<detail::LeaseReply> ask(detail::Backend& backend, Step step) {
 }
 
 TEST_F(SemaphoreTest, TheScriptAndTheInProcessModelAnswerAlike) {
-  detail::RedisBackend redis(client_.core());
+  detail::RedisBackend redis(client_.dispatcher());
   detail::LocalBackend local;
   std::mt19937_64 random(13);
   std::int64_t now = 1'700'000'000'000'000;

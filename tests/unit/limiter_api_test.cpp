@@ -11,10 +11,13 @@
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/both.hpp"
 #include "support/loop_test.hpp"
 
 namespace redlimit {
 namespace {
+
+using test::both;
 
 using namespace std::chrono_literals;
 using LimiterApi = test::LoopTest;
@@ -180,13 +183,6 @@ Task<void> wait_for_permit(Limiter& limiter, Decision* decision) {
 Task<void> replace_after(uv_loop_t* loop, Limiter& limiter, std::chrono::milliseconds delay) {
   co_await sleep_for(loop, delay);
   limiter = Limiter(loop, per_second(1), {.name = "others"});
-}
-
-Task<void> both(Task<void> a, Task<void> b) {
-  TaskGroup group;
-  group.add(std::move(a));
-  group.add(std::move(b));
-  co_await group.join();
 }
 
 TEST_F(LimiterApi, ALimiterAssignedToWhileACallWaitsLetsTheCallFinish) {

@@ -12,10 +12,13 @@
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/both.hpp"
 #include "support/loop_test.hpp"
 
 namespace redlimit {
 namespace {
+
+using test::both;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -118,13 +121,6 @@ Task<void> release_after(uv_loop_t* loop, std::optional<Lease>* lease,
                          std::chrono::milliseconds delay) {
   co_await sleep_for(loop, delay);
   co_await (*lease)->release();
-}
-
-Task<void> both(Task<void> a, Task<void> b) {
-  TaskGroup group;
-  group.add(std::move(a));
-  group.add(std::move(b));
-  co_await group.join();
 }
 
 TEST_F(LocalSemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
