@@ -14,11 +14,15 @@
 #include "support/both.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
+#include "support/semaphore_tasks.hpp"
 
 namespace redlimit {
 namespace {
 
+using test::acquire_tenant;
 using test::both;
+using test::hold;
+using Outcome = test::AcquireOutcome;
 
 using namespace std::chrono_literals;
 using test::deadline_slack;
@@ -39,34 +43,14 @@ class SemaphoreTest : public test::LoopTest {
   Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s}};
 };
 
-Task<void> take_all_then_release(Semaphore& semaphore, int* granted, bool* full_refused,
-                                 bool* free_again) {
-  std::vector<Lease> leases;
-  for (int i = 0; i < 3; ++i) {
-    auto lease = co_await semaphore.try_acquire("tenant");
-    if (lease) {
-      ++*granted;
-      leases.push_back(std::move(*lease));
-    }
-  }
-  *full_refused = !(co_await semaphore.try_acquire("tenant")).has_value();
-  co_await leases[0].release();
-  auto again = co_await semaphore.try_acquire("tenant");
-  *free_again = again.has_value();
-  for (Lease& lease : leases)
-    co_await lease.release();
-  if (again) co_await again->release();
-}
-
 TEST_F(SemaphoreTest, AtMostNPermitsAreHeldAtOnce) {
   Semaphore semaphore(client_, 3, "exports", 10s);
-  int granted = 0;
-  bool full_refused = false;
-  bool free_again = false;
-  run(loop(), take_all_then_release(semaphore, &granted, &full_refused, &free_again));
-  EXPECT_EQ(granted, 3);
-  EXPECT_TRUE(full_refused);
-  EXPECT_TRUE(free_again);
+  test::TakeAllOutcome outcome;
+  run(loop(), test::take_three_then_release(semaphore, &outcome));
+  EXPECT_EQ(outcome.granted, 3);
+  EXPECT_EQ(outcome.sources, std::vector<Source>(3, Source::redis));
+  EXPECT_TRUE(outcome.full_refused);
+  EXPECT_TRUE(outcome.free_again);
   EXPECT_EQ(held("tenant"), 0);
 }
 
@@ -151,35 +135,14 @@ TEST_F(SemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
   EXPECT_LT(waited, 100ms + deadline_slack) << "woken by the release notice";
 }
 
-Task<void> hold_forever(Semaphore& semaphore, std::optional<Lease>* lease) {
-  *lease = co_await semaphore.try_acquire("tenant");
-}
-
 TEST_F(SemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
   Semaphore semaphore(client_, 1, "exports", 200ms);
   std::optional<Lease> abandoned;
-  run(loop(), hold_forever(semaphore, &abandoned));
+  run(loop(), hold(semaphore, &abandoned));
   Clock::duration waited{};
   run(loop(), wait_for_permit(semaphore, &waited));
   EXPECT_GE(waited, 150ms);
   EXPECT_LT(waited, 200ms + deadline_slack);
-}
-
-struct Outcome {
-  std::string what;
-  std::chrono::microseconds retry_after{};
-  Source source = Source::redis;
-};
-
-Task<void> give_up(Semaphore& semaphore, AcquireOptions options, Outcome* outcome) {
-  try {
-    Lease lease = co_await semaphore.acquire("tenant", 1, std::move(options));
-    outcome->what = lease ? "granted" : "not held";
-    outcome->retry_after = lease.retry_after();
-    outcome->source = lease.source();
-  } catch (const Cancelled&) {
-    outcome->what = "cancelled";
-  }
 }
 
 Task<void> stop_after(uv_loop_t* loop, std::stop_source* source) {
@@ -196,12 +159,12 @@ Task<void> replace_after(uv_loop_t* loop, Semaphore& semaphore, std::chrono::mil
 TEST_F(SemaphoreTest, ASemaphoreAssignedToWhileACallWaitsLetsTheCallFinish) {
   Semaphore holder_side(client_, 1, "exports", 20s);
   std::optional<Lease> holder;
-  run(loop(), hold_forever(holder_side, &holder));
+  run(loop(), hold(holder_side, &holder));
   Semaphore waiter_side(client_, 1, "exports", 20s);
   Outcome outcome;
   AcquireOptions short_wait;
   short_wait.max_wait = 150ms;
-  run(loop(), both(give_up(waiter_side, short_wait, &outcome),
+  run(loop(), both(acquire_tenant(waiter_side, short_wait, &outcome),
                    replace_after(loop(), waiter_side, 30ms, client_)));
   EXPECT_EQ(outcome.what, "not held") << "the waiting call ran to its max_wait";
   run(loop(), holder->release());
@@ -210,12 +173,12 @@ TEST_F(SemaphoreTest, ASemaphoreAssignedToWhileACallWaitsLetsTheCallFinish) {
 TEST_F(SemaphoreTest, PastMaxWaitAcquireAnswersWithALeaseNotHeldThatSaysWhenToRetry) {
   Semaphore semaphore(client_, 1, "exports", 20s);
   std::optional<Lease> holder;
-  run(loop(), hold_forever(semaphore, &holder));
+  run(loop(), hold(semaphore, &holder));
   Outcome outcome;
   AcquireOptions short_wait;
   short_wait.max_wait = 80ms;
   const auto start = Clock::now();
-  run(loop(), give_up(semaphore, short_wait, &outcome));
+  run(loop(), acquire_tenant(semaphore, short_wait, &outcome));
   EXPECT_EQ(outcome.what, "not held");
   EXPECT_EQ(outcome.source, Source::redis);
   EXPECT_GT(outcome.retry_after, 19s) << "the holder's lease expires in about 20 s";
@@ -228,14 +191,14 @@ TEST_F(SemaphoreTest, PastMaxWaitAcquireAnswersWithALeaseNotHeldThatSaysWhenToRe
 TEST_F(SemaphoreTest, AStopRequestWhileWaitingThrowsCancelled) {
   Semaphore semaphore(client_, 1, "exports", 20s);
   std::optional<Lease> holder;
-  run(loop(), hold_forever(semaphore, &holder));
+  run(loop(), hold(semaphore, &holder));
   Outcome outcome;
   std::stop_source stop;
   const std::stop_token token = stop.get_token();  // AcquireOptions refers to it
   AcquireOptions stoppable;
   stoppable.stop = token;
   const auto start = Clock::now();
-  run(loop(), both(give_up(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
+  run(loop(), both(acquire_tenant(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
   EXPECT_EQ(outcome.what, "cancelled");
   EXPECT_LT(Clock::now() - start, 60ms + deadline_slack);
   run(loop(), holder->release());
@@ -245,7 +208,7 @@ TEST_F(SemaphoreTest, DestroyingALeaseReleasesIt) {
   Semaphore semaphore(client_, 1, "exports", 20s);
   {
     std::optional<Lease> lease;
-    run(loop(), hold_forever(semaphore, &lease));
+    run(loop(), hold(semaphore, &lease));
     EXPECT_EQ(held("tenant"), 1);
   }
   run(loop(), sleep_for(loop(), 20ms));
@@ -348,7 +311,7 @@ TEST_F(SemaphoreFailureTest, FailClosedRefusesAndAcquireAnswersWithALeaseNotHeld
   Outcome outcome;
   AcquireOptions short_wait;
   short_wait.max_wait = 150ms;
-  run(loop(), give_up(refusing, short_wait, &outcome));
+  run(loop(), acquire_tenant(refusing, short_wait, &outcome));
   EXPECT_EQ(outcome.what, "not held");
   EXPECT_EQ(outcome.source, Source::fail_closed);
   EXPECT_GE(outcome.retry_after, 1ms);

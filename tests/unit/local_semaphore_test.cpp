@@ -14,11 +14,15 @@
 #include "redlimit/task_group.hpp"
 #include "support/both.hpp"
 #include "support/loop_test.hpp"
+#include "support/semaphore_tasks.hpp"
 
 namespace redlimit {
 namespace {
 
+using test::acquire_tenant;
 using test::both;
+using test::hold;
+using Outcome = test::AcquireOutcome;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -29,39 +33,14 @@ SemaphoreOptions named(std::string name, std::chrono::milliseconds lease_ttl = 1
   return SemaphoreOptions{.name = std::move(name), .lease_ttl = lease_ttl};
 }
 
-Task<void> take_all_then_release(Semaphore& semaphore, int* granted, bool* full_refused,
-                                 bool* free_again) {
-  std::vector<Lease> leases;
-  for (int i = 0; i < 3; ++i) {
-    auto lease = co_await semaphore.try_acquire("tenant");
-    if (lease) {
-      EXPECT_EQ(lease->source(), Source::local);
-      ++*granted;
-      leases.push_back(std::move(*lease));
-    }
-  }
-  *full_refused = !(co_await semaphore.try_acquire("tenant")).has_value();
-  co_await leases[0].release();
-  auto again = co_await semaphore.try_acquire("tenant");
-  *free_again = again.has_value();
-  for (Lease& lease : leases)
-    co_await lease.release();
-  if (again) co_await again->release();
-}
-
 TEST_F(LocalSemaphoreTest, AtMostNPermitsAreHeldAtOnce) {
   Semaphore semaphore(loop(), 3, named("exports"));
-  int granted = 0;
-  bool full_refused = false;
-  bool free_again = false;
-  run(loop(), take_all_then_release(semaphore, &granted, &full_refused, &free_again));
-  EXPECT_EQ(granted, 3);
-  EXPECT_TRUE(full_refused);
-  EXPECT_TRUE(free_again);
-}
-
-Task<void> hold(Semaphore& semaphore, std::optional<Lease>* lease) {
-  *lease = co_await semaphore.try_acquire("tenant");
+  test::TakeAllOutcome outcome;
+  run(loop(), test::take_three_then_release(semaphore, &outcome));
+  EXPECT_EQ(outcome.granted, 3);
+  EXPECT_EQ(outcome.sources, std::vector<Source>(3, Source::local));
+  EXPECT_TRUE(outcome.full_refused);
+  EXPECT_TRUE(outcome.free_again);
 }
 
 TEST_F(LocalSemaphoreTest, ASemaphoreIsMovableAndItsLeasesStayWithTheState) {
@@ -81,27 +60,6 @@ TEST_F(LocalSemaphoreTest, ASemaphoreIsMovableAndItsLeasesStayWithTheState) {
   EXPECT_TRUE(refused) << "the release reached the moved state";
 }
 
-struct Outcome {
-  std::string what;
-  std::chrono::microseconds retry_after{};
-  Source source = Source::redis;
-  Clock::duration waited{};
-};
-
-Task<void> acquire_one(Semaphore& semaphore, AcquireOptions options, Outcome* outcome) {
-  const auto start = Clock::now();
-  try {
-    Lease lease = co_await semaphore.acquire("tenant", 1, std::move(options));
-    outcome->what = lease ? "granted" : "not held";
-    outcome->retry_after = lease.retry_after();
-    outcome->source = lease.source();
-    co_await lease.release();
-  } catch (const Cancelled&) {
-    outcome->what = "cancelled";
-  }
-  outcome->waited = Clock::now() - start;
-}
-
 TEST_F(LocalSemaphoreTest, PastMaxWaitAcquireAnswersWithALeaseNotHeldThatSaysWhenToRetry) {
   Semaphore semaphore(loop(), 1, named("exports", 20s));
   std::optional<Lease> holder;
@@ -109,7 +67,7 @@ TEST_F(LocalSemaphoreTest, PastMaxWaitAcquireAnswersWithALeaseNotHeldThatSaysWhe
   Outcome outcome;
   AcquireOptions short_wait;
   short_wait.max_wait = 50ms;
-  run(loop(), acquire_one(semaphore, short_wait, &outcome));
+  run(loop(), acquire_tenant(semaphore, short_wait, &outcome));
   EXPECT_EQ(outcome.what, "not held");
   EXPECT_EQ(outcome.source, Source::local);
   EXPECT_GT(outcome.retry_after, 19s) << "the holder's lease expires in about 20 s";
@@ -128,7 +86,7 @@ TEST_F(LocalSemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
   std::optional<Lease> holder;
   run(loop(), hold(semaphore, &holder));
   Outcome outcome;
-  run(loop(), both(acquire_one(semaphore, {}, &outcome), release_after(loop(), &holder, 50ms)));
+  run(loop(), both(acquire_tenant(semaphore, {}, &outcome), release_after(loop(), &holder, 50ms)));
   EXPECT_EQ(outcome.what, "granted");
   EXPECT_LT(outcome.waited, 50ms + deadline_slack) << "woken by the release";
 }
@@ -138,7 +96,7 @@ TEST_F(LocalSemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
   std::optional<Lease> abandoned;
   run(loop(), hold(semaphore, &abandoned));
   Outcome outcome;
-  run(loop(), acquire_one(semaphore, {}, &outcome));
+  run(loop(), acquire_tenant(semaphore, {}, &outcome));
   EXPECT_EQ(outcome.what, "granted");
   EXPECT_GE(outcome.waited, 90ms);
 }
@@ -157,7 +115,7 @@ TEST_F(LocalSemaphoreTest, AStopRequestWhileWaitingThrowsCancelled) {
   AcquireOptions stoppable;
   stoppable.stop = token;
   Outcome outcome;
-  run(loop(), both(acquire_one(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
+  run(loop(), both(acquire_tenant(semaphore, stoppable, &outcome), stop_after(loop(), &stop)));
   EXPECT_EQ(outcome.what, "cancelled");
   run(loop(), holder->release());
 }
