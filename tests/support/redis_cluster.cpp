@@ -81,6 +81,16 @@ const RedisServer& any_live_node(const RedisCluster& cluster) {
   throw std::runtime_error("RedisCluster: no live node");
 }
 
+/// "first-last@port ..." of a slot map, for messages.
+std::string to_text(const std::vector<SlotRange>& ranges) {
+  std::string text;
+  for (const SlotRange& range : ranges) {
+    text += (text.empty() ? "" : " ") + std::to_string(range.first) + "-" +
+            std::to_string(range.last) + "@" + std::to_string(range.port);
+  }
+  return text;
+}
+
 /// Why the cluster is not healthy (see wait_healthy()), or "" if it is.
 std::string health_problem(const RedisCluster& cluster) {
   std::optional<std::vector<SlotRange>> shared;
@@ -100,7 +110,7 @@ std::string health_problem(const RedisCluster& cluster) {
       first_live = i;
     } else if (ranges != *shared) {
       return describe(cluster, i) + " and " + describe(cluster, first_live) +
-             " disagree about the slot map";
+             " disagree about the slot map: " + to_text(ranges) + " against " + to_text(*shared);
     }
     if (const Reply roles = node.command({"ROLE"}); roles.elements.at(0).str == "slave") {
       // A link that is up does not mean writes flow: after a diskless sync the primary holds
@@ -319,11 +329,43 @@ void RedisCluster::reshard(std::size_t from, std::size_t to, int slots) {
   }
   // A slot takes about 3 ms on an idle machine, 10 ms on a busy one.
   const auto timeout = 60s + std::chrono::seconds(slots / 50);
+  // redis-cli moves the source's lowest slots.
+  std::vector<int> moving = slots_of(from);
+  moving.resize(std::min(moving.size(), static_cast<std::size_t>(slots)));
   run_redis_cli({"--cluster", "reshard", "127.0.0.1:" + std::to_string(any_live_node(*this).port()),
                  "--cluster-from", node_id(from), "--cluster-to", node_id(to), "--cluster-slots",
                  std::to_string(slots), "--cluster-yes"},
                 "reshard.log", timeout);
+  confirm_owner(moving, to);
   wait_healthy();
+}
+
+void RedisCluster::confirm_owner(const std::vector<int>& slots, std::size_t owner) const {
+  // Why: redis-cli ends each slot's move by telling every primary its new owner, yet under load
+  // a primary was seen here still claiming the last slot moved 30 s later (the other nodes
+  // agreeing on the new owner). Telling it again is what an operator would do; a primary that
+  // refuses (it still holds keys of the slot) is an error worth seeing.
+  const int owner_port = node(owner).port();
+  bool told = false;
+  for (const std::size_t primary : primaries()) {
+    const std::vector<SlotRange> view = slot_map(node(primary));
+    for (const int slot : slots) {
+      const auto range = std::find_if(view.begin(), view.end(), [slot](const SlotRange& r) {
+        return r.first <= slot && slot <= r.last;
+      });
+      if (range != view.end() && range->port == owner_port) continue;
+      const Reply reply = node(primary).command(
+          {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", node_id(owner)});
+      if (reply.type == Reply::Type::error) {
+        throw std::runtime_error("RedisCluster: " + describe(*this, primary) + " refused slot " +
+                                 std::to_string(slot) + " to " + describe(*this, owner) + ": " +
+                                 reply.str);
+      }
+      told = true;
+    }
+  }
+  // The owner's claim then outranks any stale one in the replicas' gossip.
+  if (told) node(owner).command({"CLUSTER", "BUMPEPOCH"});
 }
 
 void RedisCluster::run_redis_cli(const std::vector<std::string>& args, const std::string& log_name,

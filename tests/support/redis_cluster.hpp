@@ -75,6 +75,9 @@ class RedisCluster {
   /// std::runtime_error with the tail of redis-cli's output if it fails (e.g. while a slot is
   /// uncovered: "[ERR] Not all 16384 slots are covered by nodes.").
   void reshard(std::size_t from, std::size_t to, int slots);
+  /// Makes sure every primary names `owner` as the owner of `slots` (CLUSTER SETSLOT NODE
+  /// where one does not); throws if a primary refuses.
+  void confirm_owner(const std::vector<int>& slots, std::size_t owner) const;
 
  private:
   /// Runs redis-cli with `args` (after the binary and the auth options), writing its output to
