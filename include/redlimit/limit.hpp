@@ -114,7 +114,8 @@ struct Policy {
 };
 
 /// The text form of `policy` (see Policy::parse), which parses back to an equal policy: each
-/// field that differs from its default is written, e.g. "gcra 10/1s burst 20; fixed_window 1000/1d".
+/// field that differs from its default is written, e.g.
+/// "gcra 10/1s burst 20; fixed_window 1000/1d".
 std::string to_string(const Policy& policy);
 /// The text form of one limit, as a policy of it would have.
 std::string to_string(const Limit& limit);

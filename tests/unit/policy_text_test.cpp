@@ -69,10 +69,9 @@ TEST(PolicyText, WritesOnlyWhatDiffersFromTheDefaults) {
 
 TEST(PolicyText, RoundTripsEveryRepresentablePolicy) {
   std::mt19937_64 random(13);
-  const Algorithm algorithms[] = {Algorithm::gcra,         Algorithm::token_bucket,
-                                  Algorithm::leaky_bucket, Algorithm::fixed_window,
-                                  Algorithm::sliding_window_log,
-                                  Algorithm::sliding_window_counter};
+  const Algorithm algorithms[] = {
+      Algorithm::gcra,         Algorithm::token_bucket,       Algorithm::leaky_bucket,
+      Algorithm::fixed_window, Algorithm::sliding_window_log, Algorithm::sliding_window_counter};
   const std::chrono::microseconds periods[] = {1us, 1500us, 250ms, 1s, 7s, 1min, 90min, 24h, 48h};
   for (int round = 0; round < 2000; ++round) {
     Policy policy;
@@ -98,8 +97,7 @@ TEST(PolicyText, BadTextIsInvalidArgumentNamingTheLimitAndWord) {
   EXPECT_NE(error_of("gcra 10/s; ; gcra 1/s").find("limit 2 is empty"), std::string::npos);
   EXPECT_NE(error_of("gcra ten/s").find("limit 1 has a bad rate"), std::string::npos);
   EXPECT_NE(error_of("gcra 10/s burst").find("no number after 'burst'"), std::string::npos);
-  EXPECT_NE(error_of("gcra 10/s burst -3").find("'-3' where a decimal integer"),
-            std::string::npos);
+  EXPECT_NE(error_of("gcra 10/s burst -3").find("'-3' where a decimal integer"), std::string::npos);
   EXPECT_NE(error_of("gcra 10/s queue 3").find("takes no 'queue' (use 'burst')"),
             std::string::npos);
   EXPECT_NE(error_of("leaky_bucket 10/s burst 3").find("takes no 'burst' (use 'queue')"),
