@@ -86,12 +86,28 @@ struct Limit {
   friend bool operator==(const Limit&, const Limit&) = default;
 };
 
+/// Who shares a policy's state (Redisson's RateType).
+enum class Scope {
+  overall,     ///< one state per key, shared by every process and client
+  per_client,  ///< each Client its own state per key, under the same (central) policy
+};
+
+/// What a key's stored state becomes when its policy changes (Bucket4j's
+/// TokensInheritanceStrategy). Window algorithms carry their counts of an overlapping window.
+enum class Carry {
+  as_is,         ///< the permits available at the change, capped at the new capacity
+  proportional,  ///< the permits available scaled by new capacity / old capacity
+  reset,         ///< every key starts full (only when asked)
+};
+
 /// Limits that apply together: a request passes only if every limit allows it, and then
 /// counts against all of them, atomically.
 ///
 /// `Policy{Limit::gcra("10/s"), Limit::fixed_window("1000/day")}`, or from text with parse().
 struct Policy {
   std::vector<Limit> limits;
+  /// Who shares the state: all (overall) or each Client its own (per_client).
+  Scope scope = Scope::overall;
 
   /// No limits (a Limiter refuses it).
   Policy() = default;
@@ -148,6 +164,9 @@ struct Decision {
   /// retry_after, for an admission the one with the fewest permits remaining.
   std::size_t binding = 0;
   Source source = Source::redis;
+  /// The version of the stored policy the decision was made under (see PolicyStore); 0 for a
+  /// limiter given its policy in process.
+  std::int64_t policy_version = 0;
 
   /// server_time_us as a time point of the system clock (the epoch when not from Redis).
   std::chrono::sys_time<std::chrono::microseconds> server_time() const noexcept {

@@ -83,7 +83,7 @@ CompiledLimit compile_limit(const Limit& limit, std::size_t index) {
 
 }  // namespace
 
-std::shared_ptr<const CompiledPolicy> CompiledPolicy::compile(Policy policy) {
+std::shared_ptr<const CompiledPolicy> CompiledPolicy::compile(Policy policy, PolicyEpoch epoch) {
   if (policy.limits.empty()) throw InvalidArgument("policy.limits must hold at least one limit");
   if (policy.limits.size() > 16) {
     throw InvalidArgument("policy.limits must hold at most 16 limits, got " +
@@ -95,6 +95,7 @@ std::shared_ptr<const CompiledPolicy> CompiledPolicy::compile(Policy policy) {
     compiled->specs_.push_back(compiled->limits_.back().spec);
   }
   compiled->policy_ = std::move(policy);
+  compiled->epoch_ = epoch;
   return compiled;
 }
 

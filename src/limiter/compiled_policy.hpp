@@ -29,13 +29,28 @@ struct CompiledLimit {
   std::string description;            ///< "limits[1] (fixed_window 1000/1d)"
 };
 
+/// Where a policy stands among the changes of its name: what the scripts need to carry a key's
+/// state over from the parameters it was written under (stored with it) to this policy.
+struct PolicyEpoch {
+  /// The stored policy's version (PolicyStore), or 0 for a policy given in process. A script
+  /// refuses a version older than one a key was already written under (StalePolicy).
+  std::int64_t version = 0;
+  /// The time the policy took effect: the Redis time of the store's change, or the system
+  /// clock at set_policy(); microseconds since the epoch, 0 when unknown (a first policy).
+  std::int64_t since_us = 0;
+  /// How state written under other parameters carries over.
+  Carry carry = Carry::as_is;
+  friend bool operator==(const PolicyEpoch&, const PolicyEpoch&) = default;
+};
+
 /// A validated policy: what every call needs, computed once per set_policy().
 class CompiledPolicy {
  public:
   /// Validates `policy`; throws InvalidArgument naming the field and the accepted range.
-  static std::shared_ptr<const CompiledPolicy> compile(Policy policy);
+  static std::shared_ptr<const CompiledPolicy> compile(Policy policy, PolicyEpoch epoch = {});
 
   const Policy& policy() const noexcept { return policy_; }
+  const PolicyEpoch& epoch() const noexcept { return epoch_; }
   const std::vector<CompiledLimit>& limits() const noexcept { return limits_; }
   const std::vector<LimitSpec>& specs() const noexcept { return specs_; }
   /// Throws InvalidArgument unless 1 <= permits <= every limit's capacity.
@@ -43,6 +58,7 @@ class CompiledPolicy {
 
  private:
   Policy policy_;
+  PolicyEpoch epoch_;
   std::vector<CompiledLimit> limits_;
   std::vector<LimitSpec> specs_;
 };
