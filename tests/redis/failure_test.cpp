@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <string>
 
 #include "redlimit/client.hpp"
@@ -165,6 +166,28 @@ TEST_P(Failure, CallsGetThePolicyByTheirDeadlineAndRedisAgainWithinASecond) {
   EXPECT_LT(seen.recovery, 1s) << "decisions come from Redis again within 1 s";
   run(loop(), client.close());
   run(loop(), other.close());
+}
+
+class LocalFallback : public test::LoopTest {
+ protected:
+  test::RedisServer server_;
+};
+
+// Issue 14, bug 5: the share's rounding pushed the scaled gcra's burst x period past 2^52, and
+// the limiter refused a policy it accepts without a fallback.
+TEST_F(LocalFallback, AcceptsEveryPolicyTheLimiterAccepts) {
+  Client client(loop(), {.url = server_.url()});
+  LimiterOptions options{.name = "fallback-share"};
+  options.on_failure.kind = FailurePolicy::local_fallback;
+  options.on_failure.local_share = 0.999;
+  const Policy policy{Limit::gcra("1000/s", 10'000'000'000)};
+  Limiter plain(client, policy, {.name = "fallback-share"});
+  std::optional<Limiter> with_fallback;
+  EXPECT_NO_THROW(with_fallback.emplace(client, policy, options));
+  if (with_fallback) {
+    EXPECT_NO_THROW(with_fallback->set_policy(policy));
+  }
+  run(loop(), client.close());
 }
 
 std::string name_of(const ::testing::TestParamInfo<FailureCase>& info) {
