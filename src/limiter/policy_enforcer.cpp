@@ -2,9 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cmath>
-
 #include "algorithms/reservations.hpp"
+#include "limiter/fallback_policy.hpp"
 #include "limiter/key_format.hpp"
 #include "limiter/unavailability.hpp"
 #include "limiter/validation.hpp"
@@ -22,19 +21,6 @@ LimiterOptions validated(LimiterOptions options) {
   check_prefix("LimiterOptions::prefix", options.prefix);
   check_failure_policy("LimiterOptions::on_failure", options.on_failure);
   return options;
-}
-
-/// Each limit with local_share of its permits and burst (at least 1 each).
-Policy scaled(const Policy& policy, double share) {
-  Policy out = policy;
-  auto scale = [share](std::int64_t value) {
-    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(value * share)));
-  };
-  for (Limit& limit : out.limits) {
-    limit.rate.permits = scale(limit.rate.permits);
-    if (limit.burst != 0) limit.burst = scale(limit.burst);
-  }
-  return out;
 }
 
 /// Whether a denial bound by limit `binding` of `policy` may be remembered until its
@@ -69,7 +55,8 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
       backend_(std::move(backend)),
       logger_(std::move(logger)) {
   if (redis_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
-    fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
+    fallback_policy_ =
+        CompiledPolicy::compile(fallback_policy(policy, options_.on_failure.local_share));
     fallback_ = std::make_unique<LocalBackend>();
   }
 }
@@ -180,7 +167,8 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
 void PolicyEnforcer::set_policy(Policy policy) {
   auto compiled = CompiledPolicy::compile(policy);
   if (fallback_) {
-    fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
+    fallback_policy_ =
+        CompiledPolicy::compile(fallback_policy(policy, options_.on_failure.local_share));
   }
   policy_ = std::move(compiled);
   ++generation_;
