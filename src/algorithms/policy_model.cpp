@@ -18,6 +18,16 @@ LimitOutcome evaluate(Decide decide, const Params& params, std::optional<LimitSt
   return decide(params, current, now, n, next);
 }
 
+template <class State, class Params, class Decide>
+LimitOutcome evaluate(Decide decide, const Params& params, const PolicyChange& change,
+                      std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
+                      bool commit) {
+  State* current = state ? std::get_if<State>(&*state) : nullptr;
+  State* next = nullptr;
+  if (commit) next = current != nullptr ? current : &std::get<State>(state.emplace(State{}));
+  return decide(params, change, current, now, n, next);
+}
+
 LimitOutcome decide_limit(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
                           std::int64_t n, bool commit) {
   switch (spec.algorithm) {
@@ -32,15 +42,16 @@ LimitOutcome decide_limit(const LimitSpec& spec, std::optional<LimitState>& stat
           decide_token_bucket, TokenBucketParams{spec.a, spec.b, spec.c}, state, now, n, commit);
     case Algorithm::fixed_window:
       return evaluate<FixedWindowState>(decide_fixed_window,
-                                        FixedWindowParams{spec.a, spec.b, spec.c != 0}, state, now,
-                                        n, commit);
+                                        FixedWindowParams{spec.a, spec.b, spec.c != 0},
+                                        PolicyChange{}, state, now, n, commit);
     case Algorithm::sliding_window_log:
-      return evaluate<SlidingWindowLogState>(
-          decide_sliding_window_log, SlidingWindowLogParams{spec.a, spec.b}, state, now, n, commit);
+      return evaluate<SlidingWindowLogState>(decide_sliding_window_log,
+                                             SlidingWindowLogParams{spec.a, spec.b}, PolicyChange{},
+                                             state, now, n, commit);
     case Algorithm::sliding_window_counter:
       return evaluate<SlidingWindowCounterState>(decide_sliding_window_counter,
-                                                 SlidingWindowCounterParams{spec.a, spec.b}, state,
-                                                 now, n, commit);
+                                                 SlidingWindowCounterParams{spec.a, spec.b},
+                                                 PolicyChange{}, state, now, n, commit);
   }
   return {};
 }
