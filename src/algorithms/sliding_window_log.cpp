@@ -21,6 +21,7 @@ LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
   std::int64_t outside = t - params.window_us;  // permits at or before this have left
   if (converting && change.carry == Carry::reset)
     outside = std::max(outside, change_time(change, now));
+  outside = std::max<std::int64_t>(outside, 0);  // score 0 is the stamp's in Redis
   const auto first_inside = std::upper_bound(times.begin(), times.end(), outside);
   const auto count = static_cast<std::int64_t>(times.end() - first_inside);
 
