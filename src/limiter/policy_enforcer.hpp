@@ -37,7 +37,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                 std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
   static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
-  void set_policy(Policy policy);
+  /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}.
+  void set_policy(Policy policy, Carry carry);
   const Policy& policy() const noexcept { return policy_->policy(); }
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
