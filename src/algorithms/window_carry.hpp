@@ -1,6 +1,7 @@
 #pragma once
 // How the window algorithms carry a stored count over to changed parameters
-// (docs/algorithms.md, "Changing a policy"); lua/lib/window_carry.lua is its twin.
+// (docs/algorithms.md, "Changing a policy"); carried_count has a twin in
+// lua/lib/carried_count.lua.
 
 #include <cstdint>
 #include <optional>
