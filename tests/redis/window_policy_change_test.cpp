@@ -218,6 +218,18 @@ TEST_F(StoredWindow, ValuesCarryTheirParametersAndPolicyVersion) {
   EXPECT_EQ(log[0].as_string(), "stamp:10:3600000000:4");
 }
 
+TEST_F(StoredWindow, ADenialThatCarriesTheStateOverGivesItTheNewPolicysLifetime) {
+  for (const Algorithm algorithm : window_algorithms) {
+    const std::string key = "{k}:" + std::string(to_string(algorithm)) + ":0";
+    EXPECT_TRUE(decide(compiled(algorithm, {10, 1s}), t0, 10).allowed);
+    // With an injected time keys live an hour longer than their state matters: under 10/s the
+    // key would be gone 1 or 2 s after the hour, under 10/h it matters until the hour's end.
+    EXPECT_LE(command({"PTTL", key}).as_integer(), 3'602'000) << to_string(algorithm);
+    EXPECT_FALSE(decide(compiled(algorithm, {10, 1h}), t0 + 100'000).allowed);
+    EXPECT_GT(command({"PTTL", key}).as_integer(), 7'000'000) << to_string(algorithm);
+  }
+}
+
 TEST_F(StoredWindow, ThePreviousReleasesValuesAreReadAndStampedOnFirstTouch) {
   const std::string start = std::to_string(t0);
   command({"SET", "{k}:fixed_window:0", start + ":10", "PX", "60000"});
