@@ -197,5 +197,18 @@ TEST_P(PolicyChange, AnOldFormatValueIsReadAsBeforeAndStampedOnTheNextDecision) 
   EXPECT_EQ(value, std::to_string(in_five_seconds) + ":0:1:0:0:0:1000000:1:0");
 }
 
+using LocalFallback = test::LoopTest;
+
+// Bug 5: the scaled rate 999/s had period 1 s in lowest terms, and burst x period passed 2^52;
+// 1000/s is 1 per 1000 us. The fallback's rate is now scaled keeping such a rate's terms small.
+TEST_F(LocalFallback, AShareOfAValidPolicyIsAValidPolicy) {
+  Client unreachable(loop(), {.url = "redis://127.0.0.1:" + std::to_string(test::free_port())});
+  const Policy policy{Limit::gcra("1000/s", 10'000'000'000)};
+  const LimiterOptions options{
+      .name = "x", .on_failure = {.kind = FailurePolicy::local_fallback, .local_share = 0.999}};
+  EXPECT_NO_THROW(Limiter(unreachable, policy, options));
+  run(loop(), unreachable.close());
+}
+
 }  // namespace
 }  // namespace redlimit
