@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <numeric>
 
 #include "algorithms/reservations.hpp"
 #include "limiter/key_format.hpp"
@@ -25,14 +26,32 @@ LimiterOptions validated(LimiterOptions options) {
 }
 
 /// Each limit with local_share of its permits and burst (at least 1 each).
+/// A bucket's rate times `share`, at most: in lowest terms p/d, p scaled when that keeps three
+/// digits (or d could not grow), else d lengthened. Why not the permits alone: 999/s is 999 per
+/// 1,000,000 us in lowest terms where 1000/s is 1 per 1,000 us, and burst x d could pass 2^52
+/// (issue 14, bug 5).
+Rate scaled_bucket_rate(Rate rate, double share) {
+  const std::int64_t divisor = std::gcd(rate.permits, rate.period.count());
+  const std::int64_t p = rate.permits / divisor;
+  const std::int64_t d = rate.period.count() / divisor;
+  if (p * share >= 1000 || d / share > static_cast<double>(max_period_us)) {
+    return {std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(p * share))),
+            std::chrono::microseconds(d)};
+  }
+  return {p, std::chrono::microseconds(static_cast<std::int64_t>(std::ceil(d / share)))};
+}
+
 Policy scaled(const Policy& policy, double share) {
   Policy out = policy;
   auto scale = [share](std::int64_t value) {
     return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(value * share)));
   };
   for (Limit& limit : out.limits) {
-    limit.rate.permits = scale(limit.rate.permits);
-    if (limit.burst != 0) limit.burst = scale(limit.burst);
+    const bool bucket = can_reserve(limit.algorithm);
+    const std::int64_t capacity = limit.burst != 0 ? limit.burst : limit.rate.permits;
+    limit.rate = bucket ? scaled_bucket_rate(limit.rate, share)
+                        : Rate{scale(limit.rate.permits), limit.rate.period};
+    if (limit.burst != 0 || bucket) limit.burst = scale(capacity);
   }
   return out;
 }
@@ -85,6 +104,17 @@ DecideRequest PolicyEnforcer::fallback_request(const DecideRequest& request) con
   DecideRequest local = request;
   local.policy = fallback_policy_;
   return local;
+}
+
+DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
+                                                const Backend* backend) const {
+  const auto& in_force = backend == backend_.get() ? policy_ : fallback_policy_;
+  DecideRequest out = reserved;
+  if (in_force && in_force->limits().size() == 1 &&
+      in_force->limits().front().key_suffix == reserved.policy->limits().front().key_suffix) {
+    out.policy = in_force;
+  }
+  return out;
 }
 
 bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {

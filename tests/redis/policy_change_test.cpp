@@ -2,8 +2,12 @@
 // issue 14 and the carries, each against Redis and in process (the same rules in both).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 
+#include "limiter/local_backend.hpp"
+#include "limiter/redis_backend.hpp"
+#include "limiter/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
@@ -41,9 +45,9 @@ class PolicyChange : public test::LoopTest, public ::testing::WithParamInterface
   }
 
   test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url()}};
 
  private:
-  Client client_{loop(), ClientOptions{.url = server_.url()}};
   std::unique_ptr<Limiter> limiter_;
 };
 
@@ -66,6 +70,7 @@ TEST_P(PolicyChange, TighteningALeakyBucketKeepsItsQueueInPermits) {
   Limiter& l = limiter(Limit::leaky_bucket("100/min"));
   EXPECT_TRUE(run(loop(), l.try_acquire("k")).allowed);  // leaves now, the next leaves in 600 ms
   l.set_policy(Policy{Limit::leaky_bucket("100/h")});
+  EXPECT_EQ(admitted(1), 0);  // a denial carries the key over (and its expiry with it)
   run(loop(), sleep_for(loop(), 700ms));
   EXPECT_EQ(admitted(1), 0) << "one permit queued is 36 s at the new rate, not 600 ms";
 }
@@ -102,6 +107,107 @@ TEST_P(PolicyChange, ARefundAfterTighteningIsCountedUnderTheNewPolicy) {
   const auto refilled = std::chrono::duration_cast<std::chrono::milliseconds>(before_change);
   EXPECT_LE(admitted(1000), refilled.count() + 2)
       << "the refund comes back in the new policy's terms; the old rate ended at the change";
+}
+
+// The carries (Bucket4j's TokensInheritanceStrategy): 95 of 100/min taken leaves 5 permits;
+// at 10/min they stay 5 (as_is), become 0 (proportional) or the bucket starts full (reset).
+TEST_P(PolicyChange, EachCarrySaysWhatTheAvailablePermitsBecome) {
+  const std::pair<Carry, std::int64_t> expected[] = {
+      {Carry::as_is, 5}, {Carry::proportional, 0}, {Carry::reset, 10}};
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    for (const auto& [carry, remaining] : expected) {
+      SCOPED_TRACE(std::string(to_string(algorithm)) + " carry " +
+                   std::to_string(static_cast<int>(carry)));
+      Limiter& l = limiter(Limit{algorithm, Rate::parse("100/min"), 0, Window::aligned});
+      run(loop(), l.reset("k"));
+      EXPECT_TRUE(run(loop(), l.try_acquire("k", 95)).allowed);
+      l.set_policy(Policy{Limit{algorithm, Rate::parse("10/min"), 0, Window::aligned}}, carry);
+      const Decision now = run(loop(), l.peek("k"));
+      // A permit at the old rate may have come back between the two calls (600 ms each).
+      EXPECT_GE(now.remaining, remaining);
+      EXPECT_LE(now.remaining, carry == Carry::as_is ? remaining + 1 : remaining);
+    }
+  }
+}
+
+TEST_P(PolicyChange, LooseningAsIsKeepsThePermitsAvailableAndNoMore) {
+  Limiter& l = limiter(Limit::gcra("10/min"));
+  EXPECT_TRUE(run(loop(), l.try_acquire("k", 5)).allowed);
+  l.set_policy(Policy{Limit::gcra("100/min")});
+  const int passed = admitted(100);
+  EXPECT_GE(passed, 5);
+  EXPECT_LE(passed, 6) << "the 5 left, and at most one refilled at 100/min meanwhile";
+}
+
+/// Decides one permit of `policy` on `backend` at `now_us`; the stale version it was refused
+/// with, or 0.
+Task<std::int64_t> refused_version(detail::Backend& backend,
+                                   std::shared_ptr<const detail::CompiledPolicy> policy,
+                                   std::int64_t now_us) {
+  try {
+    const detail::DecideRequest request(std::move(policy), detail::KeyBase("{stale}"),
+                                        detail::Operation::acquire, 1, now_us);
+    co_await backend.decide(request);
+  } catch (const detail::StalePolicy& stale) {
+    co_return stale.stored_version();
+  }
+  co_return 0;
+}
+
+// A key written under a stored policy's version 5 refuses version 3 before any write; version
+// 0 (a policy given in process) and newer versions are served.
+TEST_P(PolicyChange, AKeyWrittenUnderANewerVersionRefusesAnOlderOne) {
+  std::unique_ptr<detail::Backend> backend;
+  if (GetParam()) {
+    backend = std::make_unique<detail::RedisBackend>(client_.dispatcher());
+  } else {
+    backend = std::make_unique<detail::LocalBackend>();
+  }
+  const std::int64_t now = 1'800'000'000'000'000;
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    SCOPED_TRACE(to_string(algorithm));
+    const Policy policy{Limit{algorithm, Rate::parse("10/s"), 0, Window::aligned}};
+    const auto at = [&](std::int64_t version) {
+      return detail::CompiledPolicy::compile(policy, {.version = version});
+    };
+    run(loop(), backend->reset(at(0), "{stale}"));
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(5), now)), 0);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(3), now + 1)), 5);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(0), now + 2)), 0);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(6), now + 3)), 0);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(5), now + 4)), 6);
+  }
+  run(loop(),
+      backend->reset(detail::CompiledPolicy::compile(Policy{Limit::gcra("1/s")}), "{stale}"));
+}
+
+// A value the previous release wrote (no stamp) is read as before and rewritten with one.
+TEST_P(PolicyChange, AnOldFormatValueIsReadAsBeforeAndStampedOnTheNextDecision) {
+  if (!GetParam()) GTEST_SKIP() << "only Redis holds values of the previous release";
+  Limiter& l = limiter(Limit::gcra("1/s", 1));
+  const std::int64_t in_five_seconds = std::chrono::duration_cast<std::chrono::microseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch() + 5s)
+                                           .count();
+  const std::string key = "rl:{change:k}:gcra:0";
+  run(loop(), client_.command("SET", key, std::to_string(in_five_seconds), "PX", "10000"));
+  EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the old TAT still holds";
+  const std::string value = run(loop(), client_.command("GET", key)).as_string();
+  EXPECT_EQ(value, std::to_string(in_five_seconds) + ":0:1:0:0:0:1000000:1:0");
+}
+
+using LocalFallback = test::LoopTest;
+
+// Bug 5: the scaled rate 999/s had period 1 s in lowest terms, and burst x period passed 2^52;
+// 1000/s is 1 per 1000 us. The fallback's rate is now scaled keeping such a rate's terms small.
+TEST_F(LocalFallback, AShareOfAValidPolicyIsAValidPolicy) {
+  Client unreachable(loop(), {.url = "redis://127.0.0.1:" + std::to_string(test::free_port())});
+  const Policy policy{Limit::gcra("1000/s", 10'000'000'000)};
+  const LimiterOptions options{
+      .name = "x", .on_failure = {.kind = FailurePolicy::local_fallback, .local_share = 0.999}};
+  EXPECT_NO_THROW(Limiter(unreachable, policy, options));
+  run(loop(), unreachable.close());
 }
 
 }  // namespace
