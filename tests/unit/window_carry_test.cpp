@@ -82,6 +82,14 @@ TEST(FixedWindowCarry, AnAnchoredWindowShrunkCarriesItsCountIntoAWindowStartingN
   EXPECT_EQ(key.drain(fixed(10, minute, true), t0 + 21 * minute), 10);
 }
 
+TEST(FixedWindowCarry, AnAlignedWindowBecomingAnchoredKeepsItsStartAndCount) {
+  FixedWindowKey key;
+  EXPECT_EQ(key.drain(fixed(10, minute), t0 + 10 * second), 10);
+  EXPECT_EQ(key.drain(fixed(10, minute, true), t0 + 50 * second), 0);
+  EXPECT_EQ(key.state()->start_us, t0);
+  EXPECT_EQ(key.drain(fixed(10, minute, true), t0 + minute), 10);
+}
+
 TEST(FixedWindowCarry, AStoredWindowThatEndedCarriesNothing) {
   FixedWindowKey key;
   EXPECT_EQ(key.drain(fixed(10, minute), t0), 10);
@@ -163,6 +171,14 @@ TEST(SlidingWindowCounterCarry, AShorterPeriodCountsTheStoredWindowInTheOneNow) 
   EXPECT_EQ(key.drain({10, minute}, t0 + 20 * minute), 0);
 }
 
+TEST(SlidingWindowCounterCarry, ALongerPeriodCountsTheStoredWindowsAsTheCurrentOne) {
+  CounterKey key;
+  EXPECT_TRUE(key.acquire({5, minute}, t0 + 9 * minute, 3).allowed);
+  EXPECT_EQ(key.drain({5, minute}, t0 + 10 * minute + second), 2);  // 3 weighted ~98%
+  // Minutes 9 and 10 both lie in the hour now current: 3 + 2 of 12 are used.
+  EXPECT_EQ(key.drain({12, hour}, t0 + 10 * minute + 2 * second), 7);
+}
+
 TEST(SlidingWindowCounterCarry, StoredWindowsLandInTheNewestNewWindowTheyOverlap) {
   CounterKey key;
   key.state() = SlidingWindowCounterState{t0 + minute, 4, 6, Stamp{10, minute, 0, 0}};
@@ -198,6 +214,14 @@ TEST(SlidingWindowLogCarry, ADenialAfterALongerWindowKeepsTheStateForTheNewWindo
   EXPECT_TRUE(denied.rewritten);
   EXPECT_EQ(denied.ttl_us, hour - 100'000);
   EXPECT_EQ(key.drain({10, hour}, t0 + 2'200'000), 0);
+}
+
+TEST(SlidingWindowLogCarry, AShorterWindowAppliesToTheStoredTimes) {
+  LogKey key;
+  EXPECT_TRUE(key.acquire({10, hour}, t0, 6).allowed);
+  EXPECT_TRUE(key.acquire({10, hour}, t0 + 30 * minute, 4).allowed);
+  // A 40-minute window at t0 + 50 min holds the 4 admitted at t0 + 30 min only.
+  EXPECT_EQ(key.drain({5, 40 * minute}, t0 + 50 * minute), 1);
 }
 
 TEST(SlidingWindowLogCarry, ResetDropsThePermitsAdmittedBeforeTheChange) {
