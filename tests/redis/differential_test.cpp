@@ -263,8 +263,9 @@ void report(Tally* tally, const Sequence& sequence, std::size_t step, const std:
   }
 }
 
-/// The value lua/lib/frac_time_value.lua or lua/lib/tokens_value.lua stores for a bucket state
-/// (nullopt for a window state, which this does not compare).
+/// The value lua/lib/frac_time_value.lua or lua/lib/tokens_value.lua stores for a bucket state,
+/// or lua/algorithms/fixed_window.lua or sliding_window_counter.lua for theirs (nullopt for the
+/// log, a sorted set, which this does not compare).
 std::optional<std::string> stored_value(const LimitState& state) {
   const auto join = [](std::initializer_list<std::int64_t> fields) {
     std::string out;
@@ -282,16 +283,25 @@ std::optional<std::string> stored_value(const LimitState& state) {
     return join({tokens->level, tokens->last_us, tokens->den, tokens->book.version,
                  tokens->book.cancels, tokens->book.epoch, stamp.a, stamp.c, stamp.policy_version});
   }
+  if (const auto* window = std::get_if<FixedWindowState>(&state)) {
+    const Stamp stamp = window->stamp.value_or(Stamp{});
+    return join({window->start_us, window->count, stamp.a, stamp.b, stamp.c, stamp.policy_version});
+  }
+  if (const auto* counter = std::get_if<SlidingWindowCounterState>(&state)) {
+    const Stamp stamp = counter->stamp.value_or(Stamp{});
+    return join({counter->start_us, counter->current, counter->previous, stamp.a, stamp.b,
+                 stamp.policy_version});
+  }
   return std::nullopt;
 }
 
-/// Compares every bucket limit's stored value with the model's state.
+/// Compares every limit's stored value with the model's state (but the log's).
 Task<void> compare_stored(Client& client, const Sequence& sequence, std::size_t step,
                           const std::vector<std::optional<LimitState>>& states,
                           std::string key_base, Tally* tally) {
   const auto& limits = sequence.policy->limits();
   for (std::size_t i = 0; i < limits.size() && i < states.size(); ++i) {
-    if (!can_reserve(limits[i].limit.algorithm)) continue;
+    if (limits[i].limit.algorithm == Algorithm::sliding_window_log) continue;
     const Reply reply = co_await client.command("GET", key_base + limits[i].key_suffix);
     const std::optional<std::string> model =
         states[i] ? stored_value(*states[i]) : std::optional<std::string>();
