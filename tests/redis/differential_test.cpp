@@ -295,18 +295,51 @@ std::optional<std::string> stored_value(const LimitState& state) {
   return std::nullopt;
 }
 
-/// Compares every limit's stored value with the model's state (but the log's).
+/// What lua/algorithms/sliding_window_log.lua stores for a log, as "stamp:<limit>:<window>:<pv>"
+/// (when stamped) and the entries' times, separated by spaces; nullopt when there is none.
+std::optional<std::string> stored_log(const LimitState& state) {
+  const auto* log = std::get_if<SlidingWindowLogState>(&state);
+  if (log == nullptr || (!log->stamp && log->times.empty())) return std::nullopt;
+  std::string out;
+  if (log->stamp) {
+    out = "stamp:" + std::to_string(log->stamp->a) + ":" + std::to_string(log->stamp->b) + ":" +
+          std::to_string(log->stamp->policy_version);
+  }
+  for (const std::int64_t time : log->times)
+    out += (out.empty() ? "" : " ") + std::to_string(time);
+  return out;
+}
+
+/// The same from the sorted set's members and scores (ZRANGE ... WITHSCORES).
+std::optional<std::string> stored_log(const Reply& reply) {
+  const auto& fields = reply.as_array();
+  std::string out;
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+    const std::string& member = fields[i].as_string();
+    out += (out.empty() ? "" : " ") +
+           (member.starts_with("stamp:") ? member : fields[i + 1].as_string());
+  }
+  return fields.empty() ? std::nullopt : std::optional<std::string>(out);
+}
+
+/// Compares every limit's stored value with the model's state.
 Task<void> compare_stored(Client& client, const Sequence& sequence, std::size_t step,
                           const std::vector<std::optional<LimitState>>& states,
                           std::string key_base, Tally* tally) {
   const auto& limits = sequence.policy->limits();
   for (std::size_t i = 0; i < limits.size() && i < states.size(); ++i) {
-    if (limits[i].limit.algorithm == Algorithm::sliding_window_log) continue;
-    const Reply reply = co_await client.command("GET", key_base + limits[i].key_suffix);
-    const std::optional<std::string> model =
-        states[i] ? stored_value(*states[i]) : std::optional<std::string>();
-    const std::optional<std::string> script =
-        reply.is_nil() ? std::optional<std::string>() : reply.as_string();
+    const std::string key = key_base + limits[i].key_suffix;
+    std::optional<std::string> model;
+    std::optional<std::string> script;
+    if (limits[i].limit.algorithm == Algorithm::sliding_window_log) {
+      const Reply reply = co_await client.command("ZRANGE", key, "0", "-1", "WITHSCORES");
+      if (states[i]) model = stored_log(*states[i]);
+      script = stored_log(reply);
+    } else {
+      const Reply reply = co_await client.command("GET", key);
+      if (states[i]) model = stored_value(*states[i]);
+      if (!reply.is_nil()) script = reply.as_string();
+    }
     if (model != script) {
       report(tally, sequence, step,
              "  stored value of limit " + std::to_string(i) + ": script " +
