@@ -26,7 +26,7 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyCh
       count = state->count;
     } else {
       start = t;
-      // The period shrank: a stored window still open carries its count into one starting now.
+      // A stored window still open (the period shrank) carries its count into one starting now.
       if (converting && t < state->start_us + old.b) count = state->count;
     }
   } else {
