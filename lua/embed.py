@@ -13,10 +13,19 @@ Each algorithm is written once, in lua/algorithms/<name>.lua, as statement fragm
                        shape declares (false, 0, 0, 0, 0, now)
   --!section idle      for peek, after decide: sets reset to the time until idle from the
                        state now
-  --!section write     after decide, when allowed: writes the new state
+                       Every section also sees the policy epoch: pv (the request's policy
+                       version), since (when the policy took effect, resolved: at most now) and
+                       carry (0 as_is, 1 proportional, 2 reset). decide (and reserve, cancel)
+                       may set `stale = <stored pv>` (the shape refuses the request before any
+                       write) and `rewrite = true` (the state was stamped with other parameters
+                       and carried over: write it back even when denied)
+  --!section write     after decide, when allowed or rewriting: writes the new state holding
+                       `taken` permits more (n when allowed, 0 when rewriting a denial), with
+                       its stamp, and a TTL until the written state is idle
   --!section reserve   (gcra, leaky_bucket, token_bucket) for acquire(): as decide, but admits
                        the permits at the earliest slot they fit if the wait is within max_wait,
-                       and also sets wait, slot and slot_f; write follows when allowed
+                       and also sets wait, slot and slot_f; write follows when allowed (or
+                       rewriting)
   --!section cancel    (with reserve) gives a pending reservation's permits back: sets verdict
                        and, when returned, shift and shift_f, and writes
   --!part <name>       a named piece of the sections, written once: a line `--!use <name>` in

@@ -2,10 +2,12 @@
 // GCRA: the model of lua/algorithms/gcra.lua (see there for the algorithm).
 
 #include <cstdint>
+#include <optional>
 
 #include "algorithms/exact.hpp"
 #include "algorithms/outcome.hpp"
 #include "algorithms/reservation_book.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -23,15 +25,40 @@ struct GcraState {
   std::int64_t den = 1;
   ReservationBook book;
   CancelLog cancel_log;
+  /// The parameters {p, d, burst} and policy version it was written under (den is p); nullopt
+  /// for a value of the previous release (lib/frac_time.lua).
+  std::optional<Stamp> stamp;
 };
 
-/// Decides `n` permits at `now`; when allowed and `next` is not null, writes the new state
-/// there (it may be `state` itself). The other algorithms follow the same convention.
-LimitOutcome decide_gcra(const GcraParams& params, const GcraState* state, std::int64_t now,
-                         std::int64_t n, GcraState* next);
+/// Decides `n` permits at `now` under the policy in force `change` (its since_us resolved:
+/// at most now); when allowed and `next` is not null, writes the new state there (it may be
+/// `state` itself). A state stamped with other parameters is carried over to these
+/// (`rewritten`; with `next`, written even when denied); one stamped with a newer policy
+/// version refuses the request (`stale_version`, nothing written). decide_policy writes a
+/// rewritten state of a denied request by deciding again with n = 0 (the state carried over,
+/// nothing taken). The other algorithms follow the same convention.
+LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
+                         const GcraState* state, std::int64_t now, std::int64_t n, GcraState* next);
 
-/// The stored time of a GCRA or leaky bucket state, or now if that is later. A state stored
-/// under another denominator is rounded up to a whole microsecond (never frees permits).
-FracTime load_frac_time(const GcraState* state, std::int64_t now, std::int64_t p);
+/// A GCRA or leaky bucket state as a decision under the policy in force reads it.
+struct LoadedTime {
+  FracTime time;                   ///< the stored time (carried over), or now if that is later
+  bool rewritten = false;          ///< it was stamped otherwise, or not at all: write it back
+  std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
+};
+
+/// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change` (its
+/// since_us resolved), as lua/lib/load_frac_time.lua reads it: a state stamped with other
+/// parameters or another version is carried over at since_us (the permits available then
+/// become carry_permits() of them, and the time is rebuilt at since_us holding those); one
+/// without a stamp is read as before (stored under another denominator: rounded up to a whole
+/// microsecond, which never frees permits).
+LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
+                          const GcraState* state, std::int64_t now);
+
+/// The stamp a state written under `params` and `change` carries.
+inline Stamp stamp_of(const GcraParams& params, const PolicyChange& change) noexcept {
+  return {params.p, params.d, params.burst, change.policy_version};
+}
 
 }  // namespace redlimit::detail

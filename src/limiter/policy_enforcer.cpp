@@ -74,6 +74,17 @@ DecideRequest PolicyEnforcer::fallback_request(const DecideRequest& request) con
   return local;
 }
 
+DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
+                                                const Backend* backend) const {
+  const auto& in_force = backend == backend_.get() ? policy_ : fallback_policy_;
+  DecideRequest out = reserved;
+  if (in_force && in_force->limits().size() == 1 &&
+      in_force->limits().front().key_suffix == reserved.policy->limits().front().key_suffix) {
+    out.policy = in_force;
+  }
+  return out;
+}
+
 bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
   for (const auto& limit : fallback_policy_->limits()) {
     if (request.permits > limit.capacity) return false;
@@ -164,11 +175,14 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
                                  validated_request.key_base.str());
 }
 
-void PolicyEnforcer::set_policy(Policy policy) {
-  auto compiled = CompiledPolicy::compile(policy);
+void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
+  // Why the system clock: the change takes effect now; Redis converts a key at
+  // min(since, its own TIME), so a client clock ahead of Redis's only means "at once".
+  const PolicyEpoch epoch{.version = 0, .since_us = LocalBackend::system_clock(), .carry = carry};
+  auto compiled = CompiledPolicy::compile(policy, epoch);
   if (fallback_) {
     fallback_policy_ =
-        CompiledPolicy::compile(fallback_policy(policy, options_.on_failure.local_share));
+        CompiledPolicy::compile(fallback_policy(policy, options_.on_failure.local_share), epoch);
   }
   policy_ = std::move(compiled);
   ++generation_;

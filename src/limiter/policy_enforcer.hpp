@@ -37,7 +37,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                 std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
   static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
-  void set_policy(Policy policy);
+  /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}.
+  void set_policy(Policy policy, Carry carry);
   const Policy& policy() const noexcept { return policy_->policy(); }
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
@@ -55,6 +56,10 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
+  /// The request that gives back a reservation made with `reserved` on `backend`: under the
+  /// policy in force now when its single limit is on the same key (the key is carried over to
+  /// it, bug 4 of issue 14), else under the reservation's own.
+  DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend) const;
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
 

@@ -1,0 +1,201 @@
+// Changing a bucket policy (gcra, leaky_bucket, token_bucket) with set_policy(): the bugs of
+// issue 14 and the carries, each against Redis and in process (the same rules in both).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+
+#include "limiter/local_backend.hpp"
+#include "limiter/redis_backend.hpp"
+#include "limiter/stale_policy.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/started_task.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A limiter on a private redis-server (parameter true) or in process (false).
+class PolicyChange : public test::LoopTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void TearDown() override {
+    limiter_.reset();
+    run(loop(), client_.close());
+    EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
+    LoopTest::TearDown();
+  }
+  Limiter& limiter(Limit limit) {
+    limiter_ = GetParam() ? std::make_unique<Limiter>(client_, Policy::of(limit),
+                                                      LimiterOptions{.name = "change"})
+                          : std::make_unique<Limiter>(loop(), Policy::of(limit),
+                                                      LimiterOptions{.name = "change"});
+    return *limiter_;
+  }
+  /// How many of `tries` single permits pass on key "k" now.
+  int admitted(int tries) {
+    int count = 0;
+    for (int i = 0; i < tries; ++i)
+      count += run(loop(), limiter_->try_acquire("k")).allowed ? 1 : 0;
+    return count;
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url()}};
+
+ private:
+  std::unique_ptr<Limiter> limiter_;
+};
+
+std::string where(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "Redis" : "InProcess";
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PolicyChange, ::testing::Bool(), where);
+
+// Bug 2: the stored time kept its length in time, so a bucket exhausted at 100/min looked
+// almost empty at 100/h (98 of 100 passed).
+TEST_P(PolicyChange, TighteningGcraKeepsTheBacklogInPermits) {
+  Limiter& l = limiter(Limit::gcra("100/min"));
+  EXPECT_TRUE(run(loop(), l.try_acquire("k", 100)).allowed);
+  l.set_policy(Policy{Limit::gcra("100/h")});
+  EXPECT_LE(admitted(100), 1) << "an exhausted bucket stays exhausted (a permit may have refilled)";
+}
+
+TEST_P(PolicyChange, TighteningALeakyBucketKeepsItsQueueInPermits) {
+  Limiter& l = limiter(Limit::leaky_bucket("100/min"));
+  EXPECT_TRUE(run(loop(), l.try_acquire("k")).allowed);  // leaves now, the next leaves in 600 ms
+  l.set_policy(Policy{Limit::leaky_bucket("100/h")});
+  EXPECT_EQ(admitted(1), 0);  // a denial carries the key over (and its expiry with it)
+  run(loop(), sleep_for(loop(), 700ms));
+  EXPECT_EQ(admitted(1), 0) << "one permit queued is 36 s at the new rate, not 600 ms";
+}
+
+// Bug 1: denials never refreshed the key's TTL, set by the last admission under the old
+// policy: the key expired about a second later and the whole limit came back.
+TEST_P(PolicyChange, TighteningATokenBucketOutlivesTheOldTtl) {
+  Limiter& l = limiter(Limit::token_bucket("10/s"));
+  EXPECT_TRUE(run(loop(), l.try_acquire("k", 10)).allowed);
+  l.set_policy(Policy{Limit::token_bucket("10/h")});
+  EXPECT_EQ(admitted(1), 0);
+  run(loop(), sleep_for(loop(), 2200ms));
+  EXPECT_LE(admitted(10), 1) << "the empty bucket refills at 10/h, not by expiring";
+}
+
+// Bug 4: a refund after set_policy() was refilled at the old rate: cancelled 500 ms after the
+// change, the debt had shrunk by 500 permits at 1000/s, and those came back too.
+TEST_P(PolicyChange, ARefundAfterTighteningIsCountedUnderTheNewPolicy) {
+  Limiter& l = limiter(Limit::token_bucket("1000/s"));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(run(loop(), l.try_acquire("k", 1000)).allowed);
+  std::chrono::steady_clock::duration before_change{};
+  {
+    test::StartedTask waiting =
+        test::start([](Limiter& lim) -> Task<void> { co_await lim.acquire("k", 1000); }(l));
+    run(loop(), sleep_for(loop(), 20ms));  // reserved: the bucket owes 1000 permits
+    before_change = std::chrono::steady_clock::now() - start;
+    l.set_policy(Policy{Limit::token_bucket("1000/h")});
+    run(loop(), sleep_for(loop(), 480ms));
+    EXPECT_FALSE(waiting.done());
+  }
+  run(loop(), sleep_for(loop(), 50ms));  // the spawned give-back runs
+  // What refilled at 1000/s before the change (1 per ms), and a little at 1000/h since.
+  const auto refilled = std::chrono::duration_cast<std::chrono::milliseconds>(before_change);
+  EXPECT_LE(admitted(1000), refilled.count() + 2)
+      << "the refund comes back in the new policy's terms; the old rate ended at the change";
+}
+
+// The carries (Bucket4j's TokensInheritanceStrategy): 95 of 100/min taken leaves 5 permits;
+// at 10/min they stay 5 (as_is), become 0 (proportional) or the bucket starts full (reset).
+TEST_P(PolicyChange, EachCarrySaysWhatTheAvailablePermitsBecome) {
+  const std::pair<Carry, std::int64_t> expected[] = {
+      {Carry::as_is, 5}, {Carry::proportional, 0}, {Carry::reset, 10}};
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    for (const auto& [carry, remaining] : expected) {
+      SCOPED_TRACE(std::string(to_string(algorithm)) + " carry " +
+                   std::to_string(static_cast<int>(carry)));
+      Limiter& l = limiter(Limit{algorithm, Rate::parse("100/min"), 0, Window::aligned});
+      run(loop(), l.reset("k"));
+      EXPECT_TRUE(run(loop(), l.try_acquire("k", 95)).allowed);
+      l.set_policy(Policy{Limit{algorithm, Rate::parse("10/min"), 0, Window::aligned}}, carry);
+      const Decision now = run(loop(), l.peek("k"));
+      // A permit at the old rate may have come back between the two calls (600 ms each).
+      EXPECT_GE(now.remaining, remaining);
+      EXPECT_LE(now.remaining, carry == Carry::as_is ? remaining + 1 : remaining);
+    }
+  }
+}
+
+TEST_P(PolicyChange, LooseningAsIsKeepsThePermitsAvailableAndNoMore) {
+  Limiter& l = limiter(Limit::gcra("10/min"));
+  EXPECT_TRUE(run(loop(), l.try_acquire("k", 5)).allowed);
+  l.set_policy(Policy{Limit::gcra("100/min")});
+  const int passed = admitted(100);
+  EXPECT_GE(passed, 5);
+  EXPECT_LE(passed, 6) << "the 5 left, and at most one refilled at 100/min meanwhile";
+}
+
+/// Decides one permit of `policy` on `backend` at `now_us`; the stale version it was refused
+/// with, or 0.
+Task<std::int64_t> refused_version(detail::Backend& backend,
+                                   std::shared_ptr<const detail::CompiledPolicy> policy,
+                                   std::int64_t now_us) {
+  try {
+    const detail::DecideRequest request(std::move(policy), detail::KeyBase("{stale}"),
+                                        detail::Operation::acquire, 1, now_us);
+    co_await backend.decide(request);
+  } catch (const detail::StalePolicy& stale) {
+    co_return stale.stored_version();
+  }
+  co_return 0;
+}
+
+// A key written under a stored policy's version 5 refuses version 3 before any write; version
+// 0 (a policy given in process) and newer versions are served.
+TEST_P(PolicyChange, AKeyWrittenUnderANewerVersionRefusesAnOlderOne) {
+  std::unique_ptr<detail::Backend> backend;
+  if (GetParam()) {
+    backend = std::make_unique<detail::RedisBackend>(client_.dispatcher());
+  } else {
+    backend = std::make_unique<detail::LocalBackend>();
+  }
+  const std::int64_t now = 1'800'000'000'000'000;
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    SCOPED_TRACE(to_string(algorithm));
+    const Policy policy{Limit{algorithm, Rate::parse("10/s"), 0, Window::aligned}};
+    const auto at = [&](std::int64_t version) {
+      return detail::CompiledPolicy::compile(policy, {.version = version});
+    };
+    run(loop(), backend->reset(at(0), "{stale}"));
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(5), now)), 0);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(3), now + 1)), 5);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(0), now + 2)), 0);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(6), now + 3)), 0);
+    EXPECT_EQ(run(loop(), refused_version(*backend, at(5), now + 4)), 6);
+  }
+  run(loop(),
+      backend->reset(detail::CompiledPolicy::compile(Policy{Limit::gcra("1/s")}), "{stale}"));
+}
+
+// A value the previous release wrote (no stamp) is read as before and rewritten with one.
+TEST_P(PolicyChange, AnOldFormatValueIsReadAsBeforeAndStampedOnTheNextDecision) {
+  if (!GetParam()) GTEST_SKIP() << "only Redis holds values of the previous release";
+  Limiter& l = limiter(Limit::gcra("1/s", 1));
+  const std::int64_t in_five_seconds = std::chrono::duration_cast<std::chrono::microseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch() + 5s)
+                                           .count();
+  const std::string key = "rl:{change:k}:gcra:0";
+  run(loop(), client_.command("SET", key, std::to_string(in_five_seconds), "PX", "10000"));
+  EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the old TAT still holds";
+  const std::string value = run(loop(), client_.command("GET", key)).as_string();
+  EXPECT_EQ(value, std::to_string(in_five_seconds) + ":0:1:0:0:0:1000000:1:0");
+}
+
+}  // namespace
+}  // namespace redlimit
