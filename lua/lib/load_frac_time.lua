@@ -4,11 +4,11 @@
 -- stored value. Needs p, d, burst and the policy epoch pv, since, carry (the shapes').
 --
 -- A state stamped with a newer policy version than pv (pv > 0) sets `stale` (the shape refuses
--- the request). A state stamped with other parameters or another version is carried over at
--- since: the permits available then under its stamp, A = burst' - ceil((time - since) / T'),
+-- the request). A state stamped with other parameters or another version sets `rewrite`; with
+-- other parameters (or carry reset) it is carried over at since: the permits available then under its stamp, A = burst' - ceil((time - since) / T'),
 -- become A' (lib/carry_permits.lua), and the state is rebuilt at since holding A':
--- time = since + (burst - A') * T, exact in 1/p us; it sets `rewrite` (written back under the
--- new stamp, also when denied). An old-format value (no stamp) is read as before (a fraction
+-- time = since + (burst - A') * T, exact in 1/p us. A rewritten state is written back under
+-- the new stamp, also when denied. An old-format value (no stamp) is read as before (a fraction
 -- counted in another unit than 1/p us is rounded up to the next whole us: that can only make it
 -- stricter) and sets `rewrite`.
 --
@@ -28,6 +28,10 @@ if stored then
       stale = spv
     elseif den ~= p or sd ~= d or sb ~= burst or spv ~= pv then
       rewrite = true
+    end
+    -- Only a change of parameters, or a reset, converts: a new version of the same parameters
+    -- keeps the state exactly (with its fraction of a permit).
+    if rewrite and (den ~= p or sd ~= d or sb ~= burst or carry == 2) then
       do
         local available = sb
         if us > since or (us == since and f > 0) then

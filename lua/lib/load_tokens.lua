@@ -10,9 +10,9 @@
 -- "level:last:d:version:cancels:epoch" (no stamp): read as before (a level counted in another
 -- unit keeps its whole tokens, or its whole debt rounded up) and rewritten (`rewrite`).
 -- A state stamped with a newer policy version than pv (pv > 0) sets `stale`; one stamped with
--- other parameters or another version is carried over at x = max(since, last): the whole
--- permits A available then under its stamp become A' (lib/carry_permits.lua), the level A' x d
--- at x, and it sets `rewrite`. C++ twin: src/algorithms/token_bucket.cpp.
+-- other parameters or another version sets `rewrite`, and with other parameters (or carry
+-- reset) it is carried over at x = max(since, last): the whole permits A available then under
+-- its stamp become A' (lib/carry_permits.lua), the level A' x d at x. C++ twin: src/algorithms/token_bucket.cpp.
 --
 -- Leaves level (in 1/d token), last, version, cancels and epoch, and moves t.
 local level, last = full, now
@@ -29,6 +29,10 @@ if stored then
       stale = spv
     elseif den ~= d or sp ~= p or sb ~= burst or spv ~= pv then
       rewrite = true
+    end
+    -- Only a change of parameters, or a reset, converts: a new version of the same parameters
+    -- keeps the level exactly (with its fraction of a token).
+    if rewrite and (den ~= d or sp ~= p or sb ~= burst or carry == 2) then
       do
         local x = since
         if last > x then x = last end

@@ -19,9 +19,10 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
       out.stale_version = stamp.policy_version;
       return out;
     }
-    if (state->den != p || stamp.b != params.d || stamp.c != params.burst ||
-        stamp.policy_version != change.policy_version) {
-      out.rewritten = true;
+    const bool other_parameters = state->den != p || stamp.b != params.d || stamp.c != params.burst;
+    out.rewritten = other_parameters || stamp.policy_version != change.policy_version;
+    // A new version of the same parameters keeps the state exactly, unless asked to reset.
+    if (other_parameters || (out.rewritten && change.carry == Carry::reset)) {
       const std::int64_t since = change.since_us;
       std::int64_t available = stamp.c;
       if (FracTime{since, 0} < stored) {

@@ -49,8 +49,9 @@ struct LoadedTime {
 
 /// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change` (its
 /// since_us resolved), as lua/lib/load_frac_time.lua reads it: a state stamped with other
-/// parameters or another version is carried over at since_us (the permits available then
-/// become carry_permits() of them, and the time is rebuilt at since_us holding those); one
+/// parameters (or another version, carry reset) is carried over at since_us (the permits
+/// available then become carry_permits() of them, and the time is rebuilt at since_us holding
+/// those); another version of the same parameters is only restamped; one
 /// without a stamp is read as before (stored under another denominator: rounded up to a whole
 /// microsecond, which never frees permits).
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,

@@ -43,9 +43,11 @@ Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
         out.stale_version = stamp.policy_version;
         return out;
       }
-      if (state->den != params.d || stamp.a != params.p || stamp.c != params.burst ||
-          stamp.policy_version != change.policy_version) {
-        out.rewritten = true;
+      const bool other_parameters =
+          state->den != params.d || stamp.a != params.p || stamp.c != params.burst;
+      out.rewritten = other_parameters || stamp.policy_version != change.policy_version;
+      // A new version of the same parameters keeps the level exactly, unless asked to reset.
+      if (other_parameters || (out.rewritten && change.carry == Carry::reset)) {
         carry_over(params, change, *state, level, last);
       }
     } else {

@@ -44,8 +44,9 @@ struct Tokens {
   std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
 };
 /// The tokens as lua/lib/load_tokens.lua reads them under `params` and `change` (its since_us
-/// resolved): a state stamped with other parameters or another version is carried over at
-/// max(since_us, last) (its whole permits then become carry_permits() of them).
+/// resolved): a state stamped with other parameters (or another version, carry reset) is
+/// carried over at max(since_us, last) (its whole permits then become carry_permits() of them);
+/// another version of the same parameters is only restamped.
 Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
                    const TokenBucketState* state, std::int64_t now);
 

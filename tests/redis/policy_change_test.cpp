@@ -183,6 +183,37 @@ TEST_P(PolicyChange, AKeyWrittenUnderANewerVersionRefusesAnOlderOne) {
       backend->reset(detail::CompiledPolicy::compile(Policy{Limit::gcra("1/s")}), "{stale}"));
 }
 
+/// The decision on one permit of `policy` on `backend` at `now_us`, on key "{same}".
+Task<Decision> decide_once(detail::Backend& backend,
+                           std::shared_ptr<const detail::CompiledPolicy> policy,
+                           std::int64_t now_us) {
+  const detail::DecideRequest request(std::move(policy), detail::KeyBase("{same}"),
+                                      detail::Operation::acquire, 1, now_us);
+  co_return co_await backend.decide(request);
+}
+
+// A new version of the same parameters (the store bumped it for another reason) keeps a key's
+// state exactly, fraction of a permit included: only other parameters, or a reset, convert.
+TEST_P(PolicyChange, ANewVersionOfTheSameParametersKeepsTheStateExactly) {
+  std::unique_ptr<detail::Backend> backend;
+  if (GetParam()) {
+    backend = std::make_unique<detail::RedisBackend>(client_.dispatcher());
+  } else {
+    backend = std::make_unique<detail::LocalBackend>();
+  }
+  const std::int64_t now = 1'800'000'000'000'000;
+  const Policy policy{Limit::gcra("10/s")};
+  const auto at = [&](std::int64_t version) {
+    return detail::CompiledPolicy::compile(policy, {.version = version, .since_us = now});
+  };
+  EXPECT_TRUE(run(loop(), decide_once(*backend, at(1), now)).allowed);  // idle at now + 100 ms
+  // Half a permit has come back by now + 50 ms; it stays: idle at now + 200 ms after this one.
+  const Decision second = run(loop(), decide_once(*backend, at(2), now + 50'000));
+  EXPECT_TRUE(second.allowed);
+  EXPECT_EQ(second.reset_after, 150'000us);
+  run(loop(), backend->reset(at(2), "{same}"));
+}
+
 // A value the previous release wrote (no stamp) is read as before and rewritten with one.
 TEST_P(PolicyChange, AnOldFormatValueIsReadAsBeforeAndStampedOnTheNextDecision) {
   if (!GetParam()) GTEST_SKIP() << "only Redis holds values of the previous release";
