@@ -220,9 +220,12 @@ Task<Decision> PolicyEnforcer::peek(std::string key) {
 }
 
 Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
+  std::optional<DecideRequest> followed;
+  if (self->follower_)
+    followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0));
   DecideRequest validated_request =
-      self->follower_ ? co_await followed_request(self, key, Operation::peek, 1, 0)
-                      : self->request(key, Operation::peek, 1);
+      followed ? std::move(*followed) : self->request(key, Operation::peek, 1);
   ++self->generation_;
   self->deny_cache_.forget(validated_request.key_base.view());
   if (self->fallback_) {

@@ -160,6 +160,15 @@ TEST_F(PolicyStoreTest, AFollowerFollowsAChangeMadeByAnotherClient) {
   run(loop(), other.close());
 }
 
+TEST_F(PolicyStoreTest, AFollowerResetsAKeyUnderItsStoredPolicy) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("fixed_window 2/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_EQ(admitted(loop(), limiter, "k", 3), 2);
+  run(loop(), limiter.reset("k"));
+  EXPECT_EQ(admitted(loop(), limiter, "k", 3), 2);
+}
+
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
