@@ -40,5 +40,5 @@ if count == 0 then reset = 0 end
 
 --!section write
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
-redis.call('SET', key, string.format('%d:%d', start, count + n), 'PX',
+redis.call('SET', key, string.format('%d:%d', start, count + taken), 'PX',
            string.format('%d', ms + TTL_EXTRA_MS))

@@ -77,5 +77,5 @@ elseif previous > 0 then reset = period - elapsed + lag end
 
 --!section write
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
-redis.call('SET', key, string.format('%d:%d:%d', start, current + n, previous), 'PX',
+redis.call('SET', key, string.format('%d:%d:%d', start, current + taken, previous), 'PX',
            string.format('%d', ms + TTL_EXTRA_MS))

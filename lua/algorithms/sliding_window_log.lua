@@ -42,11 +42,11 @@ redis.call('ZREMRANGEBYSCORE', key, '-inf', outside)
 local stamp = string.format('%d', t)
 local at_t = redis.call('ZCOUNT', key, stamp, stamp)
 local members, size = {}, 0
-for i = 1, n do
+for i = 1, taken do
   members[size + 1] = stamp
   members[size + 2] = stamp .. ':' .. string.format('%d', at_t + i - 1)
   size = size + 2
-  if size == 2000 or i == n then  -- bounded ZADD calls (Lua's unpack limit)
+  if size == 2000 or i == taken then  -- bounded ZADD calls (Lua's unpack limit)
     redis.call('ZADD', key, unpack(members, 1, size))
     members, size = {}, 0
   end

@@ -6,8 +6,9 @@
 
 namespace redlimit::detail {
 
-LimitOutcome decide_fixed_window(const FixedWindowParams& params, const FixedWindowState* state,
-                                 std::int64_t now, std::int64_t n, FixedWindowState* next) {
+LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyChange&,
+                                 const FixedWindowState* state, std::int64_t now, std::int64_t n,
+                                 FixedWindowState* next) {
   const std::int64_t t = state != nullptr ? std::max(now, state->start_us) : now;
   std::int64_t start = 0;
   std::int64_t count = 0;

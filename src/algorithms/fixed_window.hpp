@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "algorithms/outcome.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -18,7 +19,8 @@ struct FixedWindowState {
   std::int64_t count = 0;
 };
 
-LimitOutcome decide_fixed_window(const FixedWindowParams& params, const FixedWindowState* state,
-                                 std::int64_t now, std::int64_t n, FixedWindowState* next);
+LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyChange& change,
+                                 const FixedWindowState* state, std::int64_t now, std::int64_t n,
+                                 FixedWindowState* next);
 
 }  // namespace redlimit::detail

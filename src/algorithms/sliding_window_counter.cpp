@@ -16,6 +16,7 @@ std::int64_t decayed_enough_at(std::int64_t count, std::int64_t room, std::int64
 }  // namespace
 
 LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& params,
+                                           const PolicyChange&,
                                            const SlidingWindowCounterState* state, std::int64_t now,
                                            std::int64_t n, SlidingWindowCounterState* next) {
   const std::int64_t period = params.period_us;

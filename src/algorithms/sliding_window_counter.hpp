@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "algorithms/outcome.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -20,6 +21,7 @@ struct SlidingWindowCounterState {
 };
 
 LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& params,
+                                           const PolicyChange& change,
                                            const SlidingWindowCounterState* state, std::int64_t now,
                                            std::int64_t n, SlidingWindowCounterState* next);
 

@@ -4,7 +4,7 @@
 
 namespace redlimit::detail {
 
-LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
+LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params, const PolicyChange&,
                                        const SlidingWindowLogState* state, std::int64_t now,
                                        std::int64_t n, SlidingWindowLogState* next) {
   static const SlidingWindowLogState empty;

@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "algorithms/outcome.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -25,6 +26,7 @@ struct SlidingWindowLogState {
 /// (or empty) with the permits outside the window dropped and n entries added; pass the same
 /// object as `state` to update in place.
 LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
+                                       const PolicyChange& change,
                                        const SlidingWindowLogState* state, std::int64_t now,
                                        std::int64_t n, SlidingWindowLogState* next);
 

@@ -236,15 +236,19 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
                                  validated_request.key_base.str());
 }
 
-void PolicyEnforcer::set_policy(Policy policy) {
+void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
   if (follower_) {
     throw InvalidArgument(
         "set_policy() on a limiter that follows a PolicyStore: change the "
         "stored policy instead (PolicyStore::set)");
   }
-  auto compiled = CompiledPolicy::compile(policy);
+  // Why the system clock: the change takes effect now; Redis converts a key at
+  // min(since, its own TIME), so a client clock ahead of Redis's only means "at once".
+  const PolicyEpoch epoch{.version = 0, .since_us = LocalBackend::system_clock(), .carry = carry};
+  auto compiled = CompiledPolicy::compile(policy, epoch);
   if (fallback_) {
-    fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
+    fallback_policy_ =
+        CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share), epoch);
   }
   policy_ = std::move(compiled);
   ++generation_;
