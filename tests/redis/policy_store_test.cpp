@@ -169,6 +169,33 @@ TEST_F(PolicyStoreTest, AFollowerResetsAKeyUnderItsStoredPolicy) {
   EXPECT_EQ(admitted(loop(), limiter, "k", 3), 2);
 }
 
+TEST_F(PolicyStoreTest, AFollowerRefusedAsStaleReadsThePolicyAgainAndAsksOnceMore) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("fixed_window 5/min")));
+  // The stale follower runs on a loop of its own, idle while the policy changes: it cannot see
+  // the change's notice before its next call is sent under the old version.
+  uv_loop_t stale_loop;
+  ASSERT_EQ(uv_loop_init(&stale_loop), 0);
+  {
+    Client stale_client(&stale_loop, ClientOptions{.url = server_.url()});
+    Limiter stale(stale_client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+    const std::int64_t old_version = run(&stale_loop, stale.try_acquire("k")).policy_version;
+
+    run(loop(), store.set("api", Policy::parse("fixed_window 50/min")));
+    const std::int64_t new_version = run(loop(), store.record("api"))->version;
+    ASSERT_GT(new_version, old_version);
+    Limiter current(client(), LimiterOptions{.name = "api"});
+    EXPECT_EQ(run(loop(), current.try_acquire("k")).policy_version, new_version);
+
+    const Decision decision = run(&stale_loop, stale.try_acquire("k"));
+    EXPECT_TRUE(decision.allowed);
+    EXPECT_EQ(decision.policy_version, new_version);
+    EXPECT_EQ(decision.limit, 50);
+    run(&stale_loop, stale_client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&stale_loop), 0);
+}
+
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
