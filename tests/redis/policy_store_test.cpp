@@ -196,6 +196,49 @@ TEST_F(PolicyStoreTest, AFollowerRefusedAsStaleReadsThePolicyAgainAndAsksOnceMor
   EXPECT_EQ(uv_loop_close(&stale_loop), 0);
 }
 
+TEST_F(PolicyStoreTest, WhenRedisCannotAnswerTheFailurePolicyUsesThePolicyReadLast) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 7/min")));
+  Limiter open(client(), LimiterOptions{.name = "api", .on_failure = {FailurePolicy::fail_open}});
+  Limiter fallback(
+      client(), LimiterOptions{.name = "api", .on_failure = {FailurePolicy::local_fallback, 0.5}});
+  EXPECT_TRUE(run(loop(), open.try_acquire("k")).allowed);
+  EXPECT_TRUE(run(loop(), fallback.try_acquire("k")).allowed);
+  server_.kill();
+  const Decision opened = run(loop(), open.try_acquire("k"));
+  EXPECT_TRUE(opened.allowed);
+  EXPECT_EQ(opened.source, Source::fail_open);
+  EXPECT_EQ(opened.limit, 7);
+  const Decision fell_back = run(loop(), fallback.try_acquire("k"));
+  EXPECT_EQ(fell_back.source, Source::fallback);
+  EXPECT_GE(fell_back.limit, 3);  // half of the 7 read last
+  EXPECT_LE(fell_back.limit, 4);
+}
+
+TEST_F(PolicyStoreTest, WhenRedisCannotAnswerBeforeAnyPolicyWasReadTheCallIsPolicyNotFound) {
+  Limiter open(client(), LimiterOptions{.name = "api", .on_failure = {FailurePolicy::fail_open}});
+  server_.kill();
+  EXPECT_THROW(run(loop(), open.try_acquire("k")), PolicyNotFound);
+  EXPECT_THROW(run(loop(), open.acquire("k")), PolicyNotFound);
+}
+
+TEST_F(PolicyStoreTest, AChangeWhoseNoticeIsLostIsSeenWithinThePolicyRefresh) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api", .policy_refresh = 100ms});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
+  // The notice of the change is published while the pub/sub connection is down.
+  server_.command({"CLIENT", "KILL", "TYPE", "pubsub"});
+  run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+  const std::int64_t version = run(loop(), store.record("api"))->version;
+  const auto changed = std::chrono::steady_clock::now();
+  while (run(loop(), limiter.peek("k")).policy_version != version)
+    run(loop(), sleep_for(loop(), 1ms));
+  std::printf("a change whose notice was lost reached the follower in %.1f ms (refresh 100 ms)\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - changed)
+                  .count());
+}
+
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
