@@ -239,6 +239,24 @@ TEST_F(PolicyStoreTest, AChangeWhoseNoticeIsLostIsSeenWithinThePolicyRefresh) {
                   .count());
 }
 
+TEST_F(PolicyStoreTest, AFollowerWaitsInAcquireUnderTheStoredPolicy) {
+  PolicyStore store(client());
+  run(loop(), store.set("reserving", Policy::parse("gcra 10/s burst 1")));
+  run(loop(), store.set("retrying", Policy::parse("fixed_window 1/200ms")));
+  const std::int64_t reserving_version = run(loop(), store.record("reserving"))->version;
+  for (const std::string name : {"reserving", "retrying"}) {
+    Limiter limiter(client(), LimiterOptions{.name = name});
+    EXPECT_TRUE(run(loop(), limiter.acquire("k")).allowed) << name;
+    const Decision waited = run(loop(), limiter.acquire("k"));
+    EXPECT_TRUE(waited.allowed) << name;
+    EXPECT_GT(waited.waited, 0us) << name;
+    EXPECT_EQ(waited.policy_version, run(loop(), store.record(name))->version) << name;
+    const Decision denied = run(loop(), limiter.acquire("k", 1, {.max_wait = 1ms}));
+    EXPECT_FALSE(denied.allowed) << name;
+  }
+  EXPECT_GT(reserving_version, 0);
+}
+
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
