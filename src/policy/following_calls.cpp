@@ -2,6 +2,8 @@
 // key, and asks again under the policy read again when a script finds the key's state written
 // under a newer version (StalePolicy).
 
+#include <optional>
+
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/validation.hpp"
@@ -66,7 +68,18 @@ Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> 
   const auto deadline = call_deadline(*self->redis_);
   std::int64_t min_version = 0;
   for (;;) {
-    DecideRequest request = co_await followed_request(self, key, operation, permits, min_version);
+    // Why the synchronous way first: in the common case the policy read last is current, and
+    // building the request needs no coroutine of its own.
+    std::optional<DecideRequest> ready;
+    if (auto followed = min_version == 0 ? self->follower_->ready() : nullptr) {
+      self->follow(*followed);
+      if (const auto& policy = followed->for_key(key)) {
+        ready.emplace(self->request_under(policy, key, operation, permits));
+      }
+    }
+    if (!ready)
+      ready.emplace(co_await followed_request(self, key, operation, permits, min_version));
+    DecideRequest& request = *ready;
     try {
       Decision decision = co_await self->decide(request, nullptr);  // self keeps the enforcer
       decision.policy_version = request.policy->epoch().version;
