@@ -5,7 +5,9 @@
 -- until remove() (which keeps the version as a tombstone, so that a version never repeats).
 --
 -- KEYS[1]  the name's record, a hash: version (only grows), policy (text form), since (Redis
---          TIME of the change, microseconds), carry (0 as_is, 1 proportional, 2 reset)
+--          TIME of the policy's change, microseconds), carry (0 as_is, 1 proportional, 2 reset),
+--          policy_version (the version that stored the policy), changed (Redis TIME of the
+--          name's last change of any kind)
 -- KEYS[2]  the name's overrides, a hash: key -> "<version>:<since>:<policy text>"
 -- ARGV[1]  'read', 'try_set', 'set', 'remove', 'set_override' or 'remove_override'
 -- ARGV[2]  try_set, set, set_override: the policy's text form (validated by the client)
@@ -32,6 +34,7 @@ end
 -- Bumps the version, publishes it, and returns the write's reply.
 local function changed()
   local version = redis.call('HINCRBY', record, 'version', 1)
+  redis.call('HSET', record, 'changed', since)
   redis.call('PUBLISH', record .. ':changed', string.format('%d', version))
   return {1, version, since}
 end
@@ -41,7 +44,8 @@ local function store(text, carry)
     error('redlimit: carry must be 0, 1 or 2, got ' .. tostring(carry))
   end
   local reply = changed()
-  redis.call('HSET', record, 'policy', text, 'since', since, 'carry', carry)
+  redis.call('HSET', record, 'policy', text, 'since', since, 'carry', carry, 'policy_version',
+             string.format('%d', reply[2]))
   return reply
 end
 
@@ -51,7 +55,7 @@ if op == 'try_set' then
 elseif op == 'set' then
   return store(ARGV[2], ARGV[3])
 elseif op == 'remove' then
-  redis.call('HDEL', record, 'policy', 'since', 'carry')
+  redis.call('HDEL', record, 'policy', 'since', 'carry', 'policy_version')
   redis.call('DEL', overrides)
   return changed()
 elseif op == 'set_override' then

@@ -35,6 +35,11 @@ struct StoredPolicies {
   std::optional<PolicyRecord> policy;
   /// Per key, the policy that replaces the name's for that key (a tier); its carry is as_is.
   std::map<std::string, PolicyRecord> overrides;
+  /// The Redis time of the name's last change of any kind (0 when nothing was ever stored).
+  std::int64_t changed_us = 0;
+  /// Whether the last change stored the name's policy (set, try_set), rather than an override
+  /// or a removal: only then does the policy's carry apply to the version now in force.
+  bool policy_changed_last = false;
 };
 
 /// Policies stored in Redis, one per limiter name, shared by the whole fleet (Redisson's

@@ -106,9 +106,14 @@ void PolicyFollower::install(const StoredPolicies& stored) {
   auto followed = std::make_shared<FollowedPolicies>();
   followed->version = stored.version;
   if (stored.policy) {
-    followed->policy = CompiledPolicy::compile(
-        stored.policy->policy,
-        PolicyEpoch{stored.version, stored.policy->since_us, stored.policy->carry});
+    // Why the policy's carry only when it made the version in force: a version made by an
+    // override or a removal changes nothing for the other keys (as_is, since that change); the
+    // policy's carry applied again would, e.g., reset every key once more.
+    const PolicyEpoch epoch =
+        stored.policy_changed_last
+            ? PolicyEpoch{stored.version, stored.policy->since_us, stored.policy->carry}
+            : PolicyEpoch{stored.version, stored.changed_us, Carry::as_is};
+    followed->policy = CompiledPolicy::compile(stored.policy->policy, epoch);
   }
   for (const auto& [key, record] : stored.overrides) {
     followed->overrides.emplace(

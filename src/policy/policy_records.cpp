@@ -96,6 +96,7 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
   const auto& fields = parts[0].as_array();
   std::optional<std::string> text;
   PolicyRecord record;
+  std::int64_t policy_version = 0;
   for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
     const std::string& field = fields[i].as_string();
     const std::string& value = fields[i + 1].as_string();
@@ -107,9 +108,14 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
       record.since_us = parse_number(value, "time of change");
     } else if (field == "carry") {
       record.carry = parse_carry(value);
+    } else if (field == "policy_version") {
+      policy_version = parse_number(value, "policy version");
+    } else if (field == "changed") {
+      stored.changed_us = parse_number(value, "time of change");
     }
   }
   if (text) {
+    stored.policy_changed_last = policy_version == stored.version;
     record.policy = parse_policy(*text);
     record.version = stored.version;
     stored.policy = std::move(record);

@@ -297,6 +297,31 @@ TEST_F(PolicyStoreTest, FollowingAStoredPolicyCostsAboutWhatAGivenPolicyCosts) {
       given_rate, followed_rate);
 }
 
+/// Peeks `key` until a decision is made under `version` (the change's notice, then a read).
+void await_version(uv_loop_t* loop, Limiter& limiter, const std::string& key,
+                   std::int64_t version) {
+  while (run(loop, limiter.peek(key)).policy_version != version)
+    run(loop, sleep_for(loop, 200us));
+}
+
+TEST_F(PolicyStoreTest, AResetCarriesOnceNotAgainWhenAnOverrideMakesTheNextVersion) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("fixed_window 3/24h")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_EQ(admitted(loop(), limiter, "a", 5), 3);
+
+  run(loop(), store.set("api", Policy::parse("fixed_window 3/24h"), Carry::reset));
+  await_version(loop(), limiter, "a", run(loop(), store.record("api"))->version);
+  EXPECT_EQ(admitted(loop(), limiter, "a", 5), 3);  // reset: full again, once
+
+  run(loop(), store.set_override("api", "b", Policy::parse("fixed_window 10/24h")));
+  const StoredPolicies stored = run(loop(), store.read("api"));
+  EXPECT_FALSE(stored.policy_changed_last);
+  EXPECT_GE(stored.changed_us, stored.overrides.at("b").since_us);
+  await_version(loop(), limiter, "a", stored.version);
+  EXPECT_EQ(admitted(loop(), limiter, "a", 5), 0);  // the override's version resets nothing
+}
+
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
