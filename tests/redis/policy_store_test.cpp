@@ -13,6 +13,7 @@
 #include "redlimit/task_group.hpp"
 #include "support/child_process.hpp"
 #include "support/loop_test.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 
 namespace redlimit {
@@ -413,6 +414,39 @@ TEST_F(PolicyStoreTest, TenProcessesRaceTrySetAndExactlyOneWins) {
   EXPECT_EQ(losers, 9);
   PolicyStore store(client());
   EXPECT_EQ(run(loop(), store.record("race"))->version, 1);
+}
+
+/// A policy store on a Redis Cluster of three primaries.
+class PolicyStoreClusterTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+
+  test::RedisCluster cluster_{3, 0};
+  Client client_{loop(), ClientOptions{.url = cluster_.url()}};
+};
+
+TEST_F(PolicyStoreClusterTest, FollowersOfNamesOnEveryPrimaryFollowTheirChanges) {
+  PolicyStore store(client_);
+  std::vector<std::string> names;
+  for (int i = 0; i < 12; ++i)
+    names.push_back("name-" + std::to_string(i));
+  std::vector<Limiter> limiters;
+  for (const std::string& name : names) {
+    run(loop(), store.set(name, Policy::parse("gcra 1/min")));
+    limiters.emplace_back(client_, LimiterOptions{.name = name});
+    EXPECT_EQ(admitted(loop(), limiters.back(), "k", 2), 1) << name;
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    run(loop(), store.set(names[i], Policy::parse("gcra 100/min"), Carry::reset));
+    await_version(loop(), limiters[i], "k", run(loop(), store.record(names[i]))->version);
+    EXPECT_EQ(run(loop(), limiters[i].try_acquire("k")).limit, 100) << names[i];
+  }
+  for (const std::size_t primary : cluster_.primaries()) {
+    EXPECT_GT(cluster_.node(primary).integer({"DBSIZE"}), 0) << "nothing on primary " << primary;
+  }
 }
 
 }  // namespace
