@@ -33,7 +33,8 @@ std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
 
 Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
     std::shared_ptr<PolicyFollower> self, std::int64_t min_version) {
-  if (self->subscription_ == 0) {
+  // Why not after close(): a subscription would open a connection nobody closes.
+  if (self->subscription_ == 0 && !self->redis_->closed()) {
     // Why before the first read: a change made after the read is then announced to us.
     // Why weakly: the subscriber keeps the handler until the follower's destructor removes it.
     std::weak_ptr<PolicyFollower> weak = self;

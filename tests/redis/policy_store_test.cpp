@@ -323,6 +323,12 @@ TEST_F(PolicyStoreTest, AResetCarriesOnceNotAgainWhenAnOverrideMakesTheNextVersi
   EXPECT_EQ(admitted(loop(), limiter, "a", 5), 0);  // the override's version resets nothing
 }
 
+TEST_F(PolicyStoreTest, AFollowerFirstCalledAfterItsClientClosedFailsAndLeavesNoHandle) {
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  run(loop(), client().close());
+  EXPECT_THROW(run(loop(), limiter.try_acquire("k")), Error);
+}
+
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
