@@ -46,8 +46,8 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
   std::string unread;
   try {
     followed = co_await PolicyFollower::current(self->follower_, min_version);
-  } catch (const std::exception& e) {
-    unread = e.what();
+  } catch (const Unavailable& e) {
+    unread = e.what();  // Redis cannot answer: typed as "no policy", never an allow
   }
   if (!followed) {
     throw PolicyNotFound("no policy of '" + self->options_.name +

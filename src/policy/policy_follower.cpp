@@ -25,10 +25,14 @@ std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
   if (subscription_ == 0 || !followed_ || (!followed_->policy && followed_->overrides.empty())) {
     return nullptr;
   }
+  refresh_if_due();
+  return followed_;
+}
+
+void PolicyFollower::refresh_if_due() {
   if (Clock::now() - read_at_ >= refresh_ || followed_->version < announced_version_) {
     read_in_background();
   }
-  return followed_;
 }
 
 Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
@@ -57,9 +61,8 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
     // Why read again after waiting: the read we waited for may have started before the change
     // a script told us of; a read that merely found nothing stored is recent enough.
     if (!fresh_enough() && !(waited && min_version == 0 && self->followed_)) co_await read(self);
-  } else if (Clock::now() - self->read_at_ >= self->refresh_ ||
-             self->followed_->version < self->announced_version_) {
-    self->read_in_background();
+  } else {
+    self->refresh_if_due();
   }
   if (!self->followed_) std::rethrow_exception(self->read_error_);
   co_return self->followed_;

@@ -64,6 +64,9 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   static Task<void> read(std::shared_ptr<PolicyFollower> self);
   /// Starts read() in the client's background work unless one is in flight.
   void read_in_background();
+  /// Reads in the background if `refresh` passed since the last read, or a notice named a newer
+  /// version than the one held (followed_ must be set).
+  void refresh_if_due();
   void on_notice(std::string_view message);
   void install(const StoredPolicies& stored);
 
