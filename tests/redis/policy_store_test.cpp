@@ -383,6 +383,12 @@ TEST_F(PolicyStoreTest, PerClientPoliciesGiveEachClientItsOwnStateAndOverallOnes
   run(loop(), second.close());
 }
 
+TEST_F(PolicyStoreTest, AClientIdOutsideItsCharactersIsAConfigError) {
+  EXPECT_THROW(Client(loop(), ClientOptions{.url = server_.url(), .id = "a:b"}), ConfigError);
+  EXPECT_THROW(Client(loop(), ClientOptions{.url = server_.url(), .id = std::string(65, 'a')}),
+               ConfigError);
+}
+
 TEST_F(PolicyStoreTest, AStoredPerClientPolicyIsFollowedPerClient) {
   PolicyStore store(client());
   run(loop(), store.set("own", Policy::parse("gcra 2/min; scope per_client")));
