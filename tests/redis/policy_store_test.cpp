@@ -1,0 +1,257 @@
+#include "redlimit/policy_store.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/child_process.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A policy store on a private redis-server.
+class PolicyStoreTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+  Client& client() { return client_; }
+
+  test::RedisServer server_;
+
+ private:
+  Client client_{loop(), ClientOptions{.url = server_.url()}};
+};
+
+TEST_F(PolicyStoreTest, TrySetStoresOnlyWhenNothingIsStored) {
+  PolicyStore store(client());
+  EXPECT_TRUE(run(loop(), store.try_set("sms", Policy::parse("gcra 10/s"))));
+  EXPECT_FALSE(run(loop(), store.try_set("sms", Policy::parse("gcra 99/s"))));
+  EXPECT_EQ(run(loop(), store.get("sms")), Policy::parse("gcra 10/s"));
+}
+
+TEST_F(PolicyStoreTest, SetReplacesAndEveryChangeHasALargerVersion) {
+  PolicyStore store(client());
+  run(loop(), store.set("sms", Policy::parse("gcra 10/s")));
+  const std::optional<PolicyRecord> first = run(loop(), store.record("sms"));
+  ASSERT_TRUE(first);
+  run(loop(), store.set("sms", Policy::parse("token_bucket 5/min burst 7"), Carry::proportional));
+  const std::optional<PolicyRecord> second = run(loop(), store.record("sms"));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->policy, Policy::parse("token_bucket 5/min burst 7"));
+  EXPECT_EQ(second->carry, Carry::proportional);
+  EXPECT_GT(second->version, first->version);
+  EXPECT_GE(second->since_us, first->since_us);
+  EXPECT_GT(first->since_us, 0);
+}
+
+TEST_F(PolicyStoreTest, GetOfANameWithNothingStoredIsEmpty) {
+  PolicyStore store(client());
+  EXPECT_EQ(run(loop(), store.get("nothing")), std::nullopt);
+  EXPECT_EQ(run(loop(), store.record("nothing")), std::nullopt);
+}
+
+TEST_F(PolicyStoreTest, RemoveKeepsTheVersionSoALaterPolicyGetsALargerOne) {
+  PolicyStore store(client());
+  run(loop(), store.set("sms", Policy::parse("gcra 10/s")));
+  run(loop(), store.set_override("sms", "vip", Policy::parse("gcra 100/s")));
+  const std::int64_t before = run(loop(), store.record("sms"))->version;
+  run(loop(), store.remove("sms"));
+  EXPECT_EQ(run(loop(), store.get("sms")), std::nullopt);
+  EXPECT_TRUE(run(loop(), store.read("sms")).overrides.empty());
+  EXPECT_TRUE(run(loop(), store.try_set("sms", Policy::parse("gcra 1/s"))));
+  EXPECT_GT(run(loop(), store.record("sms"))->version, before + 1);
+}
+
+TEST_F(PolicyStoreTest, OverridesAreStoredPerKeyAndRemoved) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 10/s")));
+  run(loop(), store.set_override("api", "tenant:{gold}", Policy::parse("gcra 1000/s")));
+  StoredPolicies stored = run(loop(), store.read("api"));
+  ASSERT_EQ(stored.overrides.size(), 1u);
+  EXPECT_EQ(stored.overrides.at("tenant:{gold}").policy, Policy::parse("gcra 1000/s"));
+  EXPECT_EQ(stored.overrides.at("tenant:{gold}").version, stored.version);
+  run(loop(), store.remove_override("api", "tenant:{gold}"));
+  EXPECT_TRUE(run(loop(), store.read("api")).overrides.empty());
+  EXPECT_EQ(run(loop(), store.get("api")), Policy::parse("gcra 10/s"));
+}
+
+TEST_F(PolicyStoreTest, TheScopeIsStoredWithThePolicy) {
+  PolicyStore store(client());
+  Policy policy = Policy::parse("gcra 10/s");
+  policy.scope = Scope::per_client;
+  run(loop(), store.set("api", policy));
+  EXPECT_EQ(run(loop(), store.get("api")), policy);
+}
+
+TEST_F(PolicyStoreTest, AnInvalidPolicyIsRefusedBeforeAnythingIsStored) {
+  PolicyStore store(client());
+  EXPECT_THROW(run(loop(), store.set("api", Policy::parse("gcra 0/s"))), InvalidArgument);
+  EXPECT_THROW(run(loop(), store.set("api", Policy{})), InvalidArgument);
+  EXPECT_EQ(run(loop(), store.get("api")), std::nullopt);
+}
+
+TEST_F(PolicyStoreTest, NamesAreEscapedSoThatTheyNeverShareARecord) {
+  PolicyStore store(client());
+  run(loop(), store.set("a}:b", Policy::parse("gcra 1/s")));
+  run(loop(), store.set("a", Policy::parse("gcra 2/s")));
+  EXPECT_EQ(run(loop(), store.get("a}:b")), Policy::parse("gcra 1/s"));
+  EXPECT_EQ(run(loop(), store.get("a")), Policy::parse("gcra 2/s"));
+}
+
+/// How many of `count` calls of try_acquire(key) `limiter` admits.
+int admitted(uv_loop_t* loop, Limiter& limiter, const std::string& key, int count) {
+  int allowed = 0;
+  for (int i = 0; i < count; ++i)
+    allowed += run(loop, limiter.try_acquire(key)).allowed ? 1 : 0;
+  return allowed;
+}
+
+TEST_F(PolicyStoreTest, AFollowerDecidesUnderTheStoredPolicyAndSaysItsVersion) {
+  PolicyStore store(client());
+  run(loop(), store.set("sms", Policy::parse("fixed_window 3/min")));
+  const std::int64_t version = run(loop(), store.record("sms"))->version;
+  Limiter limiter(client(), LimiterOptions{.name = "sms"});
+  const Decision first = run(loop(), limiter.try_acquire("k"));
+  EXPECT_TRUE(first.allowed);
+  EXPECT_EQ(first.limit, 3);
+  EXPECT_EQ(first.policy_version, version);
+  EXPECT_EQ(admitted(loop(), limiter, "k", 5), 2);
+  EXPECT_EQ(limiter.policy(), Policy::parse("fixed_window 3/min"));
+}
+
+TEST_F(PolicyStoreTest, AFollowerStartedBeforeAnyPolicyFailsTypedThenFollowsOnceOneIsStored) {
+  Limiter limiter(client(), LimiterOptions{.name = "late"});
+  EXPECT_THROW(run(loop(), limiter.try_acquire("k")), PolicyNotFound);
+  EXPECT_THROW(run(loop(), limiter.acquire("k")), PolicyNotFound);
+  EXPECT_THROW(run(loop(), limiter.peek("k")), PolicyNotFound);
+  PolicyStore store(client());
+  run(loop(), store.set("late", Policy::parse("gcra 2/min")));
+  EXPECT_EQ(admitted(loop(), limiter, "k", 3), 2);
+}
+
+TEST_F(PolicyStoreTest, AFollowerFollowsAChangeMadeByAnotherClient) {
+  Client other(loop(), ClientOptions{.url = server_.url()});
+  PolicyStore store(other);
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_EQ(admitted(loop(), limiter, "k", 2), 1);
+
+  run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+  const std::int64_t version = run(loop(), store.record("api"))->version;
+  const auto changed = std::chrono::steady_clock::now();
+  // Peeks until a decision is made under the new version: the notice's round trip.
+  while (run(loop(), limiter.peek("k")).policy_version != version)
+    run(loop(), sleep_for(loop(), 200us));
+  std::printf("a change reached the follower in %.2f ms (notice, then a read)\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - changed)
+                  .count());
+  EXPECT_EQ(run(loop(), limiter.try_acquire("k")).limit, 1000);
+  run(loop(), other.close());
+}
+
+TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
+}
+
+TEST_F(PolicyStoreTest, AnOverrideAppliesToItsKeyOnlyAndRemovingItReturnsTheKeyToThePolicy) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("fixed_window 1/min")));
+  run(loop(), store.set_override("api", "gold", Policy::parse("fixed_window 5/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_EQ(admitted(loop(), limiter, "gold", 10), 5);
+  EXPECT_EQ(admitted(loop(), limiter, "plain", 10), 1);
+
+  run(loop(), store.remove_override("api", "gold"));
+  const std::int64_t version = run(loop(), store.record("api"))->version;
+  while (run(loop(), limiter.peek("gold")).policy_version != version)
+    run(loop(), sleep_for(loop(), 200us));
+  const Decision gold = run(loop(), limiter.peek("gold"));
+  EXPECT_EQ(gold.limit, 1);
+  EXPECT_FALSE(run(loop(), limiter.try_acquire("gold")).allowed);
+}
+
+TEST_F(PolicyStoreTest, ARemovedPolicyIsPolicyNotFoundNeverAnAllow) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 10/s")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
+  run(loop(), store.remove("api"));
+  bool refused = false;
+  while (!refused) {
+    try {
+      EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);  // before the notice
+      run(loop(), sleep_for(loop(), 200us));
+    } catch (const PolicyNotFound&) {
+      refused = true;
+    }
+  }
+}
+
+TEST_F(PolicyStoreTest, PerClientPoliciesGiveEachClientItsOwnStateAndOverallOnesShareIt) {
+  Client second(loop(), ClientOptions{.url = server_.url()});
+  EXPECT_NE(client().id(), second.id());
+  Policy per_client = Policy::parse("fixed_window 2/min; scope per_client");
+  Limiter first_own(client(), per_client, {.name = "own"});
+  Limiter second_own(second, per_client, {.name = "own"});
+  EXPECT_EQ(admitted(loop(), first_own, "k", 5), 2);
+  EXPECT_EQ(admitted(loop(), second_own, "k", 5), 2);
+
+  Limiter first_shared(client(), Policy::parse("fixed_window 2/min"), {.name = "own"});
+  Limiter second_shared(second, Policy::parse("fixed_window 2/min"), {.name = "own"});
+  EXPECT_EQ(admitted(loop(), first_shared, "k", 5) + admitted(loop(), second_shared, "k", 5), 2);
+  run(loop(), second.close());
+}
+
+TEST_F(PolicyStoreTest, AStoredPerClientPolicyIsFollowedPerClient) {
+  PolicyStore store(client());
+  run(loop(), store.set("own", Policy::parse("gcra 2/min; scope per_client")));
+  Client second(loop(), ClientOptions{.url = server_.url(), .id = "worker-2"});
+  EXPECT_EQ(second.id(), "worker-2");
+  Limiter first(client(), LimiterOptions{.name = "own"});
+  Limiter other(second, LimiterOptions{.name = "own"});
+  EXPECT_EQ(admitted(loop(), first, "k", 5), 2);
+  EXPECT_EQ(admitted(loop(), other, "k", 5), 2);
+  run(loop(), second.close());
+}
+
+TEST_F(PolicyStoreTest, TenProcessesRaceTrySetAndExactlyOneWins) {
+  const char* racer = std::getenv("REDLIMIT_POLICY_RACER");
+  if (racer == nullptr) GTEST_SKIP() << "REDLIMIT_POLICY_RACER is not set";
+  const std::int64_t start = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 (std::chrono::system_clock::now() + 300ms).time_since_epoch())
+                                 .count();
+  std::vector<pid_t> racers;
+  for (int i = 0; i < 10; ++i) {
+    racers.push_back(
+        test::start_process({racer, server_.url(), "race", "gcra " + std::to_string(i + 1) + "/s",
+                             std::to_string(start)}));
+  }
+  int winners = 0;
+  int losers = 0;
+  for (const pid_t pid : racers) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 0) ++winners;
+    if (WEXITSTATUS(status) == 3) ++losers;
+  }
+  EXPECT_EQ(winners, 1);
+  EXPECT_EQ(losers, 9);
+  PolicyStore store(client());
+  EXPECT_EQ(run(loop(), store.record("race"))->version, 1);
+}
+
+}  // namespace
+}  // namespace redlimit
