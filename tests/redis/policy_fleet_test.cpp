@@ -1,0 +1,235 @@
+// A fleet follows one stored policy while it changes: three follower processes
+// (tests/redis/fleet_follower.cpp), started before any policy exists, hammer three keys of one
+// name while this process changes the policy stored under it with PolicyStore: stored, loosened,
+// tightened, another algorithm, a window shrunk, an override added and removed for one key, a
+// proportional change. Every key's admitted decisions, merged from all processes, must obey the
+// guarantee (test::check_transitions): the versions used never go back, none is used later than
+// a newer one's since + the propagation bound, and each version's limits hold from its since on,
+// counting what was admitted before as its carry says. The measured propagation is printed, not
+// asserted.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "redlimit/client.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/policy_store.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/child_process.hpp"
+#include "support/decision_checker.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int processes = 3;
+constexpr int coroutines_per_key = 2;
+constexpr auto turn = 10ms;
+constexpr auto before_any_policy = 300ms;
+constexpr auto between_changes = 600ms;
+constexpr char name[] = "fleet";
+constexpr char tier_key[] = "tier";
+const std::vector<std::string> keys = {"a", "b", tier_key};
+
+/// A change of the stored policy, made by this process.
+struct Change {
+  enum Kind { try_set, set, set_override, remove_override } kind;
+  const char* policy;  ///< the text form; unused by remove_override
+  Carry carry = Carry::as_is;
+  const char* what;
+};
+
+const std::vector<Change> changes = {
+    {Change::try_set, "gcra 20/s burst 10", Carry::as_is, "stored"},
+    {Change::set, "gcra 60/s burst 30", Carry::as_is, "loosened"},
+    {Change::set, "gcra 5/s burst 5", Carry::as_is, "tightened"},
+    {Change::set, "fixed_window 30/2s", Carry::as_is, "another algorithm"},
+    {Change::set, "fixed_window 10/500ms", Carry::as_is, "window shrunk"},
+    {Change::set_override, "fixed_window 3/500ms", Carry::as_is, "override added"},
+    {Change::remove_override, "", Carry::as_is, "override removed"},
+    {Change::set, "fixed_window 20/500ms", Carry::proportional, "proportional"},
+};
+
+std::string fleet_follower_binary() {
+  const char* path = std::getenv("REDLIMIT_FLEET_FOLLOWER");
+  return path != nullptr ? path : "fleet_follower";
+}
+
+class PolicyFleet : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+
+  /// Redis TIME in microseconds.
+  std::int64_t server_time_us() const {
+    const Reply time = server_.command({"TIME"});
+    return std::stoll(time.as_array().at(0).str) * 1'000'000 +
+           std::stoll(time.as_array().at(1).str);
+  }
+
+  /// Makes `change` and appends the version it made to every key's history.
+  void make(const Change& change,
+            std::map<std::string, std::vector<test::PolicyVersion>>& history) {
+    const std::int64_t before = server_time_us();
+    switch (change.kind) {
+      case Change::try_set:
+        ASSERT_TRUE(run(loop(), store_.try_set(name, Policy::parse(change.policy))));
+        break;
+      case Change::set:
+        run(loop(), store_.set(name, Policy::parse(change.policy), change.carry));
+        break;
+      case Change::set_override:
+        run(loop(), store_.set_override(name, tier_key, Policy::parse(change.policy)));
+        break;
+      case Change::remove_override:
+        run(loop(), store_.remove_override(name, tier_key));
+        break;
+    }
+    const StoredPolicies stored = run(loop(), store_.read(name));
+    ASSERT_TRUE(stored.policy);
+    // Why: the store keeps the time of a policy's or an override's change, not of a removal;
+    // TIME read before the removal is at most its time (an earlier since only checks more).
+    std::int64_t since = before;
+    if (change.kind == Change::set_override) {
+      since = stored.overrides.at(tier_key).since_us;
+    } else if (change.kind != Change::remove_override) {
+      since = stored.policy->since_us;
+    }
+    for (const std::string& key : keys) {
+      const auto tier = stored.overrides.find(key);
+      const Policy& policy =
+          tier != stored.overrides.end() ? tier->second.policy : stored.policy->policy;
+      history[key].push_back({stored.version, policy, since, change.carry});
+    }
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url()}};
+  PolicyStore store_{client_};
+};
+
+struct FollowerLogs {
+  std::map<std::string, std::vector<test::VersionedAdmit>> admits;  ///< per key
+  /// Per key, every decision made in Redis (permits 0: a denial), for the propagation figures.
+  std::map<std::string, std::vector<test::VersionedAdmit>> decisions;
+  long not_found = 0;
+  std::vector<std::string> other_errors;
+};
+
+void read_log(const std::string& path, FollowerLogs& logs) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind;
+    fields >> kind;
+    if (kind == "admit" || kind == "deny") {
+      std::string key;
+      test::VersionedAdmit decision;
+      fields >> key >> decision.time_us >> decision.permits >> decision.policy_version;
+      logs.decisions[key].push_back(decision);
+      if (kind == "admit") logs.admits[key].push_back(decision);
+    } else if (line.rfind("error not_found ", 0) == 0) {
+      ++logs.not_found;
+    } else {
+      logs.other_errors.push_back(line);
+    }
+  }
+}
+
+/// Per change and key, when the fleet switched: the last decision made in Redis under an older
+/// version after the change, and the first under it or a newer one, in ms after the change's since.
+void print_propagation(const std::map<std::string, std::vector<test::PolicyVersion>>& history,
+                       const FollowerLogs& logs) {
+  std::printf(
+      "propagation (ms after since): change, key, last decision under an older version, "
+      "first under it or a newer one\n");
+  for (std::size_t index = 1; index < changes.size(); ++index) {
+    for (const std::string& key : keys) {
+      const test::PolicyVersion& version = history.at(key)[index];
+      std::int64_t last_old = -1;
+      std::int64_t first_new = -1;
+      for (const test::VersionedAdmit& admit : logs.decisions.at(key)) {
+        const std::int64_t after = admit.time_us - version.since_us;
+        if (admit.policy_version < version.version && after >= 0) {
+          last_old = std::max(last_old, after);
+        } else if (admit.policy_version >= version.version &&
+                   (first_new < 0 || after < first_new)) {
+          first_new = after;
+        }
+      }
+      std::printf("  %-17s %-5s %9s %9s\n", changes[index].what, key.c_str(),
+                  last_old < 0 ? "none" : std::to_string(last_old / 1000.0).c_str(),
+                  first_new < 0 ? "none" : std::to_string(first_new / 1000.0).c_str());
+    }
+  }
+}
+
+TEST_F(PolicyFleet, FollowersStartedBeforeAnyPolicyObeyEveryChangeAsItsCarrySays) {
+  const auto duration =
+      before_any_policy + between_changes * static_cast<int>(changes.size()) + between_changes;
+  std::vector<pid_t> pids;
+  std::vector<std::string> outputs;
+  for (int i = 0; i < processes; ++i) {
+    outputs.push_back(server_.dir() + "/fleet-" + std::to_string(i) + ".txt");
+    std::vector<std::string> args = {fleet_follower_binary(),
+                                     server_.url(),
+                                     name,
+                                     std::to_string(coroutines_per_key),
+                                     std::to_string(std::chrono::microseconds(turn).count()),
+                                     std::to_string(std::chrono::milliseconds(duration).count()),
+                                     outputs.back()};
+    args.insert(args.end(), keys.begin(), keys.end());
+    pids.push_back(test::start_process(args));
+  }
+  std::this_thread::sleep_for(before_any_policy);
+  std::map<std::string, std::vector<test::PolicyVersion>> history;
+  for (const Change& change : changes) {
+    make(change, history);
+    std::this_thread::sleep_for(between_changes);
+  }
+  for (const pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "a follower failed (a uv handle left open)";
+  }
+
+  FollowerLogs logs;
+  for (const std::string& output : outputs)
+    read_log(output, logs);
+  EXPECT_GT(logs.not_found, 0) << "followers started before any policy must get PolicyNotFound";
+  EXPECT_TRUE(logs.other_errors.empty())
+      << logs.other_errors.size() << " errors, the first: " << logs.other_errors.front();
+  const auto bound =
+      std::chrono::duration_cast<std::chrono::microseconds>(LimiterOptions{}.policy_refresh + 1s);
+  for (const std::string& key : keys) {
+    SCOPED_TRACE(key);
+    const std::vector<test::VersionedAdmit>& admits = logs.admits[key];
+    ASSERT_GT(admits.size(), changes.size());
+    const test::CheckResult check = test::check_transitions(history[key], admits, bound);
+    EXPECT_TRUE(check) << check.description;
+    EXPECT_EQ(std::max_element(
+                  admits.begin(), admits.end(),
+                  [](const auto& a, const auto& b) { return a.policy_version < b.policy_version; })
+                  ->policy_version,
+              history[key].back().version)
+        << "the last version was never used";
+  }
+  print_propagation(history, logs);
+}
+
+}  // namespace
+}  // namespace redlimit
