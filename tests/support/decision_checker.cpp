@@ -337,6 +337,19 @@ std::vector<Admit> plain(const std::vector<VersionedAdmit>& admits) {
   return result;
 }
 
+/// How many windows of `period` past the one holding the change the version's own admissions
+/// after it reached: they move the stored window on, and the one before it is then forgotten.
+std::int64_t windows_moved_on(const Era& era, std::int64_t period) {
+  std::int64_t moved = 0;
+  for (const VersionedAdmit& admit : era.counted) {
+    if (admit.time_us >= era.end) {
+      moved = std::max(
+          moved, (aligned_start(admit.time_us, period) - aligned_start(era.end, period)) / period);
+    }
+  }
+  return moved;
+}
+
 /// Aligned windows of the version; the window holding since starts with the carried count.
 CheckResult fixed_window_era(const Era& era, const StateAtChange& from, StateAtChange& at_end) {
   const std::int64_t period = era.limit.rate.period.count();
@@ -363,7 +376,7 @@ CheckResult fixed_window_era(const Era& era, const StateAtChange& from, StateAtC
   }
   if (era.end != never) {
     at_end.window_start = aligned_start(era.end, period);
-    at_end.count = sums_before_end[at_end.window_start];
+    at_end.count = windows_moved_on(era, period) == 0 ? sums_before_end[at_end.window_start] : 0;
   }
   return {};
 }
@@ -431,8 +444,9 @@ CheckResult sliding_counter_era(const Era& era, const StateAtChange& from, State
   }
   if (era.end != never) {
     at_end.window_start = aligned_start(era.end, period);
-    at_end.count = sums_before_end[at_end.window_start];
-    at_end.previous = sums_before_end[at_end.window_start - period];
+    const std::int64_t moved = windows_moved_on(era, period);
+    at_end.count = moved <= 1 ? sums_before_end[at_end.window_start] : 0;
+    at_end.previous = moved == 0 ? sums_before_end[at_end.window_start - period] : 0;
   }
   return {};
 }

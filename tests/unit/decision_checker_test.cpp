@@ -214,6 +214,18 @@ TEST(TransitionChecker, AcceptsAnImplementationThatCountsOldAdmissionsMadeDuring
   EXPECT_FALSE(check_transitions(history, admits, bound));
 }
 
+TEST(TransitionChecker, AcceptsOldAdmissionsThatMovedTheStoredWindowOnBeforeTheConversion) {
+  // 10 of 10 in [1 s, 2 s) at the change to 10 per 10 s; a slow follower admits 3 more under
+  // version 1 in [2 s, 3 s): the stored window is that one, and the conversion carries its 3.
+  const auto history = one_change(limit(Algorithm::fixed_window, {10, 1s}),
+                                  limit(Algorithm::fixed_window, {10, 10s}), 2 * second - 1'000);
+  std::vector<VersionedAdmit> admits;
+  admit(admits, second, 10, 1);
+  admit(admits, 2 * second + 1'000, 3, 1);
+  admit(admits, 2 * second + 2'000, 7, 2);
+  EXPECT_TRUE(check_transitions(history, admits, bound));
+}
+
 TEST(TransitionChecker, FlagsAnOldVersionUsedAfterThePropagationBound) {
   const auto history =
       one_change(limit(Algorithm::gcra, {10, 1s}), limit(Algorithm::gcra, {100, 1s}), second);
