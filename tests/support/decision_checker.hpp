@@ -70,7 +70,7 @@ struct PolicyVersion {
 ///       proportional: floor(A x capacity / old capacity), reset: full);
 ///     - fixed_window (aligned): the old window holding since_v carries its count into the new
 ///       window holding since_v (proportional: scaled by new limit / old limit rounding up;
-///       reset: 0);
+///       reset: 0), unless old admissions after since_v moved the stored window on;
 ///     - sliding_window_counter: the old current and previous windows' counts land in the newest
 ///       new window (current or previous) they overlap, when the new window holding since_v
 ///       admitted under v;
