@@ -226,6 +226,35 @@ TEST(TransitionChecker, AcceptsOldAdmissionsThatMovedTheStoredWindowOnBeforeTheC
   EXPECT_TRUE(check_transitions(history, admits, bound));
 }
 
+TEST(TransitionChecker, ScalesASlidingCounterProportionally) {
+  // 5 of 10 per minute counted at the change to 20 per minute, proportional: 10 count.
+  const auto history = one_change(limit(Algorithm::sliding_window_counter, {10, 1min}),
+                                  limit(Algorithm::sliding_window_counter, {20, 1min}), 10 * second,
+                                  Carry::proportional);
+  std::vector<VersionedAdmit> admits;
+  admit(admits, second, 5, 1);
+  admit(admits, 11 * second, 10, 2);
+  EXPECT_TRUE(check_transitions(history, admits, bound));
+  admit(admits, 12 * second, 1, 2);
+  EXPECT_FALSE(check_transitions(history, admits, bound));
+}
+
+TEST(TransitionChecker, CarriesThroughAChainOfChanges) {
+  // Exhausted at 10/s, tightened to 1/s, loosened to 100/s: each change starts from what the
+  // one before left (nothing), so the first permit comes 10 ms after the loosening.
+  const Limit loose = limit(Algorithm::gcra, {100, 1s});
+  const std::vector<PolicyVersion> history = {
+      {1, policy_of(limit(Algorithm::gcra, {10, 1s})), 0, Carry::as_is},
+      {2, policy_of(limit(Algorithm::gcra, {1, 1s})), second + 1'000, Carry::as_is},
+      {3, policy_of(loose), second + 2'000, Carry::as_is}};
+  std::vector<VersionedAdmit> admits;
+  admit(admits, second, 10, 1);
+  admit(admits, second + 12'000, 1, 3);
+  EXPECT_TRUE(check_transitions(history, admits, bound));
+  admit(admits, second + 12'000, 1, 3);
+  EXPECT_FALSE(check_transitions(history, admits, bound));
+}
+
 TEST(TransitionChecker, FlagsAnOldVersionUsedAfterThePropagationBound) {
   const auto history =
       one_change(limit(Algorithm::gcra, {10, 1s}), limit(Algorithm::gcra, {100, 1s}), second);
