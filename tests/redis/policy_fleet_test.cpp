@@ -1,13 +1,13 @@
 // A fleet follows one stored policy while it changes: three follower processes
 // (tests/redis/fleet_follower.cpp), refused with PolicyNotFound before any policy exists (never
-// an allow: no admission precedes the first version), hammer three keys of one
-// name while this process changes the policy stored under it with PolicyStore: stored, loosened,
-// tightened, another algorithm, a window shrunk, an override added and removed for one key, a
-// proportional change. Every key's admitted decisions, merged from all processes, must obey the
-// guarantee (test::check_transitions): the versions used never go back, none is used later than
-// a newer one's since + the propagation bound, and each version's limits hold from its since on,
-// counting what was admitted before as its carry says. The measured propagation is printed, not
-// asserted.
+// an allow: no admission precedes the first version), hammer three keys of one name while this
+// process changes the policy stored under it with PolicyStore: stored, loosened, tightened,
+// another algorithm, a window shrunk, an override added and removed for one key, proportional
+// and reset changes (one run for the buckets, one for the windows). Every key's admitted
+// decisions, merged from all processes, must obey the guarantee (test::check_transitions): the
+// versions used never go back, none is used later than a newer one's since + the propagation
+// bound, and each version's limits hold from its since on, counting what was admitted before as
+// its carry says. The measured propagation is printed, not asserted.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,23 +49,46 @@ struct Change {
   const char* what;
 };
 
-const std::vector<Change> changes = {
-    {Change::try_set, "gcra 20/s burst 10", Carry::as_is, "stored"},
-    {Change::set, "gcra 60/s burst 30", Carry::as_is, "loosened"},
-    {Change::set, "gcra 5/s burst 5", Carry::as_is, "tightened"},
-    {Change::set, "fixed_window 30/2s", Carry::as_is, "another algorithm"},
-    {Change::set, "fixed_window 10/500ms", Carry::as_is, "window shrunk"},
-    {Change::set_override, "fixed_window 3/500ms", Carry::as_is, "override added"},
-    {Change::remove_override, "", Carry::as_is, "override removed"},
-    {Change::set, "fixed_window 20/500ms", Carry::proportional, "proportional"},
+/// One run of the fleet: the changes made, in order.
+struct FleetCase {
+  const char* name;
+  std::vector<Change> changes;
 };
+
+// Why two runs: each family of algorithms gets every kind of change, and a failure names the
+// family whose conversion broke.
+const FleetCase buckets = {
+    "buckets",
+    {
+        {Change::try_set, "gcra 20/s burst 10", Carry::as_is, "stored"},
+        {Change::set, "gcra 60/s burst 30", Carry::as_is, "loosened"},
+        {Change::set, "gcra 5/s burst 5", Carry::as_is, "tightened"},
+        {Change::set_override, "gcra 2/s burst 2", Carry::as_is, "override added"},
+        {Change::remove_override, "", Carry::as_is, "override removed"},
+        {Change::set, "token_bucket 30/s burst 15", Carry::as_is, "another algorithm"},
+        {Change::set, "token_bucket 10/s burst 5", Carry::proportional, "proportional"},
+        {Change::set, "token_bucket 40/s burst 20", Carry::reset, "reset"},
+    }};
+const FleetCase windows = {
+    "windows",
+    {
+        {Change::try_set, "fixed_window 30/2s", Carry::as_is, "stored"},
+        {Change::set, "fixed_window 10/500ms", Carry::as_is, "window shrunk"},
+        {Change::set_override, "fixed_window 3/500ms", Carry::as_is, "override added"},
+        {Change::remove_override, "", Carry::as_is, "override removed"},
+        {Change::set, "fixed_window 20/500ms", Carry::proportional, "proportional"},
+        {Change::set, "sliding_window_counter 20/s", Carry::as_is, "another algorithm"},
+        {Change::set, "sliding_window_counter 10/2s", Carry::as_is, "tightened"},
+        {Change::set, "sliding_window_log 20/s", Carry::as_is, "another algorithm"},
+        {Change::set, "sliding_window_log 5/2s", Carry::as_is, "tightened"},
+    }};
 
 std::string fleet_follower_binary() {
   const char* path = std::getenv("REDLIMIT_FLEET_FOLLOWER");
   return path != nullptr ? path : "fleet_follower";
 }
 
-class PolicyFleet : public test::LoopTest {
+class PolicyFleet : public test::LoopTest, public ::testing::WithParamInterface<FleetCase> {
  protected:
   void TearDown() override {
     run(loop(), client_.close());
@@ -148,7 +171,8 @@ void read_log(const std::string& path, FollowerLogs& logs) {
 
 /// Per change and key, when the fleet switched: the last decision made in Redis under an older
 /// version after the change, and the first under it or a newer one, in ms after the change's since.
-void print_propagation(const std::map<std::string, std::vector<test::PolicyVersion>>& history,
+void print_propagation(const std::vector<Change>& changes,
+                       const std::map<std::string, std::vector<test::PolicyVersion>>& history,
                        const FollowerLogs& logs) {
   std::printf(
       "propagation (ms after since): change, key, last decision under an older version, "
@@ -227,7 +251,8 @@ class Followers {
   std::vector<pid_t> pids_;
 };
 
-TEST_F(PolicyFleet, FollowersStartedBeforeAnyPolicyObeyEveryChangeAsItsCarrySays) {
+TEST_P(PolicyFleet, FollowersStartedBeforeAnyPolicyObeyEveryChangeAsItsCarrySays) {
+  const std::vector<Change>& changes = GetParam().changes;
   Followers followers(server_);
   ASSERT_TRUE(followers.all_waiting_for_a_policy(30s))
       << "a follower never got PolicyNotFound before any policy was stored";
@@ -258,8 +283,13 @@ TEST_F(PolicyFleet, FollowersStartedBeforeAnyPolicyObeyEveryChangeAsItsCarrySays
               history[key].back().version)
         << "the last version was never used";
   }
-  print_propagation(history, logs);
+  print_propagation(changes, history, logs);
 }
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, PolicyFleet, ::testing::Values(buckets, windows),
+                         [](const ::testing::TestParamInfo<FleetCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace redlimit

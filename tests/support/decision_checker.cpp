@@ -360,17 +360,21 @@ CheckResult fixed_window_era(const Era& era, const StateAtChange& from, StateAtC
                                  : CheckResult{};
   }
   const std::int64_t first = aligned_start(era.since, period);
-  std::map<std::int64_t, Int128> sums;
+  const Int128 carried = carry_count(era, from.count);
+  std::map<std::int64_t, Int128> sums;  // admitted per window
   std::map<std::int64_t, Int128> sums_before_end;
-  sums[first] = sums_before_end[first] = carry_count(era, from.count);
+  sums_before_end[first] = carried;
   for (const VersionedAdmit& admit : era.counted) {
     const std::int64_t start = aligned_start(admit.time_us, period);
     sums[start] += admit.permits;
     if (admit.time_us < era.end) sums_before_end[start] += admit.permits;
   }
+  // Why: only a window that admitted can break the limit; a carried count above a new, lower
+  // limit just denies.
   for (const auto& [start, sum] : sums) {
-    if (sum > era.limit.rate.permits) {
-      return era_violation(era, start, start + period - 1, sum, era.limit.rate.permits,
+    const Int128 counted = sum + (start == first ? carried : 0);
+    if (counted > era.limit.rate.permits) {
+      return era_violation(era, start, start + period - 1, counted, era.limit.rate.permits,
                            "permits per window, with the count carried, exceeded");
     }
   }

@@ -255,6 +255,19 @@ TEST(TransitionChecker, CarriesThroughAChainOfChanges) {
   EXPECT_FALSE(check_transitions(history, admits, bound));
 }
 
+TEST(TransitionChecker, ACarriedCountAboveALoweredLimitOnlyDenies) {
+  // 30 counted in [0, 2 s), then 10 per 500 ms: the window holding the change admits nothing,
+  // the next one its 10.
+  const auto history = one_change(limit(Algorithm::fixed_window, {30, 2s}),
+                                  limit(Algorithm::fixed_window, {10, 500ms}), 100'000);
+  std::vector<VersionedAdmit> admits;
+  admit(admits, 50'000, 30, 1);
+  admit(admits, 500'000, 10, 2);
+  EXPECT_TRUE(check_transitions(history, admits, bound));
+  admit(admits, 499'999, 1, 2);
+  EXPECT_FALSE(check_transitions(history, admits, bound));
+}
+
 TEST(TransitionChecker, FlagsAnOldVersionUsedAfterThePropagationBound) {
   const auto history =
       one_change(limit(Algorithm::gcra, {10, 1s}), limit(Algorithm::gcra, {100, 1s}), second);
