@@ -10,9 +10,10 @@
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
--- ARGV[4-7] the limit: algorithm, p, d, burst (as in lua/shapes/general.lua)
--- ARGV[8]   reserve: the longest wait the caller accepts, in microseconds
--- ARGV[8-12] cancel: the reservation as its reply described it: slot (microseconds, fraction
+-- ARGV[4-6] the request's policy version pv, since and carry (as in lua/shapes/general.lua)
+-- ARGV[7-10] the limit: algorithm, p, d, burst (as in lua/shapes/general.lua)
+-- ARGV[11]  reserve: the longest wait the caller accepts, in microseconds
+-- ARGV[11-15] cancel: the reservation as its reply described it: slot (microseconds, fraction
 --           in 1/p), version, epoch and cancels
 --
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
@@ -23,6 +24,8 @@
 -- publishes on KEYS[1] .. ':cancelled' the message
 -- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included)
 -- so that waiters behind the cancelled one, in every process, can move earlier by the shift.
+-- Both return {-1, stored_pv}, before anything is written, when the key holds state of a newer
+-- policy version than pv.
 
 local RESERVATIONS, CANCELS = {}, {}
 local TTL_EXTRA_MS = 0
@@ -33,42 +36,53 @@ local TTL_EXTRA_MS = 0
 
 --!each-algorithm
 -- @ALG@ (lua/algorithms/@ALG@.lua).
-RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait)
+RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait, pv, since, carry)
   local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
   local wait, slot, slot_f = 0, 0, 0
+  local rewrite, stale = false, nil
   --!section reserve
+  if stale then return nil, stale end
   if not allowed then
+    if rewrite then  -- the state carried over to this policy, with nothing taken
+      local taken = 0
+      --!section write
+    end
     return false, capacity, remaining, retry, reset, 0, 0, 0, version, cancels, epoch
   end
   -- The bookkeeping after this reservation (a first one starts an epoch).
   if version == 0 then version, cancels, epoch = 1, 0, now else version = version + 1 end
+  local taken = n
   --!section write
   return true, capacity, remaining, 0, reset, wait, slot, slot_f, version, cancels, epoch
 end
 
 CANCELS['@ALG@'] = function(key, log, now, n, @PARAMS@, slot, slot_f, cancelled,
-    reserved_epoch, cancels_before)
+    reserved_epoch, cancels_before, pv, since, carry)
   local verdict, shift, shift_f, reset, t = 'refused', 0, 0, 0, now
+  local rewrite, stale, taken = false, nil, 0
   --!section cancel
+  if stale then return 'stale', stale end
   return verdict, shift, shift_f, cancels, epoch
 end
 
 --!end
 local op = ARGV[1]
-if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 8) or (op == 'cancel' and #ARGV ~= 12) then
-  error('redlimit: reserve takes two keys and 8 (reserve) or 12 (cancel) arguments')
+if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 11) or (op == 'cancel' and #ARGV ~= 15) then
+  error('redlimit: reserve takes two keys and 11 (reserve) or 15 (cancel) arguments')
 end
-local reserve, cancel = RESERVATIONS[ARGV[4]], CANCELS[ARGV[4]]
-if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[4])) end
+local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
+if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
 --!include lib/permits_and_now.lua
-local p = integer_arg(ARGV[5], 'p', 1, MAX_EXACT)
-local d = integer_arg(ARGV[6], 'd', 1, MAX_EXACT)
-local burst = integer_arg(ARGV[7], 'burst', 1, MAX_EXACT)
+--!include lib/policy_epoch.lua
+local p = integer_arg(ARGV[8], 'p', 1, MAX_EXACT)
+local d = integer_arg(ARGV[9], 'd', 1, MAX_EXACT)
+local burst = integer_arg(ARGV[10], 'burst', 1, MAX_EXACT)
 
 if op == 'reserve' then
-  local max_wait = integer_arg(ARGV[8], 'max_wait', 0, 1099511627776)  -- 2^40 us, 12.7 days
+  local max_wait = integer_arg(ARGV[11], 'max_wait', 0, 1099511627776)  -- 2^40 us, 12.7 days
   local allowed, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch =
-      reserve(KEYS[1], now, permits, p, d, burst, max_wait)
+      reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry)
+  if allowed == nil then return {-1, limit} end  -- stale: limit is the stored version
   local flag = 0
   if allowed then
     flag = 1
@@ -76,13 +90,15 @@ if op == 'reserve' then
   end
   return {flag, now, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch}
 elseif op == 'cancel' then
-  local slot = integer_arg(ARGV[8], 'slot', 0, MAX_EXACT)
-  local slot_f = integer_arg(ARGV[9], 'slot fraction', 0, p - 1)
-  local cancelled = integer_arg(ARGV[10], 'version', 1, MAX_EXACT)
-  local epoch = integer_arg(ARGV[11], 'epoch', 0, MAX_EXACT)
-  local before = integer_arg(ARGV[12], 'cancels', 0, MAX_EXACT)
+  local slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
+  local slot_f = integer_arg(ARGV[12], 'slot fraction', 0, p - 1)
+  local cancelled = integer_arg(ARGV[13], 'version', 1, MAX_EXACT)
+  local epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
+  local before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
   local verdict, shift, shift_f, cancels, key_epoch =
-      cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, cancelled, epoch, before)
+      cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, cancelled, epoch, before,
+             pv, since, carry)
+  if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
   if verdict == 'refused' then return {2, now} end
   if verdict == 'due' then return {0, now} end
   redis.call('PUBLISH', KEYS[1] .. ':cancelled',

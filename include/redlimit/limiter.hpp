@@ -148,9 +148,13 @@ class Limiter {
   /// Forgets the state of `key`: it starts again full.
   Task<void> reset(std::string key);
   /// Replaces the policy from the next call on. State carries over per limit position and
-  /// algorithm (see docs/algorithms.md): changing a rate never resets a key and never frees a
-  /// burst of permits.
-  void set_policy(Policy policy);
+  /// algorithm (see docs/algorithms.md, "Changing a policy"), as `carry` says, from the moment
+  /// of this call: Carry::as_is keeps the permits available then, capped at the new capacity
+  /// (tightening never frees a permit), Carry::proportional scales them by the capacity ratio,
+  /// Carry::reset starts every key full. A key's state is converted once, on its next
+  /// decision (allowed or denied), and its expiry follows the new policy.
+  /// On a limiter that follows a PolicyStore: InvalidArgument (the store decides).
+  void set_policy(Policy policy, Carry carry = Carry::as_is);
   /// The policy in effect (a copy: set_policy() may replace it); for a follower, the name's
   /// policy read last (an empty policy before the first read).
   Policy policy() const;

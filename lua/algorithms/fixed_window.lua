@@ -1,28 +1,57 @@
 -- Fixed window: a counter per window of `period` us. Aligned windows start at multiples of the
 -- period since the epoch; anchored windows start at the first request after the previous one
--- ended. The key holds "start:count"; time is max(now, start), so a clock step backwards stays
--- in the stored window. Model: src/algorithms/fixed_window.cpp.
+-- ended. The key holds "start:count:limit:period:anchored:pv" (the stamp: the parameters and
+-- policy version it was written under; a value of the previous release, "start:count", has
+-- none). Time is max(now, start), so a clock step backwards stays in the stored window. A value
+-- stamped otherwise is carried over: its window's count holds in the new window holding t when
+-- the two overlap (anchored: the kept window, or one starting at t while the stored one is
+-- open), as `carry` says, and it is written back under the new stamp also when denied.
+-- Model: src/algorithms/fixed_window.cpp.
 --!params limit, period, anchored
 --!checks limit >= 1, period >= 1, anchored >= 0
+--!needs ../lib/muldiv.lua
 
 --!section decide
 local stored_start, stored_count
+local converting, old_limit, old_period = false, limit, period
+local stamp = string.format(':%d:%d:%d:%d', limit, period, anchored, pv)
 local stored = redis.call('GET', key)
 if stored then
-  local colon = string.find(stored, ':', 1, true)
-  stored_start = tonumber(string.sub(stored, 1, colon - 1))
-  stored_count = tonumber(string.sub(stored, colon + 1))
+  local first = string.find(stored, ':', 1, true)
+  local second = string.find(stored, ':', first + 1, true)
+  stored_start = tonumber(string.sub(stored, 1, first - 1))
+  if second then
+    stored_count = tonumber(string.sub(stored, first + 1, second - 1))
+    if string.sub(stored, second) ~= stamp then
+      --!include ../lib/split.lua
+      old_limit, old_period = fields[3], fields[4]
+      if pv > 0 and fields[6] > pv then stale = fields[6] else converting = true end
+    end
+  else
+    -- The previous release's format: read under the current parameters, then stamped.
+    stored_count = tonumber(string.sub(stored, first + 1))
+    converting = true
+  end
   if stored_start > t then t = stored_start end
 end
 local start, count = t, 0
 if anchored == 1 then
-  if stored and t < stored_start + period then start, count = stored_start, stored_count end
+  if stored and t < stored_start + period then
+    start, count = stored_start, stored_count
+  elseif converting and t < stored_start + old_period then
+    count = stored_count  -- the period shrank: the open stored window carries into one at t
+  end
 else
-  -- The aligned window holding t.
+  -- The aligned window holding t, and the stored window's count if the two overlap.
   local q = IDIV(t, period)
   start = q * period
-  -- A stored window that began inside this one (the period grew) still counts.
-  if stored and stored_start >= start then count = stored_count end
+  if stored and stored_start < start + period and start < stored_start + old_period then
+    count = stored_count
+  end
+end
+if converting then
+  --!include ../lib/carried_count.lua
+  rewrite = true
 end
 reset = start + period - now  -- from now, also after a clock step back
 allowed = count + n <= limit
@@ -40,5 +69,5 @@ if count == 0 then reset = 0 end
 
 --!section write
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
-redis.call('SET', key, string.format('%d:%d', start, count + n), 'PX',
+redis.call('SET', key, string.format('%d:%d', start, count + taken) .. stamp, 'PX',
            string.format('%d', ms + TTL_EXTRA_MS))

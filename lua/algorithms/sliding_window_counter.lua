@@ -1,37 +1,65 @@
 -- Sliding window counter: counts of the current aligned window and of the previous one; the
 -- previous count is weighted by the part of it still inside the trailing window:
 -- used = previous - floor(previous * elapsed / period) + current. Cheap for any limit, but an
--- estimate (see docs/algorithms.md for its error bound). The key holds "start:current:previous";
--- time is max(now, start). Model: src/algorithms/sliding_window_counter.cpp.
+-- estimate (see docs/algorithms.md for its error bound). The key holds
+-- "start:current:previous:limit:period:pv" (the stamp: the parameters and policy version it was
+-- written under; a value of the previous release, "start:current:previous", has none); time is
+-- max(now, start). A value stamped otherwise is carried over: its current and previous windows'
+-- counts each land in the newest new window (current or previous) they overlap, as `carry`
+-- says, and it is written back under the new stamp also when denied.
+-- Model: src/algorithms/sliding_window_counter.cpp.
 --!params limit, period, unused
 --!checks limit >= 1, period >= 1, 0
 --!needs ../lib/muldiv.lua
 
 --!section decide
 local s_start, s_current, s_previous
+local converting, old_limit, old_period = false, limit, period
+local stamp = string.format(':%d:%d:%d', limit, period, pv)
 local stored = redis.call('GET', key)
 if stored then
   local first = string.find(stored, ':', 1, true)
   local second = string.find(stored, ':', first + 1, true)
+  local third = string.find(stored, ':', second + 1, true)
   s_start = tonumber(string.sub(stored, 1, first - 1))
   s_current = tonumber(string.sub(stored, first + 1, second - 1))
-  s_previous = tonumber(string.sub(stored, second + 1))
+  if third then
+    s_previous = tonumber(string.sub(stored, second + 1, third - 1))
+    if string.sub(stored, third) ~= stamp then
+      --!include ../lib/split.lua
+      old_limit, old_period = fields[4], fields[5]
+      if pv > 0 and fields[6] > pv then stale = fields[6] else converting = true end
+    end
+  else
+    -- The previous release's format: read under the current parameters, then stamped.
+    s_previous = tonumber(string.sub(stored, second + 1))
+    converting = true
+  end
   if s_start > t then t = s_start end
 end
 -- The aligned window holding t.
 local start = IDIV(t, period)
 start = start * period
 local current, previous = 0, 0
-if stored then
+if stored and not converting then
   if s_start == start then
     current, previous = s_current, s_previous
-  elseif s_start > start then
-    current = s_current + s_previous  -- the period grew: count all of it as current
   elseif s_start == start - period then
     previous = s_current
-  elseif s_start > start - period then
-    previous = s_current + s_previous  -- the period changed
   end
+elseif stored then
+  -- Each stored window lands in the newest new window it overlaps: this one or the one before.
+  for i = 1, 2 do
+    local from, count = s_start, s_current
+    if i == 2 then from, count = s_start - old_period, s_previous end
+    --!include ../lib/carried_count.lua
+    if from < start + period and start < from + old_period then
+      current = current + count
+    elseif from < start and start - period < from + old_period then
+      previous = previous + count
+    end
+  end
+  rewrite = true
 end
 local elapsed = t - start
 local lag = t - now  -- after a clock step back, times count from now, not from t
@@ -77,5 +105,5 @@ elseif previous > 0 then reset = period - elapsed + lag end
 
 --!section write
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
-redis.call('SET', key, string.format('%d:%d:%d', start, current + n, previous), 'PX',
+redis.call('SET', key, string.format('%d:%d:%d', start, current + taken, previous) .. stamp, 'PX',
            string.format('%d', ms + TTL_EXTRA_MS))

@@ -1,22 +1,44 @@
 -- Sliding window log: a sorted set with one member per admitted permit, scored by its time.
 -- Exact for every trailing window (t - window, t]. Members are "<time>:<k>" with k counting the
 -- members already at that microsecond, so two permits at the same microsecond are two members
--- (whatever the window, also after a policy change shrank it). Time is
--- max(now, newest member), so a clock step backwards keeps the log in order. Reads only while
--- deciding; trims and adds when admitted (its only table: ZADD's arguments). Work and memory
--- are bounded by limit <= 10,000. Model: src/algorithms/sliding_window_log.cpp.
+-- (whatever the window, also after a policy change shrank it). One more member,
+-- "stamp:<limit>:<window>:<pv>" with score 0, names the parameters and policy version the log
+-- was written under (a log of the previous release has none); trimming spares score 0. A log
+-- stamped otherwise is carried over: its times apply to the new window and limit as they are
+-- (reset: those at or before `since` are dropped), and it is written back under the new stamp
+-- also when denied. Time is max(now, newest member), so a clock step backwards keeps the log
+-- in order. Reads only while deciding; trims and adds when written (its only table: ZADD's
+-- arguments). Work and memory are bounded by limit <= 10,000.
+-- Model: src/algorithms/sliding_window_log.cpp.
 --!params limit, window, unused
 --!checks limit >= 1, window >= 1, 0
 
 --!section decide
+local stamp = string.format('stamp:%d:%d:%d', limit, window, pv)
+local converting, stamped, old_stamp = false, false, nil
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if newest[2] then
   local last = tonumber(newest[2])
   if last > t then t = last end
+  old_stamp = redis.call('ZRANGE', key, 0, 0)[1]
+  stamped = old_stamp == stamp
+  if not stamped then
+    if string.sub(old_stamp, 1, 6) == 'stamp:' then
+      local stored_pv = tonumber(string.match(old_stamp, '(%d+)$'))
+      if pv > 0 and stored_pv > pv then stale = stored_pv else converting = true end
+    else
+      old_stamp = nil  -- the previous release's log: read as it is, then stamped
+      converting = true
+    end
+  end
 end
-local outside = string.format('%d', t - window)  -- permits at or before this have left
+local bound = t - window  -- permits at or before this have left
+if converting and carry == 2 and since > bound then bound = since end
+if bound < 0 then bound = 0 end  -- score 0 is the stamp's
+local outside = string.format('%d', bound)
 local count = redis.call('ZCOUNT', key, '(' .. outside, '+inf')
 local lag = t - now  -- after a clock step back, times count from now, not from t
+if converting then rewrite = true end
 allowed = count + n <= limit
 capacity = limit
 if allowed then
@@ -38,15 +60,19 @@ reset = 0
 if count > 0 then reset = tonumber(newest[2]) + window - now end
 
 --!section write
-redis.call('ZREMRANGEBYSCORE', key, '-inf', outside)
-local stamp = string.format('%d', t)
-local at_t = redis.call('ZCOUNT', key, stamp, stamp)
+redis.call('ZREMRANGEBYSCORE', key, '(0', outside)
+if not stamped then
+  if old_stamp then redis.call('ZREM', key, old_stamp) end
+  redis.call('ZADD', key, 0, stamp)
+end
+local at = string.format('%d', t)
+local at_t = redis.call('ZCOUNT', key, at, at)
 local members, size = {}, 0
-for i = 1, n do
-  members[size + 1] = stamp
-  members[size + 2] = stamp .. ':' .. string.format('%d', at_t + i - 1)
+for i = 1, taken do
+  members[size + 1] = at
+  members[size + 2] = at .. ':' .. string.format('%d', at_t + i - 1)
   size = size + 2
-  if size == 2000 or i == n then  -- bounded ZADD calls (Lua's unpack limit)
+  if size == 2000 or i == taken then  -- bounded ZADD calls (Lua's unpack limit)
     redis.call('ZADD', key, unpack(members, 1, size))
     members, size = {}, 0
   end

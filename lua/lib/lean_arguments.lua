@@ -8,23 +8,31 @@
 -- ARGV[1]     permits requested
 -- ARGV[2]     now in microseconds, for tests only, or '' to use the server's TIME (with an
 --             injected time, the key lives an hour longer, as in lua/shapes/general.lua)
--- ARGV[3..5]  the limit's three integer fields, as lua/shapes/general.lua takes them: the first
+-- ARGV[3]     the request's policy version pv (>= 0)
+-- ARGV[4]     since: when the policy took effect, in microseconds (0: unknown, now)
+-- ARGV[5]     carry: 0 as_is, 1 proportional, 2 reset
+-- ARGV[6..8]  the limit's three integer fields, as lua/shapes/general.lua takes them: the first
 --             two >= 1, the third >= 0
 --
--- Leaves MAX_EXACT, floor, n (the permits), field1, field2, field3, now and TTL_EXTRA_MS.
+-- Leaves MAX_EXACT, floor, n (the permits), field1, field2, field3, now, TTL_EXTRA_MS, pv,
+-- since (resolved: now when 0 or later than now) and carry.
 
 --!include numbers.lua
 
 local n, field1, field2, field3 =
-    tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if #KEYS ~= 1 or #ARGV ~= 5 or
-    not (n and field1 and field2 and field3 and n == floor(n) and field1 == floor(field1) and
+    tonumber(ARGV[1]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local pv, since, carry = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if #KEYS ~= 1 or #ARGV ~= 8 or
+    not (n and field1 and field2 and field3 and pv and since and carry and
+         pv == floor(pv) and pv >= 0 and pv <= MAX_EXACT and since == floor(since) and
+         since >= 0 and since <= MAX_EXACT and (carry == 0 or carry == 1 or carry == 2) and
+         n == floor(n) and field1 == floor(field1) and
          field2 == floor(field2) and field3 == floor(field3) and n >= 1 and n <= MAX_EXACT and
          field1 >= 1 and field1 <= MAX_EXACT and field2 >= 1 and field2 <= MAX_EXACT and
          field3 >= 0 and field3 <= MAX_EXACT) then
-  error('redlimit: ' .. lean_script .. ' expects 1 key and 5 integer arguments (permits >= 1, ' ..
-        lean_fields .. ', all at most 2^52), got ' .. tostring(#KEYS) .. ' keys and ' ..
-        table.concat(ARGV, ' '))
+  error('redlimit: ' .. lean_script .. ' expects 1 key and 8 integer arguments (permits >= 1, ' ..
+        'now or \'\', pv >= 0, since >= 0, carry 0-2, ' .. lean_fields ..
+        ', all at most 2^52), got ' .. tostring(#KEYS) .. ' keys and ' .. table.concat(ARGV, ' '))
 end
 local now
 local TTL_EXTRA_MS = 0
@@ -38,3 +46,4 @@ else
   end
   TTL_EXTRA_MS = 3600000
 end
+if since == 0 or since > now then since = now end

@@ -10,20 +10,29 @@
 -- ARGV[3]   now in microseconds, for tests only, or '' to use the server's TIME. With an
 --           injected time, keys live an hour longer than their state matters, because Redis
 --           expires them on its own clock, not on the injected one.
--- ARGV[4..] per limit, 4 fields: algorithm, then its three integer parameters
+-- ARGV[4]   the request's policy version pv (0: a policy given in process, never stale)
+-- ARGV[5]   since: when the policy took effect, in microseconds (0: unknown, now); a state
+--           stamped with other parameters is carried over at min(since, now)
+-- ARGV[6]   carry: '0' as_is, '1' proportional, '2' reset (what a carried-over state becomes)
+-- ARGV[7..] per limit, 4 fields: algorithm, then its three integer parameters
 --           gcra, token_bucket, leaky_bucket: p and d (the rate in lowest terms), burst
 --           fixed_window: limit, period, anchored (0 or 1)
 --           sliding_window_log, sliding_window_counter: limit, period, 0
 --
--- An algorithm is a function (key, now, n, a, b, c, peek) returning allowed, limit, remaining,
--- retry_after_us, reset_after_us, the time it used and, when allowed and not peeking, a function
--- that writes its new state. Each algorithm only reads while deciding; writes happen only once
--- every limit has allowed, so a denied request changes nothing.
+-- An algorithm is a function (key, now, n, a, b, c, peek, pv, since, carry) returning allowed,
+-- limit, remaining, retry_after_us, reset_after_us, the time it used, a function
+-- write(taken) that writes its new state holding `taken` permits more (when not peeking, and
+-- allowed or its state must be rewritten), the stored policy version when it is newer than pv
+-- (the request is refused), and whether its state must be rewritten (it was stamped with other
+-- parameters and was carried over to these). Each algorithm only reads
+-- while deciding; writes happen only after every limit has decided: the taken permits when
+-- every limit allows, else only the rewritten states, converted, with nothing taken.
 --
 -- Returns {allowed (0/1), now_us, binding (0-based), limit, remaining, retry_after_us,
 -- reset_after_us}: a denied decision is bound by the limit with the longest retry_after, an
 -- allowed one by the limit with the fewest permits remaining; now_us is the latest time any
--- limit used.
+-- limit used. Returns {-1, stored_pv} when a key holds state of a newer policy version than pv,
+-- before anything is written.
 
 local ALGORITHMS = {}
 local TTL_EXTRA_MS = 0
@@ -33,17 +42,23 @@ local TTL_EXTRA_MS = 0
 
 --!each-algorithm
 --!doc
-ALGORITHMS['@ALG@'] = function(key, now, n, @PARAMS@, peek)
+ALGORITHMS['@ALG@'] = function(key, now, n, @PARAMS@, peek, pv, since, carry)
   local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
+  local rewrite, stale = false, nil
   --!section decide
+  if stale then return false, 0, 0, 0, 0, t, nil, stale end
   if peek then
     --!section idle
     return allowed, capacity, remaining, retry, reset, t
   end
-  if not allowed then return false, capacity, remaining, retry, reset, t end
-  return true, capacity, remaining, 0, reset, t, function()
-    --!section write
+  local write = nil
+  if allowed or rewrite then
+    write = function(taken)
+      --!section write
+    end
   end
+  if allowed then retry = 0 end
+  return allowed, capacity, remaining, retry, reset, t, write, nil, rewrite
 end
 
 --!end
@@ -52,36 +67,44 @@ local op = ARGV[1]
 if op ~= 'acquire' and op ~= 'peek' then
   error('redlimit: operation must be acquire or peek, got ' .. tostring(op))
 end
-if #KEYS == 0 or #ARGV ~= 3 + FIELDS * #KEYS then
+if #KEYS == 0 or #ARGV ~= 6 + FIELDS * #KEYS then
   error('redlimit: expected ' .. FIELDS .. ' arguments per key')
 end
 local peek = op == 'peek'
 --!include ../lib/permits_and_now.lua
+--!include ../lib/policy_epoch.lua
 
 -- Phase 1: decide every limit without writing.
 local decisions = {}
 local all_allowed = true
 local used_now = 0
 for i = 1, #KEYS do
-  local base = 3 + (i - 1) * FIELDS
+  local base = 6 + (i - 1) * FIELDS
   local algorithm = ALGORITHMS[ARGV[base + 1]]
   if algorithm == nil then error('redlimit: unknown algorithm ' .. tostring(ARGV[base + 1])) end
   local a = integer_arg(ARGV[base + 2], 'parameter 1', 1, MAX_EXACT)
   local b = integer_arg(ARGV[base + 3], 'parameter 2', 1, MAX_EXACT)
   local c = integer_arg(ARGV[base + 4], 'parameter 3', 0, MAX_EXACT)
-  local decision = {algorithm(KEYS[i], now, permits, a, b, c, peek)}
+  local decision = {algorithm(KEYS[i], now, permits, a, b, c, peek, pv, since, carry)}
+  if decision[8] then return {-1, decision[8]} end  -- stale: refused before any write
   decisions[i] = decision
   if not decision[1] then all_allowed = false end
   if decision[6] > used_now then used_now = decision[6] end
 end
 
--- Phase 2: write only when every limit allows. A peek reports the permits available now.
+-- Phase 2: take the permits only when every limit allows; else write only the states that
+-- were carried over to this policy, with nothing taken. A peek reports the permits available
+-- now and writes nothing.
 if peek then
   for i = 1, #KEYS do
     if decisions[i][1] then decisions[i][3] = decisions[i][3] + permits end
   end
-elseif all_allowed then
-  for i = 1, #KEYS do decisions[i][7]() end
+else
+  local taken = 0
+  if all_allowed then taken = permits end
+  for i = 1, #KEYS do
+    if all_allowed or decisions[i][9] then decisions[i][7](taken) end
+  end
 end
 
 local binding = 1

@@ -12,11 +12,15 @@
 -- KEYS[1]     the state key
 -- ARGV[1]     permits requested
 -- ARGV[2]     now in microseconds, for tests only, or '' to use the server's TIME
--- ARGV[3..5]  the limit's fields, as lua/shapes/general.lua takes them: @PARAMS@
+-- ARGV[3]     the request's policy version pv, ARGV[4] since, ARGV[5] carry (as
+--             lua/shapes/general.lua takes them at ARGV[4..6])
+-- ARGV[6..8]  the limit's fields, as lua/shapes/general.lua takes them: @PARAMS@
 --
 -- Returns the general shape's reply less the binding (always 0), as one string of integers
 -- separated by spaces: "allowed (0/1) now_us limit remaining retry_after_us reset_after_us",
--- where now_us is the time the decision used.
+-- where now_us is the time the decision used; or "stale <stored_pv>" when the key holds state
+-- of a newer policy version than pv (nothing was written). A denied request writes only a
+-- state carried over from other parameters (rewritten, with nothing taken).
 -- Why a string: a table of integers costs Redis a reply per element and hiredis an object per
 -- element; one string measured cheaper on both sides.
 --
@@ -29,9 +33,13 @@ local key = KEYS[1]
 local @PARAMS@ = field1, field2, field3
 --!needs
 local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
+local rewrite, stale = false, nil
 --!section decide
-if allowed then
+if stale then return string.format('stale %d', stale) end
+if allowed or rewrite then
+  local taken = 0
+  if allowed then taken = n end
   --!section write
-  return string.format('1 %d %d %d 0 %d', t, capacity, remaining, reset)
 end
+if allowed then return string.format('1 %d %d %d 0 %d', t, capacity, remaining, reset) end
 return string.format('0 %d %d %d %d %d', t, capacity, remaining, retry, reset)

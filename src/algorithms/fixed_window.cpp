@@ -3,11 +3,20 @@
 #include <algorithm>
 
 #include "algorithms/exact.hpp"
+#include "algorithms/window_carry.hpp"
 
 namespace redlimit::detail {
 
-LimitOutcome decide_fixed_window(const FixedWindowParams& params, const FixedWindowState* state,
-                                 std::int64_t now, std::int64_t n, FixedWindowState* next) {
+LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyChange& change,
+                                 const FixedWindowState* state, std::int64_t now, std::int64_t n,
+                                 FixedWindowState* next) {
+  LimitOutcome out;
+  out.limit = params.limit;
+  if (state != nullptr) out.stale_version = refused_by_version(state->stamp, change);
+  const Stamp stamp{params.limit, params.period_us, params.anchored ? 1 : 0, change.policy_version};
+  const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
+  // An old-format state was written under parameters nobody recorded: read as the current ones.
+  const Stamp old = state != nullptr && state->stamp ? *state->stamp : stamp;
   const std::int64_t t = state != nullptr ? std::max(now, state->start_us) : now;
   std::int64_t start = 0;
   std::int64_t count = 0;
@@ -17,26 +26,32 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const FixedWin
       count = state->count;
     } else {
       start = t;
+      // The period shrank: a stored window still open carries its count into one starting now.
+      if (converting && t < state->start_us + old.b) count = state->count;
     }
   } else {
     start = floor_div(t, params.period_us) * params.period_us;
-    // A stored window that began inside this one (the period grew) still counts.
-    if (state != nullptr && state->start_us >= start) count = state->count;
+    if (state != nullptr && windows_overlap(state->start_us, old.b, start, params.period_us)) {
+      count = state->count;
+    }
   }
+  if (converting) count = carried_count(count, old.a, params.limit, change.carry);
 
-  LimitOutcome out;
-  out.limit = params.limit;
   out.now_us = t;
   out.reset_after_us = start + params.period_us - now;  // from now, also after a clock step back
+  if (out.stale_version != 0) return out;
   out.allowed = count + n <= params.limit;
+  out.rewritten = converting;
   out.idle_after_us = count > 0 ? out.reset_after_us : 0;
   if (out.allowed) {
     out.remaining = params.limit - count - n;
-    out.ttl_us = out.reset_after_us;
-    if (next != nullptr) *next = FixedWindowState{start, count + n};
   } else {
     out.remaining = std::max<std::int64_t>(0, params.limit - count);
     out.retry_after_us = out.reset_after_us;
+  }
+  if (out.allowed || converting) {
+    out.ttl_us = out.reset_after_us;
+    if (next != nullptr) *next = FixedWindowState{start, count + (out.allowed ? n : 0), stamp};
   }
   return out;
 }

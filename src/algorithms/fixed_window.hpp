@@ -2,8 +2,10 @@
 // Fixed window: the model of lua/algorithms/fixed_window.lua.
 
 #include <cstdint>
+#include <optional>
 
 #include "algorithms/outcome.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -13,12 +15,20 @@ struct FixedWindowParams {
   bool anchored;           ///< window starts at the first request, else at multiples of period
 };
 
+/// "start:count:limit:period:anchored:pv" in Redis; the stamp is {limit, period, anchored, pv}.
 struct FixedWindowState {
   std::int64_t start_us = 0;
   std::int64_t count = 0;
+  std::optional<Stamp> stamp;  ///< nullopt: written by a release without stamps ("start:count")
 };
 
-LimitOutcome decide_fixed_window(const FixedWindowParams& params, const FixedWindowState* state,
-                                 std::int64_t now, std::int64_t n, FixedWindowState* next);
+/// Decides `n` permits at `now`. A state stamped with other parameters or another policy
+/// version is carried over first (its window's count lands in the new window holding the
+/// decision's time when the two overlap, as `change.carry` says); it is then written under the
+/// new stamp also when denied (`rewritten`). A state of a newer policy version refuses the
+/// request (`stale_version`) and is not written.
+LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyChange& change,
+                                 const FixedWindowState* state, std::int64_t now, std::int64_t n,
+                                 FixedWindowState* next);
 
 }  // namespace redlimit::detail

@@ -10,8 +10,8 @@ FracTime load_frac_time(const GcraState* state, std::int64_t now, std::int64_t p
   return floor_now < stored ? stored : floor_now;
 }
 
-LimitOutcome decide_gcra(const GcraParams& params, const GcraState* state, std::int64_t now,
-                         std::int64_t n, GcraState* next) {
+LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange&, const GcraState* state,
+                         std::int64_t now, std::int64_t n, GcraState* next) {
   const std::int64_t p = params.p;
   const FracTime tat = load_frac_time(state, now, p);
   const FracTime after = add(tat, scaled(n, params.d, p), p);

@@ -4,8 +4,9 @@
 
 namespace redlimit::detail {
 
-LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const LeakyBucketState* state,
-                                 std::int64_t now, std::int64_t n, LeakyBucketState* next) {
+LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyChange&,
+                                 const LeakyBucketState* state, std::int64_t now, std::int64_t n,
+                                 LeakyBucketState* next) {
   const std::int64_t p = params.p;
   const FracTime next_free = load_frac_time(state, now, p);
   LimitOutcome out;

@@ -5,6 +5,7 @@
 
 #include "algorithms/gcra.hpp"
 #include "algorithms/outcome.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -14,7 +15,8 @@ using LeakyBucketParams = GcraParams;
 /// The time the next departure may leave (same shape as the GCRA state).
 using LeakyBucketState = GcraState;
 
-LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const LeakyBucketState* state,
-                                 std::int64_t now, std::int64_t n, LeakyBucketState* next);
+LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyChange& change,
+                                 const LeakyBucketState* state, std::int64_t now, std::int64_t n,
+                                 LeakyBucketState* next);
 
 }  // namespace redlimit::detail

@@ -8,39 +8,44 @@ namespace redlimit::detail {
 namespace {
 
 /// Decides one limit with its algorithm; with `commit`, writes the new state in place (a state
-/// that is absent or of another algorithm is replaced).
+/// that is absent or of another algorithm is replaced): the taken permits when allowed, the
+/// state carried over to `change` when rewritten.
 template <class State, class Params, class Decide>
-LimitOutcome evaluate(Decide decide, const Params& params, std::optional<LimitState>& state,
-                      std::int64_t now, std::int64_t n, bool commit) {
+LimitOutcome evaluate(Decide decide, const Params& params, const PolicyChange& change,
+                      std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
+                      bool commit) {
   State* current = state ? std::get_if<State>(&*state) : nullptr;
   State* next = nullptr;
   if (commit) next = current != nullptr ? current : &std::get<State>(state.emplace(State{}));
-  return decide(params, current, now, n, next);
+  return decide(params, change, current, now, n, next);
 }
 
-LimitOutcome decide_limit(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
-                          std::int64_t n, bool commit) {
+LimitOutcome decide_limit(const LimitSpec& spec, const PolicyChange& change,
+                          std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
+                          bool commit) {
   switch (spec.algorithm) {
     case Algorithm::gcra:
-      return evaluate<GcraState>(decide_gcra, GcraParams{spec.a, spec.b, spec.c}, state, now, n,
-                                 commit);
+      return evaluate<GcraState>(decide_gcra, GcraParams{spec.a, spec.b, spec.c}, change, state,
+                                 now, n, commit);
     case Algorithm::leaky_bucket:
       return evaluate<GcraState>(decide_leaky_bucket, LeakyBucketParams{spec.a, spec.b, spec.c},
-                                 state, now, n, commit);
+                                 change, state, now, n, commit);
     case Algorithm::token_bucket:
-      return evaluate<TokenBucketState>(
-          decide_token_bucket, TokenBucketParams{spec.a, spec.b, spec.c}, state, now, n, commit);
+      return evaluate<TokenBucketState>(decide_token_bucket,
+                                        TokenBucketParams{spec.a, spec.b, spec.c}, change, state,
+                                        now, n, commit);
     case Algorithm::fixed_window:
       return evaluate<FixedWindowState>(decide_fixed_window,
-                                        FixedWindowParams{spec.a, spec.b, spec.c != 0}, state, now,
-                                        n, commit);
+                                        FixedWindowParams{spec.a, spec.b, spec.c != 0}, change,
+                                        state, now, n, commit);
     case Algorithm::sliding_window_log:
-      return evaluate<SlidingWindowLogState>(
-          decide_sliding_window_log, SlidingWindowLogParams{spec.a, spec.b}, state, now, n, commit);
+      return evaluate<SlidingWindowLogState>(decide_sliding_window_log,
+                                             SlidingWindowLogParams{spec.a, spec.b}, change, state,
+                                             now, n, commit);
     case Algorithm::sliding_window_counter:
       return evaluate<SlidingWindowCounterState>(decide_sliding_window_counter,
-                                                 SlidingWindowCounterParams{spec.a, spec.b}, state,
-                                                 now, n, commit);
+                                                 SlidingWindowCounterParams{spec.a, spec.b}, change,
+                                                 state, now, n, commit);
   }
   return {};
 }
@@ -49,18 +54,31 @@ LimitOutcome decide_limit(const LimitSpec& spec, std::optional<LimitState>& stat
 
 PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
-                            std::int64_t n, Mode mode) {
+                            std::int64_t n, Mode mode, PolicyChange change) {
+  // As the scripts resolve it: an unknown or future change takes effect now.
+  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   PolicyOutcome out;
   out.allowed = true;
   out.limits.reserve(limits.size());
   for (std::size_t i = 0; i < limits.size(); ++i) {
-    out.limits.push_back(decide_limit(limits[i], states[i], now, n, false));
+    out.limits.push_back(decide_limit(limits[i], change, states[i], now, n, false));
+    if (out.limits.back().stale_version != 0) {  // refused before any write
+      out.allowed = false;
+      out.stale_version = out.limits.back().stale_version;
+      return out;
+    }
     out.allowed = out.allowed && out.limits.back().allowed;
     out.now_us = std::max(out.now_us, out.limits.back().now_us);
   }
-  if (out.allowed && mode == Mode::acquire) {
-    for (std::size_t i = 0; i < limits.size(); ++i)
-      decide_limit(limits[i], states[i], now, n, true);
+  if (mode == Mode::acquire) {
+    for (std::size_t i = 0; i < limits.size(); ++i) {
+      LimitOutcome& limit = out.limits[i];
+      if (out.allowed) {
+        decide_limit(limits[i], change, states[i], now, n, true);
+      } else if (limit.rewritten) {  // carried over to this policy, with nothing taken
+        limit.ttl_us = decide_limit(limits[i], change, states[i], now, 0, true).ttl_us;
+      }
+    }
   }
   if (mode == Mode::peek) {  // every field as the state now: nothing was taken
     for (LimitOutcome& limit : out.limits) {

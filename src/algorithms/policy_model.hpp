@@ -14,6 +14,7 @@
 #include "algorithms/outcome.hpp"
 #include "algorithms/sliding_window_counter.hpp"
 #include "algorithms/sliding_window_log.hpp"
+#include "algorithms/stamp.hpp"
 #include "algorithms/token_bucket.hpp"
 #include "redlimit/limit.hpp"
 
@@ -36,6 +37,9 @@ using LimitState = std::variant<GcraState, TokenBucketState, FixedWindowState,
 
 struct PolicyOutcome {
   bool allowed = false;
+  /// A limit's state was written under a newer policy version than the request's: the request
+  /// was refused and nothing was written (a script's stale reply).
+  std::int64_t stale_version = 0;
   std::int64_t now_us = 0;  ///< the latest time any limit used
   std::size_t binding = 0;  ///< denied: longest retry_after; allowed: fewest remaining
   std::vector<LimitOutcome> limits;
@@ -46,10 +50,12 @@ struct PolicyOutcome {
 /// `remaining`, the permits available now (rather than after taking n).
 enum class Mode { acquire, peek };
 
-/// Decides `n` permits at `now` against every limit. `states[i]` belongs to `limits[i]`; a
-/// state of the wrong alternative counts as absent, and an absent one is created on a write.
+/// Decides `n` permits at `now` against every limit, under the policy in force `change`.
+/// `states[i]` belongs to `limits[i]`; a state of the wrong alternative counts as absent, and an
+/// absent one is created on a write. A denied acquire writes only the limits whose state was
+/// carried over to `change` (LimitOutcome::rewritten, with its ttl_us), holding nothing more.
 PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
-                            std::int64_t n, Mode mode);
+                            std::int64_t n, Mode mode, PolicyChange change = {});
 
 }  // namespace redlimit::detail

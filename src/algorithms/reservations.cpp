@@ -262,7 +262,7 @@ bool can_reserve(Algorithm algorithm) noexcept {
 }
 
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
-                       std::int64_t n, std::int64_t max_wait_us) {
+                       std::int64_t n, std::int64_t max_wait_us, const PolicyChange&) {
   switch (spec.algorithm) {
     case Algorithm::gcra:
       return reserve_gcra({spec.a, spec.b, spec.c}, state, now, n, max_wait_us);
@@ -280,7 +280,8 @@ FracTime slot_for(FracTime slot, std::int64_t den, std::int64_t p) noexcept {
 }
 
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
-                                 std::int64_t now, std::int64_t n, const CancelTicket& ticket) {
+                                 std::int64_t now, std::int64_t n, const CancelTicket& ticket,
+                                 const PolicyChange&) {
   const FracTime slot = slot_for(ticket.slot, ticket.den, spec.a);
   switch (spec.algorithm) {
     case Algorithm::gcra:

@@ -11,6 +11,7 @@
 #include "algorithms/exact.hpp"
 #include "algorithms/outcome.hpp"
 #include "algorithms/policy_model.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -26,9 +27,10 @@ struct ReserveOutcome {
   ReservationBook book;  ///< the key's, after it (its version is the reservation's place)
 };
 
-/// Reserves `n` permits at the earliest slot within `max_wait_us` and writes the new state.
+/// Reserves `n` permits at the earliest slot within `max_wait_us` and writes the new state,
+/// under the policy in force `change` (decision.stale_version: refused, nothing written).
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
-                       std::int64_t n, std::int64_t max_wait_us);
+                       std::int64_t n, std::int64_t max_wait_us, const PolicyChange& change = {});
 
 /// What a cancellation did.
 enum class CancelVerdict {
@@ -51,6 +53,8 @@ struct CancelOutcome {
   FracTime shift;           ///< returned: how much earlier the reservations behind it may move
   ReservationBook book;     ///< returned: the key's, after it (cancels counts this one)
   std::int64_t ttl_us = 0;  ///< returned: how long the new state matters
+  /// The key holds state of a newer policy version than the request's: refused, nothing written.
+  std::int64_t stale_version = 0;
 };
 
 /// The slot of a reservation made under denominator `den`, for a limit whose reduced permits are
@@ -61,6 +65,7 @@ FracTime slot_for(FracTime slot, std::int64_t den, std::int64_t p) noexcept;
 /// Gives a reservation back if its slot, moved earlier by the cancellations ahead of it since it
 /// was made, is still ahead.
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
-                                 std::int64_t now, std::int64_t n, const CancelTicket& ticket);
+                                 std::int64_t now, std::int64_t n, const CancelTicket& ticket,
+                                 const PolicyChange& change = {});
 
 }  // namespace redlimit::detail

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "algorithms/exact.hpp"
+#include "algorithms/window_carry.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -16,34 +17,43 @@ std::int64_t decayed_enough_at(std::int64_t count, std::int64_t room, std::int64
 }  // namespace
 
 LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& params,
+                                           const PolicyChange& change,
                                            const SlidingWindowCounterState* state, std::int64_t now,
                                            std::int64_t n, SlidingWindowCounterState* next) {
   const std::int64_t period = params.period_us;
+  LimitOutcome out;
+  out.limit = params.limit;
+  if (state != nullptr) out.stale_version = refused_by_version(state->stamp, change);
+  const Stamp stamp{params.limit, period, 0, change.policy_version};
+  const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
+  // An old-format state was written under parameters nobody recorded: read as the current ones.
+  const Stamp old = state != nullptr && state->stamp ? *state->stamp : stamp;
   const std::int64_t t = state != nullptr ? std::max(now, state->start_us) : now;
   const std::int64_t start = floor_div(t, period) * period;
   std::int64_t current = 0;
   std::int64_t previous = 0;
   if (state != nullptr) {
-    if (state->start_us == start) {
-      current = state->current;
-      previous = state->previous;
-    } else if (state->start_us > start) {
-      current = state->current + state->previous;  // the period grew: count all of it as current
-    } else if (state->start_us == start - period) {
-      previous = state->current;
-    } else if (state->start_us > start - period) {
-      previous = state->current + state->previous;  // the period changed
-    }
+    // Each stored window lands in the newest window it overlaps: this one or the one before.
+    const auto land = [&](std::int64_t window_start, std::int64_t count) {
+      if (converting) count = carried_count(count, old.a, params.limit, change.carry);
+      if (windows_overlap(window_start, old.b, start, period)) {
+        current += count;
+      } else if (windows_overlap(window_start, old.b, start - period, period)) {
+        previous += count;
+      }
+    };
+    land(state->start_us, state->current);
+    land(state->start_us - old.b, state->previous);
   }
   const std::int64_t elapsed = t - start;
   const std::int64_t lag = t - now;  // after a clock step back, times count from now, not from t
   const std::int64_t weighted = previous - mul_div(previous, elapsed, period).quotient;
   const std::int64_t used = weighted + current;
 
-  LimitOutcome out;
-  out.limit = params.limit;
   out.now_us = t;
+  if (out.stale_version != 0) return out;
   out.allowed = used + n <= params.limit;
+  out.rewritten = converting;
   if (current > 0) {
     out.idle_after_us = 2 * period - elapsed + lag;
   } else if (previous > 0) {
@@ -53,7 +63,7 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
     out.remaining = params.limit - used - n;
     out.reset_after_us = 2 * period - elapsed + lag;
     out.ttl_us = out.reset_after_us;
-    if (next != nullptr) *next = SlidingWindowCounterState{start, current + n, previous};
+    if (next != nullptr) *next = SlidingWindowCounterState{start, current + n, previous, stamp};
     return out;
   }
   out.remaining = std::max<std::int64_t>(0, params.limit - used);
@@ -76,6 +86,10 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
   out.reset_after_us = current > 0 ? 2 * period - elapsed : (previous > 0 ? period - elapsed : 0);
   out.retry_after_us += lag;
   out.reset_after_us += lag;
+  if (converting) {
+    out.ttl_us = out.reset_after_us;
+    if (next != nullptr) *next = SlidingWindowCounterState{start, current, previous, stamp};
+  }
   return out;
 }
 

@@ -2,40 +2,53 @@
 
 #include <algorithm>
 
+#include "algorithms/window_carry.hpp"
+
 namespace redlimit::detail {
 
 LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
+                                       const PolicyChange& change,
                                        const SlidingWindowLogState* state, std::int64_t now,
                                        std::int64_t n, SlidingWindowLogState* next) {
   static const SlidingWindowLogState empty;
   const auto& times = state != nullptr ? state->times : empty.times;
+  LimitOutcome out;
+  out.limit = params.limit;
+  if (state != nullptr) out.stale_version = refused_by_version(state->stamp, change);
+  const Stamp stamp{params.limit, params.window_us, 0, change.policy_version};
+  const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
   const std::int64_t t = times.empty() ? now : std::max(now, times.back());
-  const std::int64_t outside = t - params.window_us;  // permits at or before this have left
+  std::int64_t outside = t - params.window_us;  // permits at or before this have left
+  if (converting && change.carry == Carry::reset)
+    outside = std::max(outside, change_time(change, now));
+  outside = std::max<std::int64_t>(outside, 0);  // score 0 is the stamp's in Redis
   const auto first_inside = std::upper_bound(times.begin(), times.end(), outside);
   const auto count = static_cast<std::int64_t>(times.end() - first_inside);
 
-  LimitOutcome out;
-  out.limit = params.limit;
   out.now_us = t;
+  if (out.stale_version != 0) return out;
   out.allowed = count + n <= params.limit;
+  out.rewritten = converting;
   if (count > 0) out.idle_after_us = times.back() + params.window_us - now;
   if (out.allowed) {
     out.remaining = params.limit - count - n;
     out.reset_after_us = t + params.window_us - now;  // from now, also after a clock step back
-    out.ttl_us = out.reset_after_us;
-    if (next != nullptr) {
-      const auto dropped = first_inside - times.begin();
-      if (next != state) *next = state != nullptr ? *state : empty;
-      next->times.erase(next->times.begin(), next->times.begin() + dropped);
-      next->times.insert(next->times.end(), static_cast<std::size_t>(n), t);
-    }
-    return out;
+  } else {
+    out.remaining = std::max<std::int64_t>(0, params.limit - count);
+    // The request fits once the (count + n - limit)-th oldest permit in the window has left.
+    const std::int64_t must_leave = count + n - params.limit;
+    out.retry_after_us = *(first_inside + (must_leave - 1)) + params.window_us - now;
+    out.reset_after_us = times.back() + params.window_us - now;
   }
-  out.remaining = std::max<std::int64_t>(0, params.limit - count);
-  // The request fits once the (count + n - limit)-th oldest permit in the window has left.
-  const std::int64_t must_leave = count + n - params.limit;
-  out.retry_after_us = *(first_inside + (must_leave - 1)) + params.window_us - now;
-  out.reset_after_us = times.back() + params.window_us - now;
+  if (!out.allowed && !converting) return out;
+  out.ttl_us = out.reset_after_us;
+  if (next != nullptr) {
+    const auto dropped = first_inside - times.begin();
+    if (next != state) *next = state != nullptr ? *state : empty;
+    next->times.erase(next->times.begin(), next->times.begin() + dropped);
+    if (out.allowed) next->times.insert(next->times.end(), static_cast<std::size_t>(n), t);
+    next->stamp = stamp;
+  }
   return out;
 }
 

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 
 #include "algorithms/outcome.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -16,15 +18,22 @@ struct SlidingWindowLogParams {
   std::int64_t window_us;  ///< window length
 };
 
-/// The time of every admitted permit, oldest first (a sorted set in Redis).
+/// The time of every admitted permit, oldest first (a sorted set in Redis), and the stamp (the
+/// member "stamp:<limit>:<window>:<pv>" with score 0 in Redis; {limit, window, 0, pv}).
 struct SlidingWindowLogState {
   std::deque<std::int64_t> times;
+  std::optional<Stamp> stamp;  ///< nullopt: written by a release without stamps
 };
 
 /// Decides `n` permits at `now`. When allowed and `next` is not null, `*next` becomes `*state`
 /// (or empty) with the permits outside the window dropped and n entries added; pass the same
-/// object as `state` to update in place.
+/// object as `state` to update in place. A state stamped with other parameters or another
+/// policy version is carried over first (its times apply to the new window and limit as they
+/// are; Carry::reset drops those at or before the change) and is then written under the new
+/// stamp also when denied (`rewritten`). A state of a newer policy version refuses the request
+/// (`stale_version`) and is not written.
 LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
+                                       const PolicyChange& change,
                                        const SlidingWindowLogState* state, std::int64_t now,
                                        std::int64_t n, SlidingWindowLogState* next);
 

@@ -35,8 +35,9 @@ Tokens load_tokens(const TokenBucketParams& params, const TokenBucketState* stat
   return {level, t};
 }
 
-LimitOutcome decide_token_bucket(const TokenBucketParams& params, const TokenBucketState* state,
-                                 std::int64_t now, std::int64_t n, TokenBucketState* next) {
+LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyChange&,
+                                 const TokenBucketState* state, std::int64_t now, std::int64_t n,
+                                 TokenBucketState* next) {
   const std::int64_t full = params.burst * params.d;
   const auto [level, t] = load_tokens(params, state, now);
 

@@ -6,6 +6,7 @@
 #include "algorithms/exact.hpp"
 #include "algorithms/outcome.hpp"
 #include "algorithms/reservation_book.hpp"
+#include "algorithms/stamp.hpp"
 
 namespace redlimit::detail {
 
@@ -39,7 +40,8 @@ struct Tokens {
 Tokens load_tokens(const TokenBucketParams& params, const TokenBucketState* state,
                    std::int64_t now);
 
-LimitOutcome decide_token_bucket(const TokenBucketParams& params, const TokenBucketState* state,
-                                 std::int64_t now, std::int64_t n, TokenBucketState* next);
+LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyChange& change,
+                                 const TokenBucketState* state, std::int64_t now, std::int64_t n,
+                                 TokenBucketState* next);
 
 }  // namespace redlimit::detail

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/policy_model.hpp"
+#include "algorithms/stamp.hpp"
 #include "redlimit/limit.hpp"
 
 namespace redlimit::detail {
@@ -51,6 +52,13 @@ class CompiledPolicy {
 
   const Policy& policy() const noexcept { return policy_; }
   const PolicyEpoch& epoch() const noexcept { return epoch_; }
+  /// The epoch as the scripts take it: pv, since_us and carry ("0" as_is, "1" proportional,
+  /// "2" reset), computed once.
+  const std::array<std::string, 3>& epoch_fields() const noexcept { return epoch_fields_; }
+  /// The epoch as the algorithms' models take it.
+  PolicyChange change() const noexcept {
+    return PolicyChange{epoch_.version, epoch_.since_us, epoch_.carry};
+  }
   const std::vector<CompiledLimit>& limits() const noexcept { return limits_; }
   const std::vector<LimitSpec>& specs() const noexcept { return specs_; }
   /// Throws InvalidArgument unless 1 <= permits <= every limit's capacity.
@@ -59,6 +67,7 @@ class CompiledPolicy {
  private:
   Policy policy_;
   PolicyEpoch epoch_;
+  std::array<std::string, 3> epoch_fields_;
   std::vector<CompiledLimit> limits_;
   std::vector<LimitSpec> specs_;
 };

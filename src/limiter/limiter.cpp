@@ -82,8 +82,8 @@ Task<void> Limiter::reset(std::string key) {
   return detail::PolicyEnforcer::reset(enforcer_, std::move(key));
 }
 
-void Limiter::set_policy(Policy policy) {
-  enforcer_->set_policy(std::move(policy));
+void Limiter::set_policy(Policy policy, Carry carry) {
+  enforcer_->set_policy(std::move(policy), carry);
 }
 
 Policy Limiter::policy() const {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "algorithms/reservations.hpp"
+#include "limiter/stale_policy.hpp"
 
 namespace redlimit::detail {
 
@@ -48,12 +49,14 @@ LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::
 }
 
 void LocalBackend::touch(std::string_view key, Entry& entry, bool created,
-                         const std::vector<std::int64_t>& ttls_us, std::int64_t now) {
-  std::int64_t entry_expires = 0;
+                         const std::vector<std::optional<std::int64_t>>& ttls_us,
+                         std::int64_t now) {
   for (std::size_t i = 0; i < ttls_us.size(); ++i) {
-    entry.slots[i].expires_us = now + ttls_us[i];
-    entry_expires = std::max(entry_expires, entry.slots[i].expires_us);
+    if (ttls_us[i]) entry.slots[i].expires_us = now + *ttls_us[i];
   }
+  std::int64_t entry_expires = 0;
+  for (const Slot& slot : entry.slots)
+    entry_expires = std::max(entry_expires, slot.expires_us);
   if (!created) by_expiry_.erase(entry.expiry);
   entry.expiry = by_expiry_.emplace(entry_expires, &entries_.find(key)->first);
 }
@@ -63,16 +66,24 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   const bool write = request.operation == Operation::acquire;
-  const PolicyOutcome outcome = decide_policy(request.policy->specs(), entry.states, now,
-                                              request.permits, write ? Mode::acquire : Mode::peek);
-  if (outcome.allowed && write) {
-    std::vector<std::int64_t> ttls;
-    for (const LimitOutcome& limit : outcome.limits)
-      ttls.push_back(limit.ttl_us);
+  const PolicyOutcome outcome =
+      decide_policy(request.policy->specs(), entry.states, now, request.permits,
+                    write ? Mode::acquire : Mode::peek, request.policy->change());
+  // Written: every limit when allowed, else those whose state was carried over to this policy.
+  std::vector<std::optional<std::int64_t>> ttls(outcome.limits.size());
+  bool wrote = false;
+  for (std::size_t i = 0; write && outcome.stale_version == 0 && i < ttls.size(); ++i) {
+    if (outcome.allowed || outcome.limits[i].rewritten) {
+      ttls[i] = outcome.limits[i].ttl_us;
+      wrote = true;
+    }
+  }
+  if (wrote) {
     touch(request.key_base.view(), entry, created, ttls, now);
   } else if (created) {
     entries_.erase(entries_.find(request.key_base.view()));  // nothing was stored for this key
   }
+  if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
 
   const LimitOutcome& binding = outcome.binding_outcome();
   Decision decision;
@@ -83,6 +94,7 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   decision.reset_after = std::chrono::microseconds(binding.reset_after_us);
   decision.binding = outcome.binding;
   decision.source = Source::local;
+  decision.policy_version = request.policy->epoch().version;
   return decision;
 }
 
@@ -91,13 +103,14 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   const LimitSpec& spec = request.policy->specs().front();
-  const ReserveOutcome outcome =
-      detail::reserve(spec, entry.states[0], now, request.permits, max_wait_us);
-  if (outcome.decision.allowed) {
+  const ReserveOutcome outcome = detail::reserve(spec, entry.states[0], now, request.permits,
+                                                 max_wait_us, request.policy->change());
+  if (outcome.decision.allowed || outcome.decision.rewritten) {
     touch(request.key_base.view(), entry, created, {outcome.decision.ttl_us}, now);
   } else if (created) {
     entries_.erase(entries_.find(request.key_base.view()));
   }
+  if (outcome.decision.stale_version != 0) throw StalePolicy(outcome.decision.stale_version);
   Reservation out;
   out.decision.allowed = outcome.decision.allowed;
   out.decision.limit = outcome.decision.limit;
@@ -105,6 +118,7 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   out.decision.retry_after = std::chrono::microseconds(outcome.decision.retry_after_us);
   out.decision.reset_after = std::chrono::microseconds(outcome.decision.reset_after_us);
   out.decision.source = Source::local;
+  out.decision.policy_version = request.policy->epoch().version;
   out.wait_us = outcome.wait_us;
   out.slot = outcome.slot;
   out.den = spec.a;
@@ -126,10 +140,11 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   const LimitSpec& spec = request.policy->specs().front();
-  const CancelOutcome outcome =
-      cancel_reservation(spec, entry.states[0], now, request.permits, ticket);
+  const CancelOutcome outcome = cancel_reservation(spec, entry.states[0], now, request.permits,
+                                                   ticket, request.policy->change());
   if (outcome.verdict != CancelVerdict::returned) {
     if (created) entries_.erase(entries_.find(request.key_base.view()));
+    if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
     co_return outcome.verdict;
   }
   touch(request.key_base.view(), entry, created, {outcome.ttl_us}, now);

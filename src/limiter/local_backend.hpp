@@ -62,9 +62,10 @@ class LocalBackend final : public Backend {
   void evict_expired(std::int64_t now);
   /// The entry of `request`'s key with stale limits reset; `created` if it was new.
   Entry& entry_for(const DecideRequest& request, std::int64_t now, bool* created);
-  /// Records that the entry's limit `index` wrote a state that matters for `ttl_us`.
+  /// Records that the entry's limit i wrote a state that matters for `ttls_us[i]` (a limit
+  /// without one wrote nothing and keeps its expiry).
   void touch(std::string_view key, Entry& entry, bool created,
-             const std::vector<std::int64_t>& ttls_us, std::int64_t now);
+             const std::vector<std::optional<std::int64_t>>& ttls_us, std::int64_t now);
 
   Clock clock_;
   std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> entries_;

@@ -220,9 +220,12 @@ Task<Decision> PolicyEnforcer::peek(std::string key) {
 }
 
 Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
+  std::optional<DecideRequest> followed;
+  if (self->follower_)
+    followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0));
   DecideRequest validated_request =
-      self->follower_ ? co_await followed_request(self, key, Operation::peek, 1, 0)
-                      : self->request(key, Operation::peek, 1);
+      followed ? std::move(*followed) : self->request(key, Operation::peek, 1);
   ++self->generation_;
   self->deny_cache_.forget(validated_request.key_base.view());
   if (self->fallback_) {
@@ -233,15 +236,19 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
                                  validated_request.key_base.str());
 }
 
-void PolicyEnforcer::set_policy(Policy policy) {
+void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
   if (follower_) {
     throw InvalidArgument(
         "set_policy() on a limiter that follows a PolicyStore: change the "
         "stored policy instead (PolicyStore::set)");
   }
-  auto compiled = CompiledPolicy::compile(policy);
+  // Why the system clock: the change takes effect now; Redis converts a key at
+  // min(since, its own TIME), so a client clock ahead of Redis's only means "at once".
+  const PolicyEpoch epoch{.version = 0, .since_us = LocalBackend::system_clock(), .carry = carry};
+  auto compiled = CompiledPolicy::compile(policy, epoch);
   if (fallback_) {
-    fallback_policy_ = CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share));
+    fallback_policy_ =
+        CompiledPolicy::compile(scaled(policy, options_.on_failure.local_share), epoch);
   }
   policy_ = std::move(compiled);
   ++generation_;

@@ -43,8 +43,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                 std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
   static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
-  /// Throws InvalidArgument for a follower: its store is the source of truth.
-  void set_policy(Policy policy);
+  /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}. Throws
+  /// InvalidArgument for a follower: its store is the source of truth.
+  void set_policy(Policy policy, Carry carry);
   /// The policy in effect; for a follower the name's policy read last (none before).
   const Policy& policy() const noexcept;
   const LimiterOptions& options() const noexcept { return options_; }

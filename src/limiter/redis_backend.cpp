@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "algorithms/reservations.hpp"
+#include "limiter/stale_policy.hpp"
 #include "lua_scripts.hpp"
 #include "redis/reply_builder.hpp"
 #include "redlimit/errors.hpp"
@@ -88,8 +89,14 @@ const scripts::ScriptSource* lean_decide_script(const DecideRequest& request) {
   return nullptr;
 }
 
+/// Throws StalePolicy for a script's `{-1, stored_pv}` reply.
+void throw_if_stale(const std::vector<Reply>& fields) {
+  if (fields.size() == 2 && fields[0].as_integer() == -1) throw StalePolicy(fields[1].as_integer());
+}
+
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
+  throw_if_stale(fields);
   if (fields.size() != 7) {
     throw ProtocolError("the decide script returned " + std::to_string(fields.size()) +
                         " fields, expected 7");
@@ -116,6 +123,14 @@ Decision decision_from_lean_reply(const Reply& reply) {
   bool ok = reply.type == Reply::Type::string;
   const char* at = reply.str.c_str();
   const char* const end = at + reply.str.size();
+  if (ok && *at == 's') {  // "stale <stored_pv>"
+    const std::string_view prefix = "stale ";
+    std::int64_t stored = 0;
+    ok = reply.str.starts_with(prefix);
+    if (ok) at += prefix.size();
+    if (ok && parse_integer(at, stored) && at == end) throw StalePolicy(stored);
+    ok = false;
+  }
   for (std::size_t i = 0; ok && i < fields.size(); ++i) {
     if (i > 0) ok = *at++ == ' ';
     if (ok) ok = parse_integer(at, fields[i]);
@@ -138,6 +153,7 @@ Decision decision_from_lean_reply(const Reply& reply) {
 
 Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
   const auto& fields = reply.as_array();
+  throw_if_stale(fields);
   if (fields.size() != 12) {
     throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
                         " fields, expected 12");
@@ -194,10 +210,13 @@ Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource
   const std::array<std::string_view, 1> keys = {key.view()};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
-  const std::array<std::string_view, 5> args = {permits, now, limit.fields[1], limit.fields[2],
-                                                limit.fields[3]};
+  const auto& epoch = request.policy->epoch_fields();
+  const std::array<std::string_view, 8> args = {
+      permits,        now, epoch[0], epoch[1], epoch[2], limit.fields[1], limit.fields[2],
+      limit.fields[3]};
   Reply reply = co_await client_.eval(script, keys, args, client_.command_deadline());
-  const Decision decision = decision_from_lean_reply(reply);
+  Decision decision = decision_from_lean_reply(reply);
+  decision.policy_version = request.policy->epoch().version;
   reuse_reply_text(std::move(reply.str));
   co_return decision;
 }
@@ -213,16 +232,20 @@ Task<Decision> RedisBackend::decide_with_general_script(const DecideRequest& req
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
   std::vector<std::string_view> args;
-  args.reserve(3 + 4 * limits.size());
+  args.reserve(6 + 4 * limits.size());
   args.push_back(request.operation == Operation::acquire ? "acquire" : "peek");
   args.push_back(permits);
   args.push_back(now);
+  const auto& epoch = request.policy->epoch_fields();
+  args.insert(args.end(), epoch.begin(), epoch.end());
   for (const CompiledLimit& limit : limits)
     args.insert(args.end(), limit.fields.begin(), limit.fields.end());
 
   const Reply reply =
       co_await client_.eval(scripts::decide, key_views, args, client_.command_deadline());
-  co_return decision_from_reply(reply, limits.size());
+  Decision decision = decision_from_reply(reply, limits.size());
+  decision.policy_version = request.policy->epoch().version;
+  co_return decision;
 }
 
 Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) {
@@ -242,12 +265,16 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
   const std::string max_wait = std::to_string(max_wait_us);
-  const std::array<std::string_view, 8> args = {"reserve",       permits,         now,
-                                                limit.fields[0], limit.fields[1], limit.fields[2],
-                                                limit.fields[3], max_wait};
+  const auto& epoch = request.policy->epoch_fields();
+  const std::array<std::string_view, 11> args = {"reserve",       permits,         now,
+                                                 epoch[0],        epoch[1],        epoch[2],
+                                                 limit.fields[0], limit.fields[1], limit.fields[2],
+                                                 limit.fields[3], max_wait};
   const Reply reply =
       co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
-  co_return reservation_from_reply(reply, limit.spec.a);
+  Reservation reservation = reservation_from_reply(reply, limit.spec.a);
+  reservation.decision.policy_version = request.policy->epoch().version;
+  co_return reservation;
 }
 
 Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
@@ -263,14 +290,19 @@ Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket tic
   const std::string version = std::to_string(ticket.version);
   const std::string epoch = std::to_string(ticket.epoch);
   const std::string cancels_before = std::to_string(ticket.cancels_before);
-  const std::array<std::string_view, 12> args = {
-      "cancel",        permits, now,       limit.fields[0], limit.fields[1], limit.fields[2],
-      limit.fields[3], slot_us, slot_frac, version,         epoch,           cancels_before};
+  const auto& policy_epoch = request.policy->epoch_fields();
+  const std::array<std::string_view, 15> args = {"cancel",        permits,         now,
+                                                 policy_epoch[0], policy_epoch[1], policy_epoch[2],
+                                                 limit.fields[0], limit.fields[1], limit.fields[2],
+                                                 limit.fields[3], slot_us,         slot_frac,
+                                                 version,         epoch,           cancels_before};
   const Reply reply =
       co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() != 2) throw ProtocolError("the cancel script returned an unexpected reply");
   switch (fields[0].as_integer()) {
+    case -1:
+      throw StalePolicy(fields[1].as_integer());
     case 0:
       co_return CancelVerdict::due;
     case 1:

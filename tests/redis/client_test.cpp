@@ -94,7 +94,8 @@ Task<std::chrono::milliseconds> ping_until_ok(Client& client, std::chrono::milli
 
 Task<Reply> acquire_with_script(Client& client, std::string key) {
   const std::array<std::string_view, 1> keys = {key};
-  const std::array<std::string_view, 7> args = {"acquire", "1", "", "gcra", "1", "1", "1000000"};
+  const std::array<std::string_view, 10> args = {"acquire", "1",    "",  "0", "0",
+                                                 "0",       "gcra", "1", "1", "1000000"};
   co_return co_await client.dispatcher().eval(detail::scripts::decide, keys, args,
                                               client.dispatcher().command_deadline());
 }

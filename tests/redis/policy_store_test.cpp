@@ -160,6 +160,85 @@ TEST_F(PolicyStoreTest, AFollowerFollowsAChangeMadeByAnotherClient) {
   run(loop(), other.close());
 }
 
+TEST_F(PolicyStoreTest, AFollowerResetsAKeyUnderItsStoredPolicy) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("fixed_window 2/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_EQ(admitted(loop(), limiter, "k", 3), 2);
+  run(loop(), limiter.reset("k"));
+  EXPECT_EQ(admitted(loop(), limiter, "k", 3), 2);
+}
+
+TEST_F(PolicyStoreTest, AFollowerRefusedAsStaleReadsThePolicyAgainAndAsksOnceMore) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("fixed_window 5/min")));
+  // The stale follower runs on a loop of its own, idle while the policy changes: it cannot see
+  // the change's notice before its next call is sent under the old version.
+  uv_loop_t stale_loop;
+  ASSERT_EQ(uv_loop_init(&stale_loop), 0);
+  {
+    Client stale_client(&stale_loop, ClientOptions{.url = server_.url()});
+    Limiter stale(stale_client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+    const std::int64_t old_version = run(&stale_loop, stale.try_acquire("k")).policy_version;
+
+    run(loop(), store.set("api", Policy::parse("fixed_window 50/min")));
+    const std::int64_t new_version = run(loop(), store.record("api"))->version;
+    ASSERT_GT(new_version, old_version);
+    Limiter current(client(), LimiterOptions{.name = "api"});
+    EXPECT_EQ(run(loop(), current.try_acquire("k")).policy_version, new_version);
+
+    const Decision decision = run(&stale_loop, stale.try_acquire("k"));
+    EXPECT_TRUE(decision.allowed);
+    EXPECT_EQ(decision.policy_version, new_version);
+    EXPECT_EQ(decision.limit, 50);
+    run(&stale_loop, stale_client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&stale_loop), 0);
+}
+
+TEST_F(PolicyStoreTest, WhenRedisCannotAnswerTheFailurePolicyUsesThePolicyReadLast) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 7/min")));
+  Limiter open(client(), LimiterOptions{.name = "api", .on_failure = {FailurePolicy::fail_open}});
+  Limiter fallback(
+      client(), LimiterOptions{.name = "api", .on_failure = {FailurePolicy::local_fallback, 0.5}});
+  EXPECT_TRUE(run(loop(), open.try_acquire("k")).allowed);
+  EXPECT_TRUE(run(loop(), fallback.try_acquire("k")).allowed);
+  server_.kill();
+  const Decision opened = run(loop(), open.try_acquire("k"));
+  EXPECT_TRUE(opened.allowed);
+  EXPECT_EQ(opened.source, Source::fail_open);
+  EXPECT_EQ(opened.limit, 7);
+  const Decision fell_back = run(loop(), fallback.try_acquire("k"));
+  EXPECT_EQ(fell_back.source, Source::fallback);
+  EXPECT_GE(fell_back.limit, 3);  // half of the 7 read last
+  EXPECT_LE(fell_back.limit, 4);
+}
+
+TEST_F(PolicyStoreTest, WhenRedisCannotAnswerBeforeAnyPolicyWasReadTheCallIsPolicyNotFound) {
+  Limiter open(client(), LimiterOptions{.name = "api", .on_failure = {FailurePolicy::fail_open}});
+  server_.kill();
+  EXPECT_THROW(run(loop(), open.try_acquire("k")), PolicyNotFound);
+  EXPECT_THROW(run(loop(), open.acquire("k")), PolicyNotFound);
+}
+
+TEST_F(PolicyStoreTest, AChangeWhoseNoticeIsLostIsSeenWithinThePolicyRefresh) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api", .policy_refresh = 100ms});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
+  // The notice of the change is published while the pub/sub connection is down.
+  server_.command({"CLIENT", "KILL", "TYPE", "pubsub"});
+  run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+  const std::int64_t version = run(loop(), store.record("api"))->version;
+  const auto changed = std::chrono::steady_clock::now();
+  while (run(loop(), limiter.peek("k")).policy_version != version)
+    run(loop(), sleep_for(loop(), 1ms));
+  std::printf("a change whose notice was lost reached the follower in %.1f ms (refresh 100 ms)\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - changed)
+                  .count());
+}
+
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   EXPECT_THROW(limiter.set_policy(Policy::parse("gcra 1/s")), InvalidArgument);
