@@ -82,6 +82,9 @@ const FleetCase windows = {
         {Change::set, "sliding_window_counter 10/2s", Carry::as_is, "counter tightened"},
         {Change::set, "sliding_window_log 20/s", Carry::as_is, "another algorithm: log"},
         {Change::set, "sliding_window_log 5/2s", Carry::as_is, "log tightened"},
+        {Change::set, "fixed_window 10/10s", Carry::as_is, "another algorithm: fixed"},
+        {Change::set, "fixed_window 10/10s", Carry::reset, "reset"},
+        {Change::set_override, "fixed_window 2/10s", Carry::as_is, "override after a reset"},
     }};
 
 std::string fleet_follower_binary() {
@@ -168,6 +171,17 @@ void read_log(const std::string& path, FollowerLogs& logs) {
       logs.other_errors.push_back(line);
     }
   }
+}
+
+/// "version <v>: <change> (<policy>)" per line, to read a failure by.
+std::string versions_made(const std::vector<Change>& changes,
+                          const std::vector<test::PolicyVersion>& history) {
+  std::string lines;
+  for (std::size_t index = 0; index < history.size(); ++index) {
+    lines += "version " + std::to_string(history[index].version) + ": " + changes[index].what +
+             " (" + to_string(history[index].policy) + ")\n";
+  }
+  return lines;
 }
 
 /// Per change and key, when the fleet switched: the last decision made in Redis under an older
@@ -276,7 +290,7 @@ TEST_P(PolicyFleet, FollowersStartedBeforeAnyPolicyObeyEveryChangeAsItsCarrySays
     const std::vector<test::VersionedAdmit>& admits = logs.admits[key];
     ASSERT_GT(admits.size(), changes.size());
     const test::CheckResult check = test::check_transitions(history[key], admits, bound);
-    EXPECT_TRUE(check) << check.description;
+    EXPECT_TRUE(check) << check.description << "\n" << versions_made(changes, history[key]);
     const std::vector<test::VersionedAdmit>& decisions = logs.decisions[key];
     EXPECT_TRUE(std::any_of(decisions.begin(), decisions.end(),
                             [&](const test::VersionedAdmit& decision) {
