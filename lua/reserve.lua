@@ -14,7 +14,10 @@
 -- ARGV[7-10] the limit: algorithm, p, d, burst (as in lua/shapes/general.lua)
 -- ARGV[11]  reserve: the longest wait the caller accepts, in microseconds
 -- ARGV[11-15] cancel: the reservation as its reply described it: slot (microseconds, fraction
---           in 1/p), version, epoch and cancels
+--           in 1/p of its limit), version, epoch and cancels
+-- ARGV[16-17] cancel: the p and d of the limit it was reserved under. ARGV[7-10] are the limit
+--           in force (the same algorithm): the key is carried over to it and gets the permits
+--           back in its terms, while the waiters behind move by the reservation's own step.
 --
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch}; a denied reservation (wait beyond
@@ -57,7 +60,7 @@ RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait, pv, since, car
 end
 
 CANCELS['@ALG@'] = function(key, log, now, n, @PARAMS@, slot, slot_f, cancelled,
-    reserved_epoch, cancels_before, pv, since, carry)
+    reserved_epoch, cancels_before, pv, since, carry, reserved_p, reserved_d)
   local verdict, shift, shift_f, reset, t = 'refused', 0, 0, 0, now
   local rewrite, stale, taken = false, nil, 0
   --!section cancel
@@ -67,8 +70,8 @@ end
 
 --!end
 local op = ARGV[1]
-if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 11) or (op == 'cancel' and #ARGV ~= 15) then
-  error('redlimit: reserve takes two keys and 11 (reserve) or 15 (cancel) arguments')
+if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 11) or (op == 'cancel' and #ARGV ~= 17) then
+  error('redlimit: reserve takes two keys and 11 (reserve) or 17 (cancel) arguments')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
@@ -90,19 +93,22 @@ if op == 'reserve' then
   end
   return {flag, now, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch}
 elseif op == 'cancel' then
+  local reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
+  local reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
   local slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
-  local slot_f = integer_arg(ARGV[12], 'slot fraction', 0, p - 1)
+  local slot_f = integer_arg(ARGV[12], 'slot fraction', 0, reserved_p - 1)
   local cancelled = integer_arg(ARGV[13], 'version', 1, MAX_EXACT)
   local epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
   local before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
   local verdict, shift, shift_f, cancels, key_epoch =
       cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, cancelled, epoch, before,
-             pv, since, carry)
+             pv, since, carry, reserved_p, reserved_d)
   if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
   if verdict == 'refused' then return {2, now} end
   if verdict == 'due' then return {0, now} end
   redis.call('PUBLISH', KEYS[1] .. ':cancelled',
-             string.format('%d:%d:%d:%d:%d:%d', cancels, key_epoch, cancelled, shift, shift_f, p))
+             string.format('%d:%d:%d:%d:%d:%d', cancels, key_epoch, cancelled, shift, shift_f,
+                           reserved_p))
   return {1, now}
 end
 error('redlimit: operation must be reserve or cancel, got ' .. tostring(op))

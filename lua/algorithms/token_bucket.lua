@@ -40,8 +40,14 @@ local left = level
 --!use until_full
 
 --!section write
+-- Writes the level after taking `taken` permits (0: the state carried over to this policy, or
+-- a cancel's); the key lives until the bucket is full again (at least 1 ms).
+local written = level - taken * d
 --!include ../lib/tokens_value.lua
-local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
+local until_full = CEIL_DIV(full - written, p)
+until_full = until_full + lag
+local ms = CEIL_DIV(until_full, 1000)  -- the TTL in whole milliseconds, rounded up
+if ms < 1 then ms = 1 end
 redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
 
 --!section reserve
@@ -63,10 +69,14 @@ allowed = wait <= max_wait and -after <= MAX_EXACT - full
 if not allowed then retry = wait end
 
 --!section cancel
--- Pays the reservation's tokens back; the backlog ended when the debt was paid.
+-- Pays the reservation's n tokens back in the terms of the limit in force (the key carried over
+-- to it, at most full); the waiters behind move by the reservation's own step (reserved_p,
+-- reserved_d); the backlog ended when the debt was paid.
 --!use load
-verdict = cancel_verdict(log, version, cancels, epoch, now, p, slot, slot_f, cancelled,
-                         reserved_epoch, cancels_before)
+if not stale then
+  verdict = cancel_verdict(log, version, cancels, epoch, now, reserved_p, slot, slot_f, cancelled,
+                           reserved_epoch, cancels_before)
+end
 if verdict == 'returned' then
   local backlog_end = t
   if level < 0 then
@@ -76,8 +86,8 @@ if verdict == 'returned' then
   level = level + cost
   if level > full then level = full end
   cancels = cancels + 1
-  shift, shift_f = scaled(n, d, p)
-  log_cancel(log, now, cancels, cancelled, shift, shift_f, p, backlog_end)
+  shift, shift_f = scaled(n, reserved_d, reserved_p)
+  log_cancel(log, now, cancels, cancelled, shift, shift_f, reserved_p, backlog_end)
   local left = level
   --!use until_full
   if reset < 1 then reset = 1 end

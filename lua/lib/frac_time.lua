@@ -2,11 +2,11 @@
 -- lua/reserve.lua's cancellations. Needs exact.lua. C++ twin: src/algorithms/exact.hpp, gcra.cpp.
 --
 -- The stored state of the GCRA and leaky bucket keys (read by load_frac_time.lua, written by
--- frac_time_value.lua): the time in whole microseconds (an integer, so Redis keeps it
--- int-encoded), or "us:f:p" when it has a fraction f/p of a microsecond, or
--- "us:f:p:version:cancels:epoch" once acquire() reserved on the key (see
--- reservations/cancel.lua). A time stored under another denominator is rounded up to a whole
--- microsecond: that can only make it stricter.
+-- frac_time_value.lua): "us:f:p:version:cancels:epoch:d:burst:pv", the time in whole
+-- microseconds with its fraction f/p, the reservation bookkeeping (0:0:0 until acquire()
+-- reserved on the key, see reservations/cancel.lua) and the stamp: the parameters p, d, burst
+-- and the policy version pv it was written under. The previous release wrote "us", "us:f:p" or
+-- "us:f:p:version:cancels:epoch" (no stamp; read as before, rewritten on the next write).
 
 -- a - b; may be negative in whole microseconds (the fraction stays in [0, p)).
 local function sub_frac(a, af, b, bf, p)

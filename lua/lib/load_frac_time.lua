@@ -1,8 +1,16 @@
 -- Loads the stored time of a gcra or leaky_bucket key `key` (GCRA's TAT, the leaky bucket's
 -- next departure), or now if that is later. Statements, not a function: included by the
 -- algorithms' fragments (a lean script defines no function); lib/frac_time.lua describes the
--- stored value. A fraction counted in another unit than
--- 1/p us is rounded up to the next whole us: that can only make it stricter.
+-- stored value. Needs p, d, burst and the policy epoch pv, since, carry (the shapes').
+--
+-- A state stamped with a newer policy version than pv (pv > 0) sets `stale` (the shape refuses
+-- the request). A state stamped with other parameters or another version is carried over at
+-- since: the permits available then under its stamp, A = burst' - ceil((time - since) / T'),
+-- become A' (lib/carry_permits.lua), and the state is rebuilt at since holding A':
+-- time = since + (burst - A') * T, exact in 1/p us; it sets `rewrite` (written back under the
+-- new stamp, also when denied). An old-format value (no stamp) is read as before (a fraction
+-- counted in another unit than 1/p us is rounded up to the next whole us: that can only make it
+-- stricter) and sets `rewrite`.
 --
 -- Leaves stored (the value read), stored_time and stored_f (whole us, fraction in 1/p us),
 -- version, cancels and epoch (0 on a key nobody reserved on).
@@ -10,13 +18,43 @@ local stored_time, stored_f = now, 0
 local version, cancels, epoch = 0, 0, 0
 local stored = redis.call('GET', key)
 if stored then
-  local us, f = tonumber(stored), 0
-  if not us then
-    local den
-    --!include split.lua
-    us, f, den = fields[1], fields[2] or 0, fields[3]
-    if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end
-    if f > 0 and den ~= p then us, f = us + 1, 0 end
+  local us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv =
+      string.match(stored, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  if us then
+    us, f, den = tonumber(us), tonumber(f), tonumber(den)
+    version, cancels, epoch = tonumber(s_version), tonumber(s_cancels), tonumber(s_epoch)
+    sd, sb, spv = tonumber(sd), tonumber(sb), tonumber(spv)
+    if pv > 0 and spv > pv then
+      stale = spv
+    elseif den ~= p or sd ~= d or sb ~= burst or spv ~= pv then
+      rewrite = true
+      do
+        local available = sb
+        if us > since or (us == since and f > 0) then
+          local units = MAX_EXACT  -- (time - since) in 1/den us, at most 2^52
+          if (us - since) * den + f <= MAX_EXACT then units = (us - since) * den + f end
+          local queued = CEIL_DIV(units, sd)
+          available = sb - queued
+        end
+        local old_cap, new_cap = sb, burst
+        --!include carry_permits.lua
+        local least = IDIV(MAX_EXACT, d)  -- (burst - carried) * d stays at most 2^52
+        least = burst - least
+        if carried < least then carried = least end
+        local span = (burst - carried) * d
+        local q = IDIV(span, p)
+        us, f, den = since + q, span - q * p, p
+      end
+    end
+  else
+    us, f = tonumber(stored), 0
+    if not us then
+      --!include split.lua
+      us, f, den = fields[1], fields[2] or 0, fields[3]
+      if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end
+      if f > 0 and den ~= p then us, f = us + 1, 0 end
+    end
+    rewrite = true
   end
   if us > now or (us == now and f > 0) then stored_time, stored_f = us, f end
 end

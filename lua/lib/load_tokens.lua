@@ -1,31 +1,69 @@
 -- Loads a token bucket key `key`: the level at t = max(t, last) after refilling (statements, as
--- lib/load_frac_time.lua). Needs full = burst * d and t (the time so far, now).
+-- lib/load_frac_time.lua). Needs full = burst * d, t (the time so far, now) and the policy
+-- epoch pv, since, carry (the shapes').
 --
--- The stored value: "level:last:d", or "level:last:d:version:cancels:epoch" once acquire()
--- reserved on the key (see reservations/cancel.lua), written by lib/tokens_value.lua. Tokens
--- are counted in units of 1/d token; a reservation may leave the level negative (a debt).
--- C++ twin: src/algorithms/token_bucket.cpp.
+-- The stored value: "level:last:d:version:cancels:epoch:p:burst:pv", written by
+-- lib/tokens_value.lua: the level in units of 1/d token (negative: a debt of reservations) at
+-- time last, the reservation bookkeeping (0:0:0 until acquire() reserved on the key, see
+-- reservations/cancel.lua) and the stamp: the parameters d, p, burst and the policy version pv
+-- it was written under. The previous release wrote "level:last:d" or
+-- "level:last:d:version:cancels:epoch" (no stamp): read as before (a level counted in another
+-- unit keeps its whole tokens, or its whole debt rounded up) and rewritten (`rewrite`).
+-- A state stamped with a newer policy version than pv (pv > 0) sets `stale`; one stamped with
+-- other parameters or another version is carried over at x = max(since, last): the whole
+-- permits A available then under its stamp become A' (lib/carry_permits.lua), the level A' x d
+-- at x, and it sets `rewrite`. C++ twin: src/algorithms/token_bucket.cpp.
 --
 -- Leaves level (in 1/d token), last, version, cancels and epoch, and moves t.
 local level, last = full, now
 local version, cancels, epoch = 0, 0, 0
 local stored = redis.call('GET', key)
 if stored then
-  --!include split.lua
-  local den = fields[3]
-  level, last = fields[1], fields[2]
-  if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end
-  -- A level counted in another unit keeps its whole tokens (or its whole debt, rounded up).
-  if den ~= d then
-    if level >= 0 then
-      local tokens = IDIV(level, den)
-      if tokens * d >= full then level = full else level = tokens * d end
-    else
-      local debt = CEIL_DIV(-level, den)
-      local max_debt = MAX_EXACT - full  -- the most debt a level may carry
-      local most = IDIV(max_debt, d)
-      if debt > most then level = -max_debt else level = -debt * d end
+  local s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv =
+      string.match(stored, '^(%-?%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  if s_level then
+    level, last, den = tonumber(s_level), tonumber(s_last), tonumber(den)
+    version, cancels, epoch = tonumber(s_version), tonumber(s_cancels), tonumber(s_epoch)
+    sp, sb, spv = tonumber(sp), tonumber(sb), tonumber(spv)
+    if pv > 0 and spv > pv then
+      stale = spv
+    elseif den ~= d or sp ~= p or sb ~= burst or spv ~= pv then
+      rewrite = true
+      do
+        local x = since
+        if last > x then x = last end
+        local old_full = sb * den
+        if level > old_full then level = old_full end
+        local missing = old_full - level
+        if missing > 0 then
+          local refill = CEIL_DIV(missing, sp)  -- full again after this many us
+          if x - last >= refill then level = old_full else level = level + (x - last) * sp end
+        end
+        local available = IDIV(level, den)  -- floor, also of a debt
+        local old_cap, new_cap = sb, burst
+        --!include carry_permits.lua
+        local most = IDIV(MAX_EXACT - full, d)  -- the most debt a level may carry, in tokens
+        if carried < -most then carried = -most end
+        level, last = carried * d, x
+      end
     end
+  else
+    --!include split.lua
+    den = fields[3]
+    level, last = fields[1], fields[2]
+    if fields[4] then version, cancels, epoch = fields[4], fields[5] or 0, fields[6] or 0 end
+    if den ~= d then
+      if level >= 0 then
+        local tokens = IDIV(level, den)
+        if tokens * d >= full then level = full else level = tokens * d end
+      else
+        local debt = CEIL_DIV(-level, den)
+        local max_debt = MAX_EXACT - full  -- the most debt a level may carry
+        local most = IDIV(max_debt, d)
+        if debt > most then level = -max_debt else level = -debt * d end
+      end
+    end
+    rewrite = true
   end
   if level > full then level = full end
 end

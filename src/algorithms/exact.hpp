@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "redlimit/limit.hpp"
+
 namespace redlimit::detail {
 
 /// A 128-bit integer for exact products of two 64-bit values (a GCC/Clang extension).
@@ -23,6 +25,11 @@ constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept {
   return a / b + (a % b != 0 ? 1 : 0);
 }
 
+/// floor(a / b) for any a, b > 0 (rounds a negative quotient down, as Lua's floor does).
+constexpr std::int64_t floor_div_signed(std::int64_t a, std::int64_t b) noexcept {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
 /// floor(a * b / c) and its remainder, without overflow, for a, b >= 0 and c > 0.
 struct MulDiv {
   std::int64_t quotient;
@@ -37,6 +44,21 @@ inline MulDiv mul_div(std::int64_t a, std::int64_t b, std::int64_t c) noexcept {
 inline std::int64_t mul_div_ceil(std::int64_t a, std::int64_t b, std::int64_t c) noexcept {
   const MulDiv r = mul_div(a, b, c);
   return r.quotient + (r.remainder > 0 ? 1 : 0);
+}
+
+/// What the permits `available` of a state stamped with a capacity `old_cap` become under a
+/// capacity `new_cap` (lua/lib/carry_permits.lua): as_is min(available, new_cap), proportional
+/// floor(available x new_cap / old_cap) (a debt stays a debt), reset new_cap.
+inline std::int64_t carry_permits(std::int64_t available, std::int64_t old_cap,
+                                  std::int64_t new_cap, Carry carry) noexcept {
+  std::int64_t carried = available;
+  if (carry == Carry::reset) {
+    carried = new_cap;
+  } else if (carry == Carry::proportional) {
+    const MulDiv scaled = mul_div(available < 0 ? -available : available, new_cap, old_cap);
+    carried = available < 0 ? -scaled.quotient - (scaled.remainder > 0 ? 1 : 0) : scaled.quotient;
+  }
+  return carried < new_cap ? carried : new_cap;
 }
 
 /// A time with a fraction of a microsecond: us + frac / den, 0 <= frac < den. The GCRA and

@@ -1,26 +1,64 @@
 #include "algorithms/gcra.hpp"
 
+#include <algorithm>
+
 namespace redlimit::detail {
 
-FracTime load_frac_time(const GcraState* state, std::int64_t now, std::int64_t p) {
-  const FracTime floor_now{now, 0};
-  if (state == nullptr) return floor_now;
+LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
+                          const GcraState* state, std::int64_t now) {
+  LoadedTime out{.time = {now, 0}};
+  if (state == nullptr) return out;
+  const std::int64_t p = params.p;
   FracTime stored = state->tat;
-  if (state->den != p) stored = {stored.ceil_us(), 0};
-  return floor_now < stored ? stored : floor_now;
+  if (!state->stamp) {
+    if (state->den != p) stored = {stored.ceil_us(), 0};
+    out.rewritten = true;
+  } else {
+    const Stamp& stamp = *state->stamp;
+    if (change.policy_version > 0 && stamp.policy_version > change.policy_version) {
+      out.stale_version = stamp.policy_version;
+      return out;
+    }
+    if (state->den != p || stamp.b != params.d || stamp.c != params.burst ||
+        stamp.policy_version != change.policy_version) {
+      out.rewritten = true;
+      const std::int64_t since = change.since_us;
+      std::int64_t available = stamp.c;
+      if (FracTime{since, 0} < stored) {
+        const Int128 units = static_cast<Int128>(stored.us - since) * state->den + stored.frac;
+        available =
+            stamp.c -
+            ceil_div(units <= max_exact ? static_cast<std::int64_t>(units) : max_exact, stamp.b);
+      }
+      const std::int64_t carried =
+          std::max(carry_permits(available, stamp.c, params.burst, change.carry),
+                   params.burst - max_exact / params.d);
+      const FracTime span = scaled(params.burst - carried, params.d, p);
+      stored = {since + span.us, span.frac};
+    }
+  }
+  if (FracTime{now, 0} < stored) out.time = stored;
+  return out;
 }
 
-LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange&, const GcraState* state,
-                         std::int64_t now, std::int64_t n, GcraState* next) {
+LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
+                         const GcraState* state, std::int64_t now, std::int64_t n,
+                         GcraState* next) {
   const std::int64_t p = params.p;
-  const FracTime tat = load_frac_time(state, now, p);
+  LimitOutcome out;
+  out.limit = params.burst;
+  out.now_us = now;
+  const LoadedTime loaded = load_frac_time(params, change, state, now);
+  if (loaded.stale_version != 0) {
+    out.stale_version = loaded.stale_version;
+    return out;
+  }
+  out.rewritten = loaded.rewritten;
+  const FracTime tat = loaded.time;
   const FracTime after = add(tat, scaled(n, params.d, p), p);
   const FracTime capacity = scaled(params.burst, params.d, p);
   const FracTime latest{now + capacity.us, capacity.frac};  // now + tau
 
-  LimitOutcome out;
-  out.limit = params.burst;
-  out.now_us = now;
   out.allowed = after <= latest;
   out.idle_after_us = subtract(tat, {now, 0}, p).ceil_us();
   const FracTime left = out.allowed ? after : tat;
@@ -28,16 +66,19 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange&, const Gc
   const Int128 room = static_cast<Int128>(latest.us - left.us) * p + latest.frac - left.frac;
   out.remaining = room > 0 ? static_cast<std::int64_t>(room / params.d) : 0;
   if (out.allowed) {
-    out.ttl_us = subtract(after, {now, 0}, p).ceil_us();
-    out.reset_after_us = out.ttl_us;
-    if (next != nullptr) {
-      if (next != state) *next = state != nullptr ? *state : GcraState{};
-      next->tat = after;  // the reservation bookkeeping stays
-      next->den = p;
-    }
+    out.reset_after_us = subtract(after, {now, 0}, p).ceil_us();
   } else {
     out.retry_after_us = subtract(after, latest, p).ceil_us();
     out.reset_after_us = out.idle_after_us;
+  }
+  if (out.allowed || out.rewritten) {
+    out.ttl_us = std::max<std::int64_t>(1, subtract(left, {now, 0}, p).ceil_us());
+    if (next != nullptr) {
+      if (next != state) *next = state != nullptr ? *state : GcraState{};
+      next->tat = left;  // the reservation bookkeeping stays
+      next->den = p;
+      next->stamp = stamp_of(params, change);
+    }
   }
   return out;
 }

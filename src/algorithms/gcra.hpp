@@ -2,6 +2,7 @@
 // GCRA: the model of lua/algorithms/gcra.lua (see there for the algorithm).
 
 #include <cstdint>
+#include <optional>
 
 #include "algorithms/exact.hpp"
 #include "algorithms/outcome.hpp"
@@ -24,6 +25,9 @@ struct GcraState {
   std::int64_t den = 1;
   ReservationBook book;
   CancelLog cancel_log;
+  /// The parameters {p, d, burst} and policy version it was written under (den is p); nullopt
+  /// for a value of the previous release (lib/frac_time.lua).
+  std::optional<Stamp> stamp;
 };
 
 /// Decides `n` permits at `now` under the policy in force `change` (its since_us resolved:
@@ -36,8 +40,25 @@ struct GcraState {
 LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
                          const GcraState* state, std::int64_t now, std::int64_t n, GcraState* next);
 
-/// The stored time of a GCRA or leaky bucket state, or now if that is later. A state stored
-/// under another denominator is rounded up to a whole microsecond (never frees permits).
-FracTime load_frac_time(const GcraState* state, std::int64_t now, std::int64_t p);
+/// A GCRA or leaky bucket state as a decision under the policy in force reads it.
+struct LoadedTime {
+  FracTime time;                   ///< the stored time (carried over), or now if that is later
+  bool rewritten = false;          ///< it was stamped otherwise, or not at all: write it back
+  std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
+};
+
+/// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change` (its
+/// since_us resolved), as lua/lib/load_frac_time.lua reads it: a state stamped with other
+/// parameters or another version is carried over at since_us (the permits available then
+/// become carry_permits() of them, and the time is rebuilt at since_us holding those); one
+/// without a stamp is read as before (stored under another denominator: rounded up to a whole
+/// microsecond, which never frees permits).
+LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
+                          const GcraState* state, std::int64_t now);
+
+/// The stamp a state written under `params` and `change` carries.
+inline Stamp stamp_of(const GcraParams& params, const PolicyChange& change) noexcept {
+  return {params.p, params.d, params.burst, change.policy_version};
+}
 
 }  // namespace redlimit::detail

@@ -37,17 +37,31 @@ void write_book(State& state, const ReservationBook& book) {
 
 /// Completes an allowed gcra or leaky-bucket reservation of the slot `slot`, `wait` away: the
 /// decision's TTL and reset, and the stored time moved to `after` with the new bookkeeping.
-void grant_at(ReserveOutcome& out, std::optional<LimitState>& state, FracTime after, std::int64_t p,
-              std::int64_t now, const ReservationBook& book, std::int64_t wait, FracTime slot) {
-  out.decision.ttl_us = subtract(after, {now, 0}, p).ceil_us();
+void grant_at(ReserveOutcome& out, std::optional<LimitState>& state, FracTime after,
+              const GcraParams& params, const PolicyChange& change, std::int64_t now,
+              const ReservationBook& book, std::int64_t wait, FracTime slot) {
+  out.decision.ttl_us = subtract(after, {now, 0}, params.p).ceil_us();
   out.decision.reset_after_us = out.decision.ttl_us;
   out.wait_us = wait;
   out.slot = slot;
   out.book = reserved(book, now);
   GcraState& written = writable<GcraState>(state);
   written.tat = after;
-  written.den = p;
+  written.den = params.p;
+  written.stamp = stamp_of(params, change);
   write_book(written, out.book);
+}
+
+/// A denied gcra or leaky-bucket reservation on a state carried over to this policy writes it
+/// back, converted (`time`), with nothing taken.
+void rewrite_time(ReserveOutcome& out, std::optional<LimitState>& state, FracTime time,
+                  const GcraParams& params, const PolicyChange& change, std::int64_t now) {
+  out.decision.rewritten = true;
+  out.decision.ttl_us = std::max<std::int64_t>(1, subtract(time, {now, 0}, params.p).ceil_us());
+  GcraState& written = writable<GcraState>(state);
+  written.tat = time;
+  written.den = params.p;
+  written.stamp = stamp_of(params, change);
 }
 
 /// Removes the oldest entries whose backlog end has passed.
@@ -90,6 +104,18 @@ CancelVerdict verdict_for(State* current, std::int64_t now, FracTime slot, std::
   return at && FracTime{now, 0} < *at ? CancelVerdict::returned : CancelVerdict::due;
 }
 
+ReserveOutcome stale_reservation(std::int64_t stored_version) {
+  ReserveOutcome out;
+  out.decision.stale_version = stored_version;
+  return out;
+}
+
+CancelOutcome stale_cancel(std::int64_t stored_version) {
+  CancelOutcome out;
+  out.stale_version = stored_version;
+  return out;
+}
+
 CancelOutcome refused_or_due(CancelVerdict verdict) {
   CancelOutcome out;
   out.verdict = verdict;
@@ -101,11 +127,14 @@ std::int64_t remaining_after(FracTime latest, FracTime left, std::int64_t p, std
   return room > 0 ? static_cast<std::int64_t>(room / d) : 0;
 }
 
-ReserveOutcome reserve_gcra(const GcraParams& params, std::optional<LimitState>& state,
-                            std::int64_t now, std::int64_t n, std::int64_t max_wait) {
+ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change,
+                            std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
+                            std::int64_t max_wait) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
-  const FracTime tat = load_frac_time(current, now, p);
+  const LoadedTime loaded = load_frac_time(params, change, current, now);
+  if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
+  const FracTime tat = loaded.time;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const FracTime after = add(tat, scaled(n, params.d, p), p);
   const FracTime capacity = scaled(params.burst, params.d, p);
@@ -123,20 +152,24 @@ ReserveOutcome reserve_gcra(const GcraParams& params, std::optional<LimitState>&
     out.decision.remaining = remaining_after(latest, tat, p, params.d);
     out.decision.retry_after_us = wait;
     out.decision.reset_after_us = subtract(tat, {now, 0}, p).ceil_us();
+    if (loaded.rewritten) rewrite_time(out, state, tat, params, change, now);
     return out;
   }
   out.decision.allowed = true;
   out.decision.remaining = remaining_after(latest, after, p, params.d);
-  grant_at(out, state, after, p, now, book, wait, slot);
+  grant_at(out, state, after, params, change, now, book, wait, slot);
   return out;
 }
 
-ReserveOutcome reserve_token_bucket(const TokenBucketParams& params,
+ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const PolicyChange& change,
                                     std::optional<LimitState>& state, std::int64_t now,
                                     std::int64_t n, std::int64_t max_wait) {
   const std::int64_t full = params.burst * params.d;
   const TokenBucketState* current = stored<TokenBucketState>(state);
-  const auto [level, t] = load_tokens(params, current, now);
+  const Tokens tokens = load_tokens(params, change, current, now);
+  if (tokens.stale_version != 0) return stale_reservation(tokens.stale_version);
+  const std::int64_t level = tokens.level;
+  const std::int64_t t = tokens.time_us;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const std::int64_t after = level - n * params.d;
   FracTime slot{t, 0};
@@ -152,6 +185,15 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params,
     out.decision.remaining = level > 0 ? level / params.d : 0;
     out.decision.retry_after_us = wait;
     out.decision.reset_after_us = ceil_div(full - level, params.p) + lag;
+    if (tokens.rewritten) {  // carried over to this policy: written back, nothing taken
+      out.decision.rewritten = true;
+      out.decision.ttl_us = std::max<std::int64_t>(1, out.decision.reset_after_us);
+      TokenBucketState& written = writable<TokenBucketState>(state);
+      written.level = level;
+      written.last_us = t;
+      written.den = params.d;
+      written.stamp = stamp_of(params, change);
+    }
     return out;
   }
   out.decision.allowed = true;
@@ -165,16 +207,19 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params,
   written.level = after;
   written.last_us = t;
   written.den = params.d;
+  written.stamp = stamp_of(params, change);
   write_book(written, out.book);
   return out;
 }
 
-ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params,
+ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const PolicyChange& change,
                                     std::optional<LimitState>& state, std::int64_t now,
                                     std::int64_t n, std::int64_t max_wait) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
-  const FracTime free = load_frac_time(current, now, p);
+  const LoadedTime loaded = load_frac_time(params, change, current, now);
+  if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
+  const FracTime free = loaded.time;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const FracTime after = add(free, scaled(n, params.d, p), p);
   const FracTime capacity = scaled(params.burst, params.d, p);
@@ -191,11 +236,12 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params,
     }
     out.decision.retry_after_us = wait;
     out.decision.reset_after_us = wait;
+    if (loaded.rewritten) rewrite_time(out, state, free, params, change, now);
     return out;
   }
   out.decision.allowed = true;
   out.decision.remaining = params.burst - ceil_div((after.us - now) * p + after.frac, params.d);
-  grant_at(out, state, after, p, now, book, wait, free);
+  grant_at(out, state, after, params, change, now, book, wait, free);
   return out;
 }
 
@@ -216,41 +262,50 @@ CancelOutcome log_cancel(State& current, FracTime shift, std::int64_t p, std::in
   return out;
 }
 
-CancelOutcome cancel_frac_time(const GcraParams& params, std::optional<LimitState>& state,
-                               std::int64_t now, std::int64_t n, FracTime slot,
+CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& change,
+                               std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
                                const CancelTicket& ticket) {
   const std::int64_t p = params.p;
   GcraState* current = state ? std::get_if<GcraState>(&*state) : nullptr;
-  const CancelVerdict verdict = verdict_for(current, now, slot, p, ticket);
+  const LoadedTime loaded = load_frac_time(params, change, current, now);
+  if (loaded.stale_version != 0) return stale_cancel(loaded.stale_version);
+  const CancelVerdict verdict = verdict_for(current, now, ticket.slot, ticket.den, ticket);
   if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
-  const FracTime time = load_frac_time(current, now, p);
-  const FracTime shift = scaled(n, params.d, p);
-  CancelOutcome out = log_cancel(*current, shift, p, ticket.version, time.ceil_us());
-  FracTime back = subtract(time, shift, p);
+  const FracTime time = loaded.time;
+  // The waiters behind move by the reservation's own step; the key gets its permits back in
+  // the terms of the policy in force, not before now (at most its capacity).
+  CancelOutcome out = log_cancel(*current, scaled(n, ticket.d, ticket.den), ticket.den,
+                                 ticket.version, time.ceil_us());
+  FracTime back = subtract(time, scaled(n, params.d, p), p);
   if (!(FracTime{now, 0} < back)) back = {now, 0};
   out.ttl_us = std::max<std::int64_t>(1, subtract(back, {now, 0}, p).ceil_us());
   current->tat = back;
   current->den = p;
+  current->stamp = stamp_of(params, change);
   return out;
 }
 
-CancelOutcome cancel_token_bucket(const TokenBucketParams& params, std::optional<LimitState>& state,
-                                  std::int64_t now, std::int64_t n, FracTime slot,
-                                  const CancelTicket& ticket) {
+CancelOutcome cancel_token_bucket(const TokenBucketParams& params, const PolicyChange& change,
+                                  std::optional<LimitState>& state, std::int64_t now,
+                                  std::int64_t n, const CancelTicket& ticket) {
   const std::int64_t full = params.burst * params.d;
   TokenBucketState* current = state ? std::get_if<TokenBucketState>(&*state) : nullptr;
-  const CancelVerdict verdict = verdict_for(current, now, slot, params.p, ticket);
+  const Tokens tokens = load_tokens(params, change, current, now);
+  if (tokens.stale_version != 0) return stale_cancel(tokens.stale_version);
+  const CancelVerdict verdict = verdict_for(current, now, ticket.slot, ticket.den, ticket);
   if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
-  const auto [level, t] = load_tokens(params, current, now);
+  const std::int64_t level = tokens.level;
+  const std::int64_t t = tokens.time_us;
   // The backlog ends when the debt is paid.
   const std::int64_t backlog_end = level < 0 ? t + ceil_div(-level, params.p) : t;
-  CancelOutcome out =
-      log_cancel(*current, scaled(n, params.d, params.p), params.p, ticket.version, backlog_end);
+  CancelOutcome out = log_cancel(*current, scaled(n, ticket.d, ticket.den), ticket.den,
+                                 ticket.version, backlog_end);
   const std::int64_t back = std::min(full, level + n * params.d);
   out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - back, params.p) + t - now);
   current->level = back;
   current->last_us = t;
   current->den = params.d;
+  current->stamp = stamp_of(params, change);
   return out;
 }
 
@@ -262,33 +317,30 @@ bool can_reserve(Algorithm algorithm) noexcept {
 }
 
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
-                       std::int64_t n, std::int64_t max_wait_us, const PolicyChange&) {
+                       std::int64_t n, std::int64_t max_wait_us, PolicyChange change) {
+  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   switch (spec.algorithm) {
     case Algorithm::gcra:
-      return reserve_gcra({spec.a, spec.b, spec.c}, state, now, n, max_wait_us);
+      return reserve_gcra({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us);
     case Algorithm::token_bucket:
-      return reserve_token_bucket({spec.a, spec.b, spec.c}, state, now, n, max_wait_us);
+      return reserve_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us);
     case Algorithm::leaky_bucket:
-      return reserve_leaky_bucket({spec.a, spec.b, spec.c}, state, now, n, max_wait_us);
+      return reserve_leaky_bucket({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us);
     default:
       return {};
   }
 }
 
-FracTime slot_for(FracTime slot, std::int64_t den, std::int64_t p) noexcept {
-  return den == p ? slot : FracTime{slot.us, 0};
-}
-
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
                                  std::int64_t now, std::int64_t n, const CancelTicket& ticket,
-                                 const PolicyChange&) {
-  const FracTime slot = slot_for(ticket.slot, ticket.den, spec.a);
+                                 PolicyChange change) {
+  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   switch (spec.algorithm) {
     case Algorithm::gcra:
     case Algorithm::leaky_bucket:
-      return cancel_frac_time({spec.a, spec.b, spec.c}, state, now, n, slot, ticket);
+      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket);
     case Algorithm::token_bucket:
-      return cancel_token_bucket({spec.a, spec.b, spec.c}, state, now, n, slot, ticket);
+      return cancel_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, ticket);
     default:
       return {};
   }

@@ -30,7 +30,7 @@ struct ReserveOutcome {
 /// Reserves `n` permits at the earliest slot within `max_wait_us` and writes the new state,
 /// under the policy in force `change` (decision.stale_version: refused, nothing written).
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
-                       std::int64_t n, std::int64_t max_wait_us, const PolicyChange& change = {});
+                       std::int64_t n, std::int64_t max_wait_us, PolicyChange change = {});
 
 /// What a cancellation did.
 enum class CancelVerdict {
@@ -39,10 +39,11 @@ enum class CancelVerdict {
   refused,   ///< the key was reset since the reservation: nothing changed
 };
 
-/// The reservation to cancel, as its reply described it.
+/// The reservation to cancel, as its reply described it, and the parameters it was made under.
 struct CancelTicket {
   FracTime slot;                    ///< its slot as reserved
-  std::int64_t den = 1;             ///< the denominator of the slot's fraction
+  std::int64_t den = 1;             ///< the denominator of the slot's fraction: its limit's p
+  std::int64_t d = 1;               ///< its limit's d (its step n*d/den is the waiters' shift)
   std::int64_t version = 0;         ///< its place in the key's queue
   std::int64_t epoch = 0;           ///< the key's epoch
   std::int64_t cancels_before = 0;  ///< the key's cancels when it was made
@@ -57,15 +58,12 @@ struct CancelOutcome {
   std::int64_t stale_version = 0;
 };
 
-/// The slot of a reservation made under denominator `den`, for a limit whose reduced permits are
-/// `p`: unchanged, or rounded down to a whole microsecond under another policy (it may then look
-/// due up to 1 us early). acquire() cancels under its reservation's own policy: always unchanged.
-FracTime slot_for(FracTime slot, std::int64_t den, std::int64_t p) noexcept;
-
 /// Gives a reservation back if its slot, moved earlier by the cancellations ahead of it since it
-/// was made, is still ahead.
+/// was made, is still ahead. `spec` and `change` are the policy in force (the limit's, same
+/// algorithm): the key is carried over to it and gets the n permits back in its terms (at most
+/// its capacity), while the waiters behind move by the reservation's own step (the ticket's).
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
                                  std::int64_t now, std::int64_t n, const CancelTicket& ticket,
-                                 const PolicyChange& change = {});
+                                 PolicyChange change = {});
 
 }  // namespace redlimit::detail

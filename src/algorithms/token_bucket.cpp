@@ -5,23 +5,60 @@
 #include "algorithms/exact.hpp"
 
 namespace redlimit::detail {
+namespace {
 
-Tokens load_tokens(const TokenBucketParams& params, const TokenBucketState* state,
-                   std::int64_t now) {
+/// The level of a stamped state carried over to `params` at max(since, last): its whole
+/// permits then, under the stamp, as carry_permits() says.
+void carry_over(const TokenBucketParams& params, const PolicyChange& change,
+                const TokenBucketState& state, std::int64_t& level, std::int64_t& last) {
+  const Stamp& stamp = *state.stamp;
+  const std::int64_t x = std::max(change.since_us, last);
+  const std::int64_t old_full = stamp.c * state.den;
+  level = std::min(level, old_full);
+  const std::int64_t missing = old_full - level;
+  if (missing > 0) {
+    level = x - last >= ceil_div(missing, stamp.a) ? old_full : level + (x - last) * stamp.a;
+  }
+  const std::int64_t available = floor_div_signed(level, state.den);
   const std::int64_t full = params.burst * params.d;
+  const std::int64_t most = (max_exact - full) / params.d;  // the most debt, in tokens
+  level = std::max(carry_permits(available, stamp.c, params.burst, change.carry), -most) * params.d;
+  last = x;
+}
+
+}  // namespace
+
+Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
+                   const TokenBucketState* state, std::int64_t now) {
+  const std::int64_t full = params.burst * params.d;
+  Tokens out;
   std::int64_t level = full;
   std::int64_t last = now;
   if (state != nullptr) {
     level = state->level;
     last = state->last_us;
-    // A level counted in another unit keeps its whole tokens (or its whole debt, rounded up).
-    if (state->den != params.d) {
-      if (level >= 0) {
-        const std::int64_t tokens = level / state->den;
-        level = static_cast<Int128>(tokens) * params.d >= full ? full : tokens * params.d;
-      } else {
-        const std::int64_t debt = ceil_div(-level, state->den);
-        level = debt > max_debt(full) / params.d ? -max_debt(full) : -debt * params.d;
+    if (state->stamp) {
+      const Stamp& stamp = *state->stamp;
+      if (change.policy_version > 0 && stamp.policy_version > change.policy_version) {
+        out.stale_version = stamp.policy_version;
+        return out;
+      }
+      if (state->den != params.d || stamp.a != params.p || stamp.c != params.burst ||
+          stamp.policy_version != change.policy_version) {
+        out.rewritten = true;
+        carry_over(params, change, *state, level, last);
+      }
+    } else {
+      out.rewritten = true;
+      // A level counted in another unit keeps its whole tokens (or its whole debt, rounded up).
+      if (state->den != params.d) {
+        if (level >= 0) {
+          const std::int64_t tokens = level / state->den;
+          level = static_cast<Int128>(tokens) * params.d >= full ? full : tokens * params.d;
+        } else {
+          const std::int64_t debt = ceil_div(-level, state->den);
+          level = debt > max_debt(full) / params.d ? -max_debt(full) : -debt * params.d;
+        }
       }
     }
     level = std::min(level, full);
@@ -32,37 +69,49 @@ Tokens load_tokens(const TokenBucketParams& params, const TokenBucketState* stat
     const std::int64_t elapsed = t - last;
     level = elapsed >= ceil_div(missing, params.p) ? full : level + elapsed * params.p;
   }
-  return {level, t};
+  out.level = level;
+  out.time_us = t;
+  return out;
 }
 
-LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyChange&,
+LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyChange& change,
                                  const TokenBucketState* state, std::int64_t now, std::int64_t n,
                                  TokenBucketState* next) {
   const std::int64_t full = params.burst * params.d;
-  const auto [level, t] = load_tokens(params, state, now);
-
+  const Tokens tokens = load_tokens(params, change, state, now);
   LimitOutcome out;
   out.limit = params.burst;
+  out.now_us = now;
+  if (tokens.stale_version != 0) {
+    out.stale_version = tokens.stale_version;
+    return out;
+  }
+  out.rewritten = tokens.rewritten;
+  const std::int64_t level = tokens.level;
+  const std::int64_t t = tokens.time_us;
   out.now_us = t;
   const std::int64_t lag = t - now;  // after a clock step back, times count from now, not from t
   const std::int64_t cost = n * params.d;
   out.allowed = level >= cost;
   out.idle_after_us = ceil_div(full - level, params.p) + lag;
+  const std::int64_t left = out.allowed ? level - cost : level;
   if (out.allowed) {
-    const std::int64_t left = level - cost;
     out.remaining = floor_div(left, params.d);
     out.reset_after_us = ceil_div(full - left, params.p) + lag;
-    out.ttl_us = out.reset_after_us;
+  } else {
+    out.remaining = level > 0 ? floor_div(level, params.d) : 0;
+    out.retry_after_us = ceil_div(cost - level, params.p) + lag;
+    out.reset_after_us = out.idle_after_us;
+  }
+  if (out.allowed || out.rewritten) {
+    out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - left, params.p) + lag);
     if (next != nullptr) {
       if (next != state) *next = state != nullptr ? *state : TokenBucketState{};
       next->level = left;  // the reservation bookkeeping stays
       next->last_us = t;
       next->den = params.d;
+      next->stamp = stamp_of(params, change);
     }
-  } else {
-    out.remaining = level > 0 ? floor_div(level, params.d) : 0;
-    out.retry_after_us = ceil_div(cost - level, params.p) + lag;
-    out.reset_after_us = out.idle_after_us;
   }
   return out;
 }

@@ -2,6 +2,7 @@
 // Token bucket: the model of lua/algorithms/token_bucket.lua.
 
 #include <cstdint>
+#include <optional>
 
 #include "algorithms/exact.hpp"
 #include "algorithms/outcome.hpp"
@@ -25,6 +26,9 @@ struct TokenBucketState {
   std::int64_t den = 1;
   ReservationBook book;
   CancelLog cancel_log;
+  /// The parameters {p, d, burst} and policy version it was written under (den is d); nullopt
+  /// for a value of the previous release (lib/load_tokens.lua).
+  std::optional<Stamp> stamp;
 };
 
 /// The most debt a token level may carry (keeps every script value exact).
@@ -34,11 +38,21 @@ inline std::int64_t max_debt(std::int64_t full) noexcept {
 
 /// The tokens at max(now, last) after refilling, and that time.
 struct Tokens {
-  std::int64_t level;
-  std::int64_t time_us;
+  std::int64_t level = 0;
+  std::int64_t time_us = 0;
+  bool rewritten = false;          ///< stamped otherwise, or not at all: write it back
+  std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
 };
-Tokens load_tokens(const TokenBucketParams& params, const TokenBucketState* state,
-                   std::int64_t now);
+/// The tokens as lua/lib/load_tokens.lua reads them under `params` and `change` (its since_us
+/// resolved): a state stamped with other parameters or another version is carried over at
+/// max(since_us, last) (its whole permits then become carry_permits() of them).
+Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
+                   const TokenBucketState* state, std::int64_t now);
+
+/// The stamp a state written under `params` and `change` carries.
+inline Stamp stamp_of(const TokenBucketParams& params, const PolicyChange& change) noexcept {
+  return {params.p, params.d, params.burst, change.policy_version};
+}
 
 LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyChange& change,
                                  const TokenBucketState* state, std::int64_t now, std::int64_t n,

@@ -102,6 +102,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
   WaiterRegistry::Waiter waiter;
   waiter.slot = reservation->slot;
   waiter.den = reservation->den;
+  waiter.d = reservation->d;
   waiter.reserved_at_us = reservation->reserved_at_us;
   waiter.reserved_slot = reservation->slot;
   waiter.book = reservation->book;
@@ -122,7 +123,8 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
       // The enforcer is alive: acquire()'s frame, which awaits this one, keeps it.
       try {
         Task<void> refund =
-            give_back(enforcer.shared_from_this(), backend, request, waiter.ticket());
+            give_back(enforcer.shared_from_this(), backend,
+                      enforcer.give_back_request(request, backend), waiter.ticket());
         // Why the client's background work: Client::close() lets the refund reach Redis first.
         if (BackgroundTasks* tasks = enforcer.backend_->background()) {
           tasks->start(std::move(refund));
@@ -160,11 +162,12 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
     // If Redis finds the slot already due, the permits were used and are the caller's: the
     // decision stands. Otherwise the caller stops without them, whether they went back or not
     // (the key was reset meanwhile, or Redis could not be asked).
-    // Why the reservation's own request: a cancellation gives back the step it took, under the
-    // policy it was made under (lua/reservations/cancel.lua).
+    // Why the policy in force: the key is carried over to it and the permits come back in its
+    // terms; the ticket keeps the reservation's own step for the waiters behind
+    // (lua/reservations/cancel.lua).
     std::optional<CancelVerdict> verdict;
     try {
-      verdict = co_await backend->cancel(request, waiter.ticket());
+      verdict = co_await backend->cancel(give_back_request(request, backend), waiter.ticket());
     } catch (const Unavailable&) {
     }
     if (!verdict) {

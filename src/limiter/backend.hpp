@@ -49,6 +49,7 @@ struct Reservation {
   std::int64_t wait_us = 0;         ///< how long after server_time_us the permits may be used
   FracTime slot;                    ///< that time, in server microseconds (fraction in 1/den)
   std::int64_t den = 1;             ///< the limit's reduced permits p
+  std::int64_t d = 1;               ///< the limit's reduced period d (a cancel's shift)
   ReservationBook book;             ///< the key's after it: book.version is its place
   std::int64_t reserved_at_us = 0;  ///< the server time of the reservation
 };

@@ -122,6 +122,7 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   out.wait_us = outcome.wait_us;
   out.slot = outcome.slot;
   out.den = spec.a;
+  out.d = spec.b;
   out.book = outcome.book;
   out.reserved_at_us = now;
   return out;
@@ -152,7 +153,7 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
                             .epoch = outcome.book.epoch,
                             .cancelled = ticket.version,
                             .shift = outcome.shift,
-                            .den = spec.a};
+                            .den = ticket.den};
   // Why a copy: a handler may unwatch.
   const auto watchers = watchers_;
   for (const auto& [id, watcher] : watchers) {

@@ -134,6 +134,17 @@ DecideRequest PolicyEnforcer::fallback_request(const DecideRequest& request) con
   return local;
 }
 
+DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
+                                                const Backend* backend) const {
+  const auto& in_force = backend == backend_.get() ? policy_ : fallback_policy_;
+  DecideRequest out = reserved;
+  if (in_force && in_force->limits().size() == 1 &&
+      in_force->limits().front().key_suffix == reserved.policy->limits().front().key_suffix) {
+    out.policy = in_force;
+  }
+  return out;
+}
+
 bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
   for (const auto& limit : fallback_policy_for(request.policy)->limits()) {
     if (request.permits > limit.capacity) return false;

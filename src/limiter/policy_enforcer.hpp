@@ -67,6 +67,10 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
+  /// The request that gives back a reservation made with `reserved` on `backend`: under the
+  /// policy in force now when its single limit is on the same key (the key is carried over to
+  /// it, bug 4 of issue 14), else under the reservation's own.
+  DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend) const;
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
 

@@ -273,29 +273,32 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   const Reply reply =
       co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
   Reservation reservation = reservation_from_reply(reply, limit.spec.a);
+  reservation.d = limit.spec.b;
   reservation.decision.policy_version = request.policy->epoch().version;
   co_return reservation;
 }
 
 Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
   const CompiledLimit& limit = request.policy->limits().front();
-  const FracTime slot = slot_for(ticket.slot, ticket.den, limit.spec.a);
   const std::string key = reservation_key(request);
   const std::string log = cancel_log_key(key);
   const std::array<std::string_view, 2> keys = {key, log};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
-  const std::string slot_us = std::to_string(slot.us);
-  const std::string slot_frac = std::to_string(slot.frac);
+  const std::string slot_us = std::to_string(ticket.slot.us);
+  const std::string slot_frac = std::to_string(ticket.slot.frac);
+  const std::string reserved_p = std::to_string(ticket.den);
+  const std::string reserved_d = std::to_string(ticket.d);
   const std::string version = std::to_string(ticket.version);
   const std::string epoch = std::to_string(ticket.epoch);
   const std::string cancels_before = std::to_string(ticket.cancels_before);
   const auto& policy_epoch = request.policy->epoch_fields();
-  const std::array<std::string_view, 15> args = {"cancel",        permits,         now,
+  const std::array<std::string_view, 17> args = {"cancel",        permits,         now,
                                                  policy_epoch[0], policy_epoch[1], policy_epoch[2],
                                                  limit.fields[0], limit.fields[1], limit.fields[2],
                                                  limit.fields[3], slot_us,         slot_frac,
-                                                 version,         epoch,           cancels_before};
+                                                 version,         epoch,           cancels_before,
+                                                 reserved_p,      reserved_d};
   const Reply reply =
       co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
   const auto& fields = reply.as_array();

@@ -31,6 +31,7 @@ class WaiterRegistry {
   struct Waiter {
     FracTime slot;  ///< server time the permits may be used (fraction in 1/den)
     std::int64_t den = 1;
+    std::int64_t d = 1;  ///< the reserved limit's d: with den, the step a cancel shifts by
     std::int64_t reserved_at_us = 0;
     FracTime reserved_slot;  ///< `slot` as reserved, before any notice moved it
     ReservationBook book;    ///< the key's after its reservation (version: its place)
@@ -42,6 +43,7 @@ class WaiterRegistry {
     CancelTicket ticket() const noexcept {
       return {.slot = reserved_slot,
               .den = den,
+              .d = d,
               .version = book.version,
               .epoch = book.epoch,
               .cancels_before = book.cancels};

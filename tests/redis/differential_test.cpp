@@ -287,6 +287,7 @@ Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) 
       target.cancelled = true;
       const CancelTicket ticket{.slot = target.reservation.slot,
                                 .den = target.reservation.den,
+                                .d = target.reservation.d,
                                 .version = target.reservation.book.version,
                                 .epoch = target.reservation.book.epoch,
                                 .cancels_before = target.reservation.book.cancels};

@@ -33,6 +33,7 @@ class Queue {
   CancelTicket ticket(const ReserveOutcome& reservation) const {
     return {.slot = reservation.slot,
             .den = spec_.a,
+            .d = spec_.b,
             .version = reservation.book.version,
             .epoch = reservation.book.epoch,
             .cancels_before = reservation.book.cancels};
