@@ -2,10 +2,13 @@
 // key, and asks again under the policy read again when a script finds the key's state written
 // under a newer version (StalePolicy).
 
+#include <optional>
+
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/validation.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -65,7 +68,18 @@ Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> 
   const auto deadline = call_deadline(*self->redis_);
   std::int64_t min_version = 0;
   for (;;) {
-    DecideRequest request = co_await followed_request(self, key, operation, permits, min_version);
+    // Why the synchronous way first: in the common case the policy read last is current, and
+    // building the request needs no coroutine of its own.
+    std::optional<DecideRequest> ready;
+    if (auto followed = min_version == 0 ? self->follower_->ready() : nullptr) {
+      self->follow(*followed);
+      if (const auto& policy = followed->for_key(key)) {
+        ready.emplace(self->request_under(policy, key, operation, permits));
+      }
+    }
+    if (!ready)
+      ready.emplace(co_await followed_request(self, key, operation, permits, min_version));
+    DecideRequest& request = *ready;
     try {
       Decision decision = co_await self->decide(request, nullptr);  // self keeps the enforcer
       decision.policy_version = request.policy->epoch().version;
@@ -82,7 +96,8 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
                                                  OwnedAcquireOptions options) {
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
-  const auto deadline = call_deadline(*self->redis_);
+  const auto started = Clock::now();
+  auto deadline = call_deadline(*self->redis_);
   std::int64_t min_version = 0;
   for (;;) {
     DecideRequest request =
@@ -90,15 +105,31 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
     const std::int64_t version = request.policy->epoch().version;
     const bool reservable = request.policy->limits().size() == 1 &&
                             can_reserve(request.policy->limits().front().limit.algorithm);
+    bool again = false;
     try {
-      Decision decision = reservable
-                              ? co_await self->acquire_by_reserving(std::move(request), options)
-                              : co_await self->acquire_by_retrying(std::move(request), options);
+      Decision decision;
+      if (reservable) {
+        decision = co_await self->acquire_by_reserving(std::move(request), options);
+      } else {
+        // Why not acquire_by_retrying(): each attempt asks under the policy in force then.
+        decision = co_await self->decide(request, nullptr);
+        decision.waited =
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+        again = !decision.allowed && decision.retry_after <= options.max_wait - decision.waited;
+      }
       decision.policy_version = version;
-      co_return decision;
+      if (!again) co_return decision;
+      co_await sleep_for(self->loop_, decision.retry_after, options.stop);
     } catch (const StalePolicy& stale) {
       min_version = stale.stored_version();
     }
+    if (again) {
+      min_version = 0;
+      deadline = call_deadline(*self->redis_);
+      continue;
+    }
+    // A cancelled wait whose give-back was refused as stale ends cancelled, not asked again.
+    if (options.stop.stop_requested()) throw Cancelled("acquire cancelled while waiting");
     if (Clock::now() >= deadline) throw_still_stale(self->options_.name, min_version);
   }
 }

@@ -21,6 +21,16 @@ PolicyFollower::~PolicyFollower() {
   if (subscription_ != 0) redis_->subscriber().unsubscribe(subscription_);
 }
 
+std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
+  if (subscription_ == 0 || !followed_ || (!followed_->policy && followed_->overrides.empty())) {
+    return nullptr;
+  }
+  if (Clock::now() - read_at_ >= refresh_ || followed_->version < announced_version_) {
+    read_in_background();
+  }
+  return followed_;
+}
+
 Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
     std::shared_ptr<PolicyFollower> self, std::int64_t min_version) {
   if (self->subscription_ == 0) {

@@ -52,6 +52,9 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// what the read threw (Unavailable, ...) when there is nothing read to fall back on.
   static Task<std::shared_ptr<const FollowedPolicies>> current(std::shared_ptr<PolicyFollower> self,
                                                                std::int64_t min_version = 0);
+  /// The policies read last if they hold a policy and no read is needed before deciding under
+  /// them (a refresh that is due starts in the background), else null: then ask current().
+  std::shared_ptr<const FollowedPolicies> ready();
   /// The policies read last, or null before the first read.
   const std::shared_ptr<const FollowedPolicies>& last() const noexcept { return followed_; }
 

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/child_process.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
@@ -237,6 +239,62 @@ TEST_F(PolicyStoreTest, AChangeWhoseNoticeIsLostIsSeenWithinThePolicyRefresh) {
   std::printf("a change whose notice was lost reached the follower in %.1f ms (refresh 100 ms)\n",
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - changed)
                   .count());
+}
+
+TEST_F(PolicyStoreTest, AFollowerWaitsInAcquireUnderTheStoredPolicy) {
+  PolicyStore store(client());
+  run(loop(), store.set("reserving", Policy::parse("gcra 10/s burst 1")));
+  run(loop(), store.set("retrying", Policy::parse("fixed_window 1/200ms")));
+  const std::int64_t reserving_version = run(loop(), store.record("reserving"))->version;
+  for (const std::string name : {"reserving", "retrying"}) {
+    Limiter limiter(client(), LimiterOptions{.name = name});
+    EXPECT_TRUE(run(loop(), limiter.acquire("k")).allowed) << name;
+    const Decision waited = run(loop(), limiter.acquire("k"));
+    EXPECT_TRUE(waited.allowed) << name;
+    EXPECT_GT(waited.waited, 0us) << name;
+    EXPECT_EQ(waited.policy_version, run(loop(), store.record(name))->version) << name;
+    const Decision denied = run(loop(), limiter.acquire("k", 1, {.max_wait = 1ms}));
+    EXPECT_FALSE(denied.allowed) << name;
+  }
+  EXPECT_GT(reserving_version, 0);
+}
+
+Task<void> decide_many(Limiter& limiter, int count) {
+  for (int i = 0; i < count; ++i)
+    (void)co_await limiter.try_acquire("k" + std::to_string(i % 100));
+}
+
+/// Decisions per second of `limiter` from 32 coroutines at once.
+double decisions_per_second(uv_loop_t* loop, Limiter& limiter, int total) {
+  const auto started = std::chrono::steady_clock::now();
+  auto all = [](Limiter& target, int each) -> Task<void> {
+    TaskGroup group;
+    for (int i = 0; i < 32; ++i)
+      group.add(decide_many(target, each));
+    co_await group.join();
+  };
+  run(loop, all(limiter, total / 32));
+  return total / std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
+TEST_F(PolicyStoreTest, FollowingAStoredPolicyCostsAboutWhatAGivenPolicyCosts) {
+  PolicyStore store(client());
+  run(loop(), store.set("followed", Policy::parse("gcra 1000000/s")));
+  Limiter followed(client(), LimiterOptions{.name = "followed"});
+  Limiter given(client(), Policy::parse("gcra 1000000/s"), LimiterOptions{.name = "given"});
+  (void)run(loop(), followed.try_acquire("warm-up"));
+  (void)decisions_per_second(loop(), given, 32 * 100);  // warms the connection and the keys
+  (void)decisions_per_second(loop(), followed, 32 * 100);
+  double given_rate = 0;
+  double followed_rate = 0;
+  for (int round = 0; round < 3; ++round) {
+    given_rate = std::max(given_rate, decisions_per_second(loop(), given, 32 * 500));
+    followed_rate = std::max(followed_rate, decisions_per_second(loop(), followed, 32 * 500));
+  }
+  std::printf(
+      "decisions/s, 32 coroutines, one client, best of 3: given policy %.0f, followed "
+      "policy %.0f\n",
+      given_rate, followed_rate);
 }
 
 TEST_F(PolicyStoreTest, AFollowerRefusesSetPolicy) {
