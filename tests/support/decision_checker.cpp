@@ -227,7 +227,8 @@ bool same_state(const Limit& a, const Limit& b) {
 /// A position's state at the end of a version, in that version's terms: the least the
 /// implementation can hold then (more admitted, or fewer permits, only makes it stricter).
 struct StateAtChange {
-  Int128 available = 0;                ///< buckets: permits available (floor)
+  Int128 available = 0;                ///< buckets: permits available x available_per
+  Int128 available_per = 1;            ///< its denominator (the old period: exact, no rounding)
   std::int64_t window_start = 0;       ///< windows: the window holding the change
   Int128 count = 0;                    ///< its count
   Int128 previous = 0;                 ///< sliding_window_counter: the window before it
@@ -247,18 +248,31 @@ struct Era {
   std::string name;                     ///< "version v, limit #p"
 };
 
-Int128 carry_permits(const Era& era, Int128 available) {
-  const Int128 new_capacity = capacity(era.limit);
-  if (era.before == nullptr) return new_capacity;
+/// The denominator of the permits a bucket carries from one version to the next.
+constexpr Int128 permit_fraction = 1'000'000;
+
+/// A number of permits as a fraction: permits / per.
+struct Permits {
+  Int128 permits;
+  Int128 per;
+};
+
+/// The permits a bucket holds at since, exactly (no rounding: an implementation that rounds
+/// down, as the contract says, is stricter).
+Permits carry_permits(const Era& era, const StateAtChange& from) {
+  const Permits full{capacity(era.limit), 1};
+  if (era.before == nullptr) return full;
   switch (era.carry) {
     case Carry::as_is:
-      return std::min(available, new_capacity);
+      return from.available >= full.permits * from.available_per
+                 ? full
+                 : Permits{from.available, from.available_per};
     case Carry::proportional:
-      return floor_div(available * new_capacity, capacity(*era.before));
+      return {from.available * full.permits, from.available_per * capacity(*era.before)};
     case Carry::reset:
-      return new_capacity;
+      return full;
   }
-  return new_capacity;
+  return full;
 }
 
 Int128 carry_count(const Era& era, Int128 count) {
@@ -286,7 +300,7 @@ CheckResult bucket_era(const Era& era, const StateAtChange& from, StateAtChange&
   const Int128 n = era.limit.rate.permits;
   const Int128 p = era.limit.rate.period.count();
   const Int128 b = capacity(era.limit);
-  const Int128 k = carry_permits(era, from.available);
+  const Permits k = carry_permits(era, from);
   const Int128 x = era.since;
   const Int128 none = std::numeric_limits<Int128>::max();
   Int128 sum = 0;
@@ -309,9 +323,9 @@ CheckResult bucket_era(const Era& era, const StateAtChange& from, StateAtChange&
                            b + (admit.time_us - time_of_min) * n / p,
                            "burst + rate x elapsed exceeded");
     }
-    if (f > k * p - x * n) {
+    if (f * k.per > k.permits * p - x * n * k.per) {
       return era_violation(era, era.since, admit.time_us, sum,
-                           floor_div(k * p + (admit.time_us - x) * n, p),
+                           floor_div(k.permits * p + (admit.time_us - x) * n * k.per, p * k.per),
                            "permits carried at the change + rate x elapsed since exceeded");
     }
     if (admit.time_us < era.end) {
@@ -321,10 +335,16 @@ CheckResult bucket_era(const Era& era, const StateAtChange& from, StateAtChange&
   }
   if (era.end != never) {
     const Int128 end = era.end;
-    Int128 level = std::min(b * p, k * p + (end - x) * n - sum_before_end * p);
-    if (min_g_before_end != none)
-      level = std::min(level, b * p + end * n - sum_before_end * p + min_g_before_end);
-    at_end.available = floor_div(level, p);
+    // The level at the end, times p * k.per.
+    Int128 level =
+        std::min(b * p * k.per, k.permits * p + ((end - x) * n - sum_before_end * p) * k.per);
+    if (min_g_before_end != none) {
+      level = std::min(level, (b * p + end * n - sum_before_end * p + min_g_before_end) * k.per);
+    }
+    // Why rounded up to a millionth: exact fractions would multiply their denominators at every
+    // change; rounding up only makes the check more lenient, by a millionth of a permit.
+    at_end.available = ceil_div(level * permit_fraction, p * k.per);
+    at_end.available_per = permit_fraction;
   }
   return {};
 }

@@ -66,9 +66,10 @@ struct PolicyVersion {
 /// (c) the admissions made under version v or newer, from since_v on, do not fit version v's
 ///     limits, counting what was admitted before since_v as v's carry says. Per limit position:
 ///     - gcra, token_bucket, leaky_bucket: a bucket of v's capacity and rate that holds, at
-///       since_v, the permits A available then under the version before (as_is: min(A, capacity),
-///       proportional: floor(A x capacity / old capacity), reset: full); a leaky_bucket is checked
-///       as such a bucket of capacity burst (its try_acquire spacing is stricter still);
+///       since_v, the permits A available then under the version before, not rounded (as_is:
+///       min(A, capacity), proportional: A x capacity / old capacity, reset: full); a
+///       leaky_bucket is checked as such a bucket of capacity burst (its try_acquire spacing is
+///       stricter still);
 ///     - fixed_window (aligned): the old window holding since_v carries its count into the new
 ///       window holding since_v (proportional: scaled by new limit / old limit rounding up;
 ///       reset: 0), unless old admissions after since_v moved the stored window on;

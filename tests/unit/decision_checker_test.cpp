@@ -268,6 +268,19 @@ TEST(TransitionChecker, ACarriedCountAboveALoweredLimitOnlyDenies) {
   EXPECT_FALSE(check_transitions(history, admits, bound));
 }
 
+TEST(TransitionChecker, KeepsTheFractionOfAPermitAcrossAChange) {
+  // Exhausted at 5/s, half a permit back at a change that keeps the policy (an override of
+  // another key): the next permit is whole 100 ms later, not 200 ms.
+  const Limit five_per_second = limit(Algorithm::gcra, {5, 1s}, 5);
+  const auto history = one_change(five_per_second, five_per_second, 100'000);
+  std::vector<VersionedAdmit> admits;
+  admit(admits, 0, 5, 1);
+  admit(admits, 200'000, 1, 2);
+  EXPECT_TRUE(check_transitions(history, admits, bound));
+  admits.back().time_us = 199'999;
+  EXPECT_FALSE(check_transitions(history, admits, bound));
+}
+
 TEST(TransitionChecker, FlagsAnOldVersionUsedAfterThePropagationBound) {
   const auto history =
       one_change(limit(Algorithm::gcra, {10, 1s}), limit(Algorithm::gcra, {100, 1s}), second);
