@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <sstream>
 #include <thread>
 
@@ -55,6 +56,11 @@ struct FleetCase {
   const char* name;
   std::vector<Change> changes;
 };
+
+/// gtest names a failing run by this.
+void PrintTo(const FleetCase& fleet_case, std::ostream* out) {
+  *out << fleet_case.name;
+}
 
 // Why two runs: each family of algorithms gets every kind of change, and a failure names the
 // family whose conversion broke.
