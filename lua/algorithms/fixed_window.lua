@@ -9,7 +9,6 @@
 -- Model: src/algorithms/fixed_window.cpp.
 --!params limit, period, anchored
 --!checks limit >= 1, period >= 1, anchored >= 0
---!needs ../lib/muldiv.lua
 
 --!section decide
 local stored_start, stored_count

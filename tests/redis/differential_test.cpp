@@ -537,5 +537,79 @@ INSTANTIATE_TEST_SUITE_P(
              {Algorithm::token_bucket, Algorithm::leaky_bucket, Algorithm::sliding_window_log}}),
     [](const auto& info) { return std::string(info.param.name); });
 
+/// A window sequence whose policy changes often, each change with a newer version, a time at or
+/// before the step that follows it, and a random carry: the scripts carry stored windows over as
+/// the models do.
+Sequence window_carry_sequence(std::mt19937_64& random, Algorithm algorithm, int index) {
+  Sequence sequence = random_sequence(random, {algorithm}, index);
+  std::vector<Step> steps;
+  std::int64_t version = pick(random, 0, 1);
+  const auto epoch = [&](std::int64_t now, std::int64_t period) {
+    version += pick(random, 0, 1);
+    return PolicyEpoch{version, pick(random, 0, 3) == 0 ? 0 : now - pick(random, 0, 2 * period),
+                       static_cast<Carry>(pick(random, 0, 2))};
+  };
+  const auto period = [](const CompiledPolicy& policy) {
+    return policy.limits().front().limit.rate.period.count();
+  };
+  sequence.policy = CompiledPolicy::compile(
+      sequence.policy->policy(), epoch(sequence.steps.front().now, period(*sequence.policy)));
+  for (Step step : sequence.steps) {
+    if (step.kind != Kind::change_policy && pick(random, 0, 2) == 0) {
+      Step change{step.now, 1, Kind::change_policy};
+      change.policy = CompiledPolicy::compile(Policy::of(random_limit(random, algorithm)));
+      steps.push_back(change);
+    }
+    steps.push_back(step);
+  }
+  for (Step& step : steps) {
+    if (step.kind != Kind::change_policy) continue;
+    step.policy =
+        CompiledPolicy::compile(step.policy->policy(), epoch(step.now, period(*step.policy)));
+  }
+  sequence.steps = std::move(steps);
+  return sequence;
+}
+
+Task<void> run_window_carry_case(Client& client, Algorithm algorithm, std::uint64_t seed,
+                                 Tally* tally) {
+  RedisBackend backend(client.dispatcher());
+  std::mt19937_64 random(seed);
+  TaskGroup group;
+  for (int index = 0; index < sequences_per_case; ++index) {
+    group.add(run_sequence(backend, window_carry_sequence(random, algorithm, index), tally));
+    if (group.running() >= in_flight) co_await group.join();
+  }
+  co_await group.join();
+}
+
+class WindowCarryDifferential : public test::LoopTest,
+                                public ::testing::WithParamInterface<Algorithm> {
+ protected:
+  test::RedisServer server_;
+};
+
+TEST_P(WindowCarryDifferential, ScriptAndModelCarryWindowsOverPolicyChangesIdentically) {
+  const std::uint64_t seed = 20261124 + static_cast<std::uint64_t>(GetParam());
+  ClientOptions options;
+  options.url = server_.url();
+  options.command_timeout = 10s;
+  Client client(loop(), options);
+  Tally tally;
+  run(loop(), run_window_carry_case(client, GetParam(), seed, &tally));
+  run(loop(), client.close());
+  EXPECT_EQ(tally.mismatches, 0) << "seed " << seed;
+  EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
+  EXPECT_LT(tally.allowed, tally.decisions) << "sequences must also reach denials";
+  std::printf("[ %-22s ] %d decisions, %d allowed across policy changes, seed %llu\n",
+              std::string(to_string(GetParam())).c_str(), tally.decisions, tally.allowed,
+              static_cast<unsigned long long>(seed));
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, WindowCarryDifferential,
+                         ::testing::Values(Algorithm::fixed_window, Algorithm::sliding_window_log,
+                                           Algorithm::sliding_window_counter),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
 }  // namespace
 }  // namespace redlimit::detail

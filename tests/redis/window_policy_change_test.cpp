@@ -5,7 +5,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "limiter/compiled_policy.hpp"
+#include "limiter/local_backend.hpp"
+#include "limiter/redis_backend.hpp"
+#include "limiter/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
@@ -45,10 +50,10 @@ class WindowPolicyChange : public test::LoopTest, public ::testing::WithParamInt
     return std::make_unique<Limiter>(loop(), std::move(policy), options);
   }
   /// Admits one at a time until denied; returns how many were admitted.
-  int drain(Limiter& limiter) {
+  int drain(Limiter& limiter, int permits = 1) {
     int admitted = 0;
-    while (run(loop(), limiter.try_acquire("k")).allowed)
-      ++admitted;
+    while (run(loop(), limiter.try_acquire("k", permits)).allowed)
+      admitted += permits;
     return admitted;
   }
   void sleep(std::chrono::microseconds d) { run(loop(), sleep_for(loop(), d)); }
@@ -59,11 +64,33 @@ class WindowPolicyChange : public test::LoopTest, public ::testing::WithParamInt
     if (into > 500'000) sleep(std::chrono::microseconds(1'000'000 - into + 10'000));
   }
 
+  /// The backend the limiters use, driven directly with an injected time.
+  detail::Backend& backend() {
+    if (in_redis()) return redis_backend_;
+    return local_backend_;
+  }
+  /// Decides `permits` on key "k" under `policy` at `now`.
+  Decision decide(const std::shared_ptr<const detail::CompiledPolicy>& policy, std::int64_t now,
+                  std::int64_t permits = 1,
+                  detail::Operation operation = detail::Operation::acquire) {
+    return run(loop(), backend().decide(detail::DecideRequest(policy, detail::KeyBase("{k}"),
+                                                              operation, permits, now)));
+  }
   test::RedisServer server_;
 
  private:
   Client client_{loop(), ClientOptions{.url = server_.url()}};
+  detail::RedisBackend redis_backend_{client_.dispatcher()};
+  detail::LocalBackend local_backend_;
 };
+
+constexpr std::int64_t hour_us = 3'600'000'000;
+constexpr std::int64_t t0 = 1'795'000'000LL * 1'000'000 / hour_us * hour_us;  // an hour's start
+
+std::shared_ptr<const detail::CompiledPolicy> compiled(Algorithm algorithm, Rate rate,
+                                                       detail::PolicyEpoch epoch = {}) {
+  return detail::CompiledPolicy::compile(one(algorithm, rate), epoch);
+}
 
 TEST_P(WindowPolicyChange, ALongerPeriodKeepsTheUsedLimitPastTheOldKeysLifetime) {
   for (const Algorithm algorithm : window_algorithms) {
@@ -86,10 +113,128 @@ TEST_P(WindowPolicyChange, AShorterPeriodCountsWhatTheStoredWindowAdmitted) {
   }
 }
 
+TEST_P(WindowPolicyChange, AsIsKeepsTheCountProportionalScalesItResetStartsAfresh) {
+  struct Expected {
+    Carry carry;
+    int fixed_window, sliding_window_log, sliding_window_counter;
+  };
+  // 8 of 10 admitted, then 20 per hour: as_is keeps 8 used, proportional makes them 16 (the log
+  // keeps its entries as they are), reset forgets them.
+  for (const auto& [carry, fixed, log, counter] :
+       {Expected{Carry::as_is, 12, 12, 12}, Expected{Carry::proportional, 4, 12, 4},
+        Expected{Carry::reset, 20, 20, 20}}) {
+    for (const Algorithm algorithm : window_algorithms) {
+      auto limits = limiter(one(algorithm, {10, 1h}), algorithm);
+      run(loop(), limits->reset("k"));
+      EXPECT_TRUE(run(loop(), limits->try_acquire("k", 8)).allowed);
+      limits->set_policy(one(algorithm, {20, 1h}), carry);
+      const int expected = algorithm == Algorithm::fixed_window         ? fixed
+                           : algorithm == Algorithm::sliding_window_log ? log
+                                                                        : counter;
+      EXPECT_EQ(drain(*limits), expected)
+          << to_string(algorithm) << " carry " << static_cast<int>(carry);
+    }
+  }
+}
+
+TEST_P(WindowPolicyChange, ANewerVersionsStateRefusesAnOlderVersionAndIsNotWritten) {
+  for (const Algorithm algorithm : window_algorithms) {
+    run(loop(), backend().reset(compiled(algorithm, {10, 1h}), "{k}"));
+    EXPECT_TRUE(decide(compiled(algorithm, {10, 1h}, {.version = 7}), t0, 3).allowed);
+    try {
+      decide(compiled(algorithm, {20, 1h}, {.version = 6}), t0 + 1);
+      ADD_FAILURE() << to_string(algorithm) << ": an older version was not refused";
+    } catch (const detail::StalePolicy& stale) {
+      EXPECT_EQ(stale.stored_version(), 7) << to_string(algorithm);
+    }
+    // Nothing was written: version 7 still sees its 3 permits.
+    EXPECT_EQ(
+        decide(compiled(algorithm, {10, 1h}, {.version = 7}), t0 + 2, 1, detail::Operation::peek)
+            .remaining,
+        7)
+        << to_string(algorithm);
+    // A newer version and a limiter that follows no store (version 0) are decided.
+    EXPECT_EQ(decide(compiled(algorithm, {10, 1h}, {.version = 8}), t0 + 3).remaining, 6);
+    EXPECT_EQ(decide(compiled(algorithm, {10, 1h}), t0 + 4).remaining, 5);
+  }
+}
+
+TEST_P(WindowPolicyChange, APeekConvertsWithoutWriting) {
+  for (const Algorithm algorithm : window_algorithms) {
+    run(loop(), backend().reset(compiled(algorithm, {10, 1h}), "{k}"));
+    EXPECT_TRUE(decide(compiled(algorithm, {10, 1h}), t0, 8).allowed);
+    const auto reset = compiled(algorithm, {20, 1h}, {.carry = Carry::reset});
+    EXPECT_EQ(decide(reset, t0 + 1, 1, detail::Operation::peek).remaining, 20)
+        << to_string(algorithm);
+    // The peek left the state as it was: the change is carried over by the next acquire.
+    EXPECT_EQ(decide(compiled(algorithm, {10, 1h}), t0 + 2, 1, detail::Operation::peek).remaining,
+              2)
+        << to_string(algorithm);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(RedisAndInProcess, WindowPolicyChange, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? std::string("Redis") : std::string("InProcess");
                          });
+
+// ---- Redis only: the stored formats
+
+/// A limiter test on a private redis-server, reading the stored values.
+class StoredWindow : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
+    LoopTest::TearDown();
+  }
+  Decision decide(const std::shared_ptr<const detail::CompiledPolicy>& policy, std::int64_t now,
+                  std::int64_t permits = 1) {
+    return run(loop(),
+               backend_.decide(detail::DecideRequest(policy, detail::KeyBase("{k}"),
+                                                     detail::Operation::acquire, permits, now)));
+  }
+  Reply command(std::vector<std::string> argv) {
+    return run(loop(), client_.command(std::move(argv)));
+  }
+
+  test::RedisServer server_;
+
+ private:
+  Client client_{loop(), ClientOptions{.url = server_.url()}};
+  detail::RedisBackend backend_{client_.dispatcher()};
+};
+
+TEST_F(StoredWindow, ValuesCarryTheirParametersAndPolicyVersion) {
+  decide(compiled(Algorithm::fixed_window, {10, 1h}, {.version = 4}), t0 + 5, 2);
+  EXPECT_EQ(command({"GET", "{k}:fixed_window:0"}).as_string(),
+            std::to_string(t0) + ":2:10:3600000000:0:4");
+  decide(compiled(Algorithm::sliding_window_counter, {10, 1h}, {.version = 4}), t0 + 5, 2);
+  EXPECT_EQ(command({"GET", "{k}:sliding_window_counter:0"}).as_string(),
+            std::to_string(t0) + ":2:0:10:3600000000:4");
+  decide(compiled(Algorithm::sliding_window_log, {10, 1h}, {.version = 4}), t0 + 5, 2);
+  const auto log = command({"ZRANGE", "{k}:sliding_window_log:0", "0", "-1"}).as_array();
+  ASSERT_EQ(log.size(), 3U);
+  EXPECT_EQ(log[0].as_string(), "stamp:10:3600000000:4");
+}
+
+TEST_F(StoredWindow, ThePreviousReleasesValuesAreReadAndStampedOnFirstTouch) {
+  const std::string start = std::to_string(t0);
+  command({"SET", "{k}:fixed_window:0", start + ":10", "PX", "60000"});
+  command({"SET", "{k}:sliding_window_counter:0", start + ":10:0", "PX", "60000"});
+  command({"ZADD", "{k}:sliding_window_log:0", start, start + ":0"});
+  command({"PEXPIRE", "{k}:sliding_window_log:0", "60000"});
+  for (const Algorithm algorithm : window_algorithms) {
+    const Decision denied = decide(
+        compiled(algorithm, {algorithm == Algorithm::sliding_window_log ? 1 : 10, 1h}), t0 + 1);
+    EXPECT_FALSE(denied.allowed) << to_string(algorithm) << ": the stored count still holds";
+  }
+  EXPECT_EQ(command({"GET", "{k}:fixed_window:0"}).as_string(), start + ":10:10:3600000000:0:0");
+  EXPECT_EQ(command({"GET", "{k}:sliding_window_counter:0"}).as_string(),
+            start + ":10:0:10:3600000000:0");
+  EXPECT_EQ(command({"ZRANGE", "{k}:sliding_window_log:0", "0", "0"}).as_array()[0].as_string(),
+            "stamp:1:3600000000:0");
+}
 
 }  // namespace
 }  // namespace redlimit
