@@ -4,12 +4,9 @@
 // lua/algorithms/ runs here: a single-limit acquire runs the algorithm's lean script
 // (decide_<algorithm>, lua/shapes/lean.lua) when it has one; some acquires and every peek of the
 // same sequences run the general decide script (lua/shapes/general.lua) instead, so that each
-// reads the state the other wrote. Sequences change their policy on the way, with a policy
-// version (sometimes an older one: the scripts refuse it as stale), a since and a carry; for the
-// bucket algorithms the value stored in Redis must equal the model's state after every step.
+// reads the state the other wrote.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <array>
 #include <random>
 #include <sstream>
@@ -17,7 +14,6 @@
 #include "algorithms/policy_model.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -89,7 +85,7 @@ struct Step {
   Kind kind;
   std::int64_t max_wait_us = 0;                    ///< reserve
   std::size_t reservation = 0;                     ///< cancel: which earlier granted reservation
-  std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy (with its epoch)
+  std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy
 };
 
 struct Sequence {
@@ -118,7 +114,6 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
     period = std::min(period, limit.limit.rate.period.count());
   }
   std::int64_t now = 1'795'000'000'000'000 + pick(random, 0, 100'000'000'000);
-  std::int64_t version = 0;
   const int length = static_cast<int>(pick(random, 1, 12));
   for (int i = 0; i < length; ++i) {
     switch (pick(random, 0, 7)) {
@@ -154,36 +149,12 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
     }
     const auto roll = pick(random, 0, 19);
     if (roll == 0) {
-      // A new policy of the same algorithms (or the same one again): the state carries over,
-      // from `since`, as the carry says. A version older than one a key was written under is
-      // refused as stale; 0 never is.
+      // A new policy of the same algorithms: the state carries over.
       Policy next;
       for (Algorithm algorithm : algorithms)
         next.limits.push_back(random_limit(random, algorithm));
-      if (pick(random, 0, 4) == 0) next = sequence.policy->policy();
-      switch (pick(random, 0, 5)) {
-        case 0:
-          version = 0;
-          break;
-        case 1:
-          version = std::max<std::int64_t>(0, version - 2);
-          break;
-        default:
-          version += pick(random, 1, 3);
-      }
-      PolicyEpoch epoch{
-          .version = version, .since_us = 0, .carry = static_cast<Carry>(pick(random, 0, 2))};
-      switch (pick(random, 0, 3)) {
-        case 0:
-          break;  // unknown: the decision's now
-        case 1:
-          epoch.since_us = now + pick(random, 1, period);  // later than a decision's now
-          break;
-        default:
-          epoch.since_us = now - pick(random, 0, 2 * period);
-      }
       step.kind = Kind::change_policy;
-      step.policy = CompiledPolicy::compile(next, epoch);
+      step.policy = CompiledPolicy::compile(next);
     } else if (roll == 1) {
       step.kind = Kind::reset;  // the key starts again: reservations made before are void
     } else if (reservations && roll < 10) {
@@ -223,10 +194,7 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
     if (step.kind == Kind::cancel) out << " reservation " << step.reservation;
     if (step.kind == Kind::change_policy) {
       for (const auto& limit : step.policy->limits())
-        out << " " << limit.description << " burst " << limit.spec.c;
-      const PolicyEpoch& epoch = step.policy->epoch();
-      out << " version " << epoch.version << " since " << epoch.since_us << " carry "
-          << static_cast<int>(epoch.carry);
+        out << " " << limit.description;
     }
     out << "\n";
   }
@@ -239,7 +207,6 @@ struct Tally {
   int allowed = 0;
   int lean = 0;                  ///< decisions made by a lean script
   std::array<int, 3> cancels{};  ///< by CancelVerdict: returned, due, refused
-  int stale = 0;                 ///< requests refused as stale (a newer policy version stored)
 };
 
 struct Granted {
@@ -263,49 +230,7 @@ void report(Tally* tally, const Sequence& sequence, std::size_t step, const std:
   }
 }
 
-/// The value lua/lib/frac_time_value.lua or lua/lib/tokens_value.lua stores for a bucket state
-/// (nullopt for a window state, which this does not compare).
-std::optional<std::string> stored_value(const LimitState& state) {
-  const auto join = [](std::initializer_list<std::int64_t> fields) {
-    std::string out;
-    for (const std::int64_t field : fields)
-      out += (out.empty() ? "" : ":") + std::to_string(field);
-    return out;
-  };
-  if (const auto* time = std::get_if<GcraState>(&state)) {
-    const Stamp stamp = time->stamp.value_or(Stamp{});
-    return join({time->tat.us, time->tat.frac, time->den, time->book.version, time->book.cancels,
-                 time->book.epoch, stamp.b, stamp.c, stamp.policy_version});
-  }
-  if (const auto* tokens = std::get_if<TokenBucketState>(&state)) {
-    const Stamp stamp = tokens->stamp.value_or(Stamp{});
-    return join({tokens->level, tokens->last_us, tokens->den, tokens->book.version,
-                 tokens->book.cancels, tokens->book.epoch, stamp.a, stamp.c, stamp.policy_version});
-  }
-  return std::nullopt;
-}
-
-/// Compares every bucket limit's stored value with the model's state.
-Task<void> compare_stored(Client& client, const Sequence& sequence, std::size_t step,
-                          const std::vector<std::optional<LimitState>>& states,
-                          std::string key_base, Tally* tally) {
-  const auto& limits = sequence.policy->limits();
-  for (std::size_t i = 0; i < limits.size() && i < states.size(); ++i) {
-    if (!can_reserve(limits[i].limit.algorithm)) continue;
-    const Reply reply = co_await client.command("GET", key_base + limits[i].key_suffix);
-    const std::optional<std::string> model =
-        states[i] ? stored_value(*states[i]) : std::optional<std::string>();
-    const std::optional<std::string> script =
-        reply.is_nil() ? std::optional<std::string>() : reply.as_string();
-    if (model != script) {
-      report(tally, sequence, step,
-             "  stored value of limit " + std::to_string(i) + ": script " +
-                 script.value_or("(none)") + ", model " + model.value_or("(none)"));
-    }
-  }
-}
-
-Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence, Tally* tally) {
+Task<void> run_sequence(RedisBackend& backend, Sequence sequence, Tally* tally) {
   std::vector<std::optional<LimitState>> states(sequence.policy->specs().size());
   std::vector<Granted> granted;
   const std::string key_base = "{" + sequence.key + "}";
@@ -327,28 +252,13 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
     }
     if (step.kind == Kind::reserve) {
       const LimitSpec& spec = sequence.policy->specs().front();
-      Reservation script;
-      std::int64_t script_stale = 0;
-      try {
-        script = co_await backend.reserve(DecideRequest(sequence.policy, KeyBase(key_base),
-                                                        Operation::acquire, step.permits, step.now),
-                                          step.max_wait_us);
-      } catch (const StalePolicy& stale) {
-        script_stale = stale.stored_version();
-      }
-      const ReserveOutcome model = reserve(spec, states[0], step.now, step.permits,
-                                           step.max_wait_us, sequence.policy->change());
+      const Reservation script =
+          co_await backend.reserve(DecideRequest(sequence.policy, KeyBase(key_base),
+                                                 Operation::acquire, step.permits, step.now),
+                                   step.max_wait_us);
+      const ReserveOutcome model =
+          reserve(spec, states[0], step.now, step.permits, step.max_wait_us);
       ++tally->decisions;
-      if (script_stale != 0 || model.decision.stale_version != 0) {
-        ++tally->stale;
-        if (script_stale != model.decision.stale_version) {
-          report(tally, sequence, i,
-                 "  reserve refused as stale: script " + std::to_string(script_stale) + ", model " +
-                     std::to_string(model.decision.stale_version));
-        }
-        co_await compare_stored(client, sequence, i, states, key_base, tally);
-        continue;
-      }
       const bool same = script.decision.allowed == model.decision.allowed &&
                         script.decision.remaining == model.decision.remaining &&
                         script.decision.retry_after.count() == model.decision.retry_after_us &&
@@ -369,7 +279,6 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
         report(tally, sequence, i, what.str());
       }
       if (script.decision.allowed) granted.push_back({script, step.permits, sequence.policy});
-      co_await compare_stored(client, sequence, i, states, key_base, tally);
       continue;
     }
     if (step.kind == Kind::cancel) {
@@ -382,31 +291,13 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
                                 .version = target.reservation.book.version,
                                 .epoch = target.reservation.book.epoch,
                                 .cancels_before = target.reservation.book.cancels};
-      // As acquire() gives it back: under the policy in force (same algorithm, same key).
-      CancelVerdict script = CancelVerdict::refused;
-      std::int64_t script_stale = 0;
-      try {
-        script =
-            co_await backend.cancel(DecideRequest(sequence.policy, KeyBase(key_base),
-                                                  Operation::acquire, target.permits, step.now),
-                                    ticket);
-      } catch (const StalePolicy& stale) {
-        script_stale = stale.stored_version();
-      }
-      const CancelOutcome model =
-          cancel_reservation(sequence.policy->specs().front(), states[0], step.now, target.permits,
-                             ticket, sequence.policy->change());
+      const CancelVerdict script =
+          co_await backend.cancel(DecideRequest(target.policy, KeyBase(key_base),
+                                                Operation::acquire, target.permits, step.now),
+                                  ticket);
+      const CancelOutcome model = cancel_reservation(target.policy->specs().front(), states[0],
+                                                     step.now, target.permits, ticket);
       ++tally->decisions;
-      co_await compare_stored(client, sequence, i, states, key_base, tally);
-      if (script_stale != 0 || model.stale_version != 0) {
-        ++tally->stale;
-        if (script_stale != model.stale_version) {
-          report(tally, sequence, i,
-                 "  cancel refused as stale: script " + std::to_string(script_stale) + ", model " +
-                     std::to_string(model.stale_version));
-        }
-        continue;
-      }
       ++tally->cancels[static_cast<int>(model.verdict)];
       if (script != model.verdict) {
         report(tally, sequence, i,
@@ -419,32 +310,17 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
     const Operation operation = step.kind == Kind::peek ? Operation::peek : Operation::acquire;
     DecideRequest request(sequence.policy, KeyBase(key_base), operation, step.permits, step.now);
     Decision script;
-    std::int64_t script_stale = 0;
-    try {
-      if (step.kind == Kind::acquire_by_decide) {
-        script = co_await backend.decide_with_general_script(request);
-      } else {
-        tally->lean += lean_decide_script(request) != nullptr ? 1 : 0;
-        script = co_await backend.decide(request);
-      }
-    } catch (const StalePolicy& stale) {
-      script_stale = stale.stored_version();
+    if (step.kind == Kind::acquire_by_decide) {
+      script = co_await backend.decide_with_general_script(request);
+    } else {
+      tally->lean += lean_decide_script(request) != nullptr ? 1 : 0;
+      script = co_await backend.decide(request);
     }
     const PolicyOutcome model = decide_policy(
         sequence.policy->specs(), states, step.now, step.permits,
         step.kind == Kind::peek ? Mode::peek : Mode::acquire, sequence.policy->change());
-    ++tally->decisions;
-    co_await compare_stored(client, sequence, i, states, key_base, tally);
-    if (script_stale != 0 || model.stale_version != 0) {
-      ++tally->stale;
-      if (script_stale != model.stale_version) {
-        report(tally, sequence, i,
-               "  refused as stale: script " + std::to_string(script_stale) + ", model " +
-                   std::to_string(model.stale_version));
-      }
-      continue;
-    }
     const LimitOutcome& bound = model.binding_outcome();
+    ++tally->decisions;
     tally->allowed += script.allowed ? 1 : 0;
     const bool same = script.allowed == model.allowed && script.limit == bound.limit &&
                       script.remaining == bound.remaining &&
@@ -473,7 +349,7 @@ Task<void> run_case(Client& client, std::vector<Algorithm> algorithms, std::uint
   TaskGroup group;
   for (int index = 0; index < sequences_per_case; ++index) {
     Sequence sequence = random_sequence(random, algorithms, index);
-    group.add(run_sequence(client, backend, std::move(sequence), tally));
+    group.add(run_sequence(backend, std::move(sequence), tally));
     // Keep a bounded number in flight: wait for the batch every `in_flight` sequences.
     if (group.running() >= in_flight) co_await group.join();
   }
@@ -510,16 +386,11 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
     for (const int count : tally.cancels)
       EXPECT_GT(count, 0) << "cancellations must be returned, due and refused";
   }
-  // Why only with a bucket: stamps on the window algorithms come with their own carry.
-  const auto& algorithms = GetParam().algorithms;
-  if (std::any_of(algorithms.begin(), algorithms.end(), can_reserve)) {
-    EXPECT_GT(tally.stale, 0) << "sequences must also reach stale refusals";
-  }
   std::printf(
       "[ %-22s ] %d decisions, %d allowed, %d by a lean script, cancels %d returned %d due "
-      "%d refused, %d stale, seed %llu\n",
+      "%d refused, seed %llu\n",
       GetParam().name, tally.decisions, tally.allowed, tally.lean, tally.cancels[0],
-      tally.cancels[1], tally.cancels[2], tally.stale, static_cast<unsigned long long>(seed));
+      tally.cancels[1], tally.cancels[2], static_cast<unsigned long long>(seed));
 }
 
 INSTANTIATE_TEST_SUITE_P(
