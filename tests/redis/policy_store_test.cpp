@@ -305,6 +305,53 @@ void await_version(uv_loop_t* loop, Limiter& limiter, const std::string& key,
     run(loop, sleep_for(loop, 200us));
 }
 
+TEST_F(PolicyStoreTest, AKeyUntouchedSinceATighteningIsConvertedAtItsTimeNotAtALaterOverride) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 100/min burst 100")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 100)).allowed);
+  run(loop(), store.set("api", Policy::parse("gcra 100/h burst 100")));  // as_is: k holds 0
+
+  // Why the wait: under the old rate, k would refill 2 permits meanwhile.
+  run(loop(), sleep_for(loop(), 1300ms));
+  run(loop(), store.set_override("api", "other", Policy::parse("gcra 5/s")));
+  await_version(loop(), limiter, "other", run(loop(), store.read("api")).version);
+  EXPECT_EQ(admitted(loop(), limiter, "k", 5), 0);
+}
+
+TEST_F(PolicyStoreTest, RemovingAnOverrideConvertsItsKeyAtTheRemovalsTimeNotAtALaterOverride) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 100/h burst 100")));
+  run(loop(), store.set_override("api", "gold", Policy::parse("gcra 100/min burst 100")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("gold", 100)).allowed);
+  run(loop(), store.remove_override("api", "gold"));  // as_is: gold holds 0
+
+  // Why the wait: under the tier's rate, gold would refill 2 permits meanwhile.
+  run(loop(), sleep_for(loop(), 1300ms));
+  run(loop(), store.set_override("api", "other", Policy::parse("gcra 5/s")));
+  await_version(loop(), limiter, "other", run(loop(), store.read("api")).version);
+  EXPECT_EQ(admitted(loop(), limiter, "gold", 5), 0);
+}
+
+TEST_F(PolicyStoreTest, RemovingAnOverrideCreditsNoTimeSpentUnderTheTierAtTheNamesRate) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 100/min burst 100")));
+  run(loop(), store.set_override("api", "gold", Policy::parse("gcra 1/h burst 1")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_EQ(admitted(loop(), limiter, "gold", 2), 1);
+
+  // Why the wait: time spent under the tier must not be credited at the name's rate.
+  run(loop(), sleep_for(loop(), 1300ms));
+  run(loop(), store.remove_override("api", "gold"));
+  const std::int64_t removal = run(loop(), store.read("api")).version;
+  await_version(loop(), limiter, "gold", removal);
+  const Decision gold = run(loop(), limiter.try_acquire("gold"));
+  EXPECT_FALSE(gold.allowed);  // as_is: the 0 permits gold held under its tier
+  EXPECT_EQ(gold.policy_version, removal);
+  EXPECT_EQ(gold.limit, 100);
+}
+
 TEST_F(PolicyStoreTest, AResetCarriesOnceNotAgainWhenAnOverrideMakesTheNextVersion) {
   PolicyStore store(client());
   run(loop(), store.set("api", Policy::parse("fixed_window 3/24h")));
