@@ -17,8 +17,8 @@ class Client;
 /// A policy as stored: what it is, and where it stands among the changes of its name.
 struct PolicyRecord {
   Policy policy;
-  /// The name's version when it was stored: every change of the name (its policy, an override,
-  /// a removal) makes a larger one, never reused.
+  /// The name's version made by the change that stored it: every change of the name (its
+  /// policy, an override, a removal) makes a larger one, never reused.
   std::int64_t version = 0;
   /// The Redis time of the change (microseconds since the epoch).
   std::int64_t since_us = 0;
@@ -27,19 +27,31 @@ struct PolicyRecord {
   friend bool operator==(const PolicyRecord&, const PolicyRecord&) = default;
 };
 
+/// The removal of a key's override: from then on the key follows the name's policy.
+struct OverrideRemoval {
+  /// The name's version made by the removal.
+  std::int64_t version = 0;
+  /// The Redis time of the removal (microseconds since the epoch).
+  std::int64_t since_us = 0;
+  friend bool operator==(const OverrideRemoval&, const OverrideRemoval&) = default;
+};
+
 /// Everything stored under one name, read atomically.
+///
+/// A key's state follows the change that last set ITS policy, with that change's version and
+/// time: its override if it has one; else the removal of its override, if that came after the
+/// name's policy was stored (as_is); else the name's policy (with its carry). A change of one
+/// key's override leaves every other key's version as it was.
 struct StoredPolicies {
-  /// The name's version: 0 when nothing was ever stored.
+  /// The name's version, that of its latest change of any kind: 0 when nothing was ever stored.
   std::int64_t version = 0;
   /// The name's policy, if one is stored.
   std::optional<PolicyRecord> policy;
   /// Per key, the policy that replaces the name's for that key (a tier); its carry is as_is.
   std::map<std::string, PolicyRecord> overrides;
-  /// The Redis time of the name's last change of any kind (0 when nothing was ever stored).
-  std::int64_t changed_us = 0;
-  /// Whether the last change stored the name's policy (set, try_set), rather than an override
-  /// or a removal: only then does the policy's carry apply to the version now in force.
-  bool policy_changed_last = false;
+  /// Per key without an override, the removal of its override made after the name's policy was
+  /// stored (storing the policy again forgets them all).
+  std::map<std::string, OverrideRemoval> removed_overrides;
 };
 
 /// Policies stored in Redis, one per limiter name, shared by the whole fleet (Redisson's
@@ -48,8 +60,9 @@ struct StoredPolicies {
 /// within a round trip of the change's notice while Redis is reachable, and within
 /// LimiterOptions::policy_refresh otherwise.
 ///
-/// The record is `<prefix>:policy:{<name>}` (a hash: version, policy text, since, carry) and the
-/// overrides `<prefix>:policy:{<name>}:overrides`, with the name escaped as in a limiter's keys.
+/// The record is `<prefix>:policy:{<name>}` (a hash: version, policy text, since, carry), the
+/// overrides `<prefix>:policy:{<name>}:overrides` and the removals of overrides since the policy
+/// was stored `<prefix>:policy:{<name>}:removed`, with the name escaped as in a limiter's keys.
 /// Each write is one script: it bumps the name's version (which only grows, also across
 /// remove()), stores, and publishes the version on `<prefix>:policy:{<name>}:changed`. These
 /// configuration keys have no TTL: they live until remove(). Use on the client's loop thread.
@@ -72,7 +85,7 @@ class PolicyStore {
   Task<StoredPolicies> read(std::string name);
   /// Makes `key` of `name` follow `policy` instead of the name's policy (a tier per key).
   Task<void> set_override(std::string name, std::string key, Policy policy);
-  /// Returns `key` to the name's policy.
+  /// Returns `key` to the name's policy: its state carries over as_is from the removal's time.
   Task<void> remove_override(std::string name, std::string key);
   /// Removes the name's policy and overrides; followers then fail with PolicyNotFound. The
   /// version is kept, so a later policy gets a larger one.

@@ -6,9 +6,9 @@
 namespace redlimit::detail {
 
 const std::shared_ptr<const CompiledPolicy>& FollowedPolicies::for_key(std::string_view key) const {
-  if (!overrides.empty()) {
-    const auto found = overrides.find(key);
-    if (found != overrides.end()) return found->second;
+  if (!per_key.empty()) {
+    const auto found = per_key.find(key);
+    if (found != per_key.end()) return found->second;
   }
   return policy;
 }
@@ -22,7 +22,7 @@ PolicyFollower::~PolicyFollower() {
 }
 
 std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
-  if (subscription_ == 0 || !followed_ || (!followed_->policy && followed_->overrides.empty())) {
+  if (subscription_ == 0 || !followed_ || (!followed_->policy && followed_->per_key.empty())) {
     return nullptr;
   }
   refresh_if_due();
@@ -50,7 +50,7 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
   }
   auto fresh_enough = [&self, min_version] {
     return self->followed_ && self->followed_->version >= min_version &&
-           (min_version > 0 || self->followed_->policy || !self->followed_->overrides.empty());
+           (min_version > 0 || self->followed_->policy || !self->followed_->per_key.empty());
   };
   if (!fresh_enough()) {
     bool waited = false;
@@ -109,20 +109,23 @@ void PolicyFollower::on_notice(std::string_view message) {
 void PolicyFollower::install(const StoredPolicies& stored) {
   auto followed = std::make_shared<FollowedPolicies>();
   followed->version = stored.version;
+  // Why per key: a key's state is stamped with the version of the change that last set ITS
+  // policy, so that another key's override neither converts it again (at a later time, or with
+  // the policy's carry once more) nor makes its decisions look newer than they are.
   if (stored.policy) {
-    // Why the policy's carry only when it made the version in force: a version made by an
-    // override or a removal changes nothing for the other keys (as_is, since that change); the
-    // policy's carry applied again would, e.g., reset every key once more.
-    const PolicyEpoch epoch =
-        stored.policy_changed_last
-            ? PolicyEpoch{stored.version, stored.policy->since_us, stored.policy->carry}
-            : PolicyEpoch{stored.version, stored.changed_us, Carry::as_is};
-    followed->policy = CompiledPolicy::compile(stored.policy->policy, epoch);
+    const PolicyRecord& central = *stored.policy;
+    followed->policy = CompiledPolicy::compile(
+        central.policy, PolicyEpoch{central.version, central.since_us, central.carry});
+    for (const auto& [key, removal] : stored.removed_overrides) {
+      followed->per_key.emplace(
+          key, CompiledPolicy::compile(
+                   central.policy, PolicyEpoch{removal.version, removal.since_us, Carry::as_is}));
+    }
   }
   for (const auto& [key, record] : stored.overrides) {
-    followed->overrides.emplace(
+    followed->per_key.insert_or_assign(
         key, CompiledPolicy::compile(record.policy,
-                                     PolicyEpoch{stored.version, record.since_us, Carry::as_is}));
+                                     PolicyEpoch{record.version, record.since_us, Carry::as_is}));
   }
   followed_ = std::move(followed);
 }

@@ -19,15 +19,16 @@ namespace redlimit::detail {
 /// What a following limiter decides under: the stored policies of its name, compiled, as last
 /// read.
 struct FollowedPolicies {
-  /// The name's version: every decision under these policies carries it.
+  /// The name's version (its latest change): at least every key's version below.
   std::int64_t version = 0;
-  /// The name's policy; null when none is stored.
+  /// The name's policy under the epoch of its change; null when none is stored.
   std::shared_ptr<const CompiledPolicy> policy;
-  /// Per raw key, the policy that replaces the name's.
+  /// Per raw key whose policy was set by a later change: its override, or the name's policy
+  /// under the epoch of the override's removal (each key's decisions carry its epoch's version).
   std::unordered_map<std::string, std::shared_ptr<const CompiledPolicy>, KeyHash, std::equal_to<>>
-      overrides;
+      per_key;
 
-  /// The policy for `key`: its override, else the name's (null when neither is stored).
+  /// The policy for `key`: its own, else the name's (null when neither is stored).
   const std::shared_ptr<const CompiledPolicy>& for_key(std::string_view key) const;
 };
 

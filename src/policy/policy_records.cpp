@@ -56,6 +56,16 @@ PolicyRecord parse_override(std::string_view value) {
   return record;
 }
 
+/// "<version>:<since>", as remove_override writes it.
+OverrideRemoval parse_removal(std::string_view value) {
+  const auto colon = value.find(':');
+  if (colon == std::string_view::npos) {
+    throw ProtocolError("the policy store holds a bad removal: '" + std::string(value) + "'");
+  }
+  return OverrideRemoval{.version = parse_number(value.substr(0, colon), "removal version"),
+                         .since_us = parse_number(value.substr(colon + 1), "removal time")};
+}
+
 }  // namespace
 
 std::string policy_record_key(std::string_view prefix, std::string_view name) {
@@ -81,7 +91,8 @@ std::string carry_argument(Carry carry) {
 Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::string record_key,
                               std::string operation, std::string first, std::string second) {
   const std::string overrides_key = record_key + ":overrides";
-  const std::array<std::string_view, 2> keys = {record_key, overrides_key};
+  const std::string removed_key = record_key + ":removed";
+  const std::array<std::string_view, 3> keys = {record_key, overrides_key, removed_key};
   const std::array<std::string_view, 3> args = {operation, first, second};
   co_return co_await redis->eval(scripts::policy_store, keys, args, redis->command_deadline());
 }
@@ -91,7 +102,7 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
   const Reply reply =
       co_await run_policy_script(std::move(redis), std::move(record_key), "read", "", "");
   const auto& parts = reply.as_array();
-  if (parts.size() != 2) throw ProtocolError("the policy store's read returned a bad reply");
+  if (parts.size() != 3) throw ProtocolError("the policy store's read returned a bad reply");
   StoredPolicies stored;
   const auto& fields = parts[0].as_array();
   std::optional<std::string> text;
@@ -110,20 +121,24 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
       record.carry = parse_carry(value);
     } else if (field == "policy_version") {
       policy_version = parse_number(value, "policy version");
-    } else if (field == "changed") {
-      stored.changed_us = parse_number(value, "time of change");
     }
   }
   if (text) {
-    stored.policy_changed_last = policy_version == stored.version;
+    if (policy_version <= 0)
+      throw ProtocolError("the policy store holds a policy without its version");
     record.policy = parse_policy(*text);
-    record.version = stored.version;
+    record.version = policy_version;
     stored.policy = std::move(record);
   }
   const auto& overrides = parts[1].as_array();
   for (std::size_t i = 0; i + 1 < overrides.size(); i += 2) {
     stored.overrides.emplace(overrides[i].as_string(),
                              parse_override(overrides[i + 1].as_string()));
+  }
+  const auto& removals = parts[2].as_array();
+  for (std::size_t i = 0; i + 1 < removals.size(); i += 2) {
+    stored.removed_overrides.emplace(removals[i].as_string(),
+                                     parse_removal(removals[i + 1].as_string()));
   }
   co_return stored;
 }

@@ -363,11 +363,34 @@ TEST_F(PolicyStoreTest, AResetCarriesOnceNotAgainWhenAnOverrideMakesTheNextVersi
   EXPECT_EQ(admitted(loop(), limiter, "a", 5), 3);  // reset: full again, once
 
   run(loop(), store.set_override("api", "b", Policy::parse("fixed_window 10/24h")));
-  const StoredPolicies stored = run(loop(), store.read("api"));
-  EXPECT_FALSE(stored.policy_changed_last);
-  EXPECT_GE(stored.changed_us, stored.overrides.at("b").since_us);
-  await_version(loop(), limiter, "a", stored.version);
+  await_version(loop(), limiter, "b", run(loop(), store.read("api")).version);
   EXPECT_EQ(admitted(loop(), limiter, "a", 5), 0);  // the override's version resets nothing
+}
+
+TEST_F(PolicyStoreTest, AnOverrideChangeLeavesTheOtherKeysDecisionsAtTheirVersion) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 10/s")));
+  const std::int64_t central = run(loop(), store.record("api"))->version;
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  EXPECT_EQ(run(loop(), limiter.try_acquire("a")).policy_version, central);
+
+  run(loop(), store.set_override("api", "b", Policy::parse("gcra 100/s")));
+  const std::int64_t added = run(loop(), store.read("api")).version;
+  await_version(loop(), limiter, "b", added);
+  EXPECT_EQ(run(loop(), limiter.try_acquire("a")).policy_version, central);
+
+  run(loop(), store.remove_override("api", "b"));
+  const StoredPolicies removed = run(loop(), store.read("api"));
+  EXPECT_EQ(removed.removed_overrides.at("b"),
+            (OverrideRemoval{removed.version, removed.removed_overrides.at("b").since_us}));
+  await_version(loop(), limiter, "b", removed.version);
+  EXPECT_EQ(run(loop(), limiter.try_acquire("a")).policy_version, central);
+
+  run(loop(), store.set("api", Policy::parse("gcra 20/s")));
+  const StoredPolicies stored = run(loop(), store.read("api"));
+  EXPECT_TRUE(stored.removed_overrides.empty());  // the policy's version is newer
+  await_version(loop(), limiter, "a", stored.version);
+  EXPECT_EQ(run(loop(), limiter.try_acquire("b")).policy_version, stored.version);
 }
 
 TEST_F(PolicyStoreTest, AFollowerFirstCalledAfterItsClientClosedFailsAndLeavesNoHandle) {
@@ -390,7 +413,7 @@ TEST_F(PolicyStoreTest, AnOverrideAppliesToItsKeyOnlyAndRemovingItReturnsTheKeyT
   EXPECT_EQ(admitted(loop(), limiter, "plain", 10), 1);
 
   run(loop(), store.remove_override("api", "gold"));
-  const std::int64_t version = run(loop(), store.record("api"))->version;
+  const std::int64_t version = run(loop(), store.read("api")).version;
   while (run(loop(), limiter.peek("gold")).policy_version != version)
     run(loop(), sleep_for(loop(), 200us));
   const Decision gold = run(loop(), limiter.peek("gold"));
