@@ -7,7 +7,9 @@
 // decisions, merged from all processes, must obey the guarantee (test::check_transitions): the
 // versions used never go back, none is used later than a newer one's since + the propagation
 // bound, and each version's limits hold from its since on, counting what was admitted before as
-// its carry says. The measured propagation is printed, not asserted.
+// its carry says. A key's history holds only the changes that set its policy, each with its
+// stored version and time: the name's policy for a key without an override; the override's set
+// and removal for the tier key. The measured propagation is printed, not asserted.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +51,12 @@ struct Change {
   const char* policy;  ///< the text form; unused by remove_override
   Carry carry = Carry::as_is;
   const char* what;
+};
+
+/// The versions one key followed, in order, and the change that made each.
+struct KeyHistory {
+  std::vector<test::PolicyVersion> versions;
+  std::vector<const char*> made_by;
 };
 
 /// One run of the fleet: the changes made, in order.
@@ -105,17 +113,9 @@ class PolicyFleet : public test::LoopTest, public ::testing::WithParamInterface<
     LoopTest::TearDown();
   }
 
-  /// Redis TIME in microseconds.
-  std::int64_t server_time_us() const {
-    const Reply time = server_.command({"TIME"});
-    return std::stoll(time.as_array().at(0).str) * 1'000'000 +
-           std::stoll(time.as_array().at(1).str);
-  }
-
-  /// Makes `change` and appends the version it made to every key's history.
-  void make(const Change& change,
-            std::map<std::string, std::vector<test::PolicyVersion>>& history) {
-    const std::int64_t before = server_time_us();
+  /// Makes `change` and appends, to the history of every key whose policy it set, the version
+  /// the key follows from then on (a change of one key's override sets no other key's policy).
+  void make(const Change& change, std::map<std::string, KeyHistory>& history) {
     switch (change.kind) {
       case Change::try_set:
         ASSERT_TRUE(run(loop(), store_.try_set(name, Policy::parse(change.policy))));
@@ -132,19 +132,26 @@ class PolicyFleet : public test::LoopTest, public ::testing::WithParamInterface<
     }
     const StoredPolicies stored = run(loop(), store_.read(name));
     ASSERT_TRUE(stored.policy);
-    // Why: the store keeps the time of a policy's or an override's change, not of a removal;
-    // TIME read before the removal is at most its time (an earlier since only checks more).
-    std::int64_t since = before;
-    if (change.kind == Change::set_override) {
-      since = stored.overrides.at(tier_key).since_us;
-    } else if (change.kind != Change::remove_override) {
-      since = stored.policy->since_us;
-    }
     for (const std::string& key : keys) {
       const auto tier = stored.overrides.find(key);
-      const Policy& policy =
-          tier != stored.overrides.end() ? tier->second.policy : stored.policy->policy;
-      history[key].push_back({stored.version, policy, since, change.carry});
+      const auto removal = stored.removed_overrides.find(key);
+      test::PolicyVersion followed;
+      if (tier != stored.overrides.end()) {
+        followed = {tier->second.version, tier->second.policy, tier->second.since_us, Carry::as_is};
+      } else if (removal != stored.removed_overrides.end()) {
+        followed = {removal->second.version, stored.policy->policy, removal->second.since_us,
+                    Carry::as_is};
+      } else {
+        followed = {stored.policy->version, stored.policy->policy, stored.policy->since_us,
+                    stored.policy->carry};
+      }
+      KeyHistory& key_history = history[key];
+      if (!key_history.versions.empty() &&
+          key_history.versions.back().version == followed.version) {
+        continue;
+      }
+      key_history.versions.push_back(followed);
+      key_history.made_by.push_back(change.what);
     }
   }
 
@@ -180,27 +187,26 @@ void read_log(const std::string& path, FollowerLogs& logs) {
 }
 
 /// "version <v>: <change> (<policy>)" per line, to read a failure by.
-std::string versions_made(const std::vector<Change>& changes,
-                          const std::vector<test::PolicyVersion>& history) {
+std::string versions_made(const KeyHistory& history) {
   std::string lines;
-  for (std::size_t index = 0; index < history.size(); ++index) {
-    lines += "version " + std::to_string(history[index].version) + ": " + changes[index].what +
-             " (" + to_string(history[index].policy) + ")\n";
+  for (std::size_t index = 0; index < history.versions.size(); ++index) {
+    lines += "version " + std::to_string(history.versions[index].version) + ": " +
+             history.made_by[index] + " (" + to_string(history.versions[index].policy) + ")\n";
   }
   return lines;
 }
 
-/// Per change and key, when the fleet switched: the last decision made in Redis under an older
-/// version after the change, and the first under it or a newer one, in ms after the change's since.
-void print_propagation(const std::vector<Change>& changes,
-                       const std::map<std::string, std::vector<test::PolicyVersion>>& history,
-                       const FollowerLogs& logs) {
+/// Per key and change of its policy, when the fleet switched: the last decision made in Redis
+/// under an older version after the change, and the first under it or a newer one, in ms after
+/// the change's since.
+void print_propagation(const std::map<std::string, KeyHistory>& history, const FollowerLogs& logs) {
   std::printf(
       "propagation (ms after since): change, key, last decision under an older version, "
       "first under it or a newer one\n");
-  for (std::size_t index = 1; index < changes.size(); ++index) {
-    for (const std::string& key : keys) {
-      const test::PolicyVersion& version = history.at(key)[index];
+  for (const std::string& key : keys) {
+    const KeyHistory& key_history = history.at(key);
+    for (std::size_t index = 1; index < key_history.versions.size(); ++index) {
+      const test::PolicyVersion& version = key_history.versions[index];
       std::int64_t last_old = -1;
       std::int64_t first_new = -1;
       for (const test::VersionedAdmit& admit : logs.decisions.at(key)) {
@@ -212,7 +218,7 @@ void print_propagation(const std::vector<Change>& changes,
           first_new = after;
         }
       }
-      std::printf("  %-26s %-5s %9s %9s\n", changes[index].what, key.c_str(),
+      std::printf("  %-26s %-5s %9s %9s\n", key_history.made_by[index], key.c_str(),
                   last_old < 0 ? "none" : std::to_string(last_old / 1000.0).c_str(),
                   first_new < 0 ? "none" : std::to_string(first_new / 1000.0).c_str());
     }
@@ -277,7 +283,7 @@ TEST_P(PolicyFleet, FollowersStartedBeforeAnyPolicyObeyEveryChangeAsItsCarrySays
   Followers followers(server_);
   ASSERT_TRUE(followers.all_waiting_for_a_policy(30s))
       << "a follower never got PolicyNotFound before any policy was stored";
-  std::map<std::string, std::vector<test::PolicyVersion>> history;
+  std::map<std::string, KeyHistory> history;
   for (const Change& change : changes) {
     make(change, history);
     std::this_thread::sleep_for(between_changes);
@@ -294,17 +300,18 @@ TEST_P(PolicyFleet, FollowersStartedBeforeAnyPolicyObeyEveryChangeAsItsCarrySays
   for (const std::string& key : keys) {
     SCOPED_TRACE(key);
     const std::vector<test::VersionedAdmit>& admits = logs.admits[key];
-    ASSERT_GT(admits.size(), changes.size());
-    const test::CheckResult check = test::check_transitions(history[key], admits, bound);
-    EXPECT_TRUE(check) << check.description << "\n" << versions_made(changes, history[key]);
+    const std::vector<test::PolicyVersion>& versions = history[key].versions;
+    ASSERT_GT(admits.size(), versions.size());
+    const test::CheckResult check = test::check_transitions(versions, admits, bound);
+    EXPECT_TRUE(check) << check.description << "\n" << versions_made(history[key]);
     const std::vector<test::VersionedAdmit>& decisions = logs.decisions[key];
     EXPECT_TRUE(std::any_of(decisions.begin(), decisions.end(),
                             [&](const test::VersionedAdmit& decision) {
-                              return decision.policy_version == history[key].back().version;
+                              return decision.policy_version == versions.back().version;
                             }))
         << "no decision was made under the last version";
   }
-  print_propagation(changes, history, logs);
+  print_propagation(history, logs);
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, PolicyFleet, ::testing::Values(buckets, windows),
