@@ -44,6 +44,10 @@ struct ClientOptions {
   std::size_t max_pending = 65536;
   /// Where redlimit logs; default: the logger registered as "redlimit", else a stderr logger.
   std::shared_ptr<spdlog::logger> logger{};
+  /// This client's name in the keys of Scope::per_client policies (each client its own state):
+  /// 1 to 64 characters from [A-Za-z0-9_.-]. Empty: 16 random hex digits, so every Client
+  /// object (every process) has its own. Name one to keep a client's state across restarts.
+  std::string id{};
 };
 
 /// The connection to Redis. Commands that name a key are routed by the key's hash slot: to the
@@ -112,6 +116,8 @@ class Client {
   uv_loop_t* loop() const noexcept;
   /// The options in effect.
   const ClientOptions& options() const noexcept;
+  /// This client's id (ClientOptions::id, or the random one it got).
+  const std::string& id() const noexcept;
   /// Internal: what sends the commands of the limiters and semaphores on this client.
   detail::CommandDispatcher& dispatcher() noexcept { return *dispatcher_; }
   /// Internal: the same, for a limiter or semaphore to share.

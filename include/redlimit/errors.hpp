@@ -100,6 +100,14 @@ class LeaseExpired : public Error {
   using Error::Error;
 };
 
+/// A limiter that follows a PolicyStore found no policy stored under its name (nor an override
+/// for the key) by the call's deadline: nothing was decided, and nothing is allowed. The same
+/// limiter works once a policy is stored.
+class PolicyNotFound : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Redis answered with an error reply. code() is its first word: "ERR", "NOSCRIPT", "MOVED",
 /// "BUSY", "OOM", "READONLY", ...
 class ReplyError : public Error {

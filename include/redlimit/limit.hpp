@@ -122,6 +122,8 @@ struct Policy {
   /// options: `burst <n>` (gcra, token_bucket; ignored by the window algorithms), `queue <n>`
   /// (leaky_bucket), `anchored` or `aligned` (fixed_window's Window). Words are separated by
   /// spaces; a rate is Rate::parse's text. Example: "gcra 10/s burst 20; fixed_window 1000/day".
+  /// A clause `scope per_client` (or `scope overall`, the default) in place of a limit sets
+  /// the scope: "gcra 10/s; scope per_client".
   /// Throws InvalidArgument, naming the limit and the word, for anything else (an empty text
   /// included). The limits' values are checked when a Limiter takes the policy.
   static Policy parse(std::string_view text);
@@ -131,7 +133,7 @@ struct Policy {
 
 /// The text form of `policy` (see Policy::parse), which parses back to an equal policy: each
 /// field that differs from its default is written, e.g.
-/// "gcra 10/1s burst 20; fixed_window 1000/1d".
+/// "gcra 10/1s burst 20; fixed_window 1000/1d", and "; scope per_client" when it is.
 std::string to_string(const Policy& policy);
 /// The text form of one limit, as a policy of it would have.
 std::string to_string(const Limit& limit);

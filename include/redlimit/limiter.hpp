@@ -34,6 +34,10 @@ struct LimiterOptions {
   FailurePolicy on_failure{};
   /// Remember "denied until T" locally when that is provably what Redis would answer.
   bool deny_cache = true;
+  /// A limiter following a PolicyStore reads its policy again at least this often (besides on
+  /// every change notice, which pub/sub loses while its connection is down): the bound on how
+  /// long a change may go unseen. At least 1 ms.
+  std::chrono::milliseconds policy_refresh{1000};
 };
 
 /// A number of permits of the limiter's shared key (its name): `limiter.try_acquire(Permits{5})`.
@@ -69,6 +73,15 @@ class Limiter {
  public:
   /// A limiter whose state lives in Redis, shared by every process that uses the same name.
   Limiter(Client& client, Policy policy, LimiterOptions options);
+  /// A limiter that follows the policy stored under `options.name` in a PolicyStore (with the
+  /// same prefix), and its per-key overrides: every decision carries the stored version
+  /// (Decision::policy_version). The policy is read on the first call (which waits for it), read
+  /// again within a round trip of each change notice and at least every
+  /// `options.policy_refresh`, and when a script finds a key written under a newer version.
+  /// With no policy stored, calls fail with PolicyNotFound (never an allow) until one is. When
+  /// Redis cannot answer, the failure policy applies with the policy read last (PolicyNotFound
+  /// if none was read yet). set_policy() is an InvalidArgument: the store decides.
+  Limiter(Client& client, LimiterOptions options);
   /// A limiter whose state lives in this process only (LocalBackend): the same algorithms,
   /// no Redis. Idle keys are evicted, so memory stays bounded.
   Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options);
@@ -140,8 +153,10 @@ class Limiter {
   /// (tightening never frees a permit), Carry::proportional scales them by the capacity ratio,
   /// Carry::reset starts every key full. A key's state is converted once, on its next
   /// decision (allowed or denied), and its expiry follows the new policy.
+  /// On a limiter that follows a PolicyStore: InvalidArgument (the store decides).
   void set_policy(Policy policy, Carry carry = Carry::as_is);
-  /// The policy in effect (a copy: set_policy() may replace it).
+  /// The policy in effect (a copy: set_policy() may replace it); for a follower, the name's
+  /// policy read last (an empty policy before the first read).
   Policy policy() const;
 
  private:

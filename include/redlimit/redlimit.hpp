@@ -7,6 +7,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/policy_store.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"

@@ -3,6 +3,7 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
 #include "limiter/validation.hpp"
 #include "redlimit/errors.hpp"
@@ -29,6 +30,9 @@ bool reservable(const CompiledPolicy& policy) {
 
 Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                        std::int64_t permits, OwnedAcquireOptions options) {
+  if (self->follower_) {
+    co_return co_await acquire_following(self, std::move(key), permits, std::move(options));
+  }
   DecideRequest validated_request = self->request(key, Operation::acquire, permits);
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
@@ -70,6 +74,8 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
   std::exception_ptr error;
   try {
     reservation = co_await backend_->reserve(request, max_wait);
+  } catch (const StalePolicy&) {
+    throw;  // a follower reads its policy again and asks once more
   } catch (...) {
     error = std::current_exception();
   }

@@ -5,6 +5,7 @@
 #include "algorithms/reservations.hpp"
 #include "limiter/fallback_policy.hpp"
 #include "limiter/key_format.hpp"
+#include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
 #include "limiter/validation.hpp"
 #include "redis/reply_convert.hpp"
@@ -20,6 +21,9 @@ LimiterOptions validated(LimiterOptions options) {
   check_name("LimiterOptions::name", options.name);
   check_prefix("LimiterOptions::prefix", options.prefix);
   check_failure_policy("LimiterOptions::on_failure", options.on_failure);
+  if (options.policy_refresh.count() < 1) {
+    throw InvalidArgument("LimiterOptions::policy_refresh must be at least 1 ms");
+  }
   return options;
 }
 
@@ -59,18 +63,61 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
         CompiledPolicy::compile(fallback_policy(policy, options_.on_failure.local_share));
     fallback_ = std::make_unique<LocalBackend>();
   }
+  if (redis_ != nullptr) per_client_name_ = escaped_name_ + "%@" + redis_->options().id;
+}
+
+PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+                               std::unique_ptr<Backend> backend,
+                               std::shared_ptr<PolicyFollower> follower, LimiterOptions options,
+                               std::shared_ptr<spdlog::logger> logger)
+    : loop_(loop),
+      redis_(std::move(redis)),
+      options_(validated(std::move(options))),
+      escaped_name_(escape_key_part(options_.name)),
+      backend_(std::move(backend)),
+      per_client_name_(escaped_name_ + "%@" + redis_->options().id),
+      follower_(std::move(follower)),
+      logger_(std::move(logger)) {
+  if (options_.on_failure.kind == FailurePolicy::local_fallback) {
+    fallback_ = std::make_unique<LocalBackend>();
+  }
+}
+
+const Policy& PolicyEnforcer::policy() const noexcept {
+  static const Policy none;
+  return policy_ ? policy_->policy() : none;
+}
+
+std::shared_ptr<const CompiledPolicy> PolicyEnforcer::fallback_policy_for(
+    const std::shared_ptr<const CompiledPolicy>& source) const {
+  if (!follower_) return fallback_policy_;
+  if (source != fallback_source_) {
+    followed_fallback_ = CompiledPolicy::compile(
+        fallback_policy(source->policy(), options_.on_failure.local_share), source->epoch());
+    fallback_source_ = source;
+  }
+  return followed_fallback_;
 }
 
 DecideRequest PolicyEnforcer::request(std::string_view key, Operation operation,
                                       std::int64_t permits) const {
+  return request_under(policy_, key, operation, permits);
+}
+
+DecideRequest PolicyEnforcer::request_under(std::shared_ptr<const CompiledPolicy> policy,
+                                            std::string_view key, Operation operation,
+                                            std::int64_t permits) const {
   check_key(key);
-  policy_->check_permits(permits);
-  return DecideRequest(policy_, key_base(options_.prefix, escaped_name_, key), operation, permits);
+  policy->check_permits(permits);
+  // Why only with Redis: in process, every client of the limiter is this process.
+  const bool per_client = policy->policy().scope == Scope::per_client && redis_ != nullptr;
+  KeyBase base = key_base(options_.prefix, per_client ? per_client_name_ : escaped_name_, key);
+  return DecideRequest(std::move(policy), std::move(base), operation, permits);
 }
 
 DecideRequest PolicyEnforcer::fallback_request(const DecideRequest& request) const {
   DecideRequest local = request;
-  local.policy = fallback_policy_;
+  local.policy = fallback_policy_for(request.policy);
   return local;
 }
 
@@ -86,7 +133,7 @@ DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
 }
 
 bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
-  for (const auto& limit : fallback_policy_->limits()) {
+  for (const auto& limit : fallback_policy_for(request.policy)->limits()) {
     if (request.permits > limit.capacity) return false;
   }
   return true;
@@ -140,6 +187,8 @@ Task<Decision> PolicyEnforcer::decide(DecideRequest request,
       deny_cache_.remember(request.key_base.view(), request.permits, decision, sent);
     }
     co_return decision;
+  } catch (const StalePolicy&) {
+    throw;  // a follower reads its policy again and asks once more
   } catch (...) {
     error = std::current_exception();
   }
@@ -149,6 +198,9 @@ Task<Decision> PolicyEnforcer::decide(DecideRequest request,
 // Why not coroutines: a coroutine layer per call costs a frame and a resumption; an invalid
 // argument still reaches the caller at its co_await, as from a coroutine.
 Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
+  if (follower_) {
+    return decide_following(shared_from_this(), std::move(key), Operation::acquire, permits);
+  }
   try {
     return decide(request(key, Operation::acquire, permits), shared_from_this());
   } catch (...) {
@@ -157,6 +209,7 @@ Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits
 }
 
 Task<Decision> PolicyEnforcer::peek(std::string key) {
+  if (follower_) return decide_following(shared_from_this(), std::move(key), Operation::peek, 1);
   try {
     return decide(request(key, Operation::peek, 1), shared_from_this());
   } catch (...) {
@@ -165,17 +218,28 @@ Task<Decision> PolicyEnforcer::peek(std::string key) {
 }
 
 Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::string key) {
-  DecideRequest validated_request = self->request(key, Operation::peek, 1);
+  // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
+  std::optional<DecideRequest> followed;
+  if (self->follower_)
+    followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0));
+  DecideRequest validated_request =
+      followed ? std::move(*followed) : self->request(key, Operation::peek, 1);
   ++self->generation_;
   self->deny_cache_.forget(validated_request.key_base.view());
   if (self->fallback_) {
-    co_await self->fallback_->reset(self->fallback_policy_, validated_request.key_base.str());
+    co_await self->fallback_->reset(self->fallback_policy_for(validated_request.policy),
+                                    validated_request.key_base.str());
   }
   co_await self->backend_->reset(std::move(validated_request.policy),
                                  validated_request.key_base.str());
 }
 
 void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
+  if (follower_) {
+    throw InvalidArgument(
+        "set_policy() on a limiter that follows a PolicyStore: change the "
+        "stored policy instead (PolicyStore::set)");
+  }
   // Why the system clock: the change takes effect now; Redis converts a key at
   // min(since, its own TIME), so a client clock ahead of Redis's only means "at once".
   const PolicyEpoch epoch{.version = 0, .since_us = LocalBackend::system_clock(), .carry = carry};

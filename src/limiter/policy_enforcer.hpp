@@ -13,6 +13,7 @@
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/waiters.hpp"
+#include "policy/policy_follower.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
 
@@ -29,6 +30,11 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                  std::unique_ptr<Backend> backend, Policy policy, LimiterOptions options,
                  std::shared_ptr<spdlog::logger> logger);
+  /// A limiter that follows the policies stored under its name (PolicyStore), through
+  /// `follower`; `redis` and `backend` are as above (never in process).
+  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+                 std::unique_ptr<Backend> backend, std::shared_ptr<PolicyFollower> follower,
+                 LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
 
   // Why every call keeps the enforcer alive: a Limiter that is destroyed or assigned to while
   // a call waits drops its reference, and the call's frames still use the enforcer.
@@ -37,14 +43,19 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                 std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
   static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
-  /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}.
+  /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}. Throws
+  /// InvalidArgument for a follower: its store is the source of truth.
   void set_policy(Policy policy, Carry carry);
-  const Policy& policy() const noexcept { return policy_->policy(); }
+  /// The policy in effect; for a follower the name's policy read last (none before).
+  const Policy& policy() const noexcept;
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
 
   /// A validated request for `key` under the current policy; throws InvalidArgument.
   DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const;
+  /// A validated request for `key` under `policy`; throws InvalidArgument.
+  DecideRequest request_under(std::shared_ptr<const CompiledPolicy> policy, std::string_view key,
+                              Operation operation, std::int64_t permits) const;
 
  private:
   /// The decision for `request`: from the deny cache, from the backend, or, when Redis cannot
@@ -62,6 +73,25 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend) const;
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
+
+  // ---- a follower's calls (src/policy/following_calls.cpp)
+  /// A validated request for `key` under the stored policy for it, of at least `min_version`:
+  /// PolicyNotFound when none is stored (or none could be read yet).
+  static Task<DecideRequest> followed_request(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                              Operation operation, std::int64_t permits,
+                                              std::int64_t min_version);
+  /// try_acquire() and peek() of a follower: asks again under the policy read again when a
+  /// script refuses the request as stale (StalePolicy), until the call's deadline.
+  static Task<Decision> decide_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                         Operation operation, std::int64_t permits);
+  /// acquire() of a follower, asking again as decide_following() does.
+  static Task<Decision> acquire_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                          std::int64_t permits, OwnedAcquireOptions options);
+  /// Takes `followed` as the policies in effect: a new version clears the deny cache.
+  void follow(const FollowedPolicies& followed);
+  /// The fallback's scaled policy for a request under `source` (a follower's policies change).
+  std::shared_ptr<const CompiledPolicy> fallback_policy_for(
+      const std::shared_ptr<const CompiledPolicy>& source) const;
 
   Task<Decision> acquire_by_reserving(DecideRequest request, OwnedAcquireOptions options);
   Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
@@ -81,6 +111,14 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   std::unique_ptr<LocalBackend> fallback_;                 ///< local_fallback
   DenyCache deny_cache_;
   std::uint64_t generation_ = 0;  ///< counts reset() and set_policy() calls (see decide())
+  /// `<escaped name>%@<client id>`: the name part of a Scope::per_client policy's keys ('%' is
+  /// followed by two hex digits in an escaped name, so it never equals one).
+  std::string per_client_name_;
+  std::shared_ptr<PolicyFollower> follower_;  ///< null unless following a PolicyStore
+  std::int64_t followed_version_ = -1;        ///< the version follow() took last
+  /// A follower's fallback policy and the policy it was scaled from.
+  mutable std::shared_ptr<const CompiledPolicy> fallback_source_;
+  mutable std::shared_ptr<const CompiledPolicy> followed_fallback_;
   std::shared_ptr<spdlog::logger> logger_;
 };
 

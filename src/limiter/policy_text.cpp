@@ -109,6 +109,14 @@ class LimitParser {
   std::string where_;
 };
 
+/// The scope a clause `scope overall` or `scope per_client` names.
+Scope parse_scope(const std::vector<std::string_view>& words, const std::string& where) {
+  if (words.size() == 2 && words[1] == "overall") return Scope::overall;
+  if (words.size() == 2 && words[1] == "per_client") return Scope::per_client;
+  throw InvalidArgument(where + " has a bad scope clause (use 'scope overall' or " +
+                        "'scope per_client')");
+}
+
 Limit with_capacity(Algorithm algorithm, Rate rate, std::int64_t burst) {
   return Limit{algorithm, rate, burst, Window::aligned};
 }
@@ -159,8 +167,11 @@ Policy Policy::parse(std::string_view text) {
   while (true) {
     const auto semicolon = rest.find(';');
     const std::string_view part = trimmed(rest.substr(0, semicolon));
-    // Why: one ';' may end the text ("gcra 10/s;"); an empty limit anywhere else is an error.
-    if (!(part.empty() && semicolon == std::string_view::npos && !policy.limits.empty())) {
+    const std::vector<std::string_view> words = words_of(part);
+    if (!words.empty() && words.front() == "scope") {
+      policy.scope = parse_scope(words, where);
+    } else if (!(part.empty() && semicolon == std::string_view::npos && !policy.limits.empty())) {
+      // Why: one ';' may end the text ("gcra 10/s;"); an empty limit anywhere else is an error.
       policy.limits.push_back(
           LimitParser(part, where + " limit " + std::to_string(policy.limits.size() + 1)).parse());
     }
@@ -184,6 +195,7 @@ std::string to_string(const Policy& policy) {
     if (!text.empty()) text += "; ";
     text += to_string(limit);
   }
+  if (policy.scope == Scope::per_client) text += "; scope per_client";
   return text;
 }
 

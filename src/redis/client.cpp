@@ -27,4 +27,8 @@ const ClientOptions& Client::options() const noexcept {
   return dispatcher_->options();
 }
 
+const std::string& Client::id() const noexcept {
+  return dispatcher_->options().id;
+}
+
 }  // namespace redlimit

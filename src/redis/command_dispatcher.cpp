@@ -1,6 +1,8 @@
 #include "redis/command_dispatcher.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <stdexcept>
 
 #include "redis/cluster_router.hpp"
@@ -15,6 +17,18 @@
 
 namespace redlimit::detail {
 namespace {
+
+constexpr std::string_view client_id_characters =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-";
+
+/// 16 random hex digits: a Client's id when its options name none.
+std::string random_client_id() {
+  std::random_device entropy;
+  const std::uint64_t value = (std::uint64_t{entropy()} << 32) ^ entropy();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
 
 ClientOptions validated(ClientOptions options) {
   auto positive = [](std::chrono::milliseconds value, const char* field) {
@@ -32,6 +46,13 @@ ClientOptions validated(ClientOptions options) {
   }
   if (options.max_pending == 0) throw ConfigError("ClientOptions::max_pending must be at least 1");
   if (!options.logger) options.logger = default_logger();
+  if (options.id.empty()) {
+    options.id = random_client_id();
+  } else if (options.id.size() > 64 ||
+             options.id.find_first_not_of(client_id_characters) != std::string::npos) {
+    throw ConfigError("ClientOptions::id must be 1 to 64 characters from [A-Za-z0-9_.-], got '" +
+                      options.id + "'");
+  }
   return options;
 }
 

@@ -63,6 +63,8 @@ class CommandDispatcher {
   BackgroundTasks& background() noexcept { return background_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
+  /// Whether close() was called: nothing new (a subscription included) should start.
+  bool closed() const noexcept { return close_requested_; }
   /// The embedded scripts.
   const ScriptRegistry& scripts() const noexcept { return scripts_; }
   /// Throws UsageError when called from a thread other than the one that made the client.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace redlimit::test {
 namespace {
@@ -199,7 +200,417 @@ CheckResult check_sliding_counter(const Limit& limit, const std::vector<Admit>& 
   return {};
 }
 
+/// Floor of a / b for b > 0, also for a negative a (a debt).
+Int128 floor_div(Int128 a, Int128 b) {
+  Int128 quotient = a / b;
+  if (a % b != 0 && a < 0) --quotient;
+  return quotient;
+}
+
+Int128 ceil_div(Int128 a, Int128 b) {
+  return -floor_div(-a, b);
+}
+
+constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t always = std::numeric_limits<std::int64_t>::min();
+
+bool earlier(const VersionedAdmit& a, const VersionedAdmit& b) {
+  return a.time_us != b.time_us ? a.time_us < b.time_us : a.policy_version < b.policy_version;
+}
+
+/// Two limits keep one state (one key) only when they are the same algorithm and window kind.
+bool same_state(const Limit& a, const Limit& b) {
+  return a.algorithm == b.algorithm &&
+         (a.algorithm != Algorithm::fixed_window || a.window == b.window);
+}
+
+/// A position's state at the end of a version, in that version's terms: the least the
+/// implementation can hold then (more admitted, or fewer permits, only makes it stricter).
+struct StateAtChange {
+  Int128 available = 0;                ///< buckets: permits available x available_per
+  Int128 available_per = 1;            ///< its denominator (the old period: exact, no rounding)
+  std::int64_t window_start = 0;       ///< windows: the window holding the change
+  Int128 count = 0;                    ///< its count
+  Int128 previous = 0;                 ///< sliding_window_counter: the window before it
+  std::int64_t log_cutoff = always;    ///< sliding_window_log: entries at or before it may be gone
+  std::int64_t log_first_version = 0;  ///< entries of older versions are in another key
+};
+
+/// One version at one limit position: what it checks and what it starts from.
+struct Era {
+  const Limit& limit;
+  std::int64_t version;
+  std::int64_t since;
+  std::int64_t end;  ///< the next version's since, or never
+  Carry carry;
+  const Limit* before;  ///< the previous version's limit when it kept the same state, else null
+  std::vector<VersionedAdmit> counted;  ///< admitted under this version, or newer before `end`
+  std::string name;                     ///< "version v, limit #p"
+};
+
+/// The denominator of the permits a bucket carries from one version to the next.
+constexpr Int128 permit_fraction = 1'000'000;
+
+/// A number of permits as a fraction: permits / per.
+struct Permits {
+  Int128 permits;
+  Int128 per;
+};
+
+/// The permits a bucket holds at since, exactly (no rounding: an implementation that rounds
+/// down, as the contract says, is stricter).
+Permits carry_permits(const Era& era, const StateAtChange& from) {
+  const Permits full{capacity(era.limit), 1};
+  if (era.before == nullptr) return full;
+  switch (era.carry) {
+    case Carry::as_is:
+      return from.available >= full.permits * from.available_per
+                 ? full
+                 : Permits{from.available, from.available_per};
+    case Carry::proportional:
+      return {from.available * full.permits, from.available_per * capacity(*era.before)};
+    case Carry::reset:
+      return full;
+  }
+  return full;
+}
+
+Int128 carry_count(const Era& era, Int128 count) {
+  if (era.before == nullptr) return 0;
+  switch (era.carry) {
+    case Carry::as_is:
+      return count;
+    case Carry::proportional:
+      return ceil_div(count * era.limit.rate.permits, era.before->rate.permits);
+    case Carry::reset:
+      return 0;
+  }
+  return 0;
+}
+
+CheckResult era_violation(const Era& era, std::int64_t start, std::int64_t end, Int128 admitted,
+                          Int128 allowed, const std::string& what) {
+  return violation(start, end, static_cast<std::int64_t>(admitted),
+                   static_cast<std::int64_t>(allowed), era.name + ": " + what);
+}
+
+/// A bucket of the version's capacity B and rate N/P holding K permits at since x: every prefix
+/// from x obeys S P <= K P + (t - x) N, every span obeys S P <= B P + (t_j - t_i) N.
+CheckResult bucket_era(const Era& era, const StateAtChange& from, StateAtChange& at_end) {
+  const Int128 n = era.limit.rate.permits;
+  const Int128 p = era.limit.rate.period.count();
+  const Int128 b = capacity(era.limit);
+  const Permits k = carry_permits(era, from);
+  const Int128 x = era.since;
+  const Int128 none = std::numeric_limits<Int128>::max();
+  Int128 sum = 0;
+  Int128 min_g = none;
+  Int128 sum_before_min = 0;
+  std::int64_t time_of_min = 0;
+  Int128 sum_before_end = 0;
+  Int128 min_g_before_end = none;
+  for (const VersionedAdmit& admit : era.counted) {
+    const Int128 g = sum * p - admit.time_us * n;
+    if (g < min_g) {
+      min_g = g;
+      sum_before_min = sum;
+      time_of_min = admit.time_us;
+    }
+    sum += admit.permits;
+    const Int128 f = sum * p - admit.time_us * n;
+    if (f - min_g > b * p) {
+      return era_violation(era, time_of_min, admit.time_us, sum - sum_before_min,
+                           b + (admit.time_us - time_of_min) * n / p,
+                           "burst + rate x elapsed exceeded");
+    }
+    if (f * k.per > k.permits * p - x * n * k.per) {
+      return era_violation(era, era.since, admit.time_us, sum,
+                           floor_div(k.permits * p + (admit.time_us - x) * n * k.per, p * k.per),
+                           "permits carried at the change + rate x elapsed since exceeded");
+    }
+    if (admit.time_us < era.end) {
+      sum_before_end = sum;
+      min_g_before_end = min_g;
+    }
+  }
+  if (era.end != never) {
+    const Int128 end = era.end;
+    // The level at the end, times p * k.per.
+    Int128 level =
+        std::min(b * p * k.per, k.permits * p + ((end - x) * n - sum_before_end * p) * k.per);
+    if (min_g_before_end != none) {
+      level = std::min(level, (b * p + end * n - sum_before_end * p + min_g_before_end) * k.per);
+    }
+    // Why rounded up to a millionth: exact fractions would multiply their denominators at every
+    // change; rounding up only makes the check more lenient, by a millionth of a permit.
+    at_end.available = ceil_div(level * permit_fraction, p * k.per);
+    at_end.available_per = permit_fraction;
+  }
+  return {};
+}
+
+std::vector<Admit> plain(const std::vector<VersionedAdmit>& admits) {
+  std::vector<Admit> result;
+  result.reserve(admits.size());
+  for (const VersionedAdmit& admit : admits)
+    result.push_back({admit.time_us, admit.permits});
+  return result;
+}
+
+/// How many windows of `period` past the one holding the change the version's own admissions
+/// after it reached: they move the stored window on, and the one before it is then forgotten.
+std::int64_t windows_moved_on(const Era& era, std::int64_t period) {
+  std::int64_t moved = 0;
+  for (const VersionedAdmit& admit : era.counted) {
+    if (admit.time_us >= era.end) {
+      moved = std::max(
+          moved, (aligned_start(admit.time_us, period) - aligned_start(era.end, period)) / period);
+    }
+  }
+  return moved;
+}
+
+/// Aligned windows of the version; the window holding since starts with the carried count.
+CheckResult fixed_window_era(const Era& era, const StateAtChange& from, StateAtChange& at_end) {
+  const std::int64_t period = era.limit.rate.period.count();
+  if (era.limit.window == Window::anchored) {
+    // Why: after a carried change the anchored windows start where denied requests (absent
+    // from the log) converted the state; only a version that started afresh is rebuilt.
+    return era.before == nullptr ? check_fixed_window(era.limit, plain(era.counted))
+                                 : CheckResult{};
+  }
+  const std::int64_t first = aligned_start(era.since, period);
+  const Int128 carried = carry_count(era, from.count);
+  std::map<std::int64_t, Int128> sums;  // admitted per window
+  std::map<std::int64_t, Int128> sums_before_end;
+  sums_before_end[first] = carried;
+  for (const VersionedAdmit& admit : era.counted) {
+    const std::int64_t start = aligned_start(admit.time_us, period);
+    sums[start] += admit.permits;
+    if (admit.time_us < era.end) sums_before_end[start] += admit.permits;
+  }
+  // Why: only a window that admitted can break the limit; a carried count above a new, lower
+  // limit just denies.
+  for (const auto& [start, sum] : sums) {
+    const Int128 counted = sum + (start == first ? carried : 0);
+    if (counted > era.limit.rate.permits) {
+      return era_violation(era, start, start + period - 1, counted, era.limit.rate.permits,
+                           "permits per window, with the count carried, exceeded");
+    }
+  }
+  if (era.end != never) {
+    at_end.window_start = aligned_start(era.end, period);
+    at_end.count = windows_moved_on(era, period) == 0 ? sums_before_end[at_end.window_start] : 0;
+  }
+  return {};
+}
+
+bool overlaps(std::int64_t a_start, std::int64_t a_length, std::int64_t b_start,
+              std::int64_t b_length) {
+  return a_start < b_start + b_length && b_start < a_start + a_length;
+}
+
+/// The version's aligned windows and weighted estimate, the old current and previous windows'
+/// counts landing in the newest new window they overlap.
+CheckResult sliding_counter_era(const Era& era, const StateAtChange& from, StateAtChange& at_end) {
+  const std::int64_t period = era.limit.rate.period.count();
+  const std::int64_t current = aligned_start(era.since, period);
+  std::map<std::int64_t, Int128> sums;
+  Int128 carried_current = 0;
+  const bool touched_at_change = std::any_of(
+      era.counted.begin(), era.counted.end(),
+      [&](const VersionedAdmit& admit) { return aligned_start(admit.time_us, period) == current; });
+  // Why: the implementation converts at the first request under this version; only when that
+  // request fell in the window holding since are the old counts surely in it.
+  if (era.before != nullptr && touched_at_change) {
+    const std::int64_t old_period = era.before->rate.period.count();
+    const std::int64_t old_current = from.window_start;
+    const bool previous_in_current =
+        overlaps(old_current - old_period, old_period, current, period);
+    if (previous_in_current) {
+      carried_current = carry_count(era, from.count + from.previous);
+    } else {
+      carried_current = carry_count(era, from.count);
+      if (overlaps(old_current - old_period, old_period, current - period, period))
+        sums[current - period] += carry_count(era, from.previous);
+    }
+    sums[current] += carried_current;
+  }
+  std::map<std::int64_t, Int128> sums_before_end = sums;
+  for (const VersionedAdmit& admit : era.counted) {
+    sums[aligned_start(admit.time_us, period)] += admit.permits;
+    if (admit.time_us < era.end)
+      sums_before_end[aligned_start(admit.time_us, period)] += admit.permits;
+  }
+  std::int64_t window = always;
+  Int128 before = 0;
+  Int128 at_same_time = 0;
+  for (std::size_t k = 0; k < era.counted.size(); ++k) {
+    const VersionedAdmit& admit = era.counted[k];
+    const std::int64_t start = aligned_start(admit.time_us, period);
+    if (start != window) {
+      window = start;
+      before = start == current ? carried_current : 0;
+      at_same_time = 0;
+    } else if (admit.time_us != era.counted[k - 1].time_us) {
+      before += at_same_time;
+      at_same_time = 0;
+    }
+    const auto previous_it = sums.find(start - period);
+    const Int128 previous = previous_it == sums.end() ? 0 : previous_it->second;
+    const Int128 weighted = previous - previous * (admit.time_us - start) / period;
+    if (weighted + before + admit.permits > era.limit.rate.permits) {
+      return era_violation(era, admit.time_us - period + 1, admit.time_us,
+                           weighted + before + admit.permits, era.limit.rate.permits,
+                           "weighted estimate, with the counts carried, exceeded at an admit");
+    }
+    at_same_time += admit.permits;
+  }
+  if (era.end != never) {
+    at_end.window_start = aligned_start(era.end, period);
+    const std::int64_t moved = windows_moved_on(era, period);
+    at_end.count = moved <= 1 ? sums_before_end[at_end.window_start] : 0;
+    at_end.previous = moved == 0 ? sums_before_end[at_end.window_start - period] : 0;
+  }
+  return {};
+}
+
+/// Every admission still in the log (of this run of sliding_window_log, after the cutoff) counts
+/// in the trailing window of each admit under the version.
+CheckResult sliding_log_era(const Era& era, const StateAtChange& from,
+                            const std::vector<VersionedAdmit>& all, StateAtChange& at_end) {
+  std::int64_t cutoff = always;
+  std::int64_t first_version = era.version;
+  if (era.before != nullptr) {
+    first_version = from.log_first_version;
+    // Entries outside the old window at the change no longer count (the key may have expired),
+    // entries that old admissions trimmed are gone, and reset drops those at or before since.
+    cutoff = std::max(from.log_cutoff, era.since - era.before->rate.period.count());
+    if (era.carry == Carry::reset) cutoff = std::max(cutoff, era.since);
+  }
+  const std::int64_t window = era.limit.rate.period.count();
+  at_end.log_cutoff = cutoff;
+  at_end.log_first_version = first_version;
+  for (const VersionedAdmit& admit : era.counted) {
+    if (admit.policy_version == era.version)
+      at_end.log_cutoff = std::max(at_end.log_cutoff, admit.time_us - window);
+  }
+  std::vector<VersionedAdmit> entries;
+  for (const VersionedAdmit& admit : all)
+    if (admit.policy_version >= first_version && admit.time_us > cutoff) entries.push_back(admit);
+  std::vector<Int128> prefix(entries.size() + 1, 0);
+  for (std::size_t k = 0; k < entries.size(); ++k)
+    prefix[k + 1] = prefix[k] + entries[k].permits;
+  for (const VersionedAdmit& admit : era.counted) {
+    const auto upto = std::upper_bound(entries.begin(), entries.end(), admit, earlier);
+    const auto from_it = std::upper_bound(
+        entries.begin(), upto, admit.time_us - window,
+        [](std::int64_t time, const VersionedAdmit& entry) { return time < entry.time_us; });
+    const Int128 inside = prefix[static_cast<std::size_t>(upto - entries.begin())] -
+                          prefix[static_cast<std::size_t>(from_it - entries.begin())];
+    if (inside > era.limit.rate.permits) {
+      return era_violation(era, admit.time_us - window + 1, admit.time_us, inside,
+                           era.limit.rate.permits, "permits in the log's trailing window exceeded");
+    }
+  }
+  return {};
+}
+
+CheckResult check_era(const Era& era, const StateAtChange& from,
+                      const std::vector<VersionedAdmit>& all, StateAtChange& at_end) {
+  switch (era.limit.algorithm) {
+    case Algorithm::gcra:
+    case Algorithm::token_bucket:
+    case Algorithm::leaky_bucket:
+      return bucket_era(era, from, at_end);
+    case Algorithm::fixed_window:
+      return fixed_window_era(era, from, at_end);
+    case Algorithm::sliding_window_counter:
+      return sliding_counter_era(era, from, at_end);
+    case Algorithm::sliding_window_log:
+      return sliding_log_era(era, from, all, at_end);
+  }
+  return {};
+}
+
+CheckResult version_order(const std::vector<PolicyVersion>& history,
+                          const std::vector<VersionedAdmit>& admits,
+                          std::chrono::microseconds bound) {
+  std::map<std::int64_t, std::int64_t> since_of;
+  for (const PolicyVersion& version : history)
+    since_of[version.version] = version.since_us;
+  for (std::size_t k = 0; k < admits.size(); ++k) {
+    const VersionedAdmit& admit = admits[k];
+    const std::string what = "version " + std::to_string(admit.policy_version);
+    const auto known = since_of.find(admit.policy_version);
+    if (known == since_of.end())
+      return violation(admit.time_us, admit.time_us, admit.permits, 0, what + " is unknown");
+    if (admit.time_us < known->second) {
+      return violation(admit.time_us, known->second, admit.permits, 0,
+                       what + " used before it was stored");
+    }
+    if (k > 0 && admit.policy_version < admits[k - 1].policy_version) {
+      return violation(
+          admits[k - 1].time_us, admit.time_us, admit.permits, 0,
+          what + " used after version " + std::to_string(admits[k - 1].policy_version));
+    }
+    for (auto newer = since_of.upper_bound(admit.policy_version); newer != since_of.end();
+         ++newer) {
+      if (admit.time_us > newer->second + bound.count()) {
+        return violation(newer->second, admit.time_us, admit.permits, 0,
+                         what + " used later than version " + std::to_string(newer->first) +
+                             "'s since + the propagation bound");
+      }
+    }
+  }
+  return {};
+}
+
 }  // namespace
+
+CheckResult check_transitions(std::vector<PolicyVersion> history,
+                              std::vector<VersionedAdmit> admits,
+                              std::chrono::microseconds propagation_bound) {
+  std::sort(history.begin(), history.end(),
+            [](const PolicyVersion& a, const PolicyVersion& b) { return a.version < b.version; });
+  std::stable_sort(admits.begin(), admits.end(), earlier);
+  if (CheckResult order = version_order(history, admits, propagation_bound); !order) return order;
+  std::size_t positions = 0;
+  for (const PolicyVersion& version : history)
+    positions = std::max(positions, version.policy.limits.size());
+  for (std::size_t position = 0; position < positions; ++position) {
+    StateAtChange state;
+    const Limit* previous = nullptr;
+    for (std::size_t index = 0; index < history.size(); ++index) {
+      const PolicyVersion& version = history[index];
+      if (position >= version.policy.limits.size()) {
+        previous = nullptr;
+        continue;
+      }
+      const Limit& limit = version.policy.limits[position];
+      Era era{
+          limit,
+          version.version,
+          version.since_us,
+          index + 1 < history.size() ? history[index + 1].since_us : never,
+          version.carry,
+          previous != nullptr && same_state(*previous, limit) ? previous : nullptr,
+          {},
+          "version " + std::to_string(version.version) + ", limit #" + std::to_string(position)};
+      for (const VersionedAdmit& admit : admits) {
+        if (admit.policy_version == era.version ||
+            (admit.policy_version > era.version && admit.time_us < era.end)) {
+          era.counted.push_back(admit);
+        }
+      }
+      StateAtChange at_end;
+      if (CheckResult result = check_era(era, state, admits, at_end); !result) return result;
+      state = at_end;
+      previous = &limit;
+    }
+  }
+  return {};
+}
 
 CheckResult check_admits(const Limit& limit, std::vector<Admit> admits) {
   std::stable_sort(admits.begin(), admits.end(),

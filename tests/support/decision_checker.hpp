@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,5 +40,52 @@ CheckResult check_admits(const Limit& limit, std::vector<Admit> admits);
 /// The most permits `limit` could ever admit between the first and the last admit's time, for
 /// efficiency figures (admitted / possible).
 std::int64_t most_admissible(const Limit& limit, std::int64_t first_us, std::int64_t last_us);
+
+/// One admitted decision of one key of a limiter that follows a stored policy: the server time it
+/// used, the permits it took and the policy version it was decided under
+/// (Decision::policy_version).
+struct VersionedAdmit {
+  std::int64_t time_us = 0;
+  std::int64_t permits = 1;
+  std::int64_t policy_version = 0;
+};
+
+/// One version of the policy a key follows: the policy, the Redis time it was stored at, and how
+/// the key's state carried over from the version before.
+struct PolicyVersion {
+  std::int64_t version = 0;
+  Policy policy;
+  std::int64_t since_us = 0;
+  Carry carry = Carry::as_is;
+};
+
+/// The transition mode: checks one key's admitted decisions against the history of its policy
+/// (versions in increasing order; the first one starts the key afresh). It fails when
+/// (a) the versions used go back in server-time order, or a version is used before it was stored;
+/// (b) an admission later than since_v + `propagation_bound` uses a version older than v;
+/// (c) the admissions made under version v or newer, from since_v on, do not fit version v's
+///     limits, counting what was admitted before since_v as v's carry says. Per limit position:
+///     - gcra, token_bucket, leaky_bucket: a bucket of v's capacity and rate that holds, at
+///       since_v, the permits A available then under the version before, not rounded (as_is:
+///       min(A, capacity), proportional: A x capacity / old capacity, reset: full); a
+///       leaky_bucket is checked as such a bucket of capacity burst (its try_acquire spacing is
+///       stricter still);
+///     - fixed_window (aligned): the old window holding since_v carries its count into the new
+///       window holding since_v (proportional: scaled by new limit / old limit rounding up;
+///       reset: 0), unless old admissions after since_v moved the stored window on;
+///     - sliding_window_counter: the old current and previous windows' counts land in the newest
+///       new window (current or previous) they overlap, when the new window holding since_v
+///       admitted under v;
+///     - sliding_window_log: every admission still in the log counts (reset: none at or before
+///       since_v).
+///     A position whose algorithm or window kind changed starts afresh. Admissions of older
+///     versions after since_v count only where the implementation surely saw them (a log entry),
+///     so an implementation that converts at since_v from a state that includes them, or that is
+///     stricter in any other way, passes. An anchored fixed window after a carried change is not
+///     checked (its windows depend on requests that were denied).
+/// Each version's own admissions, also those after the next change, are checked against its model.
+CheckResult check_transitions(std::vector<PolicyVersion> history,
+                              std::vector<VersionedAdmit> admits,
+                              std::chrono::microseconds propagation_bound);
 
 }  // namespace redlimit::test

@@ -84,6 +84,7 @@ TEST(PolicyText, RoundTripsEveryRepresentablePolicy) {
       limit.window = random() % 2 == 0 ? Window::aligned : Window::anchored;
       policy.limits.push_back(limit);
     }
+    policy.scope = random() % 2 == 0 ? Scope::overall : Scope::per_client;
     const std::string text = to_string(policy);
     EXPECT_EQ(Policy::parse(text), policy) << text;
   }
@@ -104,6 +105,24 @@ TEST(PolicyText, BadTextIsInvalidArgumentNamingTheLimitAndWord) {
             std::string::npos);
   EXPECT_NE(error_of("gcra 10/s fast").find("unknown option 'fast'"), std::string::npos);
   EXPECT_EQ(error_of("gcra 10/s;"), "accepted");
+}
+
+TEST(PolicyText, AScopeClauseSetsTheScopeAndRoundTrips) {
+  const Policy policy = Policy::parse("gcra 10/s; scope per_client");
+  EXPECT_EQ(policy.scope, Scope::per_client);
+  EXPECT_EQ(policy.limits, Policy::parse("gcra 10/s").limits);
+  EXPECT_EQ(to_string(policy), "gcra 10/1s; scope per_client");
+  EXPECT_EQ(Policy::parse(to_string(policy)), policy);
+  EXPECT_EQ(Policy::parse("scope per_client; gcra 10/s"), policy);
+  EXPECT_EQ(Policy::parse("gcra 10/s; scope overall").scope, Scope::overall);
+  EXPECT_EQ(to_string(Policy::parse("gcra 10/s; scope overall")), "gcra 10/1s");
+}
+
+TEST(PolicyText, ABadScopeClauseIsInvalidArgument) {
+  EXPECT_NE(error_of("gcra 10/s; scope everyone").find("bad scope clause"), std::string::npos);
+  EXPECT_NE(error_of("gcra 10/s; scope").find("bad scope clause"), std::string::npos);
+  EXPECT_NE(error_of("gcra 10/s; scope per_client extra").find("bad scope clause"),
+            std::string::npos);
 }
 
 }  // namespace

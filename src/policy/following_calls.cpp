@@ -1,0 +1,137 @@
+// The calls of a Limiter that follows a PolicyStore: each asks under the stored policy for its
+// key, and asks again under the policy read again when a script finds the key's state written
+// under a newer version (StalePolicy).
+
+#include <optional>
+
+#include "limiter/policy_enforcer.hpp"
+#include "limiter/stale_policy.hpp"
+#include "limiter/validation.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The end of a follower's call: asking again after StalePolicy stops there.
+Clock::time_point call_deadline(const CommandDispatcher& redis) {
+  return Clock::now() + redis.options().command_timeout;
+}
+
+[[noreturn]] void throw_still_stale(const std::string& name, std::int64_t stored_version) {
+  throw TimeoutError("the policy stored under '" + name + "' is older than version " +
+                     std::to_string(stored_version) +
+                     ", under which a key was written, until the call's deadline");
+}
+
+}  // namespace
+
+void PolicyEnforcer::follow(const FollowedPolicies& followed) {
+  if (followed.version == followed_version_) return;
+  followed_version_ = followed.version;
+  policy_ = followed.policy;
+  // Why: a denial remembered under the previous policy may not hold under this one.
+  ++generation_;
+  deny_cache_.clear();
+}
+
+Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnforcer> self,
+                                                     std::string key, Operation operation,
+                                                     std::int64_t permits,
+                                                     std::int64_t min_version) {
+  check_key(key);
+  std::shared_ptr<const FollowedPolicies> followed;
+  std::string unread;
+  try {
+    followed = co_await PolicyFollower::current(self->follower_, min_version);
+  } catch (const Unavailable& e) {
+    unread = e.what();  // Redis cannot answer: typed as "no policy", never an allow
+  }
+  if (!followed) {
+    throw PolicyNotFound("no policy of '" + self->options_.name +
+                         "' could be read from its PolicyStore yet: " + unread);
+  }
+  self->follow(*followed);
+  const std::shared_ptr<const CompiledPolicy>& policy = followed->for_key(key);
+  if (!policy) {
+    throw PolicyNotFound("no policy is stored under '" + self->options_.name +
+                         "' (PolicyStore::set), nor an override for the key");
+  }
+  co_return self->request_under(policy, key, operation, permits);
+}
+
+Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> self,
+                                                std::string key, Operation operation,
+                                                std::int64_t permits) {
+  const auto deadline = call_deadline(*self->redis_);
+  std::int64_t min_version = 0;
+  for (;;) {
+    // Why the synchronous way first: in the common case the policy read last is current, and
+    // building the request needs no coroutine of its own.
+    std::optional<DecideRequest> ready;
+    if (auto followed = min_version == 0 ? self->follower_->ready() : nullptr) {
+      self->follow(*followed);
+      if (const auto& policy = followed->for_key(key)) {
+        ready.emplace(self->request_under(policy, key, operation, permits));
+      }
+    }
+    if (!ready)
+      ready.emplace(co_await followed_request(self, key, operation, permits, min_version));
+    DecideRequest& request = *ready;
+    try {
+      Decision decision = co_await self->decide(request, nullptr);  // self keeps the enforcer
+      decision.policy_version = request.policy->epoch().version;
+      co_return decision;
+    } catch (const StalePolicy& stale) {
+      min_version = stale.stored_version();
+    }
+    if (Clock::now() >= deadline) throw_still_stale(self->options_.name, min_version);
+  }
+}
+
+Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer> self,
+                                                 std::string key, std::int64_t permits,
+                                                 OwnedAcquireOptions options) {
+  check_max_wait(options.max_wait);
+  if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
+  const auto started = Clock::now();
+  auto deadline = call_deadline(*self->redis_);
+  std::int64_t min_version = 0;
+  for (;;) {
+    DecideRequest request =
+        co_await followed_request(self, key, Operation::acquire, permits, min_version);
+    const std::int64_t version = request.policy->epoch().version;
+    const bool reservable = request.policy->limits().size() == 1 &&
+                            can_reserve(request.policy->limits().front().limit.algorithm);
+    bool again = false;
+    try {
+      Decision decision;
+      if (reservable) {
+        decision = co_await self->acquire_by_reserving(std::move(request), options);
+      } else {
+        // Why not acquire_by_retrying(): each attempt asks under the policy in force then.
+        decision = co_await self->decide(request, nullptr);
+        decision.waited =
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+        again = !decision.allowed && decision.retry_after <= options.max_wait - decision.waited;
+      }
+      decision.policy_version = version;
+      if (!again) co_return decision;
+      co_await sleep_for(self->loop_, decision.retry_after, options.stop);
+    } catch (const StalePolicy& stale) {
+      min_version = stale.stored_version();
+    }
+    if (again) {
+      min_version = 0;
+      deadline = call_deadline(*self->redis_);
+      continue;
+    }
+    // A cancelled wait whose give-back was refused as stale ends cancelled, not asked again.
+    if (options.stop.stop_requested()) throw Cancelled("acquire cancelled while waiting");
+    if (Clock::now() >= deadline) throw_still_stale(self->options_.name, min_version);
+  }
+}
+
+}  // namespace redlimit::detail

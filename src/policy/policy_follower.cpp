@@ -1,0 +1,133 @@
+#include "policy/policy_follower.hpp"
+
+#include "policy/policy_records.hpp"
+#include "runtime/background_tasks.hpp"
+
+namespace redlimit::detail {
+
+const std::shared_ptr<const CompiledPolicy>& FollowedPolicies::for_key(std::string_view key) const {
+  if (!per_key.empty()) {
+    const auto found = per_key.find(key);
+    if (found != per_key.end()) return found->second;
+  }
+  return policy;
+}
+
+PolicyFollower::PolicyFollower(std::shared_ptr<CommandDispatcher> redis, std::string_view prefix,
+                               std::string_view name, std::chrono::microseconds refresh)
+    : redis_(std::move(redis)), record_key_(policy_record_key(prefix, name)), refresh_(refresh) {}
+
+PolicyFollower::~PolicyFollower() {
+  if (subscription_ != 0) redis_->subscriber().unsubscribe(subscription_);
+}
+
+std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
+  if (subscription_ == 0 || !followed_ || (!followed_->policy && followed_->per_key.empty())) {
+    return nullptr;
+  }
+  refresh_if_due();
+  return followed_;
+}
+
+void PolicyFollower::refresh_if_due() {
+  if (Clock::now() - read_at_ >= refresh_ || followed_->version < announced_version_) {
+    read_in_background();
+  }
+}
+
+Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
+    std::shared_ptr<PolicyFollower> self, std::int64_t min_version) {
+  // Why not after close(): a subscription would open a connection nobody closes.
+  if (self->subscription_ == 0 && !self->redis_->closed()) {
+    // Why before the first read: a change made after the read is then announced to us.
+    // Why weakly: the subscriber keeps the handler until the follower's destructor removes it.
+    std::weak_ptr<PolicyFollower> weak = self;
+    auto on_message = [weak](std::string_view message) {
+      if (auto follower = weak.lock()) follower->on_notice(message);
+    };
+    self->subscription_ =
+        self->redis_->subscriber().subscribe(policy_channel(self->record_key_), on_message);
+  }
+  auto fresh_enough = [&self, min_version] {
+    return self->followed_ && self->followed_->version >= min_version &&
+           (min_version > 0 || self->followed_->policy || !self->followed_->per_key.empty());
+  };
+  if (!fresh_enough()) {
+    bool waited = false;
+    if (auto in_flight = self->reading_) {
+      co_await in_flight->wait();
+      waited = true;
+    }
+    // Why read again after waiting: the read we waited for may have started before the change
+    // a script told us of; a read that merely found nothing stored is recent enough.
+    if (!fresh_enough() && !(waited && min_version == 0 && self->followed_)) co_await read(self);
+  } else {
+    self->refresh_if_due();
+  }
+  if (!self->followed_) std::rethrow_exception(self->read_error_);
+  co_return self->followed_;
+}
+
+Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
+  auto done = std::make_shared<Completion>();
+  self->reading_ = done;
+  std::exception_ptr error;
+  try {
+    const StoredPolicies stored = co_await read_policies(self->redis_, self->record_key_);
+    self->install(stored);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  self->read_error_ = error;
+  self->read_at_ = Clock::now();
+  self->reading_.reset();
+  // A notice that arrived during the read may name a change the read did not see.
+  if (!error && self->followed_->version < self->announced_version_) self->read_in_background();
+  // Why last: the waiters resume inline, and may drop the last reference to the follower.
+  done->set();
+}
+
+void PolicyFollower::read_in_background() {
+  if (reading_) return;
+  // Why the client's background work: it starts on the next loop iteration (a notice arrives
+  // inside hiredis, where nothing may be resumed), and Client::close() waits for it.
+  redis_->background().start(read(shared_from_this()));
+}
+
+void PolicyFollower::on_notice(std::string_view message) {
+  std::int64_t version = 0;
+  for (const char digit : message) {
+    if (digit < '0' || digit > '9') return;  // not a version: ignored (a hint only)
+    version = version * 10 + (digit - '0');
+    if (version > (std::int64_t{1} << 53)) return;
+  }
+  if (version <= announced_version_) return;
+  announced_version_ = version;
+  if (!followed_ || followed_->version < version) read_in_background();
+}
+
+void PolicyFollower::install(const StoredPolicies& stored) {
+  auto followed = std::make_shared<FollowedPolicies>();
+  followed->version = stored.version;
+  // Why per key: a key's state is stamped with the version of the change that last set ITS
+  // policy, so that another key's override neither converts it again (at a later time, or with
+  // the policy's carry once more) nor makes its decisions look newer than they are.
+  if (stored.policy) {
+    const PolicyRecord& central = *stored.policy;
+    followed->policy = CompiledPolicy::compile(
+        central.policy, PolicyEpoch{central.version, central.since_us, central.carry});
+    for (const auto& [key, removal] : stored.removed_overrides) {
+      followed->per_key.emplace(
+          key, CompiledPolicy::compile(
+                   central.policy, PolicyEpoch{removal.version, removal.since_us, Carry::as_is}));
+    }
+  }
+  for (const auto& [key, record] : stored.overrides) {
+    followed->per_key.insert_or_assign(
+        key, CompiledPolicy::compile(record.policy,
+                                     PolicyEpoch{record.version, record.since_us, Carry::as_is}));
+  }
+  followed_ = std::move(followed);
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,146 @@
+#include "policy/policy_records.hpp"
+
+#include <array>
+#include <charconv>
+
+#include "limiter/key_format.hpp"
+#include "lua_scripts.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+std::int64_t parse_number(std::string_view text, std::string_view what) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size()) {
+    throw ProtocolError("the policy store holds a bad " + std::string(what) + ": '" +
+                        std::string(text) + "'");
+  }
+  return value;
+}
+
+Carry parse_carry(std::string_view text) {
+  switch (parse_number(text, "carry")) {
+    case 0:
+      return Carry::as_is;
+    case 1:
+      return Carry::proportional;
+    case 2:
+      return Carry::reset;
+    default:
+      throw ProtocolError("the policy store holds a bad carry: '" + std::string(text) + "'");
+  }
+}
+
+Policy parse_policy(std::string_view text) {
+  try {
+    return Policy::parse(text);
+  } catch (const InvalidArgument& e) {
+    throw ProtocolError(std::string("the policy store holds a policy this release cannot read: ") +
+                        e.what());
+  }
+}
+
+/// "<version>:<since>:<policy text>", as set_override writes it.
+PolicyRecord parse_override(std::string_view value) {
+  const auto first = value.find(':');
+  const auto second = first == std::string_view::npos ? first : value.find(':', first + 1);
+  if (second == std::string_view::npos) {
+    throw ProtocolError("the policy store holds a bad override: '" + std::string(value) + "'");
+  }
+  PolicyRecord record;
+  record.version = parse_number(value.substr(0, first), "override version");
+  record.since_us = parse_number(value.substr(first + 1, second - first - 1), "override time");
+  record.policy = parse_policy(value.substr(second + 1));
+  return record;
+}
+
+/// "<version>:<since>", as remove_override writes it.
+OverrideRemoval parse_removal(std::string_view value) {
+  const auto colon = value.find(':');
+  if (colon == std::string_view::npos) {
+    throw ProtocolError("the policy store holds a bad removal: '" + std::string(value) + "'");
+  }
+  return OverrideRemoval{.version = parse_number(value.substr(0, colon), "removal version"),
+                         .since_us = parse_number(value.substr(colon + 1), "removal time")};
+}
+
+}  // namespace
+
+std::string policy_record_key(std::string_view prefix, std::string_view name) {
+  return std::string(prefix) + ":policy:{" + escape_key_part(name) + "}";
+}
+
+std::string policy_channel(std::string_view record_key) {
+  return std::string(record_key) + ":changed";
+}
+
+std::string carry_argument(Carry carry) {
+  switch (carry) {
+    case Carry::as_is:
+      return "0";
+    case Carry::proportional:
+      return "1";
+    case Carry::reset:
+      return "2";
+  }
+  throw InvalidArgument("carry must be as_is, proportional or reset");
+}
+
+Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::string record_key,
+                              std::string operation, std::string first, std::string second) {
+  const std::string overrides_key = record_key + ":overrides";
+  const std::string removed_key = record_key + ":removed";
+  const std::array<std::string_view, 3> keys = {record_key, overrides_key, removed_key};
+  const std::array<std::string_view, 3> args = {operation, first, second};
+  co_return co_await redis->eval(scripts::policy_store, keys, args, redis->command_deadline());
+}
+
+Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
+                                   std::string record_key) {
+  const Reply reply =
+      co_await run_policy_script(std::move(redis), std::move(record_key), "read", "", "");
+  const auto& parts = reply.as_array();
+  if (parts.size() != 3) throw ProtocolError("the policy store's read returned a bad reply");
+  StoredPolicies stored;
+  const auto& fields = parts[0].as_array();
+  std::optional<std::string> text;
+  PolicyRecord record;
+  std::int64_t policy_version = 0;
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+    const std::string& field = fields[i].as_string();
+    const std::string& value = fields[i + 1].as_string();
+    if (field == "version") {
+      stored.version = parse_number(value, "version");
+    } else if (field == "policy") {
+      text = value;
+    } else if (field == "since") {
+      record.since_us = parse_number(value, "time of change");
+    } else if (field == "carry") {
+      record.carry = parse_carry(value);
+    } else if (field == "policy_version") {
+      policy_version = parse_number(value, "policy version");
+    }
+  }
+  if (text) {
+    if (policy_version <= 0)
+      throw ProtocolError("the policy store holds a policy without its version");
+    record.policy = parse_policy(*text);
+    record.version = policy_version;
+    stored.policy = std::move(record);
+  }
+  const auto& overrides = parts[1].as_array();
+  for (std::size_t i = 0; i + 1 < overrides.size(); i += 2) {
+    stored.overrides.emplace(overrides[i].as_string(),
+                             parse_override(overrides[i + 1].as_string()));
+  }
+  const auto& removals = parts[2].as_array();
+  for (std::size_t i = 0; i + 1 < removals.size(); i += 2) {
+    stored.removed_overrides.emplace(removals[i].as_string(),
+                                     parse_removal(removals[i + 1].as_string()));
+  }
+  co_return stored;
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,82 @@
+#include "redlimit/policy_store.hpp"
+
+#include "limiter/compiled_policy.hpp"
+#include "limiter/validation.hpp"
+#include "policy/policy_records.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit {
+namespace {
+
+/// The text form of `policy` once it is known to be one a Limiter accepts.
+std::string validated_text(const Policy& policy) {
+  (void)detail::CompiledPolicy::compile(policy);
+  return to_string(policy);
+}
+
+}  // namespace
+
+PolicyStore::PolicyStore(Client& client, std::string prefix)
+    : client_(&client), prefix_(std::move(prefix)) {
+  detail::check_prefix("PolicyStore prefix", prefix_);
+}
+
+Task<bool> PolicyStore::try_set(std::string name, Policy policy) {
+  detail::check_name("PolicyStore name", name);
+  std::string text = validated_text(policy);
+  const Reply reply = co_await detail::run_policy_script(client_->shared_dispatcher(),
+                                                         detail::policy_record_key(prefix_, name),
+                                                         "try_set", std::move(text), "");
+  co_return reply.as_array().at(0).as_integer() == 1;
+}
+
+Task<void> PolicyStore::set(std::string name, Policy policy, Carry carry) {
+  detail::check_name("PolicyStore name", name);
+  std::string text = validated_text(policy);
+  co_await detail::run_policy_script(client_->shared_dispatcher(),
+                                     detail::policy_record_key(prefix_, name), "set",
+                                     std::move(text), detail::carry_argument(carry));
+}
+
+Task<std::optional<Policy>> PolicyStore::get(std::string name) {
+  std::optional<PolicyRecord> stored = co_await record(std::move(name));
+  if (!stored) co_return std::nullopt;
+  co_return std::move(stored->policy);
+}
+
+Task<std::optional<PolicyRecord>> PolicyStore::record(std::string name) {
+  StoredPolicies stored = co_await read(std::move(name));
+  co_return std::move(stored.policy);
+}
+
+Task<StoredPolicies> PolicyStore::read(std::string name) {
+  detail::check_name("PolicyStore name", name);
+  co_return co_await detail::read_policies(client_->shared_dispatcher(),
+                                           detail::policy_record_key(prefix_, name));
+}
+
+Task<void> PolicyStore::set_override(std::string name, std::string key, Policy policy) {
+  detail::check_name("PolicyStore name", name);
+  detail::check_key(key);
+  std::string text = validated_text(policy);
+  co_await detail::run_policy_script(client_->shared_dispatcher(),
+                                     detail::policy_record_key(prefix_, name), "set_override",
+                                     std::move(text), std::move(key));
+}
+
+Task<void> PolicyStore::remove_override(std::string name, std::string key) {
+  detail::check_name("PolicyStore name", name);
+  detail::check_key(key);
+  co_await detail::run_policy_script(client_->shared_dispatcher(),
+                                     detail::policy_record_key(prefix_, name), "remove_override",
+                                     "", std::move(key));
+}
+
+Task<void> PolicyStore::remove(std::string name) {
+  detail::check_name("PolicyStore name", name);
+  co_await detail::run_policy_script(client_->shared_dispatcher(),
+                                     detail::policy_record_key(prefix_, name), "remove", "", "");
+}
+
+}  // namespace redlimit
