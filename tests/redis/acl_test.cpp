@@ -23,6 +23,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/policy_store.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
@@ -37,6 +38,8 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
+using test::acl_change_rules;
+using test::acl_follow_rules;
 using test::acl_setuser;
 
 /// What the client sends by itself: PING (connection handshake), EVALSHA, and EVAL after a
@@ -228,7 +231,10 @@ class Acl : public test::LoopTest {
     run(loop(), client_.close());
     for (const std::string& key : server_.keys())
       EXPECT_TRUE(key.starts_with("rl:")) << "a key outside the prefix: " << key;
-    EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
+    for (const std::string& key : server_.keys_without_ttl()) {
+      // Stored policies are configuration: they have no TTL (docs/operations.md).
+      EXPECT_TRUE(key.starts_with("rl:policy:{")) << "a key without TTL was left: " << key;
+    }
     LoopTest::TearDown();
   }
 
@@ -266,18 +272,39 @@ TEST_F(Acl, LeastPrivilegeUserRunsEveryAlgorithmWaitsCancelsAndHoldsLeases) {
     EXPECT_GT(server_.command_calls(command), 0) << command << " was never called";
 }
 
+/// The commands `script` calls, in lower case.
+std::set<std::string> commands_of(const detail::scripts::ScriptSource& script) {
+  std::set<std::string> out;
+  for (std::string command : words(script.commands)) {
+    std::ranges::transform(command, command.begin(),
+                           [](unsigned char c) { return std::tolower(c); });
+    out.insert(command);
+  }
+  return out;
+}
+
 TEST(AclLine, AllowsExactlyTheCommandsTheClientSendsAndTheScriptsCall) {
   std::set<std::string> needed = client_commands;
   for (const auto* script : detail::scripts::all) {
-    for (std::string command : words(script->commands)) {
-      std::ranges::transform(command, command.begin(),
-                             [](unsigned char c) { return std::tolower(c); });
-      needed.insert(command);
-    }
+    if (script != &detail::scripts::policy_store) needed.merge(commands_of(*script));
   }
   const std::vector<std::string> allowed = allowed_commands();
   EXPECT_EQ(std::set<std::string>(allowed.begin(), allowed.end()), needed);
   EXPECT_EQ(needed.size(), allowed.size()) << "a command is listed twice";
+}
+
+TEST(AclLine, FollowingAndChangingPoliciesAddExactlyThePolicyStoresCommands) {
+  const std::vector<std::string> base = allowed_commands();
+  std::set<std::string> allowed(base.begin(), base.end());
+  for (const std::string_view rules : {acl_follow_rules, acl_change_rules}) {
+    for (const std::string& word : words(rules)) {
+      EXPECT_TRUE(allowed.insert(word.substr(1)).second) << word << " is listed twice";
+    }
+  }
+  std::set<std::string> store = commands_of(detail::scripts::policy_store);
+  for (const std::string& command : base)
+    store.insert(command);
+  EXPECT_EQ(allowed, store);
 }
 
 TEST(AclLine, IsQuotedVerbatimInTheOperationsGuide) {
@@ -315,6 +342,38 @@ TEST_F(Acl, KeysOutsideThePrefixAndOtherCommandsAreRefusedWithConfigError) {
       config_error_of(loop(), client_.command("EVAL", "return redis.call('SET', 'x', 1)", "0")),
       HasSubstr("can't"));
   EXPECT_EQ(newest_acl_denial(), "key x");
+}
+
+/// One decision of a limiter that follows the policy stored under "followed".
+Task<void> followed_decision(Client& client) {
+  Limiter follower(client, LimiterOptions{.name = "followed"});
+  co_await follower.try_acquire("user");
+}
+
+TEST_F(Acl, FollowingNeedsHgetallAndChangingPoliciesTheHashWrites) {
+  Client admin(loop(), {.url = server_.url()});
+  PolicyStore admin_store(admin);
+  run(loop(), admin_store.set("followed", Policy{Limit::gcra("10/s")}));
+  EXPECT_THAT(config_error_of(loop(), followed_decision(client_)), HasSubstr("lack of permission"));
+
+  std::vector<std::string> follow = {"ACL", "SETUSER", "redlimit"};
+  for (const std::string& rule : words(acl_follow_rules))
+    follow.push_back(rule);
+  EXPECT_EQ(server_.command(follow).str, "OK");
+  EXPECT_NO_THROW(run(loop(), followed_decision(client_)));
+  PolicyStore store(client_);
+  EXPECT_THAT(config_error_of(loop(), store.set("followed", Policy{Limit::gcra("5/s")})),
+              HasSubstr("lack of permission"));
+
+  std::vector<std::string> change = {"ACL", "SETUSER", "redlimit"};
+  for (const std::string& rule : words(acl_change_rules))
+    change.push_back(rule);
+  EXPECT_EQ(server_.command(change).str, "OK");
+  EXPECT_NO_THROW(run(loop(), store.set("followed", Policy{Limit::gcra("5/s")})));
+  EXPECT_NO_THROW(run(loop(), store.set_override("followed", "vip", Policy{Limit::gcra("50/s")})));
+  EXPECT_NO_THROW(run(loop(), store.remove_override("followed", "vip")));
+  EXPECT_NO_THROW(run(loop(), store.remove("followed")));
+  run(loop(), admin.close());
 }
 
 TEST_F(Acl, ADatabaseOtherThanZeroAlsoNeedsSelect) {

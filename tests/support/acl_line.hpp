@@ -16,6 +16,12 @@ inline constexpr std::string_view acl_setuser =
     "+time +get +set +pexpire +pttl +zadd +zcount +zrange +zrangebyscore +zremrangebyscore "
     "+zremrangebyrank +zscore +zrem +publish";
 
+/// What a limiter that follows stored policies (Limiter(client, options)) needs on top of
+/// acl_setuser: the policy store script's read. docs/operations.md names it.
+inline constexpr std::string_view acl_follow_rules = "+hgetall";
+/// What a process that changes stored policies (PolicyStore's writes) needs on top of both.
+inline constexpr std::string_view acl_change_rules = "+hget +hset +hdel +hexists +hincrby";
+
 /// What a Redis Cluster needs on top of acl_setuser, on every node.
 inline constexpr std::string_view acl_cluster_rules = "+cluster|slots +asking";
 
