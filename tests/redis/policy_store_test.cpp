@@ -1,10 +1,12 @@
 #include "redlimit/policy_store.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <stop_token>
 
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
@@ -15,6 +17,7 @@
 #include "support/loop_test.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
+#include "support/started_task.hpp"
 
 namespace redlimit {
 namespace {
@@ -391,6 +394,44 @@ TEST_F(PolicyStoreTest, AnOverrideChangeLeavesTheOtherKeysDecisionsAtTheirVersio
   EXPECT_TRUE(stored.removed_overrides.empty());  // the policy's version is newer
   await_version(loop(), limiter, "a", stored.version);
   EXPECT_EQ(run(loop(), limiter.try_acquire("b")).policy_version, stored.version);
+}
+
+/// acquire(key) on `limiter`, stopped by `stop`: what it ended with.
+Task<void> stopped_acquire(Limiter& limiter, std::string key, std::stop_token stop,
+                           std::string* ended) {
+  try {
+    co_await limiter.acquire(key, 1, {.stop = stop});
+    *ended = "granted";
+  } catch (const Cancelled& e) {
+    *ended = e.what();
+  }
+}
+
+// Review finding: a cancelled reservation was given back under the name's policy although the
+// key followed its override; the key's state then carried the name's newer version, and every
+// later call on the key was refused as stale until its deadline.
+TEST_F(PolicyStoreTest, ACancelledWaitOnAnOverriddenKeyGivesBackUnderTheOverride) {
+  PolicyStore store(client());
+  run(loop(), store.set("tiers", Policy::parse("gcra 10/s burst 1")));
+  run(loop(), store.set_override("tiers", "vip", Policy::parse("gcra 1/s burst 1")));
+  run(loop(), store.set("tiers", Policy::parse("gcra 1/min burst 1")));
+  const std::int64_t tier_version = run(loop(), store.read("tiers")).overrides.at("vip").version;
+  Limiter limiter(client(), LimiterOptions{.name = "tiers"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("vip")).allowed);
+
+  std::stop_source stop;
+  std::string ended;
+  test::StartedTask waiting =
+      test::start(stopped_acquire(limiter, "vip", stop.get_token(), &ended));
+  run(loop(), sleep_for(loop(), 50ms));
+  stop.request_stop();
+  run(loop(), sleep_for(loop(), 50ms));
+  ASSERT_TRUE(waiting.done());
+  EXPECT_THAT(ended, ::testing::HasSubstr("given back"));
+
+  const Decision after = run(loop(), limiter.try_acquire("vip"));
+  EXPECT_EQ(after.policy_version, tier_version);
+  EXPECT_LE(after.retry_after, 1s) << "the key is still under the tier's 1/s";
 }
 
 TEST_F(PolicyStoreTest, AFollowerFirstCalledAfterItsClientClosedFailsAndLeavesNoHandle) {
