@@ -37,7 +37,8 @@ Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   if (reservable(*validated_request.policy)) {
-    co_return co_await self->acquire_by_reserving(std::move(validated_request), std::move(options));
+    co_return co_await self->acquire_by_reserving(std::move(validated_request), std::move(key),
+                                                  std::move(options));
   }
   co_return co_await self->acquire_by_retrying(std::move(validated_request), std::move(options));
 }
@@ -60,7 +61,7 @@ Task<void> PolicyEnforcer::give_back(std::shared_ptr<PolicyEnforcer> enforcer, B
   co_await backend->cancel(std::move(request), ticket);
 }
 
-Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
+Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::string key,
                                                     OwnedAcquireOptions options) {
   const auto started = Clock::now();
   const std::int64_t max_wait = std::min(options.max_wait.count(), max_reservation_wait_us);
@@ -116,6 +117,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
     PolicyEnforcer& enforcer;
     Backend* backend;
     const DecideRequest& request;
+    std::string_view key;
     const WaiterRegistry::Waiter& waiter;
     bool armed = true;
     ~GiveBackOnDestruction() {
@@ -124,7 +126,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
       try {
         Task<void> refund =
             give_back(enforcer.shared_from_this(), backend,
-                      enforcer.give_back_request(request, backend), waiter.ticket());
+                      enforcer.give_back_request(request, backend, key), waiter.ticket());
         // Why the client's background work: Client::close() lets the refund reach Redis first.
         if (BackgroundTasks* tasks = enforcer.backend_->background()) {
           tasks->start(std::move(refund));
@@ -135,7 +137,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
         report_error(std::current_exception());  // out of memory: the permits come back at expiry
       }
     }
-  } guard{*this, backend, request, waiter};
+  } guard{*this, backend, request, key, waiter};
 
   struct Forward {
     std::stop_source* target;
@@ -167,7 +169,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
     // (lua/reservations/cancel.lua).
     std::optional<CancelVerdict> verdict;
     try {
-      verdict = co_await backend->cancel(give_back_request(request, backend), waiter.ticket());
+      verdict = co_await backend->cancel(give_back_request(request, backend, key), waiter.ticket());
     } catch (const Unavailable&) {
     }
     if (!verdict) {

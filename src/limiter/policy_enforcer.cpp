@@ -122,8 +122,16 @@ DecideRequest PolicyEnforcer::fallback_request(const DecideRequest& request) con
 }
 
 DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
-                                                const Backend* backend) const {
-  const auto& in_force = backend == backend_.get() ? policy_ : fallback_policy_;
+                                                const Backend* backend,
+                                                std::string_view key) const {
+  // Why the key's own policy: a follower's policy_ is the name's, and an override's key given
+  // back under it would carry the name's version, refusing the override's requests as stale.
+  std::shared_ptr<const CompiledPolicy> in_force = policy_;
+  if (follower_) {
+    const auto& followed = follower_->last();
+    in_force = followed ? followed->for_key(key) : nullptr;
+  }
+  if (in_force && backend != backend_.get()) in_force = fallback_policy_for(in_force);
   DecideRequest out = reserved;
   if (in_force && in_force->limits().size() == 1 &&
       in_force->limits().front().key_suffix == reserved.policy->limits().front().key_suffix) {

@@ -67,10 +67,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
-  /// The request that gives back a reservation made with `reserved` on `backend`: under the
-  /// policy in force now when its single limit is on the same key (the key is carried over to
-  /// it, bug 4 of issue 14), else under the reservation's own.
-  DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend) const;
+  /// The request that gives back a reservation made with `reserved` on `backend` for `key`:
+  /// under the policy in force now for that key (a follower's: its override, if any) when its
+  /// single limit is on the same Redis key (the key is carried over to it, bug 4 of issue 14),
+  /// else under the reservation's own.
+  DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend,
+                                  std::string_view key) const;
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
 
@@ -93,7 +95,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   std::shared_ptr<const CompiledPolicy> fallback_policy_for(
       const std::shared_ptr<const CompiledPolicy>& source) const;
 
-  Task<Decision> acquire_by_reserving(DecideRequest request, OwnedAcquireOptions options);
+  /// acquire() by reserving `request`'s permits for `key` (the caller's key, for the give-back).
+  Task<Decision> acquire_by_reserving(DecideRequest request, std::string key,
+                                      OwnedAcquireOptions options);
   Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
   static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                               DecideRequest request, CancelTicket ticket);

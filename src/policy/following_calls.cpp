@@ -109,7 +109,7 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
     try {
       Decision decision;
       if (reservable) {
-        decision = co_await self->acquire_by_reserving(std::move(request), options);
+        decision = co_await self->acquire_by_reserving(std::move(request), key, options);
       } else {
         // Why not acquire_by_retrying(): each attempt asks under the policy in force then.
         decision = co_await self->decide(request, nullptr);
