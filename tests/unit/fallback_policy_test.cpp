@@ -14,13 +14,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// permits / period of `limit`, compared exactly: a/b <= share x c/d.
+/// Whether `scaled`'s rate is at most `share` x `original`'s; a window keeps one permit at least,
+/// and nothing is slower than about one permit per the longest period.
 bool at_most_share_of(const Limit& scaled, const Limit& original, double share) {
   const long double left = static_cast<long double>(scaled.rate.permits) *
                            static_cast<long double>(original.rate.period.count());
   const long double right = share * static_cast<long double>(original.rate.permits) *
                             static_cast<long double>(scaled.rate.period.count());
-  return left <= right * (1 + 1e-15L) || scaled.rate.permits == 1;
+  const bool window = scaled.algorithm == Algorithm::fixed_window ||
+                      scaled.algorithm == Algorithm::sliding_window_log ||
+                      scaled.algorithm == Algorithm::sliding_window_counter;
+  const bool slowest = scaled.rate.permits == 1 && scaled.rate.period.count() * 2 > max_period_us;
+  return left <= right * (1 + 1e-15L) || (scaled.rate.permits == 1 && (window || slowest));
 }
 
 TEST(FallbackPolicy, TakesTheShareOfEachLimit) {
@@ -31,10 +36,21 @@ TEST(FallbackPolicy, TakesTheShareOfEachLimit) {
   EXPECT_EQ(half.limits[1], Limit::fixed_window("500/day"));
 }
 
-TEST(FallbackPolicy, KeepsAtLeastOnePermit) {
-  const Policy tiny = fallback_policy(Policy{Limit::token_bucket("1/s", 1)}, 0.01);
-  EXPECT_EQ(tiny.limits[0].rate.permits, 1);
+TEST(FallbackPolicy, ScalesASlowRateByLengtheningItsPeriod) {
+  const Policy policy{Limit::gcra("1/s", 5)};
+  const Policy half = fallback_policy(policy, 0.5);
+  EXPECT_TRUE(at_most_share_of(half.limits[0], policy.limits[0], 0.5)) << to_string(half);
+  EXPECT_GE(half.limits[0].rate.permits * 2'000'000,
+            half.limits[0].rate.period.count() * 999 / 1000)
+      << "about half, not less: " << to_string(half);
+}
+
+TEST(FallbackPolicy, KeepsACapacityOfAtLeastOnePermit) {
+  const Policy tiny =
+      fallback_policy(Policy{Limit::token_bucket("1/s", 1), Limit::fixed_window("1/s")}, 0.01);
   EXPECT_EQ(tiny.limits[0].burst, 1);
+  EXPECT_TRUE(at_most_share_of(tiny.limits[0], Limit::token_bucket("1/s", 1), 0.01));
+  EXPECT_EQ(tiny.limits[1], Limit::fixed_window("1/s")) << "a window holds one permit at least";
 }
 
 // Issue 14, bug 5: 999/s reduces to 999 per 1,000,000 us, and with a burst of 1e10 the scripts'
