@@ -27,7 +27,7 @@ Each algorithm is written once, in lua/algorithms/<name>.lua, as statement fragm
                        and also sets wait, slot and slot_f; write follows when allowed (or
                        rewriting)
   --!section cancel    (with reserve) gives a pending reservation's permits back: sets verdict
-                       and, when returned, shift and shift_f, and writes
+                       and, when returned, shift, shift_f and shift_p, and writes
   --!part <name>       a named piece of the sections, written once: a line `--!use <name>` in
                        a section or part stands for it (as does `--!use <section>`)
 

@@ -17,7 +17,8 @@
 --           in 1/p of its limit), version, epoch and cancels
 -- ARGV[16-17] cancel: the p and d of the limit it was reserved under. ARGV[7-10] are the limit
 --           in force (the same algorithm): the key is carried over to it and gets the permits
---           back in its terms, while the waiters behind move by the reservation's own step.
+--           back in its terms, while the waiters behind move by the shorter of the
+--           reservation's own step and the key's (reservations/cancel.lua, waiters_shift).
 --
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch}; a denied reservation (wait beyond
@@ -25,8 +26,9 @@
 -- cancel returns {verdict, now_us}: 1 returned, 0 due (the slot has come: the permits were
 -- used), 2 refused (the key was reset since: nothing goes back). When it returned permits, it
 -- publishes on KEYS[1] .. ':cancelled' the message
--- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included)
--- so that waiters behind the cancelled one, in every process, can move earlier by the shift.
+-- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included;
+-- p: the denominator of the shift's fraction) so that waiters behind the cancelled one, in
+-- every process, can move earlier by the shift.
 -- Both return {-1, stored_pv}, before anything is written, when the key holds state of a newer
 -- policy version than pv.
 
@@ -61,11 +63,11 @@ end
 
 CANCELS['@ALG@'] = function(key, log, now, n, @PARAMS@, slot, slot_f, cancelled,
     reserved_epoch, cancels_before, pv, since, carry, reserved_p, reserved_d)
-  local verdict, shift, shift_f, reset, t = 'refused', 0, 0, 0, now
+  local verdict, shift, shift_f, shift_p, reset, t = 'refused', 0, 0, 1, 0, now
   local rewrite, stale, taken = false, nil, 0
   --!section cancel
   if stale then return 'stale', stale end
-  return verdict, shift, shift_f, cancels, epoch
+  return verdict, shift, shift_f, shift_p, cancels, epoch
 end
 
 --!end
@@ -100,7 +102,7 @@ elseif op == 'cancel' then
   local cancelled = integer_arg(ARGV[13], 'version', 1, MAX_EXACT)
   local epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
   local before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
-  local verdict, shift, shift_f, cancels, key_epoch =
+  local verdict, shift, shift_f, shift_p, cancels, key_epoch =
       cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, cancelled, epoch, before,
              pv, since, carry, reserved_p, reserved_d)
   if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
@@ -108,7 +110,7 @@ elseif op == 'cancel' then
   if verdict == 'due' then return {0, now} end
   redis.call('PUBLISH', KEYS[1] .. ':cancelled',
              string.format('%d:%d:%d:%d:%d:%d', cancels, key_epoch, cancelled, shift, shift_f,
-                           reserved_p))
+                           shift_p))
   return {1, now}
 end
 error('redlimit: operation must be reserve or cancel, got ' .. tostring(op))

@@ -70,8 +70,8 @@ if not allowed then retry = wait end
 
 --!section cancel
 -- Pays the reservation's n tokens back in the terms of the limit in force (the key carried over
--- to it, at most full); the waiters behind move by the reservation's own step (reserved_p,
--- reserved_d); the backlog ended when the debt was paid.
+-- to it, at most full); the waiters behind move by the shorter of their time at its rate and
+-- the reservation's own step (waiters_shift); the backlog ended when the debt was paid.
 --!use load
 if not stale then
   verdict = cancel_verdict(log, version, cancels, epoch, now, reserved_p, slot, slot_f, cancelled,
@@ -86,8 +86,8 @@ if verdict == 'returned' then
   level = level + cost
   if level > full then level = full end
   cancels = cancels + 1
-  shift, shift_f = scaled(n, reserved_d, reserved_p)
-  log_cancel(log, now, cancels, cancelled, shift, shift_f, reserved_p, backlog_end)
+  shift, shift_f, shift_p = waiters_shift(n, d, p, reserved_d, reserved_p)
+  log_cancel(log, now, cancels, cancelled, shift, shift_f, shift_p, backlog_end)
   local left = level
   --!use until_full
   if reset < 1 then reset = 1 end

@@ -5,24 +5,23 @@
 -- one key starting in the same microsecond, possible only after the clock stepped back, would
 -- be taken for one).
 --
--- A cancellation is evaluated under the limit its reservation was made under (the client sends
--- the same limit arguments as for the reservation): the permits it gives back, n*T, are then
--- exactly the step the reservation took.
---
 -- Cancelling gives a reservation's permits back only if its slot is still ahead. Its slot is
 -- where it was reserved, moved earlier by every later cancellation of a reservation ahead of it
 -- (that is what the waiters, told by a notice, do). So that the script knows it exactly, even
 -- when a client missed a notice or one is still in flight, the key keeps a log of its recent
 -- cancellations: a sorted set `<key>:cancels` scored by cancellation number, each member
--- "number:cancelled_version:shift_us:shift_f:p:backlog_end_us". A cancellation matters only to
--- reservations made before it, whose slots are all at or before the backlog's end at that
--- moment; once that time has passed, they are all due, and the entry goes (oldest first). A
--- reservation that missed a removed entry is therefore due.
+-- "number:cancelled_version:shift_us:shift_f:p:backlog_end_us" (p: the denominator of the
+-- shift's fraction; a reservation under another one moves by whole microseconds, rounded down).
+-- A cancellation matters only to reservations made before it, whose slots are all at or before
+-- the backlog's end at that moment; once that time has passed, they are all due, and the entry
+-- goes (oldest first). A reservation that missed a removed entry is therefore due.
 --
 -- Why moving the waiters behind is safe: a cancellable reservation waited, so every reservation
 -- made after it while it was pending found a backlog longer than tau >= n*T ahead of its own
 -- arrival; moving it n*T earlier never moves it before the moment it would have had without the
--- cancelled one. Model: src/algorithms/reservations.cpp.
+-- cancelled one. After a policy change, the key is carried over to the limit in force and moves
+-- back by n*T' only: the waiters then move by min(n*T, n*T') (waiters_shift), never further
+-- than the key did. Model: src/algorithms/reservations.cpp.
 
 -- How many stale entries one call removes at most (each call adds one at most).
 local LOG_PRUNE_MAX = 16
@@ -68,6 +67,35 @@ local function cancel_verdict(log, key_version, cancels, key_epoch, now, p, slot
   local at, at_f = current_slot(log, cancels, version, cancels_before, slot, slot_f, p)
   if at == nil or not after_frac(at, at_f, now, 0) then return 'due' end
   return 'returned'
+end
+
+-- True if a/b < c/d, exactly, for integers 0 <= a, c <= 2^52 and 0 < b, d <= 2^52.
+-- Why not a*d < c*b: the products may pass 2^53, where doubles round; comparing the continued
+-- fractions forms none.
+local function ratio_less(a, b, c, d)
+  while true do
+    local qa = IDIV(a, b)
+    local qc = IDIV(c, d)
+    if qa ~= qc then return qa < qc end
+    a, c = a - qa * b, c - qc * d
+    if c == 0 then return false end
+    if a == 0 then return true end
+    a, b, c, d = d, c, b, a  -- with whole parts equal, a/b < c/d exactly when d/c < b/a
+  end
+end
+
+-- How far the waiters behind a returned cancellation of n permits move, as (us, f, the
+-- fraction's denominator): the reservation's own step n*reserved_d/reserved_p, or the step the
+-- key got back under the limit in force, n*d/p, if that is shorter (after a loosening, the old
+-- step would move them ahead of the key's converted schedule). Equal steps keep the
+-- reservation's denominator, that of the waiters reserved with it.
+local function waiters_shift(n, d, p, reserved_d, reserved_p)
+  if ratio_less(d, p, reserved_d, reserved_p) then
+    local us, f = scaled(n, d, p)
+    return us, f, p
+  end
+  local us, f = scaled(n, reserved_d, reserved_p)
+  return us, f, reserved_p
 end
 
 -- Logs a returned cancellation, the key's cancels-th; the log lives as long as its latest

@@ -1,6 +1,7 @@
 #include "algorithms/reservations.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "algorithms/leaky_bucket.hpp"
 
@@ -245,13 +246,27 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const Polic
   return out;
 }
 
-/// Logs a returned cancellation and returns the outcome.
+/// How far the waiters behind a returned cancellation of `n` permits move, and the denominator
+/// of its fraction: the reservation's own step, or the step the key got back under the limit in
+/// force (d/p per permit) if that is shorter; equal steps keep the reservation's denominator
+/// (lua/reservations/cancel.lua, waiters_shift).
+std::pair<FracTime, std::int64_t> waiters_shift(std::int64_t n, std::int64_t d, std::int64_t p,
+                                                const CancelTicket& ticket) {
+  // d/p < ticket.d/ticket.den, exactly: the products may pass 2^63.
+  if (static_cast<Int128>(d) * ticket.den < static_cast<Int128>(ticket.d) * p)
+    return {scaled(n, d, p), p};
+  return {scaled(n, ticket.d, ticket.den), ticket.den};
+}
+
+/// Logs a returned cancellation that moves the waiters behind by `shift` (in 1/p us) and
+/// returns the outcome.
 template <class State>
 CancelOutcome log_cancel(State& current, FracTime shift, std::int64_t p, std::int64_t version,
                          std::int64_t backlog_end_us) {
   CancelOutcome out;
   out.verdict = CancelVerdict::returned;
   out.shift = shift;
+  out.den = p;
   out.book = {current.book.version, current.book.cancels + 1, current.book.epoch};
   current.book = out.book;
   current.cancel_log.push_back({.number = out.book.cancels,
@@ -272,10 +287,10 @@ CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& cha
   const CancelVerdict verdict = verdict_for(current, now, ticket.slot, ticket.den, ticket);
   if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
   const FracTime time = loaded.time;
-  // The waiters behind move by the reservation's own step; the key gets its permits back in
-  // the terms of the policy in force, not before now (at most its capacity).
-  CancelOutcome out = log_cancel(*current, scaled(n, ticket.d, ticket.den), ticket.den,
-                                 ticket.version, time.ceil_us());
+  // The key gets its permits back in the terms of the policy in force, not before now (at most
+  // its capacity); the waiters behind move by that step or the reservation's, the shorter.
+  const auto [shift, den] = waiters_shift(n, params.d, p, ticket);
+  CancelOutcome out = log_cancel(*current, shift, den, ticket.version, time.ceil_us());
   FracTime back = subtract(time, scaled(n, params.d, p), p);
   if (!(FracTime{now, 0} < back)) back = {now, 0};
   out.ttl_us = std::max<std::int64_t>(1, subtract(back, {now, 0}, p).ceil_us());
@@ -298,8 +313,8 @@ CancelOutcome cancel_token_bucket(const TokenBucketParams& params, const PolicyC
   const std::int64_t t = tokens.time_us;
   // The backlog ends when the debt is paid.
   const std::int64_t backlog_end = level < 0 ? t + ceil_div(-level, params.p) : t;
-  CancelOutcome out = log_cancel(*current, scaled(n, ticket.d, ticket.den), ticket.den,
-                                 ticket.version, backlog_end);
+  const auto [shift, den] = waiters_shift(n, params.d, params.p, ticket);
+  CancelOutcome out = log_cancel(*current, shift, den, ticket.version, backlog_end);
   const std::int64_t back = std::min(full, level + n * params.d);
   out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - back, params.p) + t - now);
   current->level = back;

@@ -52,6 +52,7 @@ struct CancelTicket {
 struct CancelOutcome {
   CancelVerdict verdict = CancelVerdict::refused;
   FracTime shift;           ///< returned: how much earlier the reservations behind it may move
+  std::int64_t den = 1;     ///< returned: the denominator of the shift's fraction
   ReservationBook book;     ///< returned: the key's, after it (cancels counts this one)
   std::int64_t ttl_us = 0;  ///< returned: how long the new state matters
   /// The key holds state of a newer policy version than the request's: refused, nothing written.
@@ -61,7 +62,8 @@ struct CancelOutcome {
 /// Gives a reservation back if its slot, moved earlier by the cancellations ahead of it since it
 /// was made, is still ahead. `spec` and `change` are the policy in force (the limit's, same
 /// algorithm): the key is carried over to it and gets the n permits back in its terms (at most
-/// its capacity), while the waiters behind move by the reservation's own step (the ticket's).
+/// its capacity), while the waiters behind move by the shorter of that step and the
+/// reservation's own (the ticket's): never ahead of the key's converted schedule.
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
                                  std::int64_t now, std::int64_t n, const CancelTicket& ticket,
                                  PolicyChange change = {});

@@ -153,7 +153,7 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
                             .epoch = outcome.book.epoch,
                             .cancelled = ticket.version,
                             .shift = outcome.shift,
-                            .den = ticket.den};
+                            .den = outcome.den};
   // Why a copy: a handler may unwatch.
   const auto watchers = watchers_;
   for (const auto& [id, watcher] : watchers) {

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <memory>
+#include <sstream>
+#include <vector>
 
 #include "limiter/local_backend.hpp"
 #include "limiter/redis_backend.hpp"
@@ -212,6 +214,92 @@ TEST_P(PolicyChange, ANewVersionOfTheSameParametersKeepsTheStateExactly) {
   EXPECT_TRUE(second.allowed);
   EXPECT_EQ(second.reset_after, 150'000us);
   run(loop(), backend->reset(at(2), "{same}"));
+}
+
+/// Reserves `n` permits of `policy` on key "{shift}" at `now_us` (waiting up to an hour).
+Task<detail::Reservation> reserve_at(detail::Backend& backend,
+                                     std::shared_ptr<const detail::CompiledPolicy> policy,
+                                     std::int64_t n, std::int64_t now_us) {
+  co_return co_await backend.reserve(
+      detail::DecideRequest(std::move(policy), detail::KeyBase("{shift}"),
+                            detail::Operation::acquire, n, now_us),
+      3'600'000'000);
+}
+
+/// Cancels `reservation` (of `n` permits) under `policy` at `now_us`.
+Task<detail::CancelVerdict> cancel_at(detail::Backend& backend,
+                                      std::shared_ptr<const detail::CompiledPolicy> policy,
+                                      std::int64_t n, detail::Reservation reservation,
+                                      std::int64_t now_us) {
+  const detail::CancelTicket ticket{.slot = reservation.slot,
+                                    .den = reservation.den,
+                                    .d = reservation.d,
+                                    .version = reservation.book.version,
+                                    .epoch = reservation.book.epoch,
+                                    .cancels_before = reservation.book.cancels};
+  co_return co_await backend.cancel(
+      detail::DecideRequest(std::move(policy), detail::KeyBase("{shift}"),
+                            detail::Operation::acquire, n, now_us),
+      ticket);
+}
+
+// A cancel after a loosening (1/min -> 1000/s) gives the key back its permit at the new rate,
+// 1 ms: the waiters behind must be told to move by no more than that, not by the reservation's
+// own minute (they would fire ahead of the converted schedule). Checked on the cancellation log
+// (what every later cancel and the script's verdicts go by) and on the notice.
+TEST_P(PolicyChange, ACancelAfterLooseningMovesTheWaitersBehindByTheStepInForceAtMost) {
+  std::unique_ptr<detail::Backend> backend;
+  if (GetParam()) {
+    backend = std::make_unique<detail::RedisBackend>(client_.dispatcher());
+  } else {
+    backend = std::make_unique<detail::LocalBackend>();
+  }
+  const std::int64_t now = 1'800'000'000'000'000;
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    SCOPED_TRACE(to_string(algorithm));
+    const auto slow = detail::CompiledPolicy::compile(
+        Policy{Limit{algorithm, Rate::parse("2/min"), 4, Window::aligned}});
+    const auto fast = detail::CompiledPolicy::compile(
+        Policy{Limit{algorithm, Rate::parse("1000/s"), 0, Window::aligned}},
+        {.version = 0, .since_us = now + 10, .carry = Carry::as_is});
+    run(loop(), backend->reset(slow, "{shift}"));
+    // The burst (a leaky bucket's queue of 4 takes 1: the 3 reserved below wait behind it).
+    const std::int64_t taken = algorithm == Algorithm::leaky_bucket ? 1 : 4;
+    EXPECT_TRUE(run(loop(), reserve_at(*backend, slow, taken, now)).decision.allowed);
+    const detail::Reservation first = run(loop(), reserve_at(*backend, slow, 2, now + 1));
+    const detail::Reservation second = run(loop(), reserve_at(*backend, slow, 1, now + 2));
+    ASSERT_TRUE(first.decision.allowed && second.decision.allowed);
+    ASSERT_GT(first.wait_us, 0);
+    // In process, the notice is delivered inline; Redis publishes the same shift as it logs.
+    std::vector<detail::CancelNotice> notices;
+    const std::uint64_t watch = backend->watch(
+        detail::DecideRequest(slow, detail::KeyBase("{shift}"), detail::Operation::acquire, 1),
+        [&notices](const detail::CancelNotice& notice) { notices.push_back(notice); });
+    EXPECT_EQ(run(loop(), cancel_at(*backend, fast, 2, first, now + 20)),
+              detail::CancelVerdict::returned);
+    // Two permits at 1000/s: 2 ms, exactly.
+    const auto at_most_two_ms = [](detail::FracTime shift) {
+      return shift.us < 2000 || (shift.us == 2000 && shift.frac == 0);
+    };
+    if (GetParam()) {
+      const std::string key = "{shift}" + slow->limits().front().key_suffix + ":cancels";
+      const Reply log = run(loop(), client_.command("ZRANGE", key, "0", "-1"));
+      ASSERT_EQ(log.as_array().size(), 1u);
+      // "number:cancelled_version:shift_us:shift_f:p:backlog_end_us"
+      std::istringstream entry(log.as_array()[0].as_string());
+      std::int64_t number = 0, cancelled = 0, us = 0, frac = 0;
+      char colon = 0;
+      entry >> number >> colon >> cancelled >> colon >> us >> colon >> frac;
+      EXPECT_TRUE(at_most_two_ms({us, frac})) << log.as_array()[0].as_string();
+    } else {
+      ASSERT_EQ(notices.size(), 1u);
+      EXPECT_TRUE(at_most_two_ms(notices[0].shift))
+          << notices[0].shift.us << " us + " << notices[0].shift.frac << "/" << notices[0].den;
+    }
+    backend->unwatch(watch);
+    run(loop(), backend->reset(slow, "{shift}"));
+  }
 }
 
 // A value the previous release wrote (no stamp) is read as before and rewritten with one.

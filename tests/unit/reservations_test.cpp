@@ -154,5 +154,41 @@ TEST(Reservations, TheLogForgetsCancellationsOnceEverySlotBeforeThemHasCome) {
   EXPECT_EQ(queue.cancel(t0 + 200'000, queue.ticket(second)).verdict, CancelVerdict::due);
 }
 
+/// The shift a cancel tells the waiters behind the second of two reservations of one permit on
+/// a `gcra` key reserved under `reserved` ({p, d}: d/p us per permit), cancelled under `in_force`.
+CancelOutcome cancel_under(std::pair<std::int64_t, std::int64_t> reserved,
+                           std::pair<std::int64_t, std::int64_t> in_force) {
+  const LimitSpec before{Algorithm::gcra, reserved.first, reserved.second, 1};
+  const LimitSpec after{Algorithm::gcra, in_force.first, in_force.second, 1};
+  std::optional<LimitState> state;
+  reserve(before, state, t0, 1, 0);
+  const ReserveOutcome second = reserve(before, state, t0, 1, 10'000'000);
+  const CancelTicket ticket{.slot = second.slot,
+                            .den = before.a,
+                            .d = before.b,
+                            .version = second.book.version,
+                            .epoch = second.book.epoch,
+                            .cancels_before = second.book.cancels};
+  return cancel_reservation(after, state, t0 + 10, 1, ticket);
+}
+
+// The key gives back one permit at the rate in force; the waiters move by that or by the
+// reservation's own step, the shorter, compared exactly: 333333 4/7 us < 333333 2/3 us.
+TEST(Reservations, ACancelMovesTheWaitersByTheShorterOfTheReservedStepAndTheStepInForce) {
+  const CancelOutcome loosened = cancel_under({3, 1'000'001}, {7, 2'333'335});
+  EXPECT_EQ(loosened.verdict, CancelVerdict::returned);
+  EXPECT_EQ(loosened.shift, (FracTime{333'333, 4}));
+  EXPECT_EQ(loosened.den, 7) << "the step in force, in its own denominator";
+
+  const CancelOutcome tightened = cancel_under({7, 2'333'335}, {3, 1'000'001});
+  EXPECT_EQ(tightened.verdict, CancelVerdict::returned);
+  EXPECT_EQ(tightened.shift, (FracTime{333'333, 4}));
+  EXPECT_EQ(tightened.den, 7) << "the reservation's own step";
+
+  const CancelOutcome same = cancel_under({3, 1'000'001}, {6, 2'000'002});
+  EXPECT_EQ(same.shift, (FracTime{333'333, 2}));
+  EXPECT_EQ(same.den, 3) << "equal steps keep the reservation's denominator";
+}
+
 }  // namespace
 }  // namespace redlimit::detail
