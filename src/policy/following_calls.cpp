@@ -26,6 +26,15 @@ Clock::time_point call_deadline(const CommandDispatcher& redis) {
                      ", under which a key was written, until the call's deadline");
 }
 
+[[noreturn]] void throw_older_than_state(const std::string& name, std::string_view key,
+                                         std::int64_t state_version, std::int64_t stored_version) {
+  throw ConfigError("the stored policy is older than the state of key '" + std::string(key) +
+                    "' of '" + name + "': the state was written under version " +
+                    std::to_string(state_version) + ", the store holds version " +
+                    std::to_string(stored_version) +
+                    " for the key (was the policy record lost while the state remained?)");
+}
+
 }  // namespace
 
 void PolicyEnforcer::follow(const FollowedPolicies& followed) {
@@ -58,6 +67,12 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
   if (!policy) {
     throw PolicyNotFound("no policy is stored under '" + self->options_.name +
                          "' (PolicyStore::set), nor an override for the key");
+  }
+  // Why at once: the policy was just read again (a script named a newer version), and the store
+  // holds nothing newer for the key; asking again would be refused the same way until the
+  // deadline.
+  if (policy->epoch().version < min_version) {
+    throw_older_than_state(self->options_.name, key, min_version, policy->epoch().version);
   }
   co_return self->request_under(policy, key, operation, permits);
 }

@@ -199,6 +199,35 @@ TEST_F(PolicyStoreTest, AFollowerRefusedAsStaleReadsThePolicyAgainAndAsksOnceMor
   EXPECT_EQ(uv_loop_close(&stale_loop), 0);
 }
 
+TEST_F(PolicyStoreTest, AStateNewerThanTheStoredPolicyEndsTheCallTypedAfterOneReadAgain) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 5/min")));
+  const std::int64_t version = run(loop(), store.record("api"))->version;
+  Limiter limiter(client(), LimiterOptions{.name = "api", .policy_refresh = 1h});
+  EXPECT_EQ(run(loop(), limiter.try_acquire("k")).policy_version, version);
+  // The key's state stamped with a version the store does not hold (e.g. its record was lost in
+  // a failover while the state keys remained): `us:f:p:0:0:0:d:burst:pv`, pv last.
+  const std::vector<std::string> keys = server_.keys();
+  const auto state = std::find_if(keys.begin(), keys.end(), [](const std::string& key) {
+    return key.find(":k}") != std::string::npos;
+  });
+  ASSERT_NE(state, keys.end());
+  std::string stamp = server_.command({"GET", *state}).str;
+  stamp = stamp.substr(0, stamp.rfind(':') + 1) + std::to_string(version + 100);
+  server_.command({"SET", *state, stamp, "KEEPTTL"});
+  server_.command({"CONFIG", "RESETSTAT"});
+
+  try {
+    run(loop(), limiter.try_acquire("k"));
+    ADD_FAILURE() << "a call on a state newer than the stored policy did not fail";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(version + 100)), std::string::npos)
+        << e.what();
+  }
+  // The refused decision, then one read of the record: no loop until the deadline.
+  EXPECT_EQ(server_.command_calls("evalsha"), 2);
+}
+
 TEST_F(PolicyStoreTest, WhenRedisCannotAnswerTheFailurePolicyUsesThePolicyReadLast) {
   PolicyStore store(client());
   run(loop(), store.set("api", Policy::parse("gcra 7/min")));
