@@ -45,8 +45,11 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
     auto on_message = [weak](std::string_view message) {
       if (auto follower = weak.lock()) follower->on_notice(message);
     };
-    self->subscription_ =
-        self->redis_->subscriber().subscribe(policy_channel(self->record_key_), on_message);
+    auto on_confirmed = [weak] {
+      if (auto follower = weak.lock()) follower->on_subscribed();
+    };
+    self->subscription_ = self->redis_->subscriber().subscribe(policy_channel(self->record_key_),
+                                                               on_message, on_confirmed);
   }
   auto fresh_enough = [&self, min_version] {
     return self->followed_ && self->followed_->version >= min_version &&
@@ -71,6 +74,8 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
 Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   auto done = std::make_shared<Completion>();
   self->reading_ = done;
+  // Why cleared here: this read sees every change stored before it starts.
+  self->read_again_ = false;
   std::exception_ptr error;
   try {
     const StoredPolicies stored = co_await read_policies(self->redis_, self->record_key_);
@@ -81,8 +86,11 @@ Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   self->read_error_ = error;
   self->read_at_ = Clock::now();
   self->reading_.reset();
-  // A notice that arrived during the read may name a change the read did not see.
-  if (!error && self->followed_->version < self->announced_version_) self->read_in_background();
+  // A notice that arrived during the read may name a change the read did not see; a change
+  // stored before the subscription was confirmed, during the read, was announced to nobody.
+  if (!error && (self->followed_->version < self->announced_version_ || self->read_again_)) {
+    self->read_in_background();
+  }
   // Why last: the waiters resume inline, and may drop the last reference to the follower.
   done->set();
 }
@@ -104,6 +112,16 @@ void PolicyFollower::on_notice(std::string_view message) {
   if (version <= announced_version_) return;
   announced_version_ = version;
   if (!followed_ || followed_->version < version) read_in_background();
+}
+
+void PolicyFollower::on_subscribed() {
+  // Why: changes stored while the subscription was down (or not yet confirmed) were announced to
+  // nobody; with nothing read yet, the first read is still to come.
+  if (reading_) {
+    read_again_ = true;
+  } else if (followed_) {
+    read_in_background();
+  }
 }
 
 void PolicyFollower::install(const StoredPolicies& stored) {

@@ -33,9 +33,9 @@ struct FollowedPolicies {
 };
 
 /// Keeps a limiter's policies current with a PolicyStore: reads the name's record on first use,
-/// reads it again within a round trip of each change notice (pub/sub), every `refresh`
-/// otherwise (notices are lost while the pub/sub connection is down), and when a script
-/// refused a request as stale.
+/// reads it again within a round trip of each change notice (pub/sub), each time the
+/// subscription is confirmed (notices are lost until then and while the pub/sub connection is
+/// down), every `refresh` otherwise, and when a script refused a request as stale.
 ///
 /// Shared: reads in flight keep it alive; the notice handler holds it weakly.
 class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
@@ -69,6 +69,8 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// version than the one held (followed_ must be set).
   void refresh_if_due();
   void on_notice(std::string_view message);
+  /// Reads again after the subscription is confirmed (first, or after a reconnect).
+  void on_subscribed();
   void install(const StoredPolicies& stored);
 
   std::shared_ptr<CommandDispatcher> redis_;
@@ -79,6 +81,7 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   std::int64_t announced_version_ = 0;   ///< the largest version a notice or a script named
   std::shared_ptr<Completion> reading_;  ///< set while a read is in flight
   std::exception_ptr read_error_;        ///< what the last read threw, if it failed
+  bool read_again_ = false;              ///< the subscription was confirmed during a read
   std::uint64_t subscription_ = 0;
 };
 

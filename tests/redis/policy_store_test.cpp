@@ -163,6 +163,71 @@ TEST_F(PolicyStoreTest, AFollowerFollowsAChangeMadeByAnotherClient) {
   run(loop(), other.close());
 }
 
+TEST_F(PolicyStoreTest, AChangeMadeRightAfterTheFirstCallIsSeenByItsNoticeNotAtTheRefresh) {
+  // Database 1: each connection's handshake (SELECT) takes a round trip before it subscribes.
+  const std::string url = server_.url() + "/1";
+  Client other(loop(), ClientOptions{.url = url});
+  PolicyStore store(other);
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  // The follower runs on a loop of its own, idle while the policy changes.
+  uv_loop_t follower_loop;
+  ASSERT_EQ(uv_loop_init(&follower_loop), 0);
+  {
+    Client follower_client(&follower_loop, ClientOptions{.url = url});
+    // Why: with its commands' connection open, the follower's first read takes one round trip,
+    // fewer than opening the pub/sub connection and subscribing.
+    run(&follower_loop, PolicyStore(follower_client).record("api"));
+    Limiter limiter(follower_client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+    EXPECT_TRUE(run(&follower_loop, limiter.try_acquire("k")).allowed);
+
+    run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+    const std::int64_t version = run(loop(), store.record("api"))->version;
+    const auto changed = std::chrono::steady_clock::now();
+    // Without the notice the change would be seen only at the refresh, an hour later.
+    while (run(&follower_loop, limiter.peek("k")).policy_version != version &&
+           std::chrono::steady_clock::now() - changed < 10s)
+      run(&follower_loop, sleep_for(&follower_loop, 1ms));
+    EXPECT_EQ(run(&follower_loop, limiter.peek("k")).policy_version, version)
+        << "a change made right after the first call was not announced to the follower";
+    std::printf(
+        "a change right after the first call reached the follower in %.2f ms (notice)\n",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - changed)
+            .count());
+    run(&follower_loop, follower_client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&follower_loop), 0);
+  run(loop(), other.close());
+}
+
+TEST_F(PolicyStoreTest, AChangeMadeWhileThePubSubConnectionWasDownIsReadOnceItIsBack) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  // The follower runs on a loop of its own, idle while its pub/sub connection is down.
+  uv_loop_t follower_loop;
+  ASSERT_EQ(uv_loop_init(&follower_loop), 0);
+  {
+    Client follower_client(&follower_loop, ClientOptions{.url = server_.url()});
+    Limiter limiter(follower_client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+    EXPECT_TRUE(run(&follower_loop, limiter.try_acquire("k")).allowed);
+    // Confirmed: a notice published now would reach the follower.
+    while (server_.command({"PUBSUB", "CHANNELS"}).elements.empty())
+      run(&follower_loop, sleep_for(&follower_loop, 1ms));
+
+    server_.command({"CLIENT", "KILL", "TYPE", "pubsub"});
+    run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+    const std::int64_t version = run(loop(), store.record("api"))->version;
+    const auto changed = std::chrono::steady_clock::now();
+    // Without a read once subscribed again, the change would be seen at the refresh, in an hour.
+    while (run(&follower_loop, limiter.peek("k")).policy_version != version &&
+           std::chrono::steady_clock::now() - changed < 10s)
+      run(&follower_loop, sleep_for(&follower_loop, 1ms));
+    EXPECT_EQ(run(&follower_loop, limiter.peek("k")).policy_version, version)
+        << "a change made while the pub/sub connection was down was not read once it was back";
+    run(&follower_loop, follower_client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&follower_loop), 0);
+}
+
 TEST_F(PolicyStoreTest, AFollowerResetsAKeyUnderItsStoredPolicy) {
   PolicyStore store(client());
   run(loop(), store.set("api", Policy::parse("fixed_window 2/min")));
