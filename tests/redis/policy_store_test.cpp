@@ -15,6 +15,7 @@
 #include "support/loop_test.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
+#include "support/started_task.hpp"
 
 namespace redlimit {
 namespace {
@@ -226,6 +227,26 @@ TEST_F(PolicyStoreTest, AChangeMadeWhileThePubSubConnectionWasDownIsReadOnceItIs
     run(&follower_loop, follower_client.close());
   }
   EXPECT_EQ(uv_loop_close(&follower_loop), 0);
+}
+
+TEST_F(PolicyStoreTest, AFirstCallDestroyedWhileThePolicyIsReadLeavesLaterCallsWorking) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 5/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  auto call = [](Limiter& limiter) -> Task<void> {
+    const Decision decision = co_await limiter.try_acquire("k");
+    EXPECT_TRUE(decision.allowed);
+  };
+  {
+    test::StartedTask abandoned = test::start(call(limiter));
+    EXPECT_FALSE(abandoned.done());  // its read is in flight
+  }
+  test::StartedTask next = test::start(call(limiter));
+  const auto started = std::chrono::steady_clock::now();
+  while (!next.done() && std::chrono::steady_clock::now() - started < 10s)
+    run(loop(), sleep_for(loop(), 1ms));
+  ASSERT_TRUE(next.done()) << "the read of the destroyed call left the follower waiting forever";
+  if (next.error()) std::rethrow_exception(next.error());
 }
 
 TEST_F(PolicyStoreTest, AFollowerResetsAKeyUnderItsStoredPolicy) {
