@@ -310,8 +310,10 @@ TEST_F(PolicyStoreTest, AStateNewerThanTheStoredPolicyEndsTheCallTypedAfterOneRe
     EXPECT_NE(std::string(e.what()).find(std::to_string(version + 100)), std::string::npos)
         << e.what();
   }
-  // The refused decision, then one read of the record: no loop until the deadline.
-  EXPECT_EQ(server_.command_calls("evalsha"), 2);
+  // The refused decision, then one read of the record (and perhaps the read that follows the
+  // subscription's confirmation): no loop until the deadline.
+  EXPECT_GE(server_.command_calls("evalsha"), 2);
+  EXPECT_LE(server_.command_calls("evalsha"), 3);
 }
 
 TEST_F(PolicyStoreTest, WhenRedisCannotAnswerTheFailurePolicyUsesThePolicyReadLast) {
