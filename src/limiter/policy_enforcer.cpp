@@ -229,7 +229,8 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
   // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
   std::optional<DecideRequest> followed;
   if (self->follower_)
-    followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0));
+    followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0,
+                                               self->redis_->command_deadline()));
   DecideRequest validated_request =
       followed ? std::move(*followed) : self->request(key, Operation::peek, 1);
   ++self->generation_;

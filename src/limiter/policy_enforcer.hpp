@@ -77,11 +77,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool fits_fallback(const DecideRequest& request) const;
 
   // ---- a follower's calls (src/policy/following_calls.cpp)
-  /// A validated request for `key` under the stored policy for it, of at least `min_version`:
-  /// PolicyNotFound when none is stored (or none could be read yet).
+  /// A validated request for `key` under the stored policy for it, of at least `min_version`,
+  /// read by `deadline`: PolicyNotFound when none is stored (or none could be read yet).
   static Task<DecideRequest> followed_request(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                               Operation operation, std::int64_t permits,
-                                              std::int64_t min_version);
+                                              std::int64_t min_version,
+                                              std::chrono::steady_clock::time_point deadline);
   /// try_acquire() and peek() of a follower: asks again under the policy read again when a
   /// script refuses the request as stale (StalePolicy), until the call's deadline.
   static Task<Decision> decide_following(std::shared_ptr<PolicyEnforcer> self, std::string key,

@@ -26,6 +26,15 @@ Clock::time_point call_deadline(const CommandDispatcher& redis) {
                      ", under which a key was written, until the call's deadline");
 }
 
+[[noreturn]] void throw_older_than_state(const std::string& name, std::string_view key,
+                                         std::int64_t state_version, std::int64_t stored_version) {
+  throw ConfigError("the stored policy is older than the state of key '" + std::string(key) +
+                    "' of '" + name + "': the state was written under version " +
+                    std::to_string(state_version) + ", the store holds version " +
+                    std::to_string(stored_version) +
+                    " for the key (was the policy record lost while the state remained?)");
+}
+
 }  // namespace
 
 void PolicyEnforcer::follow(const FollowedPolicies& followed) {
@@ -39,16 +48,21 @@ void PolicyEnforcer::follow(const FollowedPolicies& followed) {
 
 Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnforcer> self,
                                                      std::string key, Operation operation,
-                                                     std::int64_t permits,
-                                                     std::int64_t min_version) {
+                                                     std::int64_t permits, std::int64_t min_version,
+                                                     Clock::time_point deadline) {
   check_key(key);
   std::shared_ptr<const FollowedPolicies> followed;
   std::string unread;
+  std::exception_ptr unread_again;
   try {
-    followed = co_await PolicyFollower::current(self->follower_, min_version);
+    followed = co_await PolicyFollower::current(self->follower_, min_version, deadline);
   } catch (const Unavailable& e) {
     unread = e.what();  // Redis cannot answer: typed as "no policy", never an allow
+    unread_again = std::current_exception();
   }
+  // Why not PolicyNotFound when asked again after StalePolicy: a policy was read, and Redis did
+  // not answer the read again by the call's deadline.
+  if (!followed && min_version > 0) std::rethrow_exception(unread_again);
   if (!followed) {
     throw PolicyNotFound("no policy of '" + self->options_.name +
                          "' could be read from its PolicyStore yet: " + unread);
@@ -58,6 +72,12 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
   if (!policy) {
     throw PolicyNotFound("no policy is stored under '" + self->options_.name +
                          "' (PolicyStore::set), nor an override for the key");
+  }
+  // Why at once: the policy was just read again (a script named a newer version), and the store
+  // holds nothing newer for the key; asking again would be refused the same way until the
+  // deadline.
+  if (policy->epoch().version < min_version) {
+    throw_older_than_state(self->options_.name, key, min_version, policy->epoch().version);
   }
   co_return self->request_under(policy, key, operation, permits);
 }
@@ -78,7 +98,8 @@ Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> 
       }
     }
     if (!ready)
-      ready.emplace(co_await followed_request(self, key, operation, permits, min_version));
+      ready.emplace(
+          co_await followed_request(self, key, operation, permits, min_version, deadline));
     DecideRequest& request = *ready;
     try {
       Decision decision = co_await self->decide(request, nullptr);  // self keeps the enforcer
@@ -101,7 +122,7 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
   std::int64_t min_version = 0;
   for (;;) {
     DecideRequest request =
-        co_await followed_request(self, key, Operation::acquire, permits, min_version);
+        co_await followed_request(self, key, Operation::acquire, permits, min_version, deadline);
     const std::int64_t version = request.policy->epoch().version;
     const bool reservable = request.policy->limits().size() == 1 &&
                             can_reserve(request.policy->limits().front().limit.algorithm);

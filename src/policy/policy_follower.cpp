@@ -1,6 +1,10 @@
 #include "policy/policy_follower.hpp"
 
+#include <utility>
+
 #include "policy/policy_records.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
 #include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
@@ -36,7 +40,7 @@ void PolicyFollower::refresh_if_due() {
 }
 
 Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
-    std::shared_ptr<PolicyFollower> self, std::int64_t min_version) {
+    std::shared_ptr<PolicyFollower> self, std::int64_t min_version, Clock::time_point deadline) {
   // Why not after close(): a subscription would open a connection nobody closes.
   if (self->subscription_ == 0 && !self->redis_->closed()) {
     // Why before the first read: a change made after the read is then announced to us.
@@ -45,32 +49,69 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
     auto on_message = [weak](std::string_view message) {
       if (auto follower = weak.lock()) follower->on_notice(message);
     };
-    self->subscription_ =
-        self->redis_->subscriber().subscribe(policy_channel(self->record_key_), on_message);
+    auto on_confirmed = [weak] {
+      if (auto follower = weak.lock()) follower->on_subscribed();
+    };
+    self->subscription_ = self->redis_->subscriber().subscribe(policy_channel(self->record_key_),
+                                                               on_message, on_confirmed);
   }
   auto fresh_enough = [&self, min_version] {
     return self->followed_ && self->followed_->version >= min_version &&
            (min_version > 0 || self->followed_->policy || !self->followed_->per_key.empty());
   };
   if (!fresh_enough()) {
-    bool waited = false;
-    if (auto in_flight = self->reading_) {
-      co_await in_flight->wait();
-      waited = true;
-    }
+    const bool waited = self->reading_;
+    co_await self->wait_for_read(deadline);
     // Why read again after waiting: the read we waited for may have started before the change
     // a script told us of; a read that merely found nothing stored is recent enough.
-    if (!fresh_enough() && !(waited && min_version == 0 && self->followed_)) co_await read(self);
+    if (!fresh_enough() && !(waited && min_version == 0 && self->followed_)) {
+      self->read_in_background();
+      co_await self->wait_for_read(deadline);
+    }
+    if (!fresh_enough()) {
+      if (self->reading_) {
+        throw TimeoutError("the policies stored under " + self->record_key_ +
+                           " were not read by the call's deadline");
+      }
+      if (self->read_error_ && (min_version > 0 || !self->followed_)) {
+        std::rethrow_exception(self->read_error_);
+      }
+    }
   } else {
     self->refresh_if_due();
   }
-  if (!self->followed_) std::rethrow_exception(self->read_error_);
+  if (!self->followed_) {
+    throw ConnectionError("the client is closed: the policies stored under " + self->record_key_ +
+                          " cannot be read");
+  }
   co_return self->followed_;
 }
 
+Task<void> PolicyFollower::wait_for_read(Clock::time_point deadline) {
+  // Why a loop: a read may start another as it ends (a notice arrived meanwhile).
+  while (reading_) {
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) co_return;
+    std::stop_source wake;
+    // Why a guard: the caller's frame may be destroyed while waiting; read() must then not wake
+    // it. The follower outlives the guard: the caller's frame holds it.
+    struct Registration {
+      PolicyFollower& self;
+      std::stop_source* wake;
+      ~Registration() { std::erase(self.read_waiters_, wake); }
+    } registration{*this, &wake};
+    read_waiters_.push_back(&wake);
+    try {
+      co_await sleep_for(redis_->loop(), std::chrono::ceil<std::chrono::microseconds>(left),
+                         wake.get_token());
+    } catch (const Cancelled&) {  // the read ended
+    }
+  }
+}
+
 Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
-  auto done = std::make_shared<Completion>();
-  self->reading_ = done;
+  // Why cleared here: this read sees every change stored before it starts.
+  self->read_again_ = false;
   std::exception_ptr error;
   try {
     const StoredPolicies stored = co_await read_policies(self->redis_, self->record_key_);
@@ -80,17 +121,26 @@ Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   }
   self->read_error_ = error;
   self->read_at_ = Clock::now();
-  self->reading_.reset();
-  // A notice that arrived during the read may name a change the read did not see.
-  if (!error && self->followed_->version < self->announced_version_) self->read_in_background();
-  // Why last: the waiters resume inline, and may drop the last reference to the follower.
-  done->set();
+  self->reading_ = false;
+  // A notice that arrived during the read may name a change the read did not see; a change
+  // stored before the subscription was confirmed, during the read, was announced to nobody.
+  if (!error && (self->followed_->version < self->announced_version_ || self->read_again_)) {
+    self->read_in_background();
+  }
+  // Why safe at any point: sleep_for() resumes a stopped waiter from the loop, never inline.
+  for (std::stop_source* waiter : std::exchange(self->read_waiters_, {}))
+    waiter->request_stop();
 }
 
 void PolicyFollower::read_in_background() {
-  if (reading_) return;
+  // Why not once closed: the background work drops its tasks then, and reading_ would stay set.
+  if (reading_ || redis_->closed()) return;
+  // Why set before the read starts (on the next loop iteration): a notice or a call arriving
+  // meanwhile joins this read instead of starting another.
+  reading_ = true;
   // Why the client's background work: it starts on the next loop iteration (a notice arrives
-  // inside hiredis, where nothing may be resumed), and Client::close() waits for it.
+  // inside hiredis, where nothing may be resumed), Client::close() waits for it, and it outlives
+  // the call that asked for it.
   redis_->background().start(read(shared_from_this()));
 }
 
@@ -104,6 +154,16 @@ void PolicyFollower::on_notice(std::string_view message) {
   if (version <= announced_version_) return;
   announced_version_ = version;
   if (!followed_ || followed_->version < version) read_in_background();
+}
+
+void PolicyFollower::on_subscribed() {
+  // Why: changes stored while the subscription was down (or not yet confirmed) were announced to
+  // nobody; with nothing read yet, the first read is still to come.
+  if (reading_) {
+    read_again_ = true;
+  } else if (followed_) {
+    read_in_background();
+  }
 }
 
 void PolicyFollower::install(const StoredPolicies& stored) {

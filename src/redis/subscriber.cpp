@@ -17,11 +17,13 @@ Subscriber::Subscriber(uv_loop_t* loop, std::vector<Endpoint> endpoints,
       session_(loop, std::move(endpoints), settings, std::move(logger), "subscriber connection",
                Session::Replies::raw, *this) {}
 
-std::uint64_t Subscriber::subscribe(const std::string& channel, Handler handler) {
+std::uint64_t Subscriber::subscribe(const std::string& channel, Handler handler,
+                                    std::function<void()> on_confirmed) {
   const std::uint64_t id = next_id_++;
   Channel& entry = channels_[channel];
   const bool first = entry.handlers.empty();
   entry.handlers.emplace(id, std::move(handler));
+  if (on_confirmed) entry.on_confirmed.emplace(id, std::move(on_confirmed));
   channel_of_.emplace(id, channel);
   if (session_.state() == Session::State::idle) {
     session_.open();
@@ -38,6 +40,7 @@ void Subscriber::unsubscribe(std::uint64_t id) {
   channel_of_.erase(found);
   const auto entry = channels_.find(channel);
   entry->second.handlers.erase(id);
+  entry->second.on_confirmed.erase(id);
   if (!entry->second.handlers.empty() || !entry->second.waiters.empty()) return;
   const bool was_confirmed = entry->second.confirmed;
   channels_.erase(entry);
@@ -139,7 +142,11 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void* 
   if (kind == "subscribe") {
     self->session_.backoff().reset();
     entry->second.confirmed = true;
+    // Why a copy, taken first: a woken waiter or a callback may unsubscribe (itself or another).
+    const auto callbacks = entry->second.on_confirmed;
     self->wake_waiters(entry->second);
+    for (const auto& [id, on_confirmed] : callbacks)
+      on_confirmed();
   } else if (kind == "message" && r->element[2]->type == REDIS_REPLY_STRING) {
     const std::string_view message(r->element[2]->str, r->element[2]->len);
     // Why a copy of the handlers: a handler may unsubscribe (itself or another).

@@ -40,8 +40,11 @@ class Subscriber final : private SessionEvents {
   Subscriber& operator=(const Subscriber&) = delete;
 
   /// Calls `handler` with each message on `channel` (from the loop, inside hiredis: it must not
-  /// destroy the subscriber) until unsubscribe(id). Connects and subscribes as needed.
-  std::uint64_t subscribe(const std::string& channel, Handler handler);
+  /// destroy the subscriber) until unsubscribe(id). Connects and subscribes as needed. Calls
+  /// `on_confirmed`, if given, the same way each time the server confirms the subscription: the
+  /// first time and after every reconnect (messages published meanwhile were lost).
+  std::uint64_t subscribe(const std::string& channel, Handler handler,
+                          std::function<void()> on_confirmed = {});
   void unsubscribe(std::uint64_t id);
   /// Completes once the server has confirmed the subscription to `channel`; TimeoutError at
   /// `deadline`.
@@ -52,6 +55,7 @@ class Subscriber final : private SessionEvents {
  private:
   struct Channel {
     std::map<std::uint64_t, Handler> handlers;
+    std::map<std::uint64_t, std::function<void()>> on_confirmed;  ///< per subscription id
     bool confirmed = false;
     std::vector<std::stop_source*> waiters;  ///< confirmed() calls to wake on confirmation
   };

@@ -166,6 +166,91 @@ TEST_F(PolicyStoreTest, AFollowerFollowsAChangeMadeByAnotherClient) {
   run(loop(), other.close());
 }
 
+TEST_F(PolicyStoreTest, AChangeMadeRightAfterTheFirstCallIsSeenByItsNoticeNotAtTheRefresh) {
+  // Database 1: each connection's handshake (SELECT) takes a round trip before it subscribes.
+  const std::string url = server_.url() + "/1";
+  Client other(loop(), ClientOptions{.url = url});
+  PolicyStore store(other);
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  // The follower runs on a loop of its own, idle while the policy changes.
+  uv_loop_t follower_loop;
+  ASSERT_EQ(uv_loop_init(&follower_loop), 0);
+  {
+    Client follower_client(&follower_loop, ClientOptions{.url = url});
+    // Why: with its commands' connection open, the follower's first read takes one round trip,
+    // fewer than opening the pub/sub connection and subscribing.
+    run(&follower_loop, PolicyStore(follower_client).record("api"));
+    Limiter limiter(follower_client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+    EXPECT_TRUE(run(&follower_loop, limiter.try_acquire("k")).allowed);
+
+    run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+    const std::int64_t version = run(loop(), store.record("api"))->version;
+    const auto changed = std::chrono::steady_clock::now();
+    // Without the notice the change would be seen only at the refresh, an hour later.
+    while (run(&follower_loop, limiter.peek("k")).policy_version != version &&
+           std::chrono::steady_clock::now() - changed < 10s)
+      run(&follower_loop, sleep_for(&follower_loop, 1ms));
+    EXPECT_EQ(run(&follower_loop, limiter.peek("k")).policy_version, version)
+        << "a change made right after the first call was not announced to the follower";
+    std::printf(
+        "a change right after the first call reached the follower in %.2f ms (notice)\n",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - changed)
+            .count());
+    run(&follower_loop, follower_client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&follower_loop), 0);
+  run(loop(), other.close());
+}
+
+TEST_F(PolicyStoreTest, AChangeMadeWhileThePubSubConnectionWasDownIsReadOnceItIsBack) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  // The follower runs on a loop of its own, idle while its pub/sub connection is down.
+  uv_loop_t follower_loop;
+  ASSERT_EQ(uv_loop_init(&follower_loop), 0);
+  {
+    Client follower_client(&follower_loop, ClientOptions{.url = server_.url()});
+    Limiter limiter(follower_client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+    EXPECT_TRUE(run(&follower_loop, limiter.try_acquire("k")).allowed);
+    // Confirmed: a notice published now would reach the follower.
+    while (server_.command({"PUBSUB", "CHANNELS"}).elements.empty())
+      run(&follower_loop, sleep_for(&follower_loop, 1ms));
+
+    server_.command({"CLIENT", "KILL", "TYPE", "pubsub"});
+    run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+    const std::int64_t version = run(loop(), store.record("api"))->version;
+    const auto changed = std::chrono::steady_clock::now();
+    // Without a read once subscribed again, the change would be seen at the refresh, in an hour.
+    while (run(&follower_loop, limiter.peek("k")).policy_version != version &&
+           std::chrono::steady_clock::now() - changed < 10s)
+      run(&follower_loop, sleep_for(&follower_loop, 1ms));
+    EXPECT_EQ(run(&follower_loop, limiter.peek("k")).policy_version, version)
+        << "a change made while the pub/sub connection was down was not read once it was back";
+    run(&follower_loop, follower_client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&follower_loop), 0);
+}
+
+TEST_F(PolicyStoreTest, AFirstCallDestroyedWhileThePolicyIsReadLeavesLaterCallsWorking) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 5/min")));
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  auto call = [](Limiter& limiter) -> Task<void> {
+    const Decision decision = co_await limiter.try_acquire("k");
+    EXPECT_TRUE(decision.allowed);
+  };
+  {
+    test::StartedTask abandoned = test::start(call(limiter));
+    EXPECT_FALSE(abandoned.done());  // its read is in flight
+  }
+  test::StartedTask next = test::start(call(limiter));
+  const auto started = std::chrono::steady_clock::now();
+  while (!next.done() && std::chrono::steady_clock::now() - started < 10s)
+    run(loop(), sleep_for(loop(), 1ms));
+  ASSERT_TRUE(next.done()) << "the read of the destroyed call left the follower waiting forever";
+  if (next.error()) std::rethrow_exception(next.error());
+}
+
 TEST_F(PolicyStoreTest, AFollowerResetsAKeyUnderItsStoredPolicy) {
   PolicyStore store(client());
   run(loop(), store.set("api", Policy::parse("fixed_window 2/min")));
@@ -200,6 +285,37 @@ TEST_F(PolicyStoreTest, AFollowerRefusedAsStaleReadsThePolicyAgainAndAsksOnceMor
     run(&stale_loop, stale_client.close());
   }
   EXPECT_EQ(uv_loop_close(&stale_loop), 0);
+}
+
+TEST_F(PolicyStoreTest, AStateNewerThanTheStoredPolicyEndsTheCallTypedAfterOneReadAgain) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("gcra 5/min")));
+  const std::int64_t version = run(loop(), store.record("api"))->version;
+  Limiter limiter(client(), LimiterOptions{.name = "api", .policy_refresh = 1h});
+  EXPECT_EQ(run(loop(), limiter.try_acquire("k")).policy_version, version);
+  // The key's state stamped with a version the store does not hold (e.g. its record was lost in
+  // a failover while the state keys remained): `us:f:p:0:0:0:d:burst:pv`, pv last.
+  const std::vector<std::string> keys = server_.keys();
+  const auto state = std::find_if(keys.begin(), keys.end(), [](const std::string& key) {
+    return key.find(":k}") != std::string::npos;
+  });
+  ASSERT_NE(state, keys.end());
+  std::string stamp = server_.command({"GET", *state}).str;
+  stamp = stamp.substr(0, stamp.rfind(':') + 1) + std::to_string(version + 100);
+  server_.command({"SET", *state, stamp, "KEEPTTL"});
+  server_.command({"CONFIG", "RESETSTAT"});
+
+  try {
+    run(loop(), limiter.try_acquire("k"));
+    ADD_FAILURE() << "a call on a state newer than the stored policy did not fail";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(version + 100)), std::string::npos)
+        << e.what();
+  }
+  // The refused decision, then one read of the record (and perhaps the read that follows the
+  // subscription's confirmation): no loop until the deadline.
+  EXPECT_GE(server_.command_calls("evalsha"), 2);
+  EXPECT_LE(server_.command_calls("evalsha"), 3);
 }
 
 TEST_F(PolicyStoreTest, WhenRedisCannotAnswerTheFailurePolicyUsesThePolicyReadLast) {
