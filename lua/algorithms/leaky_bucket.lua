@@ -51,16 +51,7 @@ end
 if allowed then reset = 0 end
 
 --!section write
--- Writes (new, new_f) when taking permits, else the state as loaded (stored_time, stored_f:
--- carried over to this policy; a cancel sets it to the time moved back); the key lives until
--- that time (at least 1 ms).
-if taken == 0 then new, new_f = stored_time, stored_f end
---!include ../lib/frac_time_value.lua
-local until_idle = new - now
-if new_f > 0 then until_idle = until_idle + 1 end
-local ms = CEIL_DIV(until_idle, 1000)  -- the TTL in whole milliseconds, rounded up
-if ms < 1 then ms = 1 end
-redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
+--!include ../lib/write_frac_time.lua
 
 --!section reserve
 -- The permits take the next departure slot and the n*T after it, if the queue then holds at
