@@ -1,0 +1,265 @@
+// A subscriber whose SUBSCRIBE the server refuses (an ACL user without +subscribe or without the
+// channel pattern, a missing password, a server at maxclients) backs off like any failed
+// connection, logs once per change of state, and subscribes again once allowed; and a server at
+// maxclients is a transient fault that the failure policy answers.
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/endpoint.hpp"
+#include "redis/subscriber.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view channel = "rl:{sms:key}:cancelled";
+
+std::size_t count(const std::string& text, std::string_view needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+/// The value of `field` in an INFO text ("total_connections_received").
+long long info_field(const std::string& info, const std::string& field) {
+  const std::string marker = field + ":";
+  const auto at = info.find(marker);
+  if (at == std::string::npos) throw std::runtime_error("INFO has no " + field);
+  return std::stoll(info.substr(at + marker.size()));
+}
+
+/// A raw TCP connection to the server that holds one of its client slots and can ask it for
+/// INFO stats when no other connection would be accepted.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+      throw std::runtime_error("cannot connect to the test server");
+  }
+  ~RawConnection() { ::close(fd_); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  /// The reply to INFO stats (a bulk string), read whole.
+  std::string info_stats() {
+    const std::string request = "INFO stats\r\n";
+    if (::write(fd_, request.data(), request.size()) != static_cast<ssize_t>(request.size()))
+      throw std::runtime_error("cannot write INFO");
+    std::string in;
+    char buffer[4096];
+    for (;;) {
+      const auto header_end = in.find("\r\n");
+      if (header_end != std::string::npos && in[0] == '$') {
+        const auto length = std::stoull(in.substr(1, header_end - 1));
+        if (in.size() >= header_end + 2 + length) return in.substr(header_end + 2, length);
+      }
+      const ssize_t n = ::read(fd_, buffer, sizeof buffer);
+      if (n <= 0) throw std::runtime_error("the server closed the raw connection: " + in);
+      in.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+/// What a subscriber did while refused and after it was allowed again.
+struct Observed {
+  long long attempts_while_refused = 0;
+  bool subscribed_again = false;
+};
+
+/// Subscribes, lets the server refuse for `refused_for`, counts the attempts meanwhile, then
+/// lifts the refusal and waits (up to 5 s) for the confirmation.
+Task<void> refused_then_allowed(uv_loop_t* loop, detail::Subscriber& subscriber,
+                                std::chrono::milliseconds refused_for,
+                                std::function<long long()> attempts_so_far,
+                                std::function<void()> allow, Observed* out) {
+  const long long before = attempts_so_far();
+  const auto ignore = [](std::string_view) {};
+  const std::uint64_t id = subscriber.subscribe(std::string(channel), ignore);
+  co_await sleep_for(loop, refused_for);
+  out->attempts_while_refused = attempts_so_far() - before;
+  allow();
+  try {
+    co_await subscriber.confirmed(std::string(channel), Clock::now() + 5s);
+    out->subscribed_again = true;
+  } catch (const TimeoutError&) {
+  }
+  subscriber.unsubscribe(id);
+  co_await subscriber.close();
+}
+
+class SubscriberRefusal : public test::LoopTest {
+ protected:
+  /// Runs the scenario against the server at `url` and checks the bounds: with the
+  /// default backoff (50 ms doubling to 2 s) 3 s hold about 7 attempts, the storm 15,000 or more.
+  void expect_backoff_and_one_warning(const std::string& url,
+                                      std::function<long long()> attempts_so_far,
+                                      std::function<void()> allow) {
+    detail::Subscriber subscriber(loop(), {detail::parse_redis_url(url)},
+                                  detail::ConnectionSettings{}, logger_);
+    Observed seen;
+    run(loop(), refused_then_allowed(loop(), subscriber, 3000ms, std::move(attempts_so_far),
+                                     std::move(allow), &seen));
+    std::printf("[ refused 3 s ] %lld connection attempts\n", seen.attempts_while_refused);
+    // Why a prefix: the storm this guards against logs thousands of lines.
+    const std::string log = log_.str().substr(0, 3000);
+    EXPECT_GE(seen.attempts_while_refused, 2) << "it keeps trying";
+    EXPECT_LE(seen.attempts_while_refused, 30) << "backoff, no reconnect storm";
+    EXPECT_TRUE(seen.subscribed_again) << log;
+    EXPECT_EQ(count(log_.str(), "[warning]"), 1u) << "one warning when refusals start:\n" << log;
+    EXPECT_EQ(count(log_.str(), "subscribed again"), 1u) << "one line when it subscribes again:\n"
+                                                         << log;
+  }
+
+  std::function<long long()> connections_received(test::RedisServer& server) {
+    return [&server] {
+      // Minus 1: the INFO connection itself.
+      return info_field(server.command({"INFO", "stats"}).as_string(),
+                        "total_connections_received") -
+             1;
+    };
+  }
+
+  test::RedisServer server_;
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::logger> logger_ = std::make_shared<spdlog::logger>(
+      "redlimit-test", std::make_shared<spdlog::sinks::ostream_sink_st>(log_));
+};
+
+std::string url_for(const std::string& user, const test::RedisServer& server) {
+  return "redis://" + user + ":pw@127.0.0.1:" + std::to_string(server.port());
+}
+
+TEST_F(SubscriberRefusal, AnAclUserWithoutSubscribeBacksOffAndLogsOncePerChangeOfState) {
+  server_.command({"ACL", "SETUSER", "u", "reset", "on", ">pw", "~rl:*", "resetchannels", "&rl:*",
+                   "+@all", "-subscribe"});
+  test::RedisServer& server = server_;
+  expect_backoff_and_one_warning(url_for("u", server_), connections_received(server_), [&server] {
+    server.command({"ACL", "SETUSER", "u", "+subscribe"});
+  });
+}
+
+TEST_F(SubscriberRefusal, AnAclUserWithoutTheChannelPatternBacksOffAndLogsOncePerChangeOfState) {
+  server_.command({"ACL", "SETUSER", "u", "reset", "on", ">pw", "~rl:*", "resetchannels", "+@all"});
+  test::RedisServer& server = server_;
+  expect_backoff_and_one_warning(url_for("u", server_), connections_received(server_), [&server] {
+    server.command({"ACL", "SETUSER", "u", "&rl:*"});
+  });
+}
+
+TEST_F(SubscriberRefusal, AMissingPasswordBacksOffAndLogsOncePerChangeOfState) {
+  test::RedisServer secured({"--requirepass", "pw"});
+  expect_backoff_and_one_warning("redis://127.0.0.1:" + std::to_string(secured.port()),
+                                 connections_received(secured), [&secured] {
+                                   secured.command({"CONFIG", "SET", "requirepass", ""});
+                                 });
+}
+
+TEST_F(SubscriberRefusal, AServerAtMaxclientsBacksOffAndLogsOncePerChangeOfState) {
+  test::RedisServer full({"--maxclients", "2"});
+  auto fillers = std::make_shared<std::vector<std::unique_ptr<RawConnection>>>();
+  fillers->push_back(std::make_unique<RawConnection>(full.port()));
+  fillers->push_back(std::make_unique<RawConnection>(full.port()));
+  // Why INFO over a filler: every other connection is refused while the server is full.
+  const auto rejected = [fillers] {
+    return info_field(fillers->front()->info_stats(), "rejected_connections");
+  };
+  expect_backoff_and_one_warning(full.url(), rejected, [fillers] { fillers->clear(); });
+}
+
+// ---- a server at maxclients, seen by calls
+
+/// How the calls made against a full server ended.
+struct Answers {
+  int calls = 0;
+  int by_policy = 0;  ///< answered by the failure policy (the expected source)
+  int allowed = 0;
+  int thrown = 0;
+  std::string last_thrown;
+};
+
+Task<void> call_for(uv_loop_t* loop, Limiter& limiter, Source expected,
+                    std::chrono::milliseconds duration, Answers* out) {
+  const auto end = Clock::now() + duration;
+  while (Clock::now() < end) {
+    ++out->calls;
+    try {
+      const Decision d = co_await limiter.try_acquire("key");
+      if (d.source == expected) ++out->by_policy;
+      if (d.allowed) ++out->allowed;
+    } catch (const std::exception& e) {
+      ++out->thrown;
+      out->last_thrown = e.what();
+    }
+    co_await sleep_for(loop, 5ms);
+  }
+}
+
+class FullServer : public test::LoopTest,
+                   public ::testing::WithParamInterface<FailurePolicy::Kind> {
+ protected:
+  FullServer() {
+    fillers_.push_back(std::make_unique<RawConnection>(full_.port()));
+    fillers_.push_back(std::make_unique<RawConnection>(full_.port()));
+  }
+
+  test::RedisServer full_{{"--maxclients", "2"}};
+  std::vector<std::unique_ptr<RawConnection>> fillers_;
+};
+
+TEST_P(FullServer, MaxclientsAtTheHandshakeIsAnsweredByTheFailurePolicy) {
+  Client client(loop(), {.url = full_.url(), .logger = std::make_shared<spdlog::logger>("quiet")});
+  LimiterOptions options{.name = "sms"};
+  options.on_failure.kind = GetParam();
+  Limiter limiter(client, Policy::of({Algorithm::gcra, {100, 1s}}), options);
+  const Source expected =
+      GetParam() == FailurePolicy::fail_open ? Source::fail_open : Source::fail_closed;
+  Answers seen;
+  run(loop(), call_for(loop(), limiter, expected, 1000ms, &seen));
+  std::printf("[ maxclients ] %d calls: %d by the failure policy, %d threw\n", seen.calls,
+              seen.by_policy, seen.thrown);
+  EXPECT_EQ(seen.thrown, 0) << seen.last_thrown;
+  EXPECT_EQ(seen.by_policy, seen.calls);
+  EXPECT_EQ(seen.allowed, GetParam() == FailurePolicy::fail_open ? seen.calls : 0);
+  run(loop(), client.close());
+}
+
+std::string policy_name(const ::testing::TestParamInfo<FailurePolicy::Kind>& info) {
+  return info.param == FailurePolicy::fail_open ? "fail_open" : "fail_closed";
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, FullServer,
+                         ::testing::Values(FailurePolicy::fail_open, FailurePolicy::fail_closed),
+                         policy_name);
+
+}  // namespace
+}  // namespace redlimit
