@@ -16,7 +16,10 @@ ErrorReplyKind classify_error_reply(std::string_view message) {
     return ErrorReplyKind::retry_soon;
   }
   if (code == "READONLY") return ErrorReplyKind::stale_primary;
-  if (code == "BUSY" || code == "OOM" || code == "NOREPLICAS") return ErrorReplyKind::server_busy;
+  if (code == "BUSY" || code == "OOM" || code == "NOREPLICAS" ||
+      message.starts_with("ERR max number of clients reached")) {
+    return ErrorReplyKind::server_busy;
+  }
   if (code == "NOSCRIPT") return ErrorReplyKind::script_missing;
   if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
       message.find("The user executing the script can't") != std::string_view::npos) {

@@ -17,8 +17,9 @@ enum class ErrorReplyKind {
   retry_soon,      ///< TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN: nothing ran; the same
                    ///< command may succeed after a pause of milliseconds
   stale_primary,   ///< READONLY: a write reached a node that is no longer a primary
-  server_busy,     ///< BUSY, OOM, NOREPLICAS: the server is up but cannot serve the command
-                   ///< now, for longer than a call's deadline as a rule
+  server_busy,     ///< BUSY, OOM, NOREPLICAS, "ERR max number of clients reached" (at the
+                   ///< handshake): the server is up but cannot serve the command now, for
+                   ///< longer than a call's deadline as a rule
   permission,      ///< NOPERM, NOAUTH, WRONGPASS, or a script command the ACL user may not run
   script_missing,  ///< NOSCRIPT: the server does not have the script (EVAL it)
   other,           ///< the command itself was refused (ERR, WRONGTYPE, a script's error)

@@ -25,6 +25,11 @@ std::optional<std::string> error_of(void* reply, Session::Replies replies) {
   return std::string(answer->str, answer->len);
 }
 
+/// The level of a failure's log line: warn, or debug when the owner logs failures itself.
+spdlog::level::level_enum failure_level(bool owner_logs_failures) {
+  return owner_logs_failures ? spdlog::level::debug : spdlog::level::warn;
+}
+
 }  // namespace
 
 Session::Session(uv_loop_t* loop, std::vector<Endpoint> endpoints, ConnectionSettings settings,
@@ -143,7 +148,7 @@ void Session::on_backoff_timer(void* argument) {
 
 void Session::become_ready() {
   connect_timer_.stop();
-  if (backoff_.failures() > 0)
+  if (backoff_.failures() > 0 && !owner_logs_failures_)
     logger_->info("redis {}: {} established", endpoint().display(), role_);
   last_error_ = nullptr;
   state_ = State::ready;
@@ -155,8 +160,9 @@ void Session::attempt_failed(std::exception_ptr error) {
   if (!accepting()) return;
   last_error_ = error;
   const auto delay = backoff_.next();
-  logger_->warn("redis {}: {} attempt failed: {}; next attempt in {} ms", endpoint().display(),
-                role_, describe(error), delay.count());
+  logger_->log(failure_level(owner_logs_failures_),
+               "redis {}: {} attempt failed: {}; next attempt in {} ms", endpoint().display(),
+               role_, describe(error), delay.count());
   next_endpoint();
   state_ = State::backoff;
   events_.session_failed(error);
@@ -167,12 +173,14 @@ void Session::lost(const std::string& reason) {
   connect_timer_.stop();
   switch (state_) {
     case State::ready:
-      logger_->warn("redis {}: {} lost ({}); reconnecting", endpoint().display(), role_, reason);
+      logger_->log(failure_level(owner_logs_failures_), "redis {}: {} lost ({}); reconnecting",
+                   endpoint().display(), role_, reason);
       next_endpoint();
-      // Why a timer: a new context is not created inside the old one's callbacks.
+      // Why a timer: a new context is not created inside the old one's callbacks. Why before
+      // the event: the owner may delay it (back_off_after_loss).
       state_ = State::connecting;
-      events_.session_lost(reason);
       backoff_timer_.start(0);
+      events_.session_lost(reason);
       break;
     case State::connecting:
       attempt_failed(std::make_exception_ptr(
@@ -182,6 +190,13 @@ void Session::lost(const std::string& reason) {
     default:
       break;
   }
+}
+
+std::chrono::milliseconds Session::back_off_after_loss() {
+  const auto delay = backoff_.next();
+  if (state_ == State::connecting && context_ == nullptr)
+    backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));
+  return delay;
 }
 
 void Session::reconnect_after_failure(const std::string& reason) {

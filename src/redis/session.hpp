@@ -40,7 +40,8 @@ class SessionEvents {
   virtual void session_ready() = 0;
   /// A connection attempt failed with `error`; the next one starts after a backoff.
   virtual void session_failed(const std::exception_ptr& error) = 0;
-  /// The established connection was lost (`reason`); a new attempt starts at once.
+  /// The established connection was lost (`reason`); a new attempt starts at once, unless the
+  /// owner calls Session::back_off_after_loss() from here.
   virtual void session_lost(const std::string& reason) = 0;
 
  protected:
@@ -98,6 +99,14 @@ class Session {
   /// Why the session last dropped its context, for the NULL replies that follow.
   const std::string& lost_reason() const noexcept { return lost_reason_; }
 
+  /// From SessionEvents::session_lost: the connection was lost before it proved useful (the
+  /// server refused what the owner asked, and dropped it), so the next attempt waits a backoff
+  /// step instead of starting at once. Returns that delay.
+  std::chrono::milliseconds back_off_after_loss();
+  /// The owner logs failed attempts and lost connections itself (once per change of state);
+  /// the session then logs them only at debug level.
+  void leave_failure_logs_to_owner() noexcept { owner_logs_failures_ = true; }
+
   /// Drops a ready connection whose replies can no longer be trusted (one missed its
   /// deadline) and connects again after a backoff: the server counts as failing.
   void reconnect_after_failure(const std::string& reason);
@@ -141,6 +150,7 @@ class Session {
   State state_ = State::idle;
   redisAsyncContext* context_ = nullptr;  ///< owned; freed with redisAsyncFree, or by hiredis
   int handshake_replies_ = 0;
+  bool owner_logs_failures_ = false;
   std::exception_ptr last_error_;
   std::string lost_reason_;
   std::string command_buffer_;  ///< RESP encoding of the command being sent, reused

@@ -5,6 +5,7 @@
 #include <array>
 #include <utility>
 
+#include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -15,7 +16,9 @@ Subscriber::Subscriber(uv_loop_t* loop, std::vector<Endpoint> endpoints,
     : loop_(loop),
       // Why raw replies: hiredis reads the fields of a subscribed context's replies itself.
       session_(loop, std::move(endpoints), settings, std::move(logger), "subscriber connection",
-               Session::Replies::raw, *this) {}
+               Session::Replies::raw, *this) {
+  session_.leave_failure_logs_to_owner();
+}
 
 std::uint64_t Subscriber::subscribe(const std::string& channel, Handler handler,
                                     std::function<void()> on_confirmed) {
@@ -98,12 +101,50 @@ void Subscriber::session_ready() {
   }
 }
 
-void Subscriber::session_failed(const std::exception_ptr&) {
+void Subscriber::session_failed(const std::exception_ptr& error) {
   unconfirm_all();
+  enter_refused(describe(error));
 }
 
-void Subscriber::session_lost(const std::string&) {
+void Subscriber::session_lost(const std::string& reason) {
+  // Why: hiredis 0.14 answers a refused SUBSCRIBE by dropping the connection (the error reply
+  // has no callback to go to), so a loss before every channel was confirmed is a refusal; without
+  // a backoff here the subscriber reconnected thousands of times a second.
+  const bool refused = any_unconfirmed();
   unconfirm_all();
+  if (refused) {
+    session_.back_off_after_loss();
+    enter_refused("SUBSCRIBE refused: " + reason);
+    return;
+  }
+  if (health_ == Health::refused || health_ == Health::reconnecting) return;
+  health_ = Health::reconnecting;
+  session_.logger()->warn("redis {}: subscriber connection lost ({}); reconnecting", display(),
+                          reason);
+}
+
+void Subscriber::enter_refused(const std::string& reason) {
+  if (std::exchange(health_, Health::refused) == Health::refused) return;
+  // Why only a warning: notices only make waiters wake early; without them each waiter still
+  // wakes at its reserved time. But an operator must hear of it (an ACL without SUBSCRIBE).
+  session_.logger()->warn(
+      "redis {}: the subscriber cannot subscribe ({}); retrying with backoff. Meanwhile waiters "
+      "wake only at their own reserved times and stored policies reach followers only by "
+      "policy_refresh",
+      display(), reason);
+}
+
+void Subscriber::note_confirmed() {
+  session_.backoff().reset();
+  const Health before = std::exchange(health_, Health::subscribed);
+  if (before == Health::refused || before == Health::reconnecting)
+    session_.logger()->info("redis {}: the subscriber subscribed again", display());
+}
+
+bool Subscriber::any_unconfirmed() const {
+  for (const auto& [name, channel] : channels_)
+    if (!channel.confirmed) return true;
+  return false;
 }
 
 void Subscriber::unconfirm_all() {
@@ -122,13 +163,7 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void* 
   auto* self = static_cast<Subscriber*>(privdata);
   const auto* r = static_cast<const redisReply*>(reply);
   if (r->type == REDIS_REPLY_ERROR) {
-    // Why only a warning: notices only make waiters wake early; without them each waiter still
-    // wakes at its reserved time. But an operator must hear of it (an ACL without SUBSCRIBE).
-    if (!std::exchange(self->refusal_logged_, true)) {
-      self->session_.logger()->warn(
-          "redis {}: SUBSCRIBE refused ({}); waiters wake only at their own times", self->display(),
-          std::string_view(r->str, r->len));
-    }
+    self->enter_refused("SUBSCRIBE refused: " + std::string(r->str, r->len));
     return;
   }
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
@@ -140,8 +175,8 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void* 
   const auto entry = self->channels_.find(channel);
   if (entry == self->channels_.end()) return;
   if (kind == "subscribe") {
-    self->session_.backoff().reset();
     entry->second.confirmed = true;
+    self->note_confirmed();
     // Why a copy, taken first: a woken waiter or a callback may unsubscribe (itself or another).
     const auto callbacks = entry->second.on_confirmed;
     self->wake_waiters(entry->second);

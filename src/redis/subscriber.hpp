@@ -29,6 +29,12 @@ namespace redlimit::detail {
 /// every node), it moves to the next one after a failed attempt or a lost connection. Messages
 /// published while the connection is down are lost (pub/sub is fire-and-forget); users must treat a
 /// message as a hint they can do without.
+///
+/// A refused SUBSCRIBE (an ACL user without +subscribe or the channel's pattern, a missing
+/// password, a server at maxclients) is a failed attempt: the next one waits a backoff step
+/// (ConnectionSettings::reconnect_min doubling to reconnect_max), reset once a subscription is
+/// confirmed. It logs at warn once when refusals start or the connection is lost, and at info once
+/// when it subscribes again, not once per attempt.
 class Subscriber final : private SessionEvents {
  public:
   using Clock = std::chrono::steady_clock;
@@ -53,6 +59,14 @@ class Subscriber final : private SessionEvents {
   Task<void> close();
 
  private:
+  /// Where the subscriber stands, for logging once per change.
+  enum class Health {
+    starting,      ///< no subscription confirmed yet, nothing failed
+    subscribed,    ///< the server confirmed the last SUBSCRIBE sent
+    reconnecting,  ///< a working connection was lost
+    refused,       ///< attempts fail or SUBSCRIBE is refused: backing off
+  };
+
   struct Channel {
     std::map<std::uint64_t, Handler> handlers;
     std::map<std::uint64_t, std::function<void()>> on_confirmed;  ///< per subscription id
@@ -69,13 +83,16 @@ class Subscriber final : private SessionEvents {
 
   void send_subscribe(const std::string& channel);
   void unconfirm_all();
+  bool any_unconfirmed() const;
+  void enter_refused(const std::string& reason);
+  void note_confirmed();
   void wake_waiters(Channel& channel);
   bool closing() const noexcept { return !session_.accepting(); }
   std::string display() const { return session_.endpoint().display(); }
 
   uv_loop_t* loop_;
   Session session_;
-  bool refusal_logged_ = false;  ///< a refused SUBSCRIBE is logged once, not once per channel
+  Health health_ = Health::starting;
   std::map<std::string, Channel> channels_;
   std::map<std::uint64_t, std::string> channel_of_;  ///< subscription id -> channel
   std::uint64_t next_id_ = 1;

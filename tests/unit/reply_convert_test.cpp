@@ -36,6 +36,7 @@ TEST(ErrorReplies, EachCodeHasOneKind) {
             ErrorReplyKind::server_busy);
   EXPECT_EQ(classify_error_reply("NOREPLICAS Not enough good replicas to write."),
             ErrorReplyKind::server_busy);
+  EXPECT_EQ(classify_error_reply("ERR max number of clients reached"), ErrorReplyKind::server_busy);
   EXPECT_EQ(classify_error_reply("NOSCRIPT No matching script. Please use EVAL."),
             ErrorReplyKind::script_missing);
   EXPECT_EQ(classify_error_reply("NOPERM this user has no permissions"),
@@ -54,8 +55,9 @@ TEST(ErrorReplies, EachCodeHasOneKind) {
 // policy, the connection setup retries with backoff) but the cluster client does not retry
 // them within a call: they last longer than a deadline as a rule.
 TEST(ErrorReplies, EveryCodeOfAServerThatCannotServeNowIsTransient) {
-  for (const char* message : {"TRYAGAIN x", "CLUSTERDOWN x", "LOADING x", "MASTERDOWN x",
-                              "READONLY x", "BUSY x", "OOM x", "NOREPLICAS x"}) {
+  for (const char* message :
+       {"TRYAGAIN x", "CLUSTERDOWN x", "LOADING x", "MASTERDOWN x", "READONLY x", "BUSY x", "OOM x",
+        "NOREPLICAS x", "ERR max number of clients reached"}) {
     EXPECT_TRUE(is_transient(classify_error_reply(message))) << message;
     EXPECT_TRUE(means_unavailable(exception_from_error(message))) << message;
   }
