@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -24,7 +26,10 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/policy_store.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
+#include "support/acl_line.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
@@ -194,6 +199,93 @@ TEST_F(SubscriberRefusal, AServerAtMaxclientsBacksOffAndLogsOncePerChangeOfState
     return info_field(fillers->front()->info_stats(), "rejected_connections");
   };
   expect_backoff_and_one_warning(full.url(), rejected, [fillers] { fillers->clear(); });
+}
+
+// ---- waiting and following without notices
+
+/// The least-privilege user of docs/operations.md, following stored policies, without
+/// SUBSCRIBE: every call works, no notice ever arrives.
+class WithoutSubscribe : public test::LoopTest {
+ protected:
+  WithoutSubscribe() {
+    std::vector<std::string> line = test::words(test::acl_setuser);
+    for (const std::string& rule : test::words(test::acl_follow_rules))
+      line.push_back(rule);
+    line.push_back("-subscribe");
+    server_.command(line);
+  }
+  void TearDown() override {
+    run(loop(), client_.close());
+    run(loop(), admin_.close());
+    LoopTest::TearDown();
+  }
+
+  test::RedisServer server_;
+  std::shared_ptr<spdlog::logger> quiet_ = std::make_shared<spdlog::logger>("quiet");
+  Client client_{loop(),
+                 {.url = "redis://redlimit:change-me@127.0.0.1:" + std::to_string(server_.port()),
+                  .logger = quiet_}};
+  Client admin_{loop(), {.url = server_.url(), .logger = quiet_}};
+};
+
+/// How one waiting acquire() ended.
+struct Waited {
+  std::optional<Decision> decision;
+  bool cancelled = false;
+  Clock::time_point at;
+};
+
+Task<void> wait_for(Limiter& limiter, std::stop_token stop, Waited* out) {
+  try {
+    out->decision = co_await limiter.acquire("key", 1, {.stop = stop});
+  } catch (const Cancelled&) {
+    out->cancelled = true;
+  }
+  out->at = Clock::now();
+}
+
+Task<void> cancel_the_first_of_two_waiters(uv_loop_t* loop, Limiter& limiter,
+                                           Clock::time_point* start, Waited* first,
+                                           Waited* second) {
+  *start = Clock::now();
+  co_await limiter.try_acquire("key");
+  std::stop_source stop_first;
+  TaskGroup group;
+  group.add(wait_for(limiter, stop_first.get_token(), first));  // slot 200 ms
+  group.add(wait_for(limiter, {}, second));                     // slot 400 ms
+  co_await sleep_for(loop, 50ms);
+  stop_first.request_stop();
+  co_await group.join();
+}
+
+TEST_F(WithoutSubscribe, AWaiterBehindACancelledOneStillCompletesAtItsOwnSlot) {
+  Limiter limiter(client_, Policy::of({Algorithm::gcra, {5, 1s}, 1}),
+                  {.name = "queue"});  // a slot every 200 ms
+  Clock::time_point start;
+  Waited first, second;
+  run(loop(), cancel_the_first_of_two_waiters(loop(), limiter, &start, &first, &second));
+  EXPECT_TRUE(first.cancelled);
+  ASSERT_TRUE(second.decision);
+  EXPECT_TRUE(second.decision->allowed);
+  // No notice moves it to 200 ms; nothing else may keep it past its own 400 ms.
+  EXPECT_GE(second.at - start, 350ms);
+  EXPECT_LT(second.at - start, 400ms + 300ms);
+}
+
+TEST_F(WithoutSubscribe, AFollowerStillFollowsAChangeWithinThePolicyRefresh) {
+  PolicyStore store(admin_);
+  run(loop(), store.set("api", Policy::parse("gcra 1/min")));
+  Limiter limiter(client_, LimiterOptions{.name = "api", .policy_refresh = 200ms});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
+  run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+  const std::int64_t version = run(loop(), store.record("api"))->version;
+  const auto changed = Clock::now();
+  while (run(loop(), limiter.peek("k")).policy_version != version && Clock::now() - changed < 5s)
+    run(loop(), sleep_for(loop(), 5ms));
+  const auto took = Clock::now() - changed;
+  std::printf("[ no notices ] a change reached the follower in %.0f ms (refresh 200 ms)\n",
+              std::chrono::duration<double, std::milli>(took).count());
+  EXPECT_LT(took, 200ms + 500ms);
 }
 
 // ---- a server at maxclients, seen by calls
