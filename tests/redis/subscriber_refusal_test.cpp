@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -19,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "redis/endpoint.hpp"
@@ -352,6 +355,91 @@ std::string policy_name(const ::testing::TestParamInfo<FailurePolicy::Kind>& inf
 INSTANTIATE_TEST_SUITE_P(Policies, FullServer,
                          ::testing::Values(FailurePolicy::fail_open, FailurePolicy::fail_closed),
                          policy_name);
+
+// ---- the other transient replies at the connection setup
+
+/// A peer on a free loopback port that answers the first bytes of every connection with one
+/// error reply and closes it, as a server that cannot serve yet does during the setup.
+class RefusingPeer {
+ public:
+  explicit RefusingPeer(std::string error) : reply_("-" + std::move(error) + "\r\n") {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        ::listen(listener_, 16) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      throw std::runtime_error("cannot listen on loopback");
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~RefusingPeer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  RefusingPeer(const RefusingPeer&) = delete;
+  RefusingPeer& operator=(const RefusingPeer&) = delete;
+
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd ready{.fd = listener_, .events = POLLIN, .revents = 0};
+      if (::poll(&ready, 1, 20) <= 0) continue;
+      const int peer = ::accept(listener_, nullptr, nullptr);
+      if (peer < 0) continue;
+      char buffer[512];
+      if (::read(peer, buffer, sizeof buffer) > 0) {
+        [[maybe_unused]] const auto sent = ::write(peer, reply_.data(), reply_.size());
+      }
+      ::close(peer);
+    }
+  }
+
+  std::string reply_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class TransientSetupReply : public test::LoopTest,
+                            public ::testing::WithParamInterface<std::string> {};
+
+Task<void> expect_unavailable(Client& client) {
+  try {
+    co_await client.command("PING");
+    ADD_FAILURE() << "the setup was refused";
+  } catch (const Unavailable&) {
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not an Unavailable: " << e.what();
+  }
+}
+
+TEST_P(TransientSetupReply, IsUnavailableAndAnsweredByTheFailurePolicy) {
+  RefusingPeer peer(GetParam());
+  Client client(loop(), {.url = peer.url(), .logger = std::make_shared<spdlog::logger>("quiet")});
+  run(loop(), expect_unavailable(client));
+  LimiterOptions options{.name = "sms"};
+  options.on_failure.kind = FailurePolicy::fail_open;
+  Limiter limiter(client, Policy::of({Algorithm::gcra, {100, 1s}}), options);
+  Answers seen;
+  run(loop(), call_for(loop(), limiter, Source::fail_open, 200ms, &seen));
+  EXPECT_EQ(seen.thrown, 0) << seen.last_thrown;
+  EXPECT_EQ(seen.by_policy, seen.calls);
+  run(loop(), client.close());
+}
+
+INSTANTIATE_TEST_SUITE_P(Replies, TransientSetupReply,
+                         ::testing::Values("ERR max number of clients reached",
+                                           "LOADING Redis is loading the dataset in memory",
+                                           "BUSY Redis is busy running a script.",
+                                           "MASTERDOWN Link with MASTER is down"));
 
 }  // namespace
 }  // namespace redlimit
