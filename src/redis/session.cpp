@@ -192,11 +192,9 @@ void Session::lost(const std::string& reason) {
   }
 }
 
-std::chrono::milliseconds Session::back_off_after_loss() {
-  const auto delay = backoff_.next();
-  if (state_ == State::connecting && context_ == nullptr)
-    backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));
-  return delay;
+void Session::back_off_after_loss() {
+  if (state_ != State::connecting || context_ != nullptr) return;
+  backoff_timer_.start(static_cast<std::uint64_t>(backoff_.next().count()));
 }
 
 void Session::reconnect_after_failure(const std::string& reason) {

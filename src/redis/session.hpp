@@ -53,7 +53,8 @@ class SessionEvents {
 /// reconnects, drops the context and closes its handles. Connection and Subscriber each own one.
 ///
 /// States: idle (never connected) -> connecting (TCP, then the handshake) -> ready; a failed
-/// attempt -> backoff -> connecting; a lost connection -> connecting at once. At most one
+/// attempt -> backoff -> connecting; a lost connection -> connecting at once (after a backoff
+/// step if the owner says it never proved useful: back_off_after_loss). At most one
 /// attempt is in flight. Given several servers (the nodes of a cluster, for the subscriber), it
 /// moves to the next one after a failed attempt or a lost connection.
 class Session {
@@ -101,8 +102,8 @@ class Session {
 
   /// From SessionEvents::session_lost: the connection was lost before it proved useful (the
   /// server refused what the owner asked, and dropped it), so the next attempt waits a backoff
-  /// step instead of starting at once. Returns that delay.
-  std::chrono::milliseconds back_off_after_loss();
+  /// step instead of starting at once.
+  void back_off_after_loss();
   /// The owner logs failed attempts and lost connections itself (once per change of state);
   /// the session then logs them only at debug level.
   void leave_failure_logs_to_owner() noexcept { owner_logs_failures_ = true; }

@@ -114,7 +114,7 @@ void Subscriber::session_lost(const std::string& reason) {
   unconfirm_all();
   if (refused) {
     session_.back_off_after_loss();
-    enter_refused("SUBSCRIBE refused: " + reason);
+    enter_refused("the connection ended before SUBSCRIBE was confirmed: " + reason);
     return;
   }
   if (health_ == Health::refused || health_ == Health::reconnecting) return;
