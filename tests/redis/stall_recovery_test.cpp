@@ -17,6 +17,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
@@ -158,14 +159,18 @@ Task<void> timer(uv_loop_t* loop, Starvation* seen) {
   seen->timer_fired_after = Clock::now() - started;
 }
 
-Task<void> loop_until_the_timer_fires(Limiter& limiter, Clock::time_point end, Starvation* seen) {
+/// `asker`: a Limiter or a Semaphore.
+template <class Asker>
+Task<void> loop_until_the_timer_fires(Asker& asker, Clock::time_point end, Starvation* seen) {
   while (!seen->timer_fired_after && Clock::now() < end) {
-    co_await limiter.try_acquire("starve");
+    const auto answer = co_await asker.try_acquire("starve");
+    static_cast<void>(answer);
     ++seen->calls;
   }
 }
 
-Task<void> timer_among_loopers(uv_loop_t* loop, Limiter& limiter, Starvation* seen) {
+template <class Asker>
+Task<void> timer_among_loopers(uv_loop_t* loop, Asker& limiter, Starvation* seen) {
   TaskGroup group;
   group.add(timer(loop, seen));
   const auto end = Clock::now() + longest_loop;
@@ -231,6 +236,21 @@ INSTANTIATE_TEST_SUITE_P(
                       StarvationCase{"deny_cache", Answerer::deny_cache},
                       StarvationCase{"in_process", Answerer::in_process}),
     starvation_name);
+
+class SemaphoreCallers : public test::LoopTest {};
+
+TEST_F(SemaphoreCallers, ATimerFiresOnTimeWhileCallersLoopOnAnOpenBreaker) {
+  Client client(loop(), {.url = "redis://127.0.0.1:" + std::to_string(test::free_port()),
+                         .logger = quiet_logger()});
+  Semaphore semaphore(client, 1, SemaphoreOptions{.name = "starve"});
+  Starvation seen;
+  run(loop(), timer_among_loopers(loop(), semaphore, &seen));
+  ASSERT_TRUE(seen.timer_fired_after.has_value());
+  std::printf("[ semaphore        ] a %lld ms timer fired after %lld ms, among %lld calls\n",
+              milliseconds(timer_delay), milliseconds(*seen.timer_fired_after), seen.calls);
+  EXPECT_LT(*seen.timer_fired_after, timer_bound);
+  run(loop(), client.close());
+}
 
 // ---- a reply that arrived in time
 
