@@ -6,6 +6,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <memory>
+#include <thread>
 
 #include "runtime/uv_handles.hpp"
 
@@ -17,10 +18,11 @@ namespace redlimit::detail {
 /// replies and running timers for as long as it loops (issue 15, bug 1).
 ///
 /// `co_await turn.yield_if_due()` continues at once while the loop's current turn has lasted
-/// less than the budget; once it has lasted longer, the caller is resumed on the next loop
-/// iteration, after the loop ran its timers and polled for I/O. A turn starts with the first
-/// call after the loop's time moved on (libuv updates it at the start of every iteration and
-/// after every poll), so checking costs two clock readings and no handle; a handle is opened
+/// less than the budget; once it has lasted longer, the caller is resumed by the loop (from an
+/// idle handle): the loop first finishes what it was doing and runs the timers that are due, and
+/// polls for I/O, without blocking, right after the resumed callers' turn. A turn starts with the
+/// first call after the loop's time moved on (libuv updates it at the start of every iteration
+/// and after every poll), so checking costs two clock readings and no handle; a handle is open
 /// only while callers wait to be resumed.
 class LoopTurn {
  public:
@@ -40,7 +42,11 @@ class LoopTurn {
     /// Why: a frame destroyed while it waits must not be resumed.
     ~Yield() { turn_.unlink(this); }
 
-    bool await_ready() noexcept { return !turn_.due(); }
+    // Why the thread: a call from another thread (a UsageError the layers below raise) must
+    // not touch the loop's handles.
+    bool await_ready() noexcept {
+      return !turn_.due() || std::this_thread::get_id() != turn_.owner_thread_;
+    }
     void await_suspend(std::coroutine_handle<> waiter) {
       waiter_ = waiter;
       turn_.enqueue(this);
@@ -78,6 +84,7 @@ class LoopTurn {
 
   uv_loop_t* loop_;
   std::uint64_t budget_ns_;
+  std::thread::id owner_thread_ = std::this_thread::get_id();  ///< the loop's
   std::uint64_t turn_loop_time_ = 0;  ///< uv_now() when the current turn started
   std::uint64_t turn_started_ns_ = 0;
   Yield* first_ = nullptr;  ///< callers waiting for the next iteration, in order
