@@ -63,6 +63,7 @@ Task<void> PolicyEnforcer::give_back(std::shared_ptr<PolicyEnforcer> enforcer, B
 
 Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::string key,
                                                     OwnedAcquireOptions options) {
+  co_await turn_.yield_if_due();
   const auto started = Clock::now();
   const std::int64_t max_wait = std::min(options.max_wait.count(), max_reservation_wait_us);
   // Why before reserving: a cancellation announced before our reply arrives is kept for us.

@@ -15,6 +15,7 @@
 #include "limiter/owned_acquire_options.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/semaphore.hpp"
+#include "runtime/loop_turn.hpp"
 
 namespace redlimit::detail {
 
@@ -73,6 +74,9 @@ class LeaseIssuer : public std::enable_shared_from_this<LeaseIssuer> {
   Lease lease(std::string key, std::string lease_id, std::int64_t permits, const Grant& grant);
 
   uv_loop_t* loop_;
+  /// Every grant checks it first: a caller answered without I/O (the failure policy, an
+  /// in-process backend), asking again at once, gives the loop a turn regularly.
+  LoopTurn turn_{loop_};
   // Why before the backend: destroyed after it, since the backend sends through it.
   std::shared_ptr<const CommandDispatcher> redis_;  ///< the client's; null for in process
   std::unique_ptr<Backend> backend_;

@@ -173,6 +173,7 @@ Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
 
 Task<Decision> PolicyEnforcer::decide(DecideRequest request,
                                       [[maybe_unused]] std::shared_ptr<PolicyEnforcer> keep_alive) {
+  co_await turn_.yield_if_due();
   const std::uint64_t generation = generation_;
   const bool cache = options_.deny_cache && redis_ != nullptr &&
                      request.operation == Operation::acquire && may_cache(*request.policy);

@@ -16,6 +16,7 @@
 #include "policy/policy_follower.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
+#include "runtime/loop_turn.hpp"
 
 namespace redlimit::detail {
 
@@ -104,6 +105,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                               DecideRequest request, CancelTicket ticket);
 
   uv_loop_t* loop_;
+  /// Every call checks it first: a caller answered without I/O, asking again at once, gives the
+  /// loop a turn regularly.
+  LoopTurn turn_{loop_};
   // Why before the backend: destroyed after it, since the backend sends through it.
   std::shared_ptr<const CommandDispatcher> redis_;  ///< the client's; null for in process
   LimiterOptions options_;

@@ -135,6 +135,7 @@ Lease LeaseIssuer::lease(std::string key, std::string lease_id, std::int64_t per
 
 Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_id,
                                std::int64_t permits) {
+  co_await turn_.yield_if_due();
   const Source source = redis_ != nullptr ? Source::redis : Source::local;
   std::exception_ptr error;
   try {

@@ -198,6 +198,7 @@ void Connection::on_deadline(void* self) {
 }
 
 void Connection::expire_deadlines() {
+  read_arrived_replies();
   const auto now = Clock::now();
   bool reply_lost = false;
   while (CommandOp* op = deadlines_.expired(now)) {
@@ -217,6 +218,16 @@ void Connection::expire_deadlines() {
   // missing one; a fresh connection serves the next commands sooner. A server too slow to
   // answer in time counts as a failure, so reconnects back off.
   if (reply_lost) session_.reconnect_after_failure("a reply missed its deadline");
+}
+
+void Connection::read_arrived_replies() {
+  // Why: libuv runs timers before it polls for I/O, so after a turn that kept the loop busy a
+  // reply that arrived before its deadline may still wait in the socket; reading it first
+  // completes its command rather than judging it late (and dropping the connection).
+  // Only a ready connection has commands in flight (while connecting, they wait in queue_).
+  if (session_.state() != Session::State::ready || !deadlines_.expired(Clock::now())) return;
+  // hiredis reads what the socket holds without blocking (nothing: EAGAIN, no change).
+  redisAsyncHandleRead(session_.context());
 }
 
 void Connection::notify_if_drained() {

@@ -117,6 +117,8 @@ class Connection final : private SessionEvents {
   void finish(CommandOp* op);
   void fail_queued(const std::exception_ptr& error);
   void expire_deadlines();
+  /// Reads the replies that reached the socket, when a command in flight is past its deadline.
+  void read_arrived_replies();
   void notify_if_drained();
 
   std::size_t max_pending_;

@@ -1,0 +1,79 @@
+// LoopTurn: answers made without I/O continue at once within the loop's turn, and give the loop
+// a turn once it has lasted the budget (issue 15, bug 1).
+#include "runtime/loop_turn.hpp"
+
+#include <gtest/gtest.h>
+
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/started_task.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::LoopTurn;
+using LoopTurnTest = test::LoopTest;
+using Clock = std::chrono::steady_clock;
+
+void busy_for(Clock::duration d) {
+  const auto until = Clock::now() + d;
+  while (Clock::now() < until) {
+  }
+}
+
+Task<void> flag_on_the_next_iteration(uv_loop_t* loop, bool* ran) {
+  co_await sleep_for(loop, 0ms);
+  *ran = true;
+}
+
+/// Yields once after `busy`; tells whether a timer due meanwhile ran before the caller went on.
+Task<void> yield_after(uv_loop_t* loop, LoopTurn& turn, Clock::duration busy, bool* other_ran) {
+  co_await turn.yield_if_due();  // starts the turn
+  bool timer_ran = false;
+  spawn(loop, flag_on_the_next_iteration(loop, &timer_ran));
+  busy_for(busy);
+  // Why several calls: within a turn, the clock is read only every calls_per_check calls.
+  for (int i = 0; i < 2 * LoopTurn::calls_per_check && !timer_ran; ++i)
+    co_await turn.yield_if_due();
+  *other_ran = timer_ran;
+  // Why: the spawned task must end before this frame (and its flag) goes away.
+  while (!timer_ran)
+    co_await sleep_for(loop, 1ms);
+}
+
+TEST_F(LoopTurnTest, ContinuesAtOnceWithinItsBudget) {
+  LoopTurn turn(loop(), 100ms);
+  bool other_ran = true;
+  run(loop(), yield_after(loop(), turn, 1ms, &other_ran));
+  EXPECT_FALSE(other_ran) << "no suspension within the budget";
+}
+
+TEST_F(LoopTurnTest, LetsTheLoopRunOnceTheTurnHasLastedItsBudget) {
+  LoopTurn turn(loop(), 1ms);
+  bool other_ran = false;
+  run(loop(), yield_after(loop(), turn, 3ms, &other_ran));
+  EXPECT_TRUE(other_ran) << "a timer due meanwhile ran before the caller went on";
+}
+
+Task<void> yield_after_busy(LoopTurn& turn, bool* resumed) {
+  co_await turn.yield_if_due();
+  busy_for(3ms);
+  for (int i = 0; i < LoopTurn::calls_per_check; ++i)
+    co_await turn.yield_if_due();
+  *resumed = true;
+}
+
+TEST_F(LoopTurnTest, AWaiterWhoseFrameIsDestroyedIsNotResumed) {
+  LoopTurn turn(loop(), 1ms);
+  bool resumed = false;
+  {
+    test::StartedTask started = test::start(yield_after_busy(turn, &resumed));
+    EXPECT_FALSE(started.done());
+  }
+  uv_run(loop(), UV_RUN_DEFAULT);
+  EXPECT_FALSE(resumed);
+}
+
+}  // namespace
+}  // namespace redlimit
