@@ -6,10 +6,12 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <tuple>
 
+#include "redlimit/callback.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
@@ -47,6 +49,15 @@ Task<void> limiter_peek(Targets& t) {
 }
 Task<void> limiter_reset(Targets& t) {
   co_await t.limiter.reset("k");
+}
+/// The callback style: the call itself throws, and `done` is never called.
+Task<void> limiter_try_acquire_with_callback(Targets& t) {
+  t.limiter.try_acquire("k", 1, [](Result<Decision>) { ADD_FAILURE() << "done was called"; });
+  co_return;
+}
+Task<void> limiter_acquire_with_callback(Targets& t) {
+  t.limiter.acquire("k", 1, {}, [](Result<Decision>) { ADD_FAILURE() << "done was called"; });
+  co_return;
 }
 Task<void> following_try_acquire(Targets& t) {
   co_await t.following.try_acquire("k");
@@ -95,11 +106,17 @@ struct Entry {
   Call call;
 };
 
+void PrintTo(const Entry& entry, std::ostream* out) {
+  *out << entry.name;
+}
+
 const Entry entries[] = {
     {"LimiterTryAcquire", limiter_try_acquire},
     {"LimiterAcquire", limiter_acquire},
     {"LimiterPeek", limiter_peek},
     {"LimiterReset", limiter_reset},
+    {"LimiterTryAcquireWithCallback", limiter_try_acquire_with_callback},
+    {"LimiterAcquireWithCallback", limiter_acquire_with_callback},
     {"FollowingLimiterTryAcquire", following_try_acquire},
     {"FollowingLimiterAcquire", following_acquire},
     {"SemaphoreTryAcquire", semaphore_try_acquire},
@@ -172,6 +189,7 @@ TEST_P(WrongThreadTest, IsAUsageErrorThatLeavesNothingBehind) {
   });
   other.join();
   ASSERT_TRUE(done) << "the call must fail at once, not wait on the loop's thread";
+  ASSERT_TRUE(error) << "the call must raise UsageError";
   EXPECT_THROW(std::rethrow_exception(error), UsageError);
   EXPECT_EQ(other_loop_closed, 0) << "the other thread's loop holds nothing of the call";
 }
