@@ -84,7 +84,9 @@ local d = integer_arg(ARGV[9], 'd', 1, MAX_EXACT)
 local burst = integer_arg(ARGV[10], 'burst', 1, MAX_EXACT)
 
 if op == 'reserve' then
-  local max_wait = integer_arg(ARGV[11], 'max_wait', 0, 1099511627776)  -- 2^40 us, 12.7 days
+  -- A slot at most 2^52 us since the epoch (the year 2112) keeps every time computed from it
+  -- exact, the state's own horizon added (src/algorithms/reservations.hpp).
+  local max_wait = math.min(integer_arg(ARGV[11], 'max_wait', 0, MAX_EXACT), MAX_EXACT - now)
   local allowed, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch =
       reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry)
   if allowed == nil then return {-1, limit} end  -- stale: limit is the stored version

@@ -36,6 +36,21 @@ local function member(i)
   return id .. ':' .. string.format('%d', i)
 end
 
+-- Why: unpack() gives a command at most about 8,000 arguments, and a lease holds up to 100,000
+-- permits: its members go to ZADD and ZREM in chunks, all inside this one atomic script.
+local CHUNK = 1000
+
+-- The lease's members first .. first + CHUNK - 1 (up to `permits`), each preceded by `score`
+-- when one is given: the arguments of one ZADD or ZREM.
+local function chunk_of_members(first, score)
+  local args = {}
+  for i = first, math.min(first + CHUNK - 1, permits) do
+    if score then args[#args + 1] = score end
+    args[#args + 1] = member(i)
+  end
+  return args
+end
+
 -- The key lives until its latest lease expires.
 local function expire_with_latest()
   local latest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -61,31 +76,25 @@ if op == 'acquire' then
   end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   local expiry = now + ttl
-  local members = {}
-  for i = 1, permits do
-    members[2 * i - 1] = expiry
-    members[2 * i] = member(i)
+  for first = 1, permits, CHUNK do
+    redis.call('ZADD', key, unpack(chunk_of_members(first, expiry)))
   end
-  redis.call('ZADD', key, unpack(members))
   expire_with_latest()
   return {1, now, expiry, held + permits}
 elseif op == 'renew' then
   local existing = expiry_of_lease()
   if not existing or existing <= now then return {0, now, 0} end
   local expiry = now + ttl
-  for i = 1, permits do redis.call('ZADD', key, 'XX', expiry, member(i)) end
+  for first = 1, permits, CHUNK do
+    redis.call('ZADD', key, 'XX', unpack(chunk_of_members(first, expiry)))
+  end
   expire_with_latest()
   return {1, now, expiry}
 elseif op == 'release' then
   -- Only permits that were still held count: an expired lease gave its permits back already.
-  local removed = 0
-  for i = 1, permits do
-    local score = redis.call('ZSCORE', key, member(i))
-    if score then
-      if tonumber(score) > now then removed = removed + 1 end
-      redis.call('ZREM', key, member(i))
-    end
-  end
+  local held_before = redis.call('ZCOUNT', key, live, '+inf')
+  for first = 1, permits, CHUNK do redis.call('ZREM', key, unpack(chunk_of_members(first))) end
+  local removed = held_before - redis.call('ZCOUNT', key, live, '+inf')
   if removed > 0 then
     expire_with_latest()
     redis.call('PUBLISH', key .. ':released', string.format('%d', removed))

@@ -26,6 +26,13 @@ std::string quota_exceeded(const std::string& policy) {
          policy + "\"]}\n";
 }
 
+/// Whether `decision` counted the partition's quota (in Redis, in process, or this process's
+/// share of it): fail_open and fail_closed answers, made when Redis could not, know nothing of it.
+bool counts_quota(const redlimit::Decision& decision) {
+  return decision.source != redlimit::Source::fail_open &&
+         decision.source != redlimit::Source::fail_closed;
+}
+
 }  // namespace
 
 Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas)
@@ -54,7 +61,11 @@ Response Gateway::answer(const Request& request, const redlimit::Decision& decis
   const QuotaPolicy& binding = quotas_.at(decision.binding);
   Response response;
   response.headers.emplace_back("RateLimit-Policy", policy_field_);
-  response.headers.emplace_back("RateLimit", limit_field(binding, decision, partition));
+  // Why only then: a RateLimit field states the partition's quota (r=0: used up), which an
+  // answer made without Redis does not know; RateLimit-Policy still describes the quotas.
+  if (counts_quota(decision)) {
+    response.headers.emplace_back("RateLimit", limit_field(binding, decision, partition));
+  }
   if (decision.allowed) {
     response.status = request.malformed ? 400 : 200;
     response.body = request.malformed ? "bad request\n" : "ok\n";

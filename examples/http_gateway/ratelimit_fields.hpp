@@ -26,9 +26,9 @@
 ///   binding limit has all of q again (for fixed_window the window's end); when denied,
 ///   Decision::retry_after, the time until quota for this request is available, which is also
 ///   the Retry-After value (the draft §6 says Retry-After should not be earlier than t).
-/// - A fail_closed decision (Redis did not answer) knows nothing of the partition's state: it
-///   names the first limit with r=0 and t its retry_after, a value lowered as the draft §6
-///   allows a server to when it cannot serve.
+/// - A fail_closed or fail_open decision (Redis did not answer) knows nothing of the
+///   partition's state: the response has no RateLimit field (r=0 would tell the client that its
+///   quota is used up), only RateLimit-Policy and, on the 503, Retry-After from retry_after.
 /// - pk identifies the partition (`key:<X-API-Key>` or `ip:<client address>`) by its 64-bit
 ///   FNV-1a digest, big-endian, so that the field never carries the API key itself (draft §6.1).
 ///   A deployment would use a keyed digest (HMAC) instead.

@@ -6,7 +6,8 @@ usage: test_gateway.py <http_gateway> <curl>   (REDLIMIT_URL names a private red
 Checks, against Redis and with --local: the 11th request of an API key within a second gets 429
 with Retry-After and the RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10; another key
 is independent; without a key the client's IP is limited; a malformed request gets 400; two
-gateways share a key's daily quota through Redis; with Redis down the answer is 503 at once;
+gateways share a key's daily quota through Redis; with Redis down the answer is 503 at once,
+without a RateLimit field (the gateway knows nothing of the quota then);
 SIGTERM stops the gateway with exit status 0 (which main() only returns when uv_loop_close()
 succeeded), also with an idle keep-alive connection open.
 """
@@ -284,7 +285,10 @@ def test_local():
 
 
 def test_redis_down():
-    """Fail-closed: 503 with Retry-After and a body saying why, without waiting on Redis."""
+    """Fail-closed: 503 with Retry-After and a body saying why, without waiting on Redis. The
+    gateway then knows nothing of the partition's quota: RateLimit-Policy still describes the
+    quotas, but no RateLimit field claims any remaining quota (r=0 would tell the client that
+    its quota is used up, and it is not)."""
     gateway = Gateway("--redis", f"redis://127.0.0.1:{free_port()}")
     try:
         for i in range(5):
@@ -293,7 +297,13 @@ def test_redis_down():
             elapsed = time.monotonic() - start
             what = f"Redis down, request {i + 1}"
             check(elapsed < 2, f"{what}: the answer took {elapsed:.2f} s")
-            check_fields(gateway, response, what, "key:A", 503)
+            check(response.status == 503,
+                  f"{what}: status {response.status}, expected 503:\n{response}")
+            check(response.header("RateLimit-Policy") == gateway.policy,
+                  f"{what}: RateLimit-Policy should be exactly {gateway.policy!r}:\n{response}")
+            check(not any(k.lower() == "ratelimit" for k, _ in response.headers),
+                  f"{what}: a 503 must not send a RateLimit field (it claims a quota state the "
+                  f"gateway does not know):\n{response}")
             check(response.header("Retry-After") == "1",
                   f"{what}: expected Retry-After: 1:\n{response}")
             check(b"Redis did not answer" in response.body,

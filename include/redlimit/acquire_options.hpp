@@ -48,7 +48,9 @@ class StopTokenRef {
 /// A kept AcquireOptions refers to the std::stop_token it was given: keep that token alive
 /// until the acquire() call that uses it has returned.
 struct AcquireOptions {
-  /// Give up (a denial, nothing taken) if the permits cannot be had within this.
+  /// Give up (a denial, nothing taken) if the permits cannot be had within this. The default
+  /// waits as long as it takes; a reservation whose slot would lie past 2^52 us since the epoch
+  /// (the year 2112), where the scripts' times stop being exact, throws InvalidArgument.
   std::chrono::microseconds max_wait = std::chrono::microseconds::max();
   /// A stop request ends the wait with Cancelled and gives a reservation back. Request it on
   /// the loop's thread. acquire() keeps its own copy of the token.

@@ -119,7 +119,8 @@ struct SemaphoreOptions {
 class Semaphore {
  public:
   /// `permits` in [1, 100000]. Throws InvalidArgument, naming the field, for anything outside
-  /// SemaphoreOptions' ranges.
+  /// SemaphoreOptions' ranges. A lease's script time in Redis grows with its permits (a
+  /// 100,000-permit lease takes 0.1-0.3 s per call: docs/waiting.md).
   Semaphore(Client& client, std::int64_t permits, SemaphoreOptions options);
   /// The same with the prefix "rl".
   Semaphore(Client& client, std::int64_t permits, std::string name,

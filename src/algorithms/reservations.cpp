@@ -334,6 +334,7 @@ bool can_reserve(Algorithm algorithm) noexcept {
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
                        std::int64_t n, std::int64_t max_wait_us, PolicyChange change) {
   if (change.since_us == 0 || change.since_us > now) change.since_us = now;
+  max_wait_us = std::min(max_wait_us, longest_reservation_wait_us(now));
   switch (spec.algorithm) {
     case Algorithm::gcra:
       return reserve_gcra({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us);

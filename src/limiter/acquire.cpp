@@ -15,8 +15,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The longest wait a reservation may have (2^40 us, 12.7 days): keeps every script value exact.
-constexpr std::int64_t max_reservation_wait_us = std::int64_t{1} << 40;
+/// The longest max_wait the scripts take; they shorten it to the longest wait they keep exact
+/// (longest_reservation_wait_us).
+constexpr std::int64_t max_reservation_wait_us = max_exact;
 
 std::chrono::microseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
@@ -96,6 +97,12 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
   }
 
   Decision decision = reservation->decision;
+  if (!decision.allowed && decision.retry_after <= options.max_wait &&
+      decision.retry_after.count() > longest_reservation_wait_us(reservation->reserved_at_us)) {
+    throw InvalidArgument("acquire(): the wait of " + std::to_string(decision.retry_after.count()) +
+                          " us reaches past 2^52 us since the epoch (the year 2112), the latest "
+                          "slot a reservation keeps exact");
+  }
   if (!decision.allowed || reservation->wait_us == 0) {
     decision.waited = since(started);
     co_return decision;

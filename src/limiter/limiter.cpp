@@ -51,14 +51,17 @@ Task<Decision> Limiter::acquire(Permits permits, AcquireOptions options) {
                                          detail::OwnedAcquireOptions(options));
 }
 
+// Why the thread check first: start() puts a timer on the loop, which only its thread may do.
 void Limiter::try_acquire(std::string key, std::int64_t permits,
                           std::function<void(Result<Decision>)> done) {
+  enforcer_->check_thread();
   start(enforcer_->loop(), enforcer_->try_acquire(std::move(key), permits), std::move(done),
         enforcer_);
 }
 
 void Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options,
                       std::function<void(Result<Decision>)> done) {
+  enforcer_->check_thread();
   start(enforcer_->loop(),
         detail::PolicyEnforcer::acquire(enforcer_, std::move(key), permits,
                                         detail::OwnedAcquireOptions(options)),

@@ -51,6 +51,11 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   const Policy& policy() const noexcept;
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
+  /// Throws UsageError when called from a thread other than the client's loop's (a Redis
+  /// limiter); an in-process limiter cannot tell.
+  void check_thread() const {
+    if (redis_) redis_->check_thread();
+  }
 
   /// A validated request for `key` under the current policy; throws InvalidArgument.
   DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const;

@@ -317,7 +317,8 @@ Lease::~Lease() {
   try {
     issuer_->release_in_background(*this);
   } catch (...) {
-    detail::report_error(std::current_exception());  // out of memory: released at expiry
+    // Out of memory, or UsageError on a thread other than the loop's: released at expiry.
+    detail::report_error(std::current_exception());
   }
 }
 

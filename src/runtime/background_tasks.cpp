@@ -1,5 +1,6 @@
 #include "runtime/background_tasks.hpp"
 
+#include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
 namespace redlimit::detail {
@@ -46,6 +47,9 @@ void start_detached(Task<void> task) {
 }
 
 void BackgroundTasks::start(Task<void> task) {
+  if (std::this_thread::get_id() != owner_thread_) {
+    throw UsageError("a redlimit Client was used from a thread other than its loop's");
+  }
   if (!accepting_) return;
   group_.add(on_next_iteration(loop_, std::move(task)));
 }

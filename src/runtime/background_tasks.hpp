@@ -5,6 +5,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
+#include <thread>
 
 #include "redlimit/task.hpp"
 #include "redlimit/task_group.hpp"
@@ -24,14 +25,17 @@ void start_detached(Task<void> task);
 /// iteration, as with spawn(), and its exception goes to the error handler; unlike spawn(),
 /// wait_all() tells when they have all ended, so Client::close() can let them finish first.
 ///
-/// Use on the loop's thread. Must outlive its tasks: wait_all() before destruction.
+/// Use on the loop's thread (made there). Must outlive its tasks: wait_all() before destruction.
 class BackgroundTasks {
  public:
-  explicit BackgroundTasks(uv_loop_t* loop) : loop_(loop) {}
+  explicit BackgroundTasks(uv_loop_t* loop)
+      : loop_(loop), owner_thread_(std::this_thread::get_id()) {}
   BackgroundTasks(const BackgroundTasks&) = delete;
   BackgroundTasks& operator=(const BackgroundTasks&) = delete;
 
-  /// Starts `task` on the next iteration of the loop; after stop_accepting(), drops it.
+  /// Starts `task` on the next iteration of the loop; after stop_accepting(), drops it. Throws
+  /// UsageError, before anything is created, when called from a thread other than the loop's
+  /// (a lease destroyed there: its permits come back at expiry).
   void start(Task<void> task);
   /// From now on start() drops its task unstarted: the client it would use has closed (a lease
   /// released then gets its permits back at expiry; a refund, never).
@@ -43,6 +47,7 @@ class BackgroundTasks {
 
  private:
   uv_loop_t* loop_;
+  std::thread::id owner_thread_;
   TaskGroup group_;
   bool accepting_ = true;
 };

@@ -121,6 +121,47 @@ TEST_P(AcquireTest, AWaitBeyondMaxWaitIsADenialThatReservesNothing) {
   EXPECT_LT(Clock::now() - start, 100ms + deadline_slack);
 }
 
+/// Sets `outcome` to "waiting" while acquire() waits, then to "granted", "denied" or
+/// "cancelled".
+Task<void> acquire_until_stopped(Limiter& limiter, std::stop_token stop, std::string* outcome) {
+  *outcome = "waiting";
+  try {
+    const Decision decision = co_await limiter.acquire("k", 1, {.stop = stop});
+    *outcome = decision.allowed ? "granted" : "denied";
+  } catch (const Cancelled&) {
+    *outcome = "cancelled";
+  }
+}
+
+/// Starts an acquire() with the default max_wait, peeks at the key while it waits, cancels it
+/// and peeks again.
+Task<void> wait_then_cancel(uv_loop_t* loop, Limiter& limiter, std::string* outcome, bool* waiting,
+                            Decision* while_waiting, Decision* after_cancel) {
+  std::stop_source stop;
+  TaskGroup group;
+  group.add(acquire_until_stopped(limiter, stop.get_token(), outcome));
+  co_await sleep_for(loop, 50ms);
+  *waiting = *outcome == "waiting";
+  *while_waiting = co_await limiter.peek("k");
+  stop.request_stop();
+  co_await group.join();
+  *after_cancel = co_await limiter.peek("k");
+}
+
+TEST_P(AcquireTest, TheDefaultMaxWaitWaitsAsLongAsItTakesEvenAMonth) {
+  constexpr std::chrono::microseconds day = 24h;
+  Limiter& l = limiter({Algorithm::gcra, {1, 30 * day}, 1, Window::aligned});
+  ASSERT_TRUE(run(loop(), l.try_acquire("k")).allowed);
+  std::string outcome;
+  bool waiting = false;
+  Decision while_waiting, after_cancel;
+  run(loop(), wait_then_cancel(loop(), l, &outcome, &waiting, &while_waiting, &after_cancel));
+  EXPECT_TRUE(waiting) << "a 30-day wait is waited for, not " << outcome;
+  EXPECT_EQ(outcome, "cancelled");
+  EXPECT_GT(while_waiting.reset_after, 59 * day) << "it reserved the slot 30 days ahead";
+  EXPECT_LE(after_cancel.reset_after, 30 * day) << "the cancelled reservation was given back";
+}
+
 Task<void> cancel_every_other(uv_loop_t* loop, Limiter& limiter, std::vector<Finished>* finished,
                               int* cancelled) {
   std::vector<std::stop_source> stops(10);

@@ -227,6 +227,46 @@ TEST_F(SemaphoreTest, BadArgumentsAreRejectedBeforeAnyIo) {
   EXPECT_THROW(run(loop(), semaphore.try_acquire("", 1)), InvalidArgument);
 }
 
+// ---- leases up to the documented capacity of 100,000 permits
+
+/// What a lease of many permits of "tenant" came to: the permits held after each step, and
+/// whether every permit carries the lease's expiry after a renew.
+struct LargeLeaseOutcome {
+  bool granted = false;
+  long long held_after_grant = -1;
+  long long at_renewed_expiry = -1;
+  bool full_refused = false;
+  long long held_after_release = -1;
+};
+
+Task<void> take_renew_release(Semaphore& semaphore, std::int64_t permits, test::RedisServer& server,
+                              LargeLeaseOutcome* outcome) {
+  const std::string key = "rl:{exports:tenant}:semaphore";
+  std::optional<Lease> lease = co_await semaphore.try_acquire("tenant", permits);
+  outcome->granted = lease.has_value();
+  if (!lease) co_return;
+  outcome->held_after_grant = server.integer({"ZCOUNT", key, "(0", "+inf"});
+  co_await lease->renew();
+  const std::string expiry = std::to_string(lease->expires_at_us());
+  outcome->at_renewed_expiry = server.integer({"ZCOUNT", key, expiry, expiry});
+  outcome->full_refused = !(co_await semaphore.try_acquire("tenant", 100'001 - permits));
+  co_await lease->release();
+  outcome->held_after_release = server.integer({"ZCOUNT", key, "(0", "+inf"});
+}
+
+TEST_F(SemaphoreTest, LeasesOfUpToTheWholeCapacityAreTakenRenewedAndReleased) {
+  Semaphore semaphore(client_, 100'000, "exports", 20s);
+  for (const std::int64_t permits : {4'000, 50'000, 100'000}) {
+    LargeLeaseOutcome outcome;
+    run(loop(), take_renew_release(semaphore, permits, server_, &outcome));
+    ASSERT_TRUE(outcome.granted) << permits << " permits";
+    EXPECT_EQ(outcome.held_after_grant, permits);
+    EXPECT_EQ(outcome.at_renewed_expiry, permits) << "renew moves every permit's expiry";
+    EXPECT_TRUE(outcome.full_refused) << "one permit more than is left is refused";
+    EXPECT_EQ(outcome.held_after_release, 0) << permits << " permits";
+  }
+}
+
 // ---- the script and the in-process model are one algorithm
 
 struct Step {

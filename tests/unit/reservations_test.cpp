@@ -67,6 +67,24 @@ TEST(Reservations, AWaitBeyondMaxWaitReservesNothing) {
   EXPECT_EQ(queue.reserve(t0).wait_us, interval) << "the refused one took no slot";
 }
 
+TEST(Reservations, AnyWaitIsAcceptedUpToASlotIn2112WhereTimesStayExact) {
+  Queue queue;
+  const std::int64_t unbounded = max_exact;  // acquire()'s default max_wait, as sent
+  ASSERT_TRUE(queue.reserve(t0, unbounded).decision.allowed);
+  const ReserveOutcome behind = queue.reserve(t0, unbounded);
+  EXPECT_TRUE(behind.decision.allowed);
+  EXPECT_EQ(behind.wait_us, interval);
+  // At 2^52 - 60 ms, the slot 100 ms ahead would lie past 2^52 us: refused, whatever max_wait.
+  Queue late;
+  const std::int64_t near_the_end = max_exact - 60'000;
+  ASSERT_TRUE(late.reserve(near_the_end, unbounded).decision.allowed);
+  ASSERT_TRUE(late.reserve(near_the_end, unbounded).decision.allowed);  // slot at 2^52 - 10 ms
+  const ReserveOutcome past = late.reserve(near_the_end, unbounded);
+  EXPECT_FALSE(past.decision.allowed);
+  EXPECT_GT(past.decision.retry_after_us, longest_reservation_wait_us(near_the_end))
+      << "acquire() turns this into InvalidArgument, not a denial";
+}
+
 TEST(Reservations, CancellingAPendingSlotGivesItBackAndAnnouncesTheShift) {
   Queue queue;
   queue.reserve(t0);
