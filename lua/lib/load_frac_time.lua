@@ -12,6 +12,13 @@
 -- counted in another unit than 1/p us is rounded up to the next whole us: that can only make it
 -- stricter) and sets `rewrite`.
 --
+-- A clock step backwards: the latest time this policy can store at now is now + burst*T, and
+-- on a key acquire() reserved on (version > 0) up to `reserved_reach` us more (the includer
+-- sets it: the longest reservation wait for GCRA, 0 for the leaky bucket, whose queue holds
+-- reservations too). A later stored time can only come from a clock that stepped back: it is
+-- taken as that latest time (the state's own horizon: nothing is freed, the key is full) and
+-- written back (`rewrite`), so that the lock lasts at most that horizon, not the whole step.
+--
 -- Leaves stored (the value read), stored_time and stored_f (whole us, fraction in 1/p us),
 -- version, cancels and epoch (0 on a key nobody reserved on).
 local stored_time, stored_f = now, 0
@@ -60,5 +67,15 @@ if stored then
     end
     rewrite = true
   end
-  if us > now or (us == now and f > 0) then stored_time, stored_f = us, f end
+  if us > now or (us == now and f > 0) then
+    stored_time, stored_f = us, f
+    local reach = IDIV(burst * d, p)
+    local reach_f = burst * d - reach * p
+    reach = now + reach
+    if version > 0 then reach = reach + reserved_reach end
+    if us > reach or (us == reach and f > reach_f) then
+      stored_time, stored_f = reach, reach_f
+      rewrite = true
+    end
+  end
 end
