@@ -36,7 +36,7 @@ inline std::int64_t max_debt(std::int64_t full) noexcept {
   return max_exact - full;
 }
 
-/// The tokens at max(now, last) after refilling, and that time.
+/// The tokens at now after refilling.
 struct Tokens {
   std::int64_t level = 0;  ///< at now, refilled
   /// Stamped otherwise, or not at all, or the clock stepped back: write it back.
