@@ -69,12 +69,14 @@ if stored then
   end
   if us > now or (us == now and f > 0) then
     stored_time, stored_f = us, f
-    local reach = IDIV(burst * d, p)
-    local reach_f = burst * d - reach * p
-    reach = now + reach
-    if version > 0 then reach = reach + reserved_reach end
-    if us > reach or (us == reach and f > reach_f) then
-      stored_time, stored_f = reach, reach_f
+    -- Beyond now + burst*T (+ reserved_reach), compared in 1/p us without a division (a
+    -- product past 2^53 is inexact, but then far beyond burst*d <= 2^52).
+    local beyond = us - now
+    if version > 0 then beyond = beyond - reserved_reach end
+    if beyond * p + f > burst * d then
+      local reach = IDIV(burst * d, p)
+      stored_time, stored_f = now + reach, burst * d - reach * p
+      if version > 0 then stored_time = stored_time + reserved_reach end
       rewrite = true
     end
   end

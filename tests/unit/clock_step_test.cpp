@@ -11,6 +11,7 @@
 #include "algorithms/policy_model.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/compiled_policy.hpp"
+#include "limiter/local_backend.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -92,6 +93,21 @@ TEST_P(ClockStepBack, DenialsAfterTheStepDoNotExtendTheLock) {
   while (!key.acquire(now).allowed && now < t0)
     now += 10'000;
   EXPECT_LE(now - stepped, horizon(GetParam()));
+}
+
+TEST_P(ClockStepBack, TheLocalBackendBoundsTheLockToo) {
+  std::int64_t now = t0;
+  LocalBackend backend([&now] { return now; });
+  const DecideRequest request(CompiledPolicy::compile(Policy::of(ten_per_second(GetParam()))),
+                              KeyBase("k"), Operation::acquire, 1);
+  while (backend.decide_now(request).allowed) {
+  }
+  now = t0 - hour;  // the system clock steps back
+  const Decision denied = backend.decide_now(request);
+  ASSERT_FALSE(denied.allowed) << "a step back frees nothing";
+  EXPECT_LE(denied.retry_after.count(), horizon(GetParam())) << "not the whole hour";
+  now += denied.retry_after.count();
+  EXPECT_TRUE(backend.decide_now(request).allowed);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, ClockStepBack,
