@@ -2,10 +2,15 @@
 -- period since the epoch; anchored windows start at the first request after the previous one
 -- ended. The key holds "start:count:limit:period:anchored:pv" (the stamp: the parameters and
 -- policy version it was written under; a value of the previous release, "start:count", has
--- none). Time is max(now, start), so a clock step backwards stays in the stored window. A value
--- stamped otherwise is carried over: its window's count holds in the new window holding t when
--- the two overlap (anchored: the kept window, or one starting at t while the stored one is
--- open), as `carry` says, and it is written back under the new stamp also when denied.
+-- none). A value stamped otherwise is carried over: its window's count holds in the new window
+-- holding now when the two overlap (anchored: the kept window, or one starting now while the
+-- stored one is open), as `carry` says, and it is written back under the new stamp also when
+-- denied.
+-- When the Redis clock steps back: no window is ever written starting after the now it was
+-- decided at, so a stored window starting after now is a clock step. It is taken as a window
+-- starting now, with its count (as the window holding now, when aligned): the permits used stay
+-- counted, and it is written back, also when denied, so the key is locked for at most one
+-- period, not the whole step.
 -- Model: src/algorithms/fixed_window.cpp.
 --!params limit, period, anchored
 --!checks limit >= 1, period >= 1, anchored >= 0
@@ -31,18 +36,21 @@ if stored then
     stored_count = tonumber(string.sub(stored, first + 1))
     converting = true
   end
-  if stored_start > t then t = stored_start end
+  if stored_start > now then
+    stored_start = now
+    rewrite = true
+  end
 end
-local start, count = t, 0
+local start, count = now, 0
 if anchored == 1 then
-  if stored and t < stored_start + period then
+  if stored and now < stored_start + period then
     start, count = stored_start, stored_count
-  elseif converting and t < stored_start + old_period then
-    count = stored_count  -- the period shrank: the open stored window carries into one at t
+  elseif converting and now < stored_start + old_period then
+    count = stored_count  -- the period shrank: the open stored window carries into one at now
   end
 else
-  -- The aligned window holding t, and the stored window's count if the two overlap.
-  local q = IDIV(t, period)
+  -- The aligned window holding now, and the stored window's count if the two overlap.
+  local q = IDIV(now, period)
   start = q * period
   if stored and stored_start < start + period and start < stored_start + old_period then
     count = stored_count
@@ -52,7 +60,7 @@ if converting then
   --!include ../lib/carried_count.lua
   rewrite = true
 end
-reset = start + period - now  -- from now, also after a clock step back
+reset = start + period - now
 allowed = count + n <= limit
 capacity = limit
 if allowed then

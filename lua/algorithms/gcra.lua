@@ -2,13 +2,19 @@
 -- time at which the limit would be idle again. Emission interval T = d/p us (the rate reduced to
 -- lowest terms), capacity tau = burst * T. A request for n permits passes when
 -- max(TAT, now) + n*T <= now + tau. The TAT is stored as lib/frac_time.lua describes. Time needs
--- no separate last-seen value: the TAT never moves back, and now only enters through
--- max(TAT, now), so a clock step backwards can only make a request wait longer.
+-- no separate last-seen value: now only enters through max(TAT, now).
+-- When the Redis clock steps back: a decision never sets the TAT beyond now + tau, and a
+-- reservation never beyond now + tau + its wait (at most MAX_RESERVATION_WAIT), so a TAT later
+-- than now + tau (on a key acquire() reserved on: now + tau + MAX_RESERVATION_WAIT) is a clock
+-- step. It is taken as now + tau (the bucket empty: nothing freed) and written back, also when
+-- denied, so the key is locked for at most tau (lib/load_frac_time.lua), not the whole step; a
+-- reserved key keeps its legitimate backlog, up to the longest one.
 -- Model: src/algorithms/gcra.cpp.
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0
 
 --!part schedule
+local reserved_reach = MAX_RESERVATION_WAIT
 --!include ../lib/load_frac_time.lua
 local tat, tat_f = stored_time, stored_f
 -- n*T and tau = burst*T as (whole us, fraction in 1/p us).
@@ -72,4 +78,5 @@ allowed = wait <= max_wait
 --!use outcome
 
 --!section cancel
+local reserved_reach = MAX_RESERVATION_WAIT
 --!include ../reservations/cancel_frac_time.lua

@@ -1,11 +1,17 @@
 -- Leaky bucket, a shaper: departures are spaced exactly T = d/p us apart; at most `burst`
 -- permits may be queued. The key holds the time the next departure may leave, stored as GCRA
 -- stores its TAT (lib/frac_time.lua). A request is admitted only when it can leave now; it then
--- occupies the next n*T. Model: src/algorithms/leaky_bucket.cpp.
+-- occupies the next n*T.
+-- When the Redis clock steps back: the queue never reaches beyond now + burst*T (a reservation
+-- is admitted only if it fits), so a later stored departure is a clock step. It is taken as
+-- now + burst*T (the queue full: nothing freed) and written back, also when denied, so the key
+-- is locked for at most burst*T (lib/load_frac_time.lua), not the whole step.
+-- Model: src/algorithms/leaky_bucket.cpp.
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0
 
 --!part load
+local reserved_reach = 0
 --!include ../lib/load_frac_time.lua
 local free, free_f = stored_time, stored_f
 
@@ -18,13 +24,10 @@ if p > 1 then
 end
 
 --!part queued
--- Permits queued in the time ahead (ahead, ahead_f): ceil(ahead / T); more than the queue
--- holds (cap, whole us of burst*T) only after a clock step.
-if ahead <= cap then
-  local queued = CEIL_DIV(ahead * p + ahead_f, d)
-  remaining = burst - queued
-  if remaining < 0 then remaining = 0 end
-end
+-- Permits queued in the time ahead (ahead, ahead_f): ceil(ahead / T), at most burst.
+local queued = CEIL_DIV(ahead * p + ahead_f, d)
+remaining = burst - queued
+if remaining < 0 then remaining = 0 end
 
 --!section decide
 --!use load
@@ -40,7 +43,6 @@ if allowed then
   if step_f > 0 then reset = reset + 1 end
 else
   local ahead, ahead_f = free - now, free_f
-  local cap = IDIV(burst * d, p)
   --!use queued
   retry = ahead
   if ahead_f > 0 then retry = retry + 1 end
@@ -79,4 +81,5 @@ end
 --!use queued
 
 --!section cancel
+local reserved_reach = 0
 --!include ../reservations/cancel_frac_time.lua

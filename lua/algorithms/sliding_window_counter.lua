@@ -3,10 +3,15 @@
 -- used = previous - floor(previous * elapsed / period) + current. Cheap for any limit, but an
 -- estimate (see docs/algorithms.md for its error bound). The key holds
 -- "start:current:previous:limit:period:pv" (the stamp: the parameters and policy version it was
--- written under; a value of the previous release, "start:current:previous", has none); time is
--- max(now, start). A value stamped otherwise is carried over: its current and previous windows'
+-- written under; a value of the previous release, "start:current:previous", has none). A value
+-- stamped otherwise is carried over: its current and previous windows'
 -- counts each land in the newest new window (current or previous) they overlap, as `carry`
 -- says, and it is written back under the new stamp also when denied.
+-- When the Redis clock steps back: no window is ever written starting after the now it was
+-- decided at, so a stored window starting after now is a clock step. It is taken as the window
+-- (of its period) holding now, with both its counts: the permits used stay counted, and it is
+-- written back, also when denied, so the key is locked for at most two periods (its current
+-- count then decays through the next window), not the whole step.
 -- Model: src/algorithms/sliding_window_counter.cpp.
 --!params limit, period, unused
 --!checks limit >= 1, period >= 1, 0
@@ -35,10 +40,14 @@ if stored then
     s_previous = tonumber(string.sub(stored, second + 1))
     converting = true
   end
-  if s_start > t then t = s_start end
+  if s_start > now then
+    s_start = IDIV(now, old_period)
+    s_start = s_start * old_period
+    rewrite = true
+  end
 end
--- The aligned window holding t.
-local start = IDIV(t, period)
+-- The aligned window holding now.
+local start = IDIV(now, period)
 start = start * period
 local current, previous = 0, 0
 if stored and not converting then
@@ -61,14 +70,13 @@ elseif stored then
   end
   rewrite = true
 end
-local elapsed = t - start
-local lag = t - now  -- after a clock step back, times count from now, not from t
+local elapsed = now - start
 local used = previous - muldiv(previous, elapsed, period) + current
 allowed = used + n <= limit
 capacity = limit
 if allowed then
   remaining = limit - used - n
-  reset = 2 * period - elapsed + lag
+  reset = 2 * period - elapsed
 else
   remaining = limit - used
   if remaining < 0 then remaining = 0 end
@@ -92,16 +100,14 @@ else
       if at < period then retry = period - elapsed + at else retry = 2 * period - elapsed end
     end
   end
-  retry = retry + lag
   if current > 0 then reset = 2 * period - elapsed
   elseif previous > 0 then reset = period - elapsed end
-  reset = reset + lag
 end
 
 --!section idle
 reset = 0
-if current > 0 then reset = 2 * period - elapsed + lag
-elseif previous > 0 then reset = period - elapsed + lag end
+if current > 0 then reset = 2 * period - elapsed
+elseif previous > 0 then reset = period - elapsed end
 
 --!section write
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up

@@ -6,9 +6,12 @@
 -- was written under (a log of the previous release has none); trimming spares score 0. A log
 -- stamped otherwise is carried over: its times apply to the new window and limit as they are
 -- (reset: those at or before `since` are dropped), and it is written back under the new stamp
--- also when denied. Time is max(now, newest member), so a clock step backwards keeps the log
--- in order. Reads only while deciding; trims and adds when written (its only table: ZADD's
--- arguments). Work and memory are bounded by limit <= 10,000.
+-- also when denied. Reads only while deciding; trims and adds when written (its only table:
+-- ZADD's arguments). Work and memory are bounded by limit <= 10,000.
+-- When the Redis clock steps back: no member is ever written later than the now it was decided
+-- at, so members after now are a clock step. They are taken as admitted now (they stay counted)
+-- and written back at now, also when denied, so the key is locked for at most one window, not
+-- the whole step.
 -- Model: src/algorithms/sliding_window_log.cpp.
 --!params limit, window, unused
 --!checks limit >= 1, window >= 1, 0
@@ -17,9 +20,13 @@
 local stamp = string.format('stamp:%d:%d:%d', limit, window, pv)
 local converting, stamped, old_stamp = false, false, nil
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local newest_at, ahead = 0, false  -- ahead: members after now, a clock step
 if newest[2] then
-  local last = tonumber(newest[2])
-  if last > t then t = last end
+  newest_at = tonumber(newest[2])
+  if newest_at > now then
+    newest_at, ahead = now, true
+    rewrite = true
+  end
   old_stamp = redis.call('ZRANGE', key, 0, 0)[1]
   stamped = old_stamp == stamp
   if not stamped then
@@ -32,18 +39,17 @@ if newest[2] then
     end
   end
 end
-local bound = t - window  -- permits at or before this have left
+local bound = now - window  -- permits at or before this have left
 if converting and carry == 2 and since > bound then bound = since end
 if bound < 0 then bound = 0 end  -- score 0 is the stamp's
 local outside = string.format('%d', bound)
 local count = redis.call('ZCOUNT', key, '(' .. outside, '+inf')
-local lag = t - now  -- after a clock step back, times count from now, not from t
 if converting then rewrite = true end
 allowed = count + n <= limit
 capacity = limit
 if allowed then
   remaining = limit - count - n
-  reset = window + lag
+  reset = window
 else
   -- The request fits once the (count + n - limit)-th oldest permit in the window has left.
   local must_leave = count + n - limit
@@ -51,13 +57,15 @@ else
                             must_leave - 1, 1)
   remaining = limit - count
   if remaining < 0 then remaining = 0 end
-  retry = tonumber(oldest[2]) + window - now
-  reset = tonumber(newest[2]) + window - now
+  local left_at = tonumber(oldest[2])
+  if left_at > now then left_at = now end
+  retry = left_at + window - now
+  reset = newest_at + window - now
 end
 
 --!section idle
 reset = 0
-if count > 0 then reset = tonumber(newest[2]) + window - now end
+if count > 0 then reset = newest_at + window - now end
 
 --!section write
 redis.call('ZREMRANGEBYSCORE', key, '(0', outside)
@@ -65,14 +73,16 @@ if not stamped then
   if old_stamp then redis.call('ZREM', key, old_stamp) end
   redis.call('ZADD', key, 0, stamp)
 end
-local at = string.format('%d', t)
+local at = string.format('%d', now)
+local adding = taken
+if ahead then adding = adding + redis.call('ZREMRANGEBYSCORE', key, '(' .. at, '+inf') end
 local at_t = redis.call('ZCOUNT', key, at, at)
 local members, size = {}, 0
-for i = 1, taken do
+for i = 1, adding do
   members[size + 1] = at
   members[size + 2] = at .. ':' .. string.format('%d', at_t + i - 1)
   size = size + 2
-  if size == 2000 or i == taken then  -- bounded ZADD calls (Lua's unpack limit)
+  if size == 2000 or i == adding then  -- bounded ZADD calls (Lua's unpack limit)
     redis.call('ZADD', key, unpack(members, 1, size))
     members, size = {}, 0
   end

@@ -1,6 +1,10 @@
 -- Token bucket: tokens refill continuously at p per d us up to `burst`; a request for n permits
 -- takes n tokens. Tokens are counted in units of 1/d token so that refill is exact. The key
--- holds the level as lib/load_tokens.lua describes. Time is max(now, the last refill).
+-- holds the level as lib/load_tokens.lua describes.
+-- When the Redis clock steps back: a last refill later than now is a clock step; it is taken
+-- as now (no refill for the step, the tokens used stay used) and written back, also when
+-- denied, so the key is locked for at most the bucket's own refill, not the whole step
+-- (lib/load_tokens.lua).
 -- Model: src/algorithms/token_bucket.cpp.
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0
@@ -9,7 +13,6 @@
 local full = burst * d
 --!include ../lib/load_tokens.lua
 local cost = n * d
-local lag = t - now  -- after a clock step back, times count from now, not from t
 
 --!part outcome
 capacity = burst
@@ -22,7 +25,6 @@ end
 --!part until_full
 -- Full again after ceil((full - left) / p) us.
 reset = CEIL_DIV(full - left, p)
-reset = reset + lag
 
 --!section decide
 --!use load
@@ -32,7 +34,6 @@ allowed = level >= cost
 -- When denied, enough tokens after ceil((cost - level) / p).
 if not allowed then
   retry = CEIL_DIV(cost - level, p)
-  retry = retry + lag
 end
 
 --!section idle
@@ -45,21 +46,20 @@ local left = level
 local written = level - taken * d
 --!include ../lib/tokens_value.lua
 local until_full = CEIL_DIV(full - written, p)
-until_full = until_full + lag
 local ms = CEIL_DIV(until_full, 1000)  -- the TTL in whole milliseconds, rounded up
 if ms < 1 then ms = 1 end
 redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
 
 --!section reserve
 -- The bucket may go into debt: a request that leaves it at -x (in 1/d tokens) is scheduled x/p
--- microseconds after t, if the wait is within max_wait and the debt at most MAX_EXACT - full
+-- microseconds after now, if the wait is within max_wait and the debt at most MAX_EXACT - full
 -- (every value stays exact).
 --!use load
 local after = level - cost
-slot, slot_f = t, 0
+slot, slot_f = now, 0
 if after < 0 then
   local debt_us = IDIV(-after, p)
-  slot, slot_f = t + debt_us, -after - debt_us * p
+  slot, slot_f = now + debt_us, -after - debt_us * p
 end
 wait = slot - now
 if slot_f > 0 then wait = wait + 1 end
@@ -78,10 +78,10 @@ if not stale then
                            reserved_epoch, cancels_before)
 end
 if verdict == 'returned' then
-  local backlog_end = t
+  local backlog_end = now
   if level < 0 then
     local debt_us = CEIL_DIV(-level, p)
-    backlog_end = t + debt_us
+    backlog_end = now + debt_us
   end
   level = level + cost
   if level > full then level = full end

@@ -12,6 +12,13 @@
 -- counted in another unit than 1/p us is rounded up to the next whole us: that can only make it
 -- stricter) and sets `rewrite`.
 --
+-- A clock step backwards: the latest time this policy can store at now is now + burst*T, and
+-- on a key acquire() reserved on (version > 0) up to `reserved_reach` us more (the includer
+-- sets it: the longest reservation wait for GCRA, 0 for the leaky bucket, whose queue holds
+-- reservations too). A later stored time can only come from a clock that stepped back: it is
+-- taken as that latest time (the state's own horizon: nothing is freed, the key is full) and
+-- written back (`rewrite`), so that the lock lasts at most that horizon, not the whole step.
+--
 -- Leaves stored (the value read), stored_time and stored_f (whole us, fraction in 1/p us),
 -- version, cancels and epoch (0 on a key nobody reserved on).
 local stored_time, stored_f = now, 0
@@ -60,5 +67,17 @@ if stored then
     end
     rewrite = true
   end
-  if us > now or (us == now and f > 0) then stored_time, stored_f = us, f end
+  if us > now or (us == now and f > 0) then
+    stored_time, stored_f = us, f
+    -- Beyond now + burst*T (+ reserved_reach), compared in 1/p us without a division (a
+    -- product past 2^53 is inexact, but then far beyond burst*d <= 2^52).
+    local beyond = us - now
+    if version > 0 then beyond = beyond - reserved_reach end
+    if beyond * p + f > burst * d then
+      local reach = IDIV(burst * d, p)
+      stored_time, stored_f = now + reach, burst * d - reach * p
+      if version > 0 then stored_time = stored_time + reserved_reach end
+      rewrite = true
+    end
+  end
 end

@@ -1,6 +1,6 @@
--- Loads a token bucket key `key`: the level at t = max(t, last) after refilling (statements, as
--- lib/load_frac_time.lua). Needs full = burst * d, t (the time so far, now) and the policy
--- epoch pv, since, carry (the shapes').
+-- Loads a token bucket key `key`: the level at now after refilling (statements, as
+-- lib/load_frac_time.lua). Needs full = burst * d and the policy epoch pv, since, carry (the
+-- shapes').
 --
 -- The stored value: "level:last:d:version:cancels:epoch:p:burst:pv", written by
 -- lib/tokens_value.lua: the level in units of 1/d token (negative: a debt of reservations) at
@@ -14,7 +14,12 @@
 -- reset) it is carried over at x = max(since, last): the whole permits A available then under
 -- its stamp become A' (lib/carry_permits.lua), the level A' x d at x. C++ twin: src/algorithms/token_bucket.cpp.
 --
--- Leaves level (in 1/d token), last, version, cancels and epoch, and moves t.
+-- When the Redis clock steps back: a state is never written with a last refill later than the
+-- now it was decided at, so a later one is a clock step. It is taken as now (no refill for the
+-- step, and the tokens used stay used) and written back (`rewrite`), so the key is locked for
+-- at most the bucket's own refill, not the whole step.
+--
+-- Leaves level (in 1/d token), last, version, cancels and epoch.
 local level, last = full, now
 local version, cancels, epoch = 0, 0, 0
 local stored = redis.call('GET', key)
@@ -71,9 +76,12 @@ if stored then
   end
   if level > full then level = full end
 end
-if last > t then t = last end
+if last > now then
+  last = now
+  rewrite = true
+end
 local missing = full - level
 if missing > 0 then
   local refill = CEIL_DIV(missing, p)  -- full again after this many us
-  if t - last >= refill then level = full else level = level + (t - last) * p end
+  if now - last >= refill then level = full else level = level + (now - last) * p end
 end

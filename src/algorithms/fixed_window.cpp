@@ -17,31 +17,33 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyCh
   const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
   // An old-format state was written under parameters nobody recorded: read as the current ones.
   const Stamp old = state != nullptr && state->stamp ? *state->stamp : stamp;
-  const std::int64_t t = state != nullptr ? std::max(now, state->start_us) : now;
+  // A window starting after now is a clock step back: taken as one starting now, with its count.
+  const bool stepped = state != nullptr && state->start_us > now;
+  const std::int64_t stored_start = stepped ? now : (state != nullptr ? state->start_us : 0);
   std::int64_t start = 0;
   std::int64_t count = 0;
   if (params.anchored) {
-    if (state != nullptr && t < state->start_us + params.period_us) {
-      start = state->start_us;
+    if (state != nullptr && now < stored_start + params.period_us) {
+      start = stored_start;
       count = state->count;
     } else {
-      start = t;
+      start = now;
       // A stored window still open (the period shrank) carries its count into one starting now.
-      if (converting && t < state->start_us + old.b) count = state->count;
+      if (converting && now < stored_start + old.b) count = state->count;
     }
   } else {
-    start = floor_div(t, params.period_us) * params.period_us;
-    if (state != nullptr && windows_overlap(state->start_us, old.b, start, params.period_us)) {
+    start = floor_div(now, params.period_us) * params.period_us;
+    if (state != nullptr && windows_overlap(stored_start, old.b, start, params.period_us)) {
       count = state->count;
     }
   }
   if (converting) count = carried_count(count, old.a, params.limit, change.carry);
 
-  out.now_us = t;
-  out.reset_after_us = start + params.period_us - now;  // from now, also after a clock step back
+  out.now_us = now;
+  out.reset_after_us = start + params.period_us - now;
   if (out.stale_version != 0) return out;
   out.allowed = count + n <= params.limit;
-  out.rewritten = converting;
+  out.rewritten = converting || stepped;
   out.idle_after_us = count > 0 ? out.reset_after_us : 0;
   if (out.allowed) {
     out.remaining = params.limit - count - n;
@@ -49,7 +51,7 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyCh
     out.remaining = std::max<std::int64_t>(0, params.limit - count);
     out.retry_after_us = out.reset_after_us;
   }
-  if (out.allowed || converting) {
+  if (out.allowed || out.rewritten) {
     out.ttl_us = out.reset_after_us;
     if (next != nullptr) *next = FixedWindowState{start, count + (out.allowed ? n : 0), stamp};
   }

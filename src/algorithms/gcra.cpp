@@ -5,7 +5,8 @@
 namespace redlimit::detail {
 
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
-                          const GcraState* state, std::int64_t now) {
+                          const GcraState* state, std::int64_t now,
+                          std::int64_t reserved_reach_us) {
   LoadedTime out{.time = {now, 0}};
   if (state == nullptr) return out;
   const std::int64_t p = params.p;
@@ -39,6 +40,14 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
     }
   }
   if (FracTime{now, 0} < stored) out.time = stored;
+  // A clock step back: later than any time this policy stores at now.
+  const FracTime capacity = scaled(params.burst, params.d, p);
+  FracTime reach{now + capacity.us, capacity.frac};
+  if (state->book.version > 0) reach.us += reserved_reach_us;
+  if (reach < out.time) {
+    out.time = reach;
+    out.rewritten = true;
+  }
   return out;
 }
 
@@ -49,7 +58,7 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
   LimitOutcome out;
   out.limit = params.burst;
   out.now_us = now;
-  const LoadedTime loaded = load_frac_time(params, change, state, now);
+  const LoadedTime loaded = load_frac_time(params, change, state, now, longest_reservation_wait_us);
   if (loaded.stale_version != 0) {
     out.stale_version = loaded.stale_version;
     return out;

@@ -42,10 +42,16 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
 
 /// A GCRA or leaky bucket state as a decision under the policy in force reads it.
 struct LoadedTime {
-  FracTime time;                   ///< the stored time (carried over), or now if that is later
-  bool rewritten = false;          ///< it was stamped otherwise, or not at all: write it back
+  FracTime time;  ///< the stored time (carried over), or now if that is later
+  /// It was stamped otherwise, or not at all, or the clock stepped back: write it back.
+  bool rewritten = false;
   std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
 };
+
+/// The longest wait of a reservation (acquire()'s max_wait, at most 2^40 us, about 12.7 days, as
+/// lua/reserve.lua checks it): how far a reserved GCRA key's TAT may legitimately run ahead of
+/// now + tau (MAX_RESERVATION_WAIT in lua/lib/numbers.lua).
+inline constexpr std::int64_t longest_reservation_wait_us = std::int64_t{1} << 40;
 
 /// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change` (its
 /// since_us resolved), as lua/lib/load_frac_time.lua reads it: a state stamped with other
@@ -53,9 +59,11 @@ struct LoadedTime {
 /// available then become carry_permits() of them, and the time is rebuilt at since_us holding
 /// those); another version of the same parameters is only restamped; one
 /// without a stamp is read as before (stored under another denominator: rounded up to a whole
-/// microsecond, which never frees permits).
+/// microsecond, which never frees permits). A time later than now + burst*T (plus
+/// `reserved_reach_us` on a key with reservations) is a clock step back: it is taken as
+/// now + burst*T and rewritten.
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
-                          const GcraState* state, std::int64_t now);
+                          const GcraState* state, std::int64_t now, std::int64_t reserved_reach_us);
 
 /// The stamp a state written under `params` and `change` carries.
 inline Stamp stamp_of(const GcraParams& params, const PolicyChange& change) noexcept {

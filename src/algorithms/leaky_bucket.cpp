@@ -11,7 +11,7 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyCh
   LimitOutcome out;
   out.limit = params.burst;
   out.now_us = now;
-  const LoadedTime loaded = load_frac_time(params, change, state, now);
+  const LoadedTime loaded = load_frac_time(params, change, state, now, 0);
   if (loaded.stale_version != 0) {
     out.stale_version = loaded.stale_version;
     return out;
@@ -27,13 +27,9 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyCh
     written = add({now, 0}, step, p);  // it leaves now and occupies the next n*T
   } else {
     const FracTime wait = subtract(next_free, {now, 0}, p);
-    // Permits queued ahead: ceil(wait / T); more than the queue can hold only after a clock
-    // step.
-    const FracTime capacity = scaled(params.burst, params.d, p);
-    if (wait.us <= capacity.us) {
-      const std::int64_t queued = ceil_div(wait.us * p + wait.frac, params.d);
-      out.remaining = std::max<std::int64_t>(0, params.burst - queued);
-    }
+    // Permits queued ahead: ceil(wait / T), at most burst.
+    const std::int64_t queued = ceil_div(wait.us * p + wait.frac, params.d);
+    out.remaining = std::max<std::int64_t>(0, params.burst - queued);
     out.retry_after_us = wait.ceil_us();
     out.reset_after_us = out.retry_after_us;
     out.idle_after_us = out.retry_after_us;

@@ -133,7 +133,8 @@ ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change
                             std::int64_t max_wait) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
-  const LoadedTime loaded = load_frac_time(params, change, current, now);
+  const LoadedTime loaded =
+      load_frac_time(params, change, current, now, longest_reservation_wait_us);
   if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
   const FracTime tat = loaded.time;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
@@ -170,13 +171,11 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const Polic
   const Tokens tokens = load_tokens(params, change, current, now);
   if (tokens.stale_version != 0) return stale_reservation(tokens.stale_version);
   const std::int64_t level = tokens.level;
-  const std::int64_t t = tokens.time_us;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const std::int64_t after = level - n * params.d;
-  FracTime slot{t, 0};
-  if (after < 0) slot = {t + (-after) / params.p, (-after) % params.p};
+  FracTime slot{now, 0};
+  if (after < 0) slot = {now + (-after) / params.p, (-after) % params.p};
   const std::int64_t wait = FracTime{slot.us - now, slot.frac}.ceil_us();
-  const std::int64_t lag = t - now;  // after a clock step back, times count from now
 
   ReserveOutcome out;
   out.book = book;
@@ -185,13 +184,13 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const Polic
   if (wait > max_wait || -after > max_debt(full)) {
     out.decision.remaining = level > 0 ? level / params.d : 0;
     out.decision.retry_after_us = wait;
-    out.decision.reset_after_us = ceil_div(full - level, params.p) + lag;
+    out.decision.reset_after_us = ceil_div(full - level, params.p);
     if (tokens.rewritten) {  // carried over to this policy: written back, nothing taken
       out.decision.rewritten = true;
       out.decision.ttl_us = std::max<std::int64_t>(1, out.decision.reset_after_us);
       TokenBucketState& written = writable<TokenBucketState>(state);
       written.level = level;
-      written.last_us = t;
+      written.last_us = now;
       written.den = params.d;
       written.stamp = stamp_of(params, change);
     }
@@ -199,14 +198,14 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const Polic
   }
   out.decision.allowed = true;
   out.decision.remaining = after > 0 ? after / params.d : 0;
-  out.decision.reset_after_us = ceil_div(full - after, params.p) + lag;
+  out.decision.reset_after_us = ceil_div(full - after, params.p);
   out.decision.ttl_us = out.decision.reset_after_us;
   out.wait_us = wait;
   out.slot = slot;
   out.book = reserved(book, now);
   TokenBucketState& written = writable<TokenBucketState>(state);
   written.level = after;
-  written.last_us = t;
+  written.last_us = now;
   written.den = params.d;
   written.stamp = stamp_of(params, change);
   write_book(written, out.book);
@@ -218,7 +217,7 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const Polic
                                     std::int64_t n, std::int64_t max_wait) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
-  const LoadedTime loaded = load_frac_time(params, change, current, now);
+  const LoadedTime loaded = load_frac_time(params, change, current, now, 0);
   if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
   const FracTime free = loaded.time;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
@@ -231,10 +230,8 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const Polic
   out.decision.limit = params.burst;
   out.decision.now_us = now;
   if (wait > max_wait || FracTime{now + capacity.us, capacity.frac} < after) {
-    if (free.us - now <= capacity.us) {
-      const std::int64_t queued = ceil_div((free.us - now) * p + free.frac, params.d);
-      out.decision.remaining = std::max<std::int64_t>(0, params.burst - queued);
-    }
+    const std::int64_t queued = ceil_div((free.us - now) * p + free.frac, params.d);
+    out.decision.remaining = std::max<std::int64_t>(0, params.burst - queued);
     out.decision.retry_after_us = wait;
     out.decision.reset_after_us = wait;
     if (loaded.rewritten) rewrite_time(out, state, free, params, change, now);
@@ -279,10 +276,10 @@ CancelOutcome log_cancel(State& current, FracTime shift, std::int64_t p, std::in
 
 CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& change,
                                std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
-                               const CancelTicket& ticket) {
+                               const CancelTicket& ticket, std::int64_t reserved_reach_us) {
   const std::int64_t p = params.p;
   GcraState* current = state ? std::get_if<GcraState>(&*state) : nullptr;
-  const LoadedTime loaded = load_frac_time(params, change, current, now);
+  const LoadedTime loaded = load_frac_time(params, change, current, now, reserved_reach_us);
   if (loaded.stale_version != 0) return stale_cancel(loaded.stale_version);
   const CancelVerdict verdict = verdict_for(current, now, ticket.slot, ticket.den, ticket);
   if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
@@ -310,15 +307,14 @@ CancelOutcome cancel_token_bucket(const TokenBucketParams& params, const PolicyC
   const CancelVerdict verdict = verdict_for(current, now, ticket.slot, ticket.den, ticket);
   if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
   const std::int64_t level = tokens.level;
-  const std::int64_t t = tokens.time_us;
   // The backlog ends when the debt is paid.
-  const std::int64_t backlog_end = level < 0 ? t + ceil_div(-level, params.p) : t;
+  const std::int64_t backlog_end = level < 0 ? now + ceil_div(-level, params.p) : now;
   const auto [shift, den] = waiters_shift(n, params.d, params.p, ticket);
   CancelOutcome out = log_cancel(*current, shift, den, ticket.version, backlog_end);
   const std::int64_t back = std::min(full, level + n * params.d);
-  out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - back, params.p) + t - now);
+  out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - back, params.p));
   current->level = back;
-  current->last_us = t;
+  current->last_us = now;
   current->den = params.d;
   current->stamp = stamp_of(params, change);
   return out;
@@ -353,8 +349,10 @@ CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState
   if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   switch (spec.algorithm) {
     case Algorithm::gcra:
+      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket,
+                              longest_reservation_wait_us);
     case Algorithm::leaky_bucket:
-      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket);
+      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket, 0);
     case Algorithm::token_bucket:
       return cancel_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, ticket);
     default:

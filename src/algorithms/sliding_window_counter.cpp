@@ -28,8 +28,10 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
   const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
   // An old-format state was written under parameters nobody recorded: read as the current ones.
   const Stamp old = state != nullptr && state->stamp ? *state->stamp : stamp;
-  const std::int64_t t = state != nullptr ? std::max(now, state->start_us) : now;
-  const std::int64_t start = floor_div(t, period) * period;
+  // A window starting after now is a clock step back: taken as the window (of its period)
+  // holding now, with both its counts.
+  const bool stepped = state != nullptr && state->start_us > now;
+  const std::int64_t start = floor_div(now, period) * period;
   std::int64_t current = 0;
   std::int64_t previous = 0;
   if (state != nullptr) {
@@ -42,26 +44,26 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
         previous += count;
       }
     };
-    land(state->start_us, state->current);
-    land(state->start_us - old.b, state->previous);
+    const std::int64_t stored_start = stepped ? floor_div(now, old.b) * old.b : state->start_us;
+    land(stored_start, state->current);
+    land(stored_start - old.b, state->previous);
   }
-  const std::int64_t elapsed = t - start;
-  const std::int64_t lag = t - now;  // after a clock step back, times count from now, not from t
+  const std::int64_t elapsed = now - start;
   const std::int64_t weighted = previous - mul_div(previous, elapsed, period).quotient;
   const std::int64_t used = weighted + current;
 
-  out.now_us = t;
+  out.now_us = now;
   if (out.stale_version != 0) return out;
   out.allowed = used + n <= params.limit;
-  out.rewritten = converting;
+  out.rewritten = converting || stepped;
   if (current > 0) {
-    out.idle_after_us = 2 * period - elapsed + lag;
+    out.idle_after_us = 2 * period - elapsed;
   } else if (previous > 0) {
-    out.idle_after_us = period - elapsed + lag;
+    out.idle_after_us = period - elapsed;
   }
   if (out.allowed) {
     out.remaining = params.limit - used - n;
-    out.reset_after_us = 2 * period - elapsed + lag;
+    out.reset_after_us = 2 * period - elapsed;
     out.ttl_us = out.reset_after_us;
     if (next != nullptr) *next = SlidingWindowCounterState{start, current + n, previous, stamp};
     return out;
@@ -84,9 +86,7 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
     }
   }
   out.reset_after_us = current > 0 ? 2 * period - elapsed : (previous > 0 ? period - elapsed : 0);
-  out.retry_after_us += lag;
-  out.reset_after_us += lag;
-  if (converting) {
+  if (out.rewritten) {
     out.ttl_us = out.reset_after_us;
     if (next != nullptr) *next = SlidingWindowCounterState{start, current, previous, stamp};
   }

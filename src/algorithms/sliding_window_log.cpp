@@ -17,36 +17,40 @@ LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
   if (state != nullptr) out.stale_version = refused_by_version(state->stamp, change);
   const Stamp stamp{params.limit, params.window_us, 0, change.policy_version};
   const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
-  const std::int64_t t = times.empty() ? now : std::max(now, times.back());
-  std::int64_t outside = t - params.window_us;  // permits at or before this have left
+  // Permits after now are a clock step back: taken as admitted now, and written back at now.
+  const bool stepped = !times.empty() && times.back() > now;
+  const auto at_most_now = [now](std::int64_t time) { return std::min(time, now); };
+  std::int64_t outside = now - params.window_us;  // permits at or before this have left
   if (converting && change.carry == Carry::reset)
     outside = std::max(outside, change_time(change, now));
   outside = std::max<std::int64_t>(outside, 0);  // score 0 is the stamp's in Redis
   const auto first_inside = std::upper_bound(times.begin(), times.end(), outside);
   const auto count = static_cast<std::int64_t>(times.end() - first_inside);
 
-  out.now_us = t;
+  out.now_us = now;
   if (out.stale_version != 0) return out;
   out.allowed = count + n <= params.limit;
-  out.rewritten = converting;
-  if (count > 0) out.idle_after_us = times.back() + params.window_us - now;
+  out.rewritten = converting || stepped;
+  if (count > 0) out.idle_after_us = at_most_now(times.back()) + params.window_us - now;
   if (out.allowed) {
     out.remaining = params.limit - count - n;
-    out.reset_after_us = t + params.window_us - now;  // from now, also after a clock step back
+    out.reset_after_us = params.window_us;
   } else {
     out.remaining = std::max<std::int64_t>(0, params.limit - count);
     // The request fits once the (count + n - limit)-th oldest permit in the window has left.
     const std::int64_t must_leave = count + n - params.limit;
-    out.retry_after_us = *(first_inside + (must_leave - 1)) + params.window_us - now;
-    out.reset_after_us = times.back() + params.window_us - now;
+    out.retry_after_us = at_most_now(*(first_inside + (must_leave - 1))) + params.window_us - now;
+    out.reset_after_us = at_most_now(times.back()) + params.window_us - now;
   }
-  if (!out.allowed && !converting) return out;
+  if (!out.allowed && !out.rewritten) return out;
   out.ttl_us = out.reset_after_us;
   if (next != nullptr) {
     const auto dropped = first_inside - times.begin();
     if (next != state) *next = state != nullptr ? *state : empty;
     next->times.erase(next->times.begin(), next->times.begin() + dropped);
-    if (out.allowed) next->times.insert(next->times.end(), static_cast<std::size_t>(n), t);
+    for (std::int64_t& time : next->times)
+      time = at_most_now(time);
+    if (out.allowed) next->times.insert(next->times.end(), static_cast<std::size_t>(n), now);
     next->stamp = stamp;
   }
   return out;

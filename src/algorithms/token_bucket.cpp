@@ -64,15 +64,17 @@ Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
       }
     }
     level = std::min(level, full);
+    if (last > now) {  // a clock step back
+      last = now;
+      out.rewritten = true;
+    }
   }
-  const std::int64_t t = std::max(now, last);
   const std::int64_t missing = full - level;
   if (missing > 0) {
-    const std::int64_t elapsed = t - last;
+    const std::int64_t elapsed = now - last;
     level = elapsed >= ceil_div(missing, params.p) ? full : level + elapsed * params.p;
   }
   out.level = level;
-  out.time_us = t;
   return out;
 }
 
@@ -90,27 +92,24 @@ LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyCh
   }
   out.rewritten = tokens.rewritten;
   const std::int64_t level = tokens.level;
-  const std::int64_t t = tokens.time_us;
-  out.now_us = t;
-  const std::int64_t lag = t - now;  // after a clock step back, times count from now, not from t
   const std::int64_t cost = n * params.d;
   out.allowed = level >= cost;
-  out.idle_after_us = ceil_div(full - level, params.p) + lag;
+  out.idle_after_us = ceil_div(full - level, params.p);
   const std::int64_t left = out.allowed ? level - cost : level;
   if (out.allowed) {
     out.remaining = floor_div(left, params.d);
-    out.reset_after_us = ceil_div(full - left, params.p) + lag;
+    out.reset_after_us = ceil_div(full - left, params.p);
   } else {
     out.remaining = level > 0 ? floor_div(level, params.d) : 0;
-    out.retry_after_us = ceil_div(cost - level, params.p) + lag;
+    out.retry_after_us = ceil_div(cost - level, params.p);
     out.reset_after_us = out.idle_after_us;
   }
   if (out.allowed || out.rewritten) {
-    out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - left, params.p) + lag);
+    out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - left, params.p));
     if (next != nullptr) {
       if (next != state) *next = state != nullptr ? *state : TokenBucketState{};
       next->level = left;  // the reservation bookkeeping stays
-      next->last_us = t;
+      next->last_us = now;
       next->den = params.d;
       next->stamp = stamp_of(params, change);
     }

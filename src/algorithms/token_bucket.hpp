@@ -36,17 +36,18 @@ inline std::int64_t max_debt(std::int64_t full) noexcept {
   return max_exact - full;
 }
 
-/// The tokens at max(now, last) after refilling, and that time.
+/// The tokens at now after refilling.
 struct Tokens {
-  std::int64_t level = 0;
-  std::int64_t time_us = 0;
-  bool rewritten = false;          ///< stamped otherwise, or not at all: write it back
+  std::int64_t level = 0;  ///< at now, refilled
+  /// Stamped otherwise, or not at all, or the clock stepped back: write it back.
+  bool rewritten = false;
   std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
 };
 /// The tokens as lua/lib/load_tokens.lua reads them under `params` and `change` (its since_us
 /// resolved): a state stamped with other parameters (or another version, carry reset) is
 /// carried over at max(since_us, last) (its whole permits then become carry_permits() of them);
-/// another version of the same parameters is only restamped.
+/// another version of the same parameters is only restamped. A last refill later than now is a
+/// clock step back: it is taken as now (no refill for the step) and rewritten.
 Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
                    const TokenBucketState* state, std::int64_t now);
 

@@ -7,6 +7,7 @@
 // reads the state the other wrote. Sequences change their policy on the way, with a policy
 // version (sometimes an older one: the scripts refuse it as stale), a since and a carry; for the
 // bucket algorithms the value stored in Redis must equal the model's state after every step.
+// The clock also steps backwards, within a period or by up to an hour.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,7 +126,11 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       case 0:
         break;  // the same microsecond
       case 1:
-        now -= pick(random, 1, period);  // the clock steps backwards
+        // The clock steps backwards: within a period, or by up to an hour (far beyond any
+        // state's horizon).
+        now -= pick(random, 0, 3) == 0
+                   ? pick(random, period, std::max<std::int64_t>(period, 3'600'000'000))
+                   : pick(random, 1, period);
         break;
       case 2:
         now += pick(random, period, 3 * period);

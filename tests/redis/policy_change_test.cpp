@@ -305,7 +305,9 @@ TEST_P(PolicyChange, ACancelAfterLooseningMovesTheWaitersBehindByTheStepInForceA
 // A value the previous release wrote (no stamp) is read as before and rewritten with one.
 TEST_P(PolicyChange, AnOldFormatValueIsReadAsBeforeAndStampedOnTheNextDecision) {
   if (!GetParam()) GTEST_SKIP() << "only Redis holds values of the previous release";
-  Limiter& l = limiter(Limit::gcra("1/s", 1));
+  // Why a burst of 5: a TAT 5 s ahead is then within now + tau (a later one would be a clock
+  // step back, and taken as now + tau).
+  Limiter& l = limiter(Limit::gcra("1/s", 5));
   const std::int64_t in_five_seconds = std::chrono::duration_cast<std::chrono::microseconds>(
                                            std::chrono::system_clock::now().time_since_epoch() + 5s)
                                            .count();
@@ -313,7 +315,7 @@ TEST_P(PolicyChange, AnOldFormatValueIsReadAsBeforeAndStampedOnTheNextDecision) 
   run(loop(), client_.command("SET", key, std::to_string(in_five_seconds), "PX", "10000"));
   EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the old TAT still holds";
   const std::string value = run(loop(), client_.command("GET", key)).as_string();
-  EXPECT_EQ(value, std::to_string(in_five_seconds) + ":0:1:0:0:0:1000000:1:0");
+  EXPECT_EQ(value, std::to_string(in_five_seconds) + ":0:1:0:0:0:1000000:5:0");
 }
 
 }  // namespace

@@ -183,15 +183,15 @@ TEST(TokenBucket, AClockStepBackwardsFreesNothing) {
   Model model(limit(Algorithm::token_bucket, {10, 1s}));
   EXPECT_EQ(model.drain(t0), 10);
   EXPECT_EQ(model.drain(t0 - 5'000'000), 0);
-  EXPECT_EQ(model.drain(t0 + 100'000), 1);
+  // The refill time ahead of now was taken as now: the bucket refills from the step on.
+  EXPECT_EQ(model.drain(t0 - 5'000'000 + 100'000), 1);
 }
 
-/// After the clock steps back, a stored window start (or refill time) is ahead of now: the
-/// algorithms decide on their stored time, but retry_after and the state's lifetime count from
-/// now, when they are really due.
-TEST(EveryWindow, AClockStepBackCountsRetryAfterFromNow) {
-  for (const Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window_log,
-                                    Algorithm::sliding_window_counter, Algorithm::token_bucket}) {
+/// After the clock steps back within the stored window, that window still holds now: the
+/// windows decide on it, and retry_after and the state's lifetime count from now to its end,
+/// when they are really due.
+TEST(EveryWindow, AClockStepBackWithinTheWindowCountsRetryAfterFromNow) {
+  for (const Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window_counter}) {
     Model model(limit(algorithm, {2, 1s}));
     model.drain(t0 + 500'000);
     const auto ahead = model.acquire(t0 + 500'000);
@@ -201,6 +201,21 @@ TEST(EveryWindow, AClockStepBackCountsRetryAfterFromNow) {
         << to_string(algorithm);
     EXPECT_EQ(behind.binding_outcome().reset_after_us,
               ahead.binding_outcome().reset_after_us + 300'000)
+        << to_string(algorithm);
+  }
+}
+
+/// A log entry or a refill time ahead of now is a clock step back: it is taken as now, so
+/// retry_after and the state's lifetime are what they were just before the step.
+TEST(EveryWindow, AClockStepBackTakesTimesAheadOfNowAsNow) {
+  for (const Algorithm algorithm : {Algorithm::sliding_window_log, Algorithm::token_bucket}) {
+    Model model(limit(algorithm, {2, 1s}));
+    model.drain(t0 + 500'000);
+    const auto ahead = model.acquire(t0 + 500'000);
+    const auto behind = model.acquire(t0 + 200'000);  // 300 ms back
+    EXPECT_EQ(behind.binding_outcome().retry_after_us, ahead.binding_outcome().retry_after_us)
+        << to_string(algorithm);
+    EXPECT_EQ(behind.binding_outcome().reset_after_us, ahead.binding_outcome().reset_after_us)
         << to_string(algorithm);
   }
 }
