@@ -4,8 +4,8 @@
 -- max(TAT, now) + n*T <= now + tau. The TAT is stored as lib/frac_time.lua describes. Time needs
 -- no separate last-seen value: now only enters through max(TAT, now).
 -- When the Redis clock steps back: a decision never sets the TAT beyond now + tau, and a
--- reservation never beyond now + tau + its wait (at most MAX_RESERVATION_WAIT), so a TAT later
--- than now + tau (on a key acquire() reserved on: now + tau + MAX_RESERVATION_WAIT) is a clock
+-- reservation never beyond now + tau + its wait (its slot at most 2^52 us, the year 2112), so a
+-- TAT later than now + tau (on a key acquire() reserved on: 2^52 + tau) is a clock
 -- step. It is taken as now + tau (the bucket empty: nothing freed) and written back, also when
 -- denied, so the key is locked for at most tau (lib/load_frac_time.lua), not the whole step; a
 -- reserved key keeps its legitimate backlog, up to the longest one.
@@ -14,7 +14,7 @@
 --!checks p >= 1, d >= 1, burst >= 0
 
 --!part schedule
-local reserved_reach = MAX_RESERVATION_WAIT
+local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/reserve.lua)
 --!include ../lib/load_frac_time.lua
 local tat, tat_f = stored_time, stored_f
 -- n*T and tau = burst*T as (whole us, fraction in 1/p us).
@@ -78,5 +78,5 @@ allowed = wait <= max_wait
 --!use outcome
 
 --!section cancel
-local reserved_reach = MAX_RESERVATION_WAIT
+local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/reserve.lua)
 --!include ../reservations/cancel_frac_time.lua

@@ -4,6 +4,3 @@
 -- round up to the next integer when it is very close to it.
 local floor = math.floor
 local MAX_EXACT = 4503599627370496  -- 2^52
--- The longest wait of a reservation (acquire()'s max_wait, at most 2^40 us: 12.7 days, as
--- lua/reserve.lua checks it): how far a reserved GCRA key's TAT may legitimately run ahead.
-local MAX_RESERVATION_WAIT = 1099511627776

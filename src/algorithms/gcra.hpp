@@ -48,10 +48,13 @@ struct LoadedTime {
   std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
 };
 
-/// The longest wait of a reservation (acquire()'s max_wait, at most 2^40 us, about 12.7 days, as
-/// lua/reserve.lua checks it): how far a reserved GCRA key's TAT may legitimately run ahead of
-/// now + tau (MAX_RESERVATION_WAIT in lua/lib/numbers.lua).
-inline constexpr std::int64_t longest_reservation_wait_us = std::int64_t{1} << 40;
+/// The longest wait a reservation made at `now` may have: its slot is at most 2^52 us since the
+/// epoch (the year 2112), so every time the scripts and models compute from it, the state's own
+/// horizon added, stays an exact integer (below 2^53). About 85 years in 2026. It is also how
+/// far a reserved GCRA key's TAT may legitimately run ahead of now + tau (lua/algorithms/gcra.lua).
+constexpr std::int64_t longest_reservation_wait_us(std::int64_t now) noexcept {
+  return max_exact - now;
+}
 
 /// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change` (its
 /// since_us resolved), as lua/lib/load_frac_time.lua reads it: a state stamped with other

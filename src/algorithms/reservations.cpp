@@ -134,7 +134,7 @@ ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
   const LoadedTime loaded =
-      load_frac_time(params, change, current, now, longest_reservation_wait_us);
+      load_frac_time(params, change, current, now, longest_reservation_wait_us(now));
   if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
   const FracTime tat = loaded.time;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
@@ -350,7 +350,7 @@ CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState
   switch (spec.algorithm) {
     case Algorithm::gcra:
       return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket,
-                              longest_reservation_wait_us);
+                              longest_reservation_wait_us(now));
     case Algorithm::leaky_bucket:
       return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket, 0);
     case Algorithm::token_bucket:

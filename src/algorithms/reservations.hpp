@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "algorithms/exact.hpp"
+#include "algorithms/gcra.hpp"
 #include "algorithms/outcome.hpp"
 #include "algorithms/policy_model.hpp"
 #include "algorithms/stamp.hpp"
@@ -26,13 +27,6 @@ struct ReserveOutcome {
   FracTime slot;         ///< when the permits may be used (fraction in 1/p us)
   ReservationBook book;  ///< the key's, after it (its version is the reservation's place)
 };
-
-/// The longest wait a reservation made at `now` may have: its slot is at most 2^52 us since the
-/// epoch (the year 2112), so every time the scripts and models compute from it, the state's own
-/// horizon added, stays an exact integer (below 2^53). About 85 years in 2026.
-constexpr std::int64_t longest_reservation_wait_us(std::int64_t now) noexcept {
-  return max_exact - now;
-}
 
 /// Reserves `n` permits at the earliest slot within `max_wait_us` and writes the new state,
 /// under the policy in force `change` (decision.stale_version: refused, nothing written).

@@ -135,13 +135,5 @@ TEST(ClockStepBack, AReservedGcraKeyKeepsItsBacklog) {
       << "a backlog reservations may have built is kept, step included";
 }
 
-TEST(ClockStepBack, AReservedGcraKeyIsBoundedByTheLongestReservationWait) {
-  Key key(Limit{Algorithm::gcra, {10, 1s}, 10, Window::aligned});
-  ASSERT_TRUE(key.reserve(t0, 60, 10 * second).decision.allowed);
-  const std::int64_t longest_wait = std::int64_t{1} << 40;
-  const LimitOutcome denied = key.acquire(t0 - 2 * longest_wait);
-  EXPECT_LE(denied.retry_after_us, longest_wait + 100'000) << "not the whole step";
-}
-
 }  // namespace
 }  // namespace redlimit::detail
