@@ -37,6 +37,9 @@ enum class CancelVerdict {
   returned,  ///< the permits went back; the reservations behind may move earlier by `shift`
   due,       ///< the slot has come: the permits were used, nothing changed
   refused,   ///< the key was reset since the reservation: nothing changed
+  /// a cancel of this reservation returned its permits before (its entry is in the key's
+  /// cancellation log): nothing changed
+  already_returned,
 };
 
 /// The reservation to cancel, as its reply described it, and the parameters it was made under.
