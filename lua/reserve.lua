@@ -24,7 +24,8 @@
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch}; a denied reservation (wait beyond
 -- max_wait, or a full leaky queue) writes nothing, and retry_after is the wait it would have had.
 -- cancel returns {verdict, now_us}: 1 returned, 0 due (the slot has come: the permits were
--- used), 2 refused (the key was reset since: nothing goes back). When it returned permits, it
+-- used), 2 refused (the key was reset since: nothing goes back), 3 already returned (a cancel of
+-- the same reservation returned it before: nothing changes). When it returned permits, it
 -- publishes on KEYS[1] .. ':cancelled' the message
 -- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included;
 -- p: the denominator of the shift's fraction) so that waiters behind the cancelled one, in
@@ -108,6 +109,7 @@ elseif op == 'cancel' then
   if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
   if verdict == 'refused' then return {2, now} end
   if verdict == 'due' then return {0, now} end
+  if verdict == 'already' then return {3, now} end
   redis.call('PUBLISH', KEYS[1] .. ':cancelled',
              string.format('%d:%d:%d:%d:%d:%d', cancels, key_epoch, cancelled, shift, shift_f,
                            shift_p))

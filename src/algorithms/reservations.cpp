@@ -73,6 +73,13 @@ void prune(CancelLog& log, std::int64_t now) {
   log.erase(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(removed));
 }
 
+/// True if the log holds a returned cancellation of the ticket's reservation.
+bool logged(const CancelLog& log, const CancelTicket& ticket) {
+  return std::any_of(log.begin(), log.end(), [&](const LoggedCancel& entry) {
+    return entry.number > ticket.cancels_before && entry.cancelled == ticket.version;
+  });
+}
+
 /// The slot now of the ticket's reservation (its slot in 1/p us), or nullopt when an entry it
 /// needs was removed (it is due).
 std::optional<FracTime> current_slot(const CancelLog& log, const ReservationBook& book,
@@ -101,6 +108,9 @@ CancelVerdict verdict_for(State* current, std::int64_t now, FracTime slot, std::
     return CancelVerdict::refused;
   }
   prune(current->cancel_log, now);
+  // Cancelled twice: the first is still logged (once pruned, the slot has passed: due).
+  if (ticket.cancels_before < book.cancels && logged(current->cancel_log, ticket))
+    return CancelVerdict::already_returned;
   const auto at = current_slot(current->cancel_log, book, slot, p, ticket);
   return at && FracTime{now, 0} < *at ? CancelVerdict::returned : CancelVerdict::due;
 }

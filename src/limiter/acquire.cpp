@@ -177,7 +177,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
           "acquire cancelled while waiting; Redis did not answer whether its reservation was "
           "given back");
     }
-    if (*verdict == CancelVerdict::returned)
+    if (*verdict == CancelVerdict::returned || *verdict == CancelVerdict::already_returned)
       throw Cancelled("acquire cancelled while waiting; its reservation was given back");
     if (*verdict == CancelVerdict::refused)
       throw Cancelled("acquire cancelled while waiting; the key was reset since its reservation");

@@ -312,6 +312,8 @@ Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket tic
       co_return CancelVerdict::returned;
     case 2:
       co_return CancelVerdict::refused;
+    case 3:
+      co_return CancelVerdict::already_returned;
     default:
       throw ProtocolError("the cancel script returned an unknown verdict");
   }
