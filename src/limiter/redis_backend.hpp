@@ -17,6 +17,8 @@ class RedisBackend final : public Backend {
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
+  Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
+  Task<bool> claim_reservation(DecideRequest request, std::int64_t version) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
 
@@ -31,6 +33,12 @@ class RedisBackend final : public Backend {
  private:
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
   Task<LeaseReply> run_semaphore_script(std::string operation, LeaseRequest request);
+  /// The reserve script's answer to the lease `operation` ("renew" or "claim") on the
+  /// reservation `version` of the request's key.
+  Task<Reply> run_lease_operation(std::string operation, DecideRequest request,
+                                  std::int64_t version);
+  /// ClientOptions::reservation_lease, in microseconds.
+  std::int64_t lease_us() const noexcept;
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
                                          const DecideRequest& request);
 

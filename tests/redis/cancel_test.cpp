@@ -111,9 +111,11 @@ TEST_P(Cancel, TheScriptAnswersASecondCancelAsAlreadyReturnedAndWritesNothing) {
   const auto evalsha = [&](std::int64_t at) {
     return run(loop(), client_.command({"EVALSHA",
                                         std::string(detail::scripts::reserve.sha1),
-                                        "2",
+                                        "4",
                                         key,
                                         key + ":cancels",
+                                        key + ":leases",
+                                        key + ":held",
                                         "cancel",
                                         "1",
                                         std::to_string(at),

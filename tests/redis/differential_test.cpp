@@ -538,6 +538,9 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   ClientOptions options;
   options.url = server_.url();
   options.command_timeout = 10s;
+  // Why no owner leases: the model has none yet (docs/waiting.md); with injected times every
+  // long reservation's lease would lapse between two steps.
+  options.reservation_lease = 0ms;
   Client client(loop(), options);
   Tally tally;
   run(loop(), run_case(client, GetParam().algorithms, seed, &tally));
