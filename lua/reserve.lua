@@ -8,7 +8,7 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- KEYS[3]   its owner leases, KEYS[1] .. ':leases', and KEYS[4] the reservations they hold,
 --           KEYS[1] .. ':held' (see reservations/leases.lua)
--- ARGV[1]   'reserve', 'cancel', 'renew' or 'claim'
+-- ARGV[1]   'reserve', 'cancel', 'renew', 'claim' or 'reclaim'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
@@ -17,7 +17,8 @@
 -- ARGV[11]  reserve: the longest wait the caller accepts, in microseconds
 -- ARGV[12]  reserve: the owner lease L in microseconds: a reservation waiting longer than L is
 --           registered under a lease until now + L (0: never)
--- ARGV[11-12] renew: the reserved version and L; claim: the reserved version (and '')
+-- ARGV[11-12] renew: the reserved version and L; claim: the reserved version (and '');
+--           reclaim: unused
 -- ARGV[11-15] cancel: the reservation as its reply described it: slot (microseconds, fraction
 --           in 1/p of its limit), version, epoch and cancels
 -- ARGV[16-17] cancel: the p and d of the limit it was reserved under. ARGV[7-10] are the limit
@@ -39,7 +40,8 @@
 -- renew returns {1, now_us, new lease expiry} when the reservation is still held, else
 -- {0, now_us, 0}; claim returns {1, now_us} and ends the registration when it is still held,
 -- else {0, now_us} (it was reclaimed: the caller must not use it).
--- reserve, cancel and renew first reclaim expired leases (reservations/leases.lua).
+-- reserve, cancel and renew first reclaim expired leases (reservations/leases.lua); reclaim
+-- only does that, for a denied try_acquire, and returns {how many gave permits back, now_us}.
 -- reserve and cancel return {-1, stored_pv}, before anything is written, when the key holds
 -- state of a newer policy version than pv.
 
@@ -85,9 +87,9 @@ end
 --!end
 local op = ARGV[1]
 if #KEYS ~= 4 or (op == 'reserve' and #ARGV ~= 12) or (op == 'cancel' and #ARGV ~= 17) or
-    ((op == 'renew' or op == 'claim') and #ARGV ~= 12) then
-  error('redlimit: reserve takes four keys and 12 (reserve, renew, claim) or 17 (cancel) '
-        .. 'arguments')
+    ((op == 'renew' or op == 'claim' or op == 'reclaim') and #ARGV ~= 12) then
+  error('redlimit: reserve takes four keys and 12 (reserve, renew, claim, reclaim) or 17 '
+        .. '(cancel) arguments')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
@@ -100,8 +102,10 @@ local burst = integer_arg(ARGV[10], 'burst', 1, MAX_EXACT)
 if op == 'claim' then
   return {claim_lease(integer_arg(ARGV[11], 'version', 1, MAX_EXACT)), now}
 end
-reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
-if op == 'renew' then
+local reclaimed = reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
+if op == 'reclaim' then
+  return {reclaimed, now}
+elseif op == 'renew' then
   local version = integer_arg(ARGV[11], 'version', 1, MAX_EXACT)
   local expiry = renew_lease(version, now, integer_arg(ARGV[12], 'lease', 1, MAX_EXACT))
   if expiry == 0 then return {0, now, 0} end
@@ -143,4 +147,5 @@ elseif op == 'cancel' then
   publish_cancel(cancels, key_epoch, cancelled, shift, shift_f, shift_p)
   return {1, now}
 end
-error('redlimit: operation must be reserve, cancel, renew or claim, got ' .. tostring(op))
+error('redlimit: operation must be reserve, cancel, renew, claim or reclaim, got ' ..
+      tostring(op))

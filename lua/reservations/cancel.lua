@@ -37,12 +37,20 @@ local function prune_cancel_log(log, now)
   end
 end
 
+-- While a call reclaims several reservations, newest first (reservations/leases.lua): the
+-- number of the last entry logged before it. The entries it logs since shift none of the older
+-- reservations it cancels next, and are not read (reading them made a reclaim of 256
+-- reservations quadratic: 270 ms). nil otherwise.
+local log_ceiling = nil
+
 -- The slot now of the reservation (version, made after `cancels_before` cancellations, reserved
 -- at slot) on a key with `cancels` cancellations, in 1/p us; nil when an entry it needs was
 -- removed (it is due); nil and true when the log holds its own cancellation (it was returned).
 local function current_slot(log, cancels, version, cancels_before, slot, slot_f, p)
-  if cancels_before == cancels then return slot, slot_f end
-  local entries = redis.call('ZRANGEBYSCORE', log, string.format('(%d', cancels_before), '+inf')
+  if log_ceiling then cancels = log_ceiling end
+  if cancels_before >= cancels then return slot, slot_f end
+  local entries = redis.call('ZRANGEBYSCORE', log, string.format('(%d', cancels_before),
+                             string.format('%d', cancels))
   for _, entry in ipairs(entries) do
     local _, cancelled = split_value(entry)
     if cancelled == version then return nil, true end

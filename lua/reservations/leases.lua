@@ -62,11 +62,14 @@ local function end_lease(version)
 end
 
 -- Cancels, as their owners would, the reservations whose leases expired by now, under the
--- limit in force (cancel is the algorithm's CANCELS function). Stops, leaving them, on a key
--- of a newer policy version than the request's.
+-- limit in force (cancel is the algorithm's CANCELS function); returns how many gave permits
+-- back. Stops, leaving them, on a key of a newer policy version than the request's.
 local function reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
+  local returned = 0
   local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', now),
                              'LIMIT', 0, RECLAIM_MAX)
+  -- Newest first: a cancellation moves only the reservations behind it (see log_ceiling).
+  table.sort(expired, function(a, b) return tonumber(a) > tonumber(b) end)
   for _, member in ipairs(expired) do
     local version = tonumber(member)
     local held = redis.call('HGET', KEYS[4], member)
@@ -76,12 +79,19 @@ local function reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
       local verdict, shift, shift_f, shift_p, cancels, key_epoch =
           cancel(KEYS[1], KEYS[2], now, f[1], p, d, burst, f[2], f[3], version, f[4], f[5], pv,
                  since, carry, f[6], f[7])
-      if verdict == 'stale' then return end
+      if verdict == 'stale' then
+        log_ceiling = nil
+        return returned
+      end
       if verdict == 'returned' then
+        if not log_ceiling then log_ceiling = cancels - 1 end
+        returned = returned + 1
         publish_cancel(cancels, key_epoch, version, shift, shift_f, shift_p)
       end
     end
     redis.call('ZREM', KEYS[3], member)
     redis.call('HDEL', KEYS[4], member)
   end
+  log_ceiling = nil
+  return returned
 end

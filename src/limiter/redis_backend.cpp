@@ -207,6 +207,10 @@ Task<Decision> RedisBackend::decide(const DecideRequest& request) {
   // Why scripts of their own: try_acquire on a single limit is the most common call, and a lean
   // script costs Redis 0.4-0.9 x what the general one does (docs/performance.md).
   if (const scripts::ScriptSource* lean = lean_decide_script(request)) {
+    if (lease_us() > 0 && request.operation == Operation::acquire &&
+        can_reserve(request.policy->limits().front().limit.algorithm)) {
+      return decide_reclaiming(*lean, request);
+    }
     return decide_with_lean_script(*lean, request);
   }
   return decide_with_general_script(request);
@@ -335,6 +339,31 @@ Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket tic
     default:
       throw ProtocolError("the cancel script returned an unknown verdict");
   }
+}
+
+Task<Decision> RedisBackend::decide_reclaiming(const scripts::ScriptSource& script,
+                                               const DecideRequest& request) {
+  using Clock = std::chrono::steady_clock;
+  Decision decision = co_await decide_with_lean_script(script, request);
+  // Why only a denial longer than a lease: a shorter backlog holds no registered reservation.
+  if (decision.allowed || decision.retry_after.count() <= lease_us()) co_return decision;
+  const auto now = Clock::now();
+  std::string key = reservation_key(request);
+  if (const auto next = next_reclaim_.find(key); next != next_reclaim_.end() && now < next->second)
+    co_return decision;
+  // Why a bounded map: one entry per denied key; the lapsed ones go when it grows.
+  if (next_reclaim_.size() >= 4096)
+    std::erase_if(next_reclaim_, [now](const auto& entry) { return entry.second <= now; });
+  next_reclaim_[std::move(key)] = now + std::chrono::microseconds(lease_us() / 3);
+  std::int64_t given_back = 0;
+  try {
+    const Reply reply = co_await run_lease_operation("reclaim", request, 0);
+    given_back = reply.as_array().at(0).as_integer();
+  } catch (const Error&) {
+    // The denial stands: Redis answered it; the next denial after a third of a lease retries.
+  }
+  if (given_back == 0) co_return decision;
+  co_return co_await decide_with_lean_script(script, request);
 }
 
 std::int64_t RedisBackend::lease_us() const noexcept {

@@ -1,5 +1,9 @@
 #pragma once
 
+#include <chrono>
+#include <string>
+#include <unordered_map>
+
 #include "limiter/backend.hpp"
 #include "redis/command_dispatcher.hpp"
 
@@ -41,8 +45,15 @@ class RedisBackend final : public Backend {
   std::int64_t lease_us() const noexcept;
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
                                          const DecideRequest& request);
+  /// A try_acquire of a single bucket limit: when denied for longer than an owner lease, first
+  /// gives back the key's lapsed reservations (at most once per third of a lease per key) and,
+  /// if that returned any, asks again.
+  Task<Decision> decide_reclaiming(const scripts::ScriptSource& script,
+                                   const DecideRequest& request);
 
   CommandDispatcher& client_;
+  /// Per reservation key: no reclaim for a denied try_acquire before this time.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> next_reclaim_;
 };
 
 /// The lean script `request` runs rather than `decide` (acquire on a policy of one limit:
