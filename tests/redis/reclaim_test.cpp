@@ -10,12 +10,17 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "redlimit/client.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/child_process.hpp"
+#include "support/decision_checker.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
@@ -138,6 +143,57 @@ TEST_F(Reclaim, AKilledProcessesReservationsAreGivenBackWithinOneSecondForTryAcq
               static_cast<long long>(ms(*allowed_at - death)));
   EXPECT_LT(*allowed_at - death, bound + slack)
       << "try_acquire was allowed again " << ms(*allowed_at - death) << " ms after the death";
+}
+
+/// try_acquire() every 5 ms for `duration`, keeping the server time of each admission.
+Task<void> admit_for(Limiter& limiter, uv_loop_t* loop, Clock::duration duration,
+                     std::vector<test::Admit>* admits) {
+  const auto end = Clock::now() + duration;
+  while (Clock::now() < end) {
+    const Decision decision = co_await limiter.try_acquire("dead");
+    if (decision.allowed) admits->push_back({decision.server_time_us, 1});
+    co_await sleep_for(loop, 5ms);
+  }
+}
+
+// A process paused (SIGSTOP) for longer than its lease has its reservations given back to the
+// others; continued, its waiters must not use them: those whose slots passed the last lease
+// Redis confirmed claim them and, reclaimed, reserve again. Every admission of both processes
+// fits the limit.
+TEST_F(Reclaim, APausedProcessNeverUsesReservationsGivenBackWhileItWasStopped) {
+  Limiter survivor(client_, Policy::of(limit), {.name = "waiting"});
+  const pid_t pid = start_waiter();
+  ASSERT_GT(pid, 0);
+  const bool reserved = run(loop(), reserved_ahead(client_, loop(), 1900ms));
+  kill(pid, SIGSTOP);
+  std::vector<test::Admit> admits;
+  run(loop(), admit_for(survivor, loop(), 1500ms, &admits));
+  const std::size_t while_stopped = admits.size();
+  kill(pid, SIGCONT);
+  run(loop(), admit_for(survivor, loop(), 2500ms, &admits));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(reserved) << "the waiter process did not reserve its 400 permits";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the waiter process failed";
+  EXPECT_GT(while_stopped, 0u) << "nothing was given back while the process was stopped";
+
+  std::ifstream out(server_.dir() + "/dead.txt");
+  int allowed = 0;
+  for (std::string line; std::getline(out, line);) {
+    std::istringstream fields(line);
+    std::string outcome;
+    std::int64_t server_time_us = 0;
+    fields >> outcome >> server_time_us;
+    EXPECT_EQ(outcome, "allowed") << line;
+    if (outcome != "allowed") continue;
+    ++allowed;
+    admits.push_back({server_time_us, 1});
+  }
+  EXPECT_EQ(allowed, dead_waiters);
+  std::printf("[ reclaim ] stopped 1.5 s: survivors admitted %zu while stopped, %zu in all\n",
+              while_stopped, admits.size() - static_cast<std::size_t>(allowed));
+  const test::CheckResult check = test::check_admits(limit, admits);
+  EXPECT_TRUE(check.ok) << check.description;
 }
 
 }  // namespace
