@@ -187,7 +187,9 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     waiter.reschedule = nullptr;
     if (woken && options.stop.stop_requested()) break;
   }
-  if (!reclaimed && !options.stop.stop_requested() && unconfirmed()) {
+  // Why decided once: a stop that came after the wake does not cancel (the slot has come).
+  const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
+  if (!reclaimed && !cancelling && unconfirmed()) {
     // Woke later than any expiry confirmed: the reservation is the caller's only if still held.
     guard.armed = false;
     std::optional<bool> held;
@@ -217,7 +219,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     co_return again;
   }
   guard.armed = false;
-  if (options.stop.stop_requested() && Clock::now() < waiter.wake) {
+  if (cancelling) {
     // If Redis finds the slot already due, the permits were used and are the caller's: the
     // decision stands. Otherwise the caller stops without them, whether they went back or not
     // (the key was reset meanwhile, or Redis could not be asked).
