@@ -99,53 +99,60 @@ local p = integer_arg(ARGV[8], 'p', 1, MAX_EXACT)
 local d = integer_arg(ARGV[9], 'd', 1, MAX_EXACT)
 local burst = integer_arg(ARGV[10], 'burst', 1, MAX_EXACT)
 
-if op == 'claim' then
-  return {claim_lease(integer_arg(ARGV[11], 'version', 1, MAX_EXACT)), now}
+-- Every argument is validated before the first write (the reclaim's).
+local max_wait, lease, version, reserved_p, reserved_d, slot, slot_f, epoch, before
+if op == 'reserve' then
+  max_wait = integer_arg(ARGV[11], 'max_wait', 0, 1099511627776)  -- 2^40 us, 12.7 days
+  lease = integer_arg(ARGV[12], 'lease', 0, MAX_EXACT)
+elseif op == 'renew' or op == 'claim' then
+  version = integer_arg(ARGV[11], 'version', 1, MAX_EXACT)
+  if op == 'renew' then lease = integer_arg(ARGV[12], 'lease', 1, MAX_EXACT) end
+elseif op == 'cancel' then
+  reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
+  reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
+  slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
+  slot_f = integer_arg(ARGV[12], 'slot fraction', 0, reserved_p - 1)
+  version = integer_arg(ARGV[13], 'version', 1, MAX_EXACT)
+  epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
+  before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
+elseif op ~= 'reclaim' then
+  error('redlimit: operation must be reserve, cancel, renew, claim or reclaim, got ' ..
+        tostring(op))
 end
+
+if op == 'claim' then return {claim_lease(version), now} end
 local reclaimed = reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
-if op == 'reclaim' then
-  return {reclaimed, now}
-elseif op == 'renew' then
-  local version = integer_arg(ARGV[11], 'version', 1, MAX_EXACT)
-  local expiry = renew_lease(version, now, integer_arg(ARGV[12], 'lease', 1, MAX_EXACT))
+if op == 'reclaim' then return {reclaimed, now} end
+if op == 'renew' then
+  local expiry = renew_lease(version, now, lease)
   if expiry == 0 then return {0, now, 0} end
   return {1, now, expiry}
-elseif op == 'reserve' then
-  local max_wait = integer_arg(ARGV[11], 'max_wait', 0, 1099511627776)  -- 2^40 us, 12.7 days
-  local lease = integer_arg(ARGV[12], 'lease', 0, MAX_EXACT)
-  local allowed, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch =
-      reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry)
+end
+if op == 'reserve' then
+  local allowed, limit, remaining, retry, reset, wait, reserved_slot, reserved_f, reserved,
+      cancels, key_epoch = reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry)
   if allowed == nil then return {-1, limit} end  -- stale: limit is the stored version
   local flag, expiry = 0, 0
   if allowed then
     flag = 1
-    if version == 1 then redis.call('DEL', KEYS[2]) end  -- a new epoch: the old log is void
+    if reserved == 1 then redis.call('DEL', KEYS[2]) end  -- a new epoch: the old log is void
     if lease > 0 and wait > lease then
-      expiry = register_lease(version, now, lease, wait,
-                              string.format('%d:%d:%d:%d:%d:%d:%d', permits, slot, slot_f, epoch,
-                                            cancels, p, d))
+      expiry = register_lease(reserved, now, lease, wait,
+                              string.format('%d:%d:%d:%d:%d:%d:%d', permits, reserved_slot,
+                                            reserved_f, key_epoch, cancels, p, d))
     end
   end
-  return {flag, now, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch,
-          expiry}
-elseif op == 'cancel' then
-  local reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
-  local reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
-  local slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
-  local slot_f = integer_arg(ARGV[12], 'slot fraction', 0, reserved_p - 1)
-  local cancelled = integer_arg(ARGV[13], 'version', 1, MAX_EXACT)
-  local epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
-  local before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
-  local verdict, shift, shift_f, shift_p, cancels, key_epoch =
-      cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, cancelled, epoch, before,
-             pv, since, carry, reserved_p, reserved_d)
-  if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
-  end_lease(cancelled)
-  if verdict == 'refused' then return {2, now} end
-  if verdict == 'due' then return {0, now} end
-  if verdict == 'already' then return {3, now} end
-  publish_cancel(cancels, key_epoch, cancelled, shift, shift_f, shift_p)
-  return {1, now}
+  return {flag, now, limit, remaining, retry, reset, wait, reserved_slot, reserved_f, reserved,
+          cancels, key_epoch, expiry}
 end
-error('redlimit: operation must be reserve, cancel, renew, claim or reclaim, got ' ..
-      tostring(op))
+-- cancel
+local verdict, shift, shift_f, shift_p, cancels, key_epoch =
+    cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, version, epoch, before, pv,
+           since, carry, reserved_p, reserved_d)
+if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
+end_lease(version)
+if verdict == 'refused' then return {2, now} end
+if verdict == 'due' then return {0, now} end
+if verdict == 'already' then return {3, now} end
+publish_cancel(cancels, key_epoch, version, shift, shift_f, shift_p)
+return {1, now}
