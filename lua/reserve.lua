@@ -6,13 +6,19 @@
 --
 -- KEYS[1]   the limit's key
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
--- ARGV[1]   'reserve' or 'cancel'
+-- KEYS[3]   its owner leases, KEYS[1] .. ':leases', and KEYS[4] the reservations they hold,
+--           KEYS[1] .. ':held' (see reservations/leases.lua)
+-- ARGV[1]   'reserve', 'cancel', 'renew', 'claim' or 'reclaim'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
 -- ARGV[4-6] the request's policy version pv, since and carry (as in lua/shapes/general.lua)
 -- ARGV[7-10] the limit: algorithm, p, d, burst (as in lua/shapes/general.lua)
 -- ARGV[11]  reserve: the longest wait the caller accepts, in microseconds
+-- ARGV[12]  reserve: the owner lease L in microseconds: a reservation waiting longer than L is
+--           registered under a lease until now + L (0: never)
+-- ARGV[11-12] renew: the reserved version and L; claim: the reserved version (and '');
+--           reclaim: unused
 -- ARGV[11-15] cancel: the reservation as its reply described it: slot (microseconds, fraction
 --           in 1/p of its limit), version, epoch and cancels
 -- ARGV[16-17] cancel: the p and d of the limit it was reserved under. ARGV[7-10] are the limit
@@ -21,22 +27,30 @@
 --           reservation's own step and the key's (reservations/cancel.lua, waiters_shift).
 --
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
--- wait_us, slot_us, slot_fraction, version, cancels, epoch}; a denied reservation (wait beyond
+-- wait_us, slot_us, slot_fraction, version, cancels, epoch, lease_expiry_us (0: not
+-- registered)}; a denied reservation (wait beyond
 -- max_wait, or a full leaky queue) writes nothing, and retry_after is the wait it would have had.
 -- cancel returns {verdict, now_us}: 1 returned, 0 due (the slot has come: the permits were
--- used), 2 refused (the key was reset since: nothing goes back). When it returned permits, it
+-- used), 2 refused (the key was reset since: nothing goes back), 3 already returned (a cancel of
+-- the same reservation returned it before: nothing changes). When it returned permits, it
 -- publishes on KEYS[1] .. ':cancelled' the message
 -- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included;
 -- p: the denominator of the shift's fraction) so that waiters behind the cancelled one, in
 -- every process, can move earlier by the shift.
--- Both return {-1, stored_pv}, before anything is written, when the key holds state of a newer
--- policy version than pv.
+-- renew returns {1, now_us, new lease expiry} when the reservation is still held, else
+-- {0, now_us, 0}; claim returns {1, now_us} and ends the registration when it is still held,
+-- else {0, now_us} (it was reclaimed: the caller must not use it).
+-- reserve, cancel and renew first reclaim expired leases (reservations/leases.lua); reclaim
+-- only does that, for a denied try_acquire, and returns {how many gave permits back, now_us}.
+-- reserve and cancel return {-1, stored_pv}, before anything is written, when the key holds
+-- state of a newer policy version than pv.
 
 local RESERVATIONS, CANCELS = {}, {}
 local TTL_EXTRA_MS = 0
 --!include lib/exact.lua
 --!include lib/frac_time.lua
 --!include reservations/cancel.lua
+--!include reservations/leases.lua
 --!needs
 
 --!each-algorithm
@@ -72,8 +86,10 @@ end
 
 --!end
 local op = ARGV[1]
-if #KEYS ~= 2 or (op == 'reserve' and #ARGV ~= 11) or (op == 'cancel' and #ARGV ~= 17) then
-  error('redlimit: reserve takes two keys and 11 (reserve) or 17 (cancel) arguments')
+if #KEYS ~= 4 or (op == 'reserve' and #ARGV ~= 12) or (op == 'cancel' and #ARGV ~= 17) or
+    ((op == 'renew' or op == 'claim' or op == 'reclaim') and #ARGV ~= 12) then
+  error('redlimit: reserve takes four keys and 12 (reserve, renew, claim, reclaim) or 17 '
+        .. '(cancel) arguments')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
@@ -83,36 +99,62 @@ local p = integer_arg(ARGV[8], 'p', 1, MAX_EXACT)
 local d = integer_arg(ARGV[9], 'd', 1, MAX_EXACT)
 local burst = integer_arg(ARGV[10], 'burst', 1, MAX_EXACT)
 
+-- Every argument is validated before the first write (the reclaim's).
+local max_wait, lease, version, reserved_p, reserved_d, slot, slot_f, epoch, before
 if op == 'reserve' then
   -- A slot at most 2^52 us since the epoch (the year 2112) keeps every time computed from it
-  -- exact, the state's own horizon added (src/algorithms/reservations.hpp).
-  local max_wait = math.min(integer_arg(ARGV[11], 'max_wait', 0, MAX_EXACT), MAX_EXACT - now)
-  local allowed, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch =
-      reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry)
+  -- exact, the state's own horizon added (src/algorithms/gcra.hpp).
+  max_wait = math.min(integer_arg(ARGV[11], 'max_wait', 0, MAX_EXACT), MAX_EXACT - now)
+  lease = integer_arg(ARGV[12], 'lease', 0, MAX_EXACT)
+elseif op == 'renew' or op == 'claim' then
+  version = integer_arg(ARGV[11], 'version', 1, MAX_EXACT)
+  if op == 'renew' then lease = integer_arg(ARGV[12], 'lease', 1, MAX_EXACT) end
+elseif op == 'cancel' then
+  reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
+  reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
+  slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
+  slot_f = integer_arg(ARGV[12], 'slot fraction', 0, reserved_p - 1)
+  version = integer_arg(ARGV[13], 'version', 1, MAX_EXACT)
+  epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
+  before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
+elseif op ~= 'reclaim' then
+  error('redlimit: operation must be reserve, cancel, renew, claim or reclaim, got ' ..
+        tostring(op))
+end
+
+if op == 'claim' then return {claim_lease(version), now} end
+local reclaimed = reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
+if op == 'reclaim' then return {reclaimed, now} end
+if op == 'renew' then
+  local expiry = renew_lease(version, now, lease)
+  if expiry == 0 then return {0, now, 0} end
+  return {1, now, expiry}
+end
+if op == 'reserve' then
+  local allowed, limit, remaining, retry, reset, wait, reserved_slot, reserved_f, reserved,
+      cancels, key_epoch = reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry)
   if allowed == nil then return {-1, limit} end  -- stale: limit is the stored version
-  local flag = 0
+  local flag, expiry = 0, 0
   if allowed then
     flag = 1
-    if version == 1 then redis.call('DEL', KEYS[2]) end  -- a new epoch: the old log is void
+    if reserved == 1 then redis.call('DEL', KEYS[2]) end  -- a new epoch: the old log is void
+    if lease > 0 and wait > lease then
+      expiry = register_lease(reserved, now, lease, wait,
+                              string.format('%d:%d:%d:%d:%d:%d:%d', permits, reserved_slot,
+                                            reserved_f, key_epoch, cancels, p, d))
+    end
   end
-  return {flag, now, limit, remaining, retry, reset, wait, slot, slot_f, version, cancels, epoch}
-elseif op == 'cancel' then
-  local reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
-  local reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
-  local slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
-  local slot_f = integer_arg(ARGV[12], 'slot fraction', 0, reserved_p - 1)
-  local cancelled = integer_arg(ARGV[13], 'version', 1, MAX_EXACT)
-  local epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
-  local before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
-  local verdict, shift, shift_f, shift_p, cancels, key_epoch =
-      cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, cancelled, epoch, before,
-             pv, since, carry, reserved_p, reserved_d)
-  if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
-  if verdict == 'refused' then return {2, now} end
-  if verdict == 'due' then return {0, now} end
-  redis.call('PUBLISH', KEYS[1] .. ':cancelled',
-             string.format('%d:%d:%d:%d:%d:%d', cancels, key_epoch, cancelled, shift, shift_f,
-                           shift_p))
-  return {1, now}
+  return {flag, now, limit, remaining, retry, reset, wait, reserved_slot, reserved_f, reserved,
+          cancels, key_epoch, expiry}
 end
-error('redlimit: operation must be reserve or cancel, got ' .. tostring(op))
+-- cancel
+local verdict, shift, shift_f, shift_p, cancels, key_epoch =
+    cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, version, epoch, before, pv,
+           since, carry, reserved_p, reserved_d)
+if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
+end_lease(version)
+if verdict == 'refused' then return {2, now} end
+if verdict == 'due' then return {0, now} end
+if verdict == 'already' then return {3, now} end
+publish_cancel(cancels, key_epoch, version, shift, shift_f, shift_p)
+return {1, now}

@@ -48,6 +48,12 @@ struct ClientOptions {
   /// 1 to 64 characters from [A-Za-z0-9_.-]. Empty: 16 random hex digits, so every Client
   /// object (every process) has its own. Name one to keep a client's state across restarts.
   std::string id{};
+  /// acquire(): a reservation that waits longer than this is registered under an owner lease
+  /// that the client renews every third of it while it waits; if the process dies, the next
+  /// script call on the key more than a lease after the last renewal gives the reservation
+  /// back (docs/waiting.md). 0: never registered (a dead process's reservations then hold the
+  /// key until their slots pass).
+  std::chrono::milliseconds reservation_lease{750};
 };
 
 /// The connection to Redis. Commands that name a key are routed by the key's hash slot: to the

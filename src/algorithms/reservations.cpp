@@ -73,15 +73,27 @@ void prune(CancelLog& log, std::int64_t now) {
   log.erase(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(removed));
 }
 
+/// True if the log, up to entry `ceiling`, holds a returned cancellation of the ticket's
+/// reservation.
+bool logged(const CancelLog& log, const CancelTicket& ticket, std::int64_t ceiling) {
+  return std::any_of(log.begin(), log.end(), [&](const LoggedCancel& entry) {
+    return entry.number > ticket.cancels_before && entry.number <= ceiling &&
+           entry.cancelled == ticket.version;
+  });
+}
+
 /// The slot now of the ticket's reservation (its slot in 1/p us), or nullopt when an entry it
 /// needs was removed (it is due).
-std::optional<FracTime> current_slot(const CancelLog& log, const ReservationBook& book,
-                                     FracTime slot, std::int64_t p, const CancelTicket& ticket) {
+std::optional<FracTime> current_slot(const CancelLog& log, std::int64_t cancels, FracTime slot,
+                                     std::int64_t p, const CancelTicket& ticket) {
+  if (ticket.cancels_before >= cancels) return slot;
   const auto first = std::find_if(log.begin(), log.end(), [&](const LoggedCancel& entry) {
     return entry.number > ticket.cancels_before;
   });
-  if (log.end() - first < book.cancels - ticket.cancels_before) return std::nullopt;
-  for (auto entry = first; entry != log.end(); ++entry) {
+  const auto last = std::find_if(first, log.end(),
+                                 [&](const LoggedCancel& entry) { return entry.number > cancels; });
+  if (last - first < cancels - ticket.cancels_before) return std::nullopt;
+  for (auto entry = first; entry != last; ++entry) {
     if (entry->cancelled >= ticket.version) continue;
     // A shift under another policy counts in whole microseconds, rounded down.
     const FracTime shift = entry->den == p ? entry->shift : FracTime{entry->shift.us, 0};
@@ -94,14 +106,18 @@ std::optional<FracTime> current_slot(const CancelLog& log, const ReservationBook
 /// is `current` (null: none), pruning the key's log on the way.
 template <class State>
 CancelVerdict verdict_for(State* current, std::int64_t now, FracTime slot, std::int64_t p,
-                          const CancelTicket& ticket) {
+                          const CancelTicket& ticket, std::optional<std::int64_t> log_ceiling) {
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   if (book.version == 0 || book.epoch != ticket.epoch || ticket.version > book.version ||
       ticket.cancels_before > book.cancels) {
     return CancelVerdict::refused;
   }
   prune(current->cancel_log, now);
-  const auto at = current_slot(current->cancel_log, book, slot, p, ticket);
+  const std::int64_t cancels = log_ceiling.value_or(book.cancels);
+  // Cancelled twice: the first is still logged (once pruned, the slot has passed: due).
+  if (ticket.cancels_before < cancels && logged(current->cancel_log, ticket, cancels))
+    return CancelVerdict::already_returned;
+  const auto at = current_slot(current->cancel_log, cancels, slot, p, ticket);
   return at && FracTime{now, 0} < *at ? CancelVerdict::returned : CancelVerdict::due;
 }
 
@@ -276,12 +292,14 @@ CancelOutcome log_cancel(State& current, FracTime shift, std::int64_t p, std::in
 
 CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& change,
                                std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
-                               const CancelTicket& ticket, std::int64_t reserved_reach_us) {
+                               const CancelTicket& ticket, std::int64_t reserved_reach_us,
+                               std::optional<std::int64_t> log_ceiling) {
   const std::int64_t p = params.p;
   GcraState* current = state ? std::get_if<GcraState>(&*state) : nullptr;
   const LoadedTime loaded = load_frac_time(params, change, current, now, reserved_reach_us);
   if (loaded.stale_version != 0) return stale_cancel(loaded.stale_version);
-  const CancelVerdict verdict = verdict_for(current, now, ticket.slot, ticket.den, ticket);
+  const CancelVerdict verdict =
+      verdict_for(current, now, ticket.slot, ticket.den, ticket, log_ceiling);
   if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
   const FracTime time = loaded.time;
   // The key gets its permits back in the terms of the policy in force, not before now (at most
@@ -299,12 +317,14 @@ CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& cha
 
 CancelOutcome cancel_token_bucket(const TokenBucketParams& params, const PolicyChange& change,
                                   std::optional<LimitState>& state, std::int64_t now,
-                                  std::int64_t n, const CancelTicket& ticket) {
+                                  std::int64_t n, const CancelTicket& ticket,
+                                  std::optional<std::int64_t> log_ceiling) {
   const std::int64_t full = params.burst * params.d;
   TokenBucketState* current = state ? std::get_if<TokenBucketState>(&*state) : nullptr;
   const Tokens tokens = load_tokens(params, change, current, now);
   if (tokens.stale_version != 0) return stale_cancel(tokens.stale_version);
-  const CancelVerdict verdict = verdict_for(current, now, ticket.slot, ticket.den, ticket);
+  const CancelVerdict verdict =
+      verdict_for(current, now, ticket.slot, ticket.den, ticket, log_ceiling);
   if (verdict != CancelVerdict::returned) return refused_or_due(verdict);
   const std::int64_t level = tokens.level;
   // The backlog ends when the debt is paid.
@@ -345,16 +365,18 @@ ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, 
 
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
                                  std::int64_t now, std::int64_t n, const CancelTicket& ticket,
-                                 PolicyChange change) {
+                                 PolicyChange change, std::optional<std::int64_t> log_ceiling) {
   if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   switch (spec.algorithm) {
     case Algorithm::gcra:
       return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket,
-                              longest_reservation_wait_us(now));
+                              longest_reservation_wait_us(now), log_ceiling);
     case Algorithm::leaky_bucket:
-      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket, 0);
+      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket, 0,
+                              log_ceiling);
     case Algorithm::token_bucket:
-      return cancel_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, ticket);
+      return cancel_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, ticket,
+                                 log_ceiling);
     default:
       return {};
   }

@@ -38,6 +38,9 @@ enum class CancelVerdict {
   returned,  ///< the permits went back; the reservations behind may move earlier by `shift`
   due,       ///< the slot has come: the permits were used, nothing changed
   refused,   ///< the key was reset since the reservation: nothing changed
+  /// a cancel of this reservation returned its permits before (its entry is in the key's
+  /// cancellation log): nothing changed
+  already_returned,
 };
 
 /// The reservation to cancel, as its reply described it, and the parameters it was made under.
@@ -65,8 +68,11 @@ struct CancelOutcome {
 /// algorithm): the key is carried over to it and gets the n permits back in its terms (at most
 /// its capacity), while the waiters behind move by the shorter of that step and the
 /// reservation's own (the ticket's): never ahead of the key's converted schedule.
+/// `log_ceiling`: while reclaiming lapsed reservations newest first, the number of the last
+/// cancellation logged before (later entries are not read: they shift none of the older ones).
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
                                  std::int64_t now, std::int64_t n, const CancelTicket& ticket,
-                                 PolicyChange change = {});
+                                 PolicyChange change = {},
+                                 std::optional<std::int64_t> log_ceiling = std::nullopt);
 
 }  // namespace redlimit::detail

@@ -151,15 +151,43 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     std::stop_source* target;
     void operator()() const noexcept { target->request_stop(); }
   };
+  // A reservation registered under the owner lease (docs/waiting.md): renewed every third of
+  // the lease while its slot is later than the last expiry Redis confirmed (`confirmed`).
+  // Why slot and expiry compare directly: both are Redis times; once the slot is at or before
+  // the confirmed expiry, any reclaim (after that expiry) finds the slot due.
+  std::int64_t confirmed = backend == backend_.get() ? reservation->lease_expiry_us : 0;
+  const bool registered = confirmed != 0;
+  const auto renew_every = std::chrono::microseconds(
+      std::max<std::int64_t>(1, (confirmed - reservation->reserved_at_us) / 3));
+  const auto unconfirmed = [&] { return registered && waiter.slot.ceil_us() > confirmed; };
+  auto next_renewal = Clock::now() + renew_every;
+  bool reclaimed = false;
   for (;;) {
     const auto current = Clock::now();
     if (current >= waiter.wake) break;
+    if (unconfirmed() && current >= next_renewal) {
+      next_renewal = current + renew_every;
+      std::exception_ptr renew_error;
+      try {
+        const std::int64_t expiry = co_await backend->renew_reservation(
+            give_back_request(request, backend, key), waiter.book.version);
+        reclaimed = expiry == 0;
+        confirmed = std::max(confirmed, expiry);
+      } catch (...) {
+        renew_error = std::current_exception();
+      }
+      // Redis could not answer: renewed at the next turn, or claimed at the wake.
+      if (renew_error) retry_in_after(renew_error);
+      if (reclaimed) break;
+      continue;
+    }
+    const auto until = unconfirmed() ? std::min(waiter.wake, next_renewal) : waiter.wake;
     std::stop_source wake_early;
     waiter.reschedule = &wake_early;
     std::stop_callback<Forward> forward(options.stop, Forward{&wake_early});
     bool woken = false;
     try {
-      co_await sleep_for(loop_, std::chrono::ceil<std::chrono::microseconds>(waiter.wake - current),
+      co_await sleep_for(loop_, std::chrono::ceil<std::chrono::microseconds>(until - current),
                          wake_early.get_token());
     } catch (const Cancelled&) {
       woken = true;
@@ -167,8 +195,39 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     waiter.reschedule = nullptr;
     if (woken && options.stop.stop_requested()) break;
   }
+  // Why decided once: a stop that came after the wake does not cancel (the slot has come).
+  const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
+  if (!reclaimed && !cancelling && unconfirmed()) {
+    // Woke later than any expiry confirmed: the reservation is the caller's only if still held.
+    guard.armed = false;
+    std::optional<bool> held;
+    std::exception_ptr claim_error;
+    try {
+      held = co_await backend->claim_reservation(give_back_request(request, backend, key),
+                                                 waiter.book.version);
+    } catch (...) {
+      claim_error = std::current_exception();
+    }
+    if (claim_error) retry_in = retry_in_after(claim_error);
+    if (!held) {
+      Decision failed = decide_on_failure(request, retry_in);
+      failed.waited = since(started);
+      co_return failed;
+    }
+    reclaimed = !*held;
+  }
+  if (reclaimed) {
+    // Given back while this process could not renew: a new place at the back of the queue.
+    guard.armed = false;
+    const auto waited = since(started);
+    OwnedAcquireOptions rest = options;
+    rest.max_wait = options.max_wait - std::min(options.max_wait, waited);
+    Decision again = co_await acquire_by_reserving(std::move(request), std::move(key), rest);
+    again.waited += waited;
+    co_return again;
+  }
   guard.armed = false;
-  if (options.stop.stop_requested() && Clock::now() < waiter.wake) {
+  if (cancelling) {
     // If Redis finds the slot already due, the permits were used and are the caller's: the
     // decision stands. Otherwise the caller stops without them, whether they went back or not
     // (the key was reset meanwhile, or Redis could not be asked).
@@ -185,10 +244,16 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
           "acquire cancelled while waiting; Redis did not answer whether its reservation was "
           "given back");
     }
-    if (*verdict == CancelVerdict::returned)
+    if (*verdict == CancelVerdict::returned || *verdict == CancelVerdict::already_returned)
       throw Cancelled("acquire cancelled while waiting; its reservation was given back");
     if (*verdict == CancelVerdict::refused)
       throw Cancelled("acquire cancelled while waiting; the key was reset since its reservation");
+    if (unconfirmed()) {
+      // Due, but its lease may have lapsed and its permits gone back: not the caller's.
+      throw Cancelled(
+          "acquire cancelled while waiting; its reservation's lease had lapsed, and it may have "
+          "been given back");
+    }
   }
   decision.waited = since(started);
   if (decision.source == Source::redis) decision.server_time_us = waiter.slot.ceil_us();

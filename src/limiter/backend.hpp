@@ -52,6 +52,9 @@ struct Reservation {
   std::int64_t d = 1;               ///< the limit's reduced period d (a cancel's shift)
   ReservationBook book;             ///< the key's after it: book.version is its place
   std::int64_t reserved_at_us = 0;  ///< the server time of the reservation
+  /// Registered under its owner's lease (docs/waiting.md): the lease's expiry, server time; 0
+  /// when not registered (it waits no longer than the lease, or in process).
+  std::int64_t lease_expiry_us = 0;
 };
 
 /// A cancelled reservation gave back its permits. Reservations of the same key and epoch behind
@@ -114,6 +117,12 @@ class Backend {
   /// Gives the reservation of the request's permits described by `ticket` back, if its slot is
   /// still ahead.
   virtual Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) = 0;
+  /// Extends the owner lease of the registered reservation `version` on the request's key:
+  /// its new expiry (server time), or 0 if it is not held any more (it was reclaimed).
+  virtual Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) = 0;
+  /// Ends the registration of the reservation `version`: true if it was still held (the
+  /// permits are the caller's), false if it was reclaimed (they are not).
+  virtual Task<bool> claim_reservation(DecideRequest request, std::int64_t version) = 0;
   /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
   virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
   virtual void unwatch(std::uint64_t id) = 0;

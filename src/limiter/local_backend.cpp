@@ -162,6 +162,16 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
   co_return CancelVerdict::returned;
 }
 
+// Why no leases in process: no other process shares the state, and a dead process takes its
+// reservations with it. No reservation is registered, so none is renewed or claimed.
+Task<std::int64_t> LocalBackend::renew_reservation(DecideRequest, std::int64_t) {
+  co_return 0;
+}
+
+Task<bool> LocalBackend::claim_reservation(DecideRequest, std::int64_t) {
+  co_return true;
+}
+
 std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler) {
   const std::uint64_t id = next_watch_++;
   watchers_.emplace(id, std::make_pair(reservation_key(request), std::move(handler)));

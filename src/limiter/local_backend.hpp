@@ -27,6 +27,8 @@ class LocalBackend final : public Backend {
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
+  Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
+  Task<bool> claim_reservation(DecideRequest request, std::int64_t version) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
 

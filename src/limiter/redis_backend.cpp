@@ -17,6 +17,14 @@ std::string cancel_log_key(const std::string& reservation_key) {
   return reservation_key + ":cancels";
 }
 
+/// The keys of the owner leases of a reservation key (lua/reservations/leases.lua).
+std::string leases_key(const std::string& reservation_key) {
+  return reservation_key + ":leases";
+}
+std::string held_key(const std::string& reservation_key) {
+  return reservation_key + ":held";
+}
+
 std::string now_argument(const DecideRequest& request) {
   return request.now_us != 0 ? std::to_string(request.now_us) : std::string();
 }
@@ -154,9 +162,9 @@ Decision decision_from_lean_reply(const Reply& reply) {
 Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
   const auto& fields = reply.as_array();
   throw_if_stale(fields);
-  if (fields.size() != 12) {
+  if (fields.size() != 13) {
     throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
-                        " fields, expected 12");
+                        " fields, expected 13");
   }
   Reservation out;
   out.decision.allowed = fields[0].as_integer() == 1;
@@ -171,6 +179,7 @@ Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
   out.slot = {fields[7].as_integer(), fields[8].as_integer()};
   out.book = {fields[9].as_integer(), fields[10].as_integer(), fields[11].as_integer()};
   out.den = den;
+  out.lease_expiry_us = fields[12].as_integer();
   return out;
 }
 
@@ -198,6 +207,11 @@ Task<Decision> RedisBackend::decide(const DecideRequest& request) {
   // Why scripts of their own: try_acquire on a single limit is the most common call, and a lean
   // script costs Redis 0.4-0.9 x what the general one does (docs/performance.md).
   if (const scripts::ScriptSource* lean = lean_decide_script(request)) {
+    // Why not with an injected time (tests): the reclaim's throttle runs on the steady clock.
+    if (lease_us() > 0 && request.operation == Operation::acquire && request.now_us == 0 &&
+        can_reserve(request.policy->limits().front().limit.algorithm)) {
+      return decide_reclaiming(*lean, request);
+    }
     return decide_with_lean_script(*lean, request);
   }
   return decide_with_general_script(request);
@@ -252,8 +266,12 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
   std::vector<std::string> argv{"DEL"};
   for (const CompiledLimit& limit : policy->limits())
     argv.push_back(key_base + limit.key_suffix);
-  if (can_reserve(policy->limits().front().limit.algorithm))
-    argv.push_back(cancel_log_key(argv[1]));
+  if (can_reserve(policy->limits().front().limit.algorithm)) {
+    const std::string key = argv[1];
+    argv.push_back(cancel_log_key(key));
+    argv.push_back(leases_key(key));
+    argv.push_back(held_key(key));
+  }
   co_await client_.command(std::move(argv));
 }
 
@@ -261,15 +279,18 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   const CompiledLimit& limit = request.policy->limits().front();
   const std::string key = reservation_key(request);
   const std::string log = cancel_log_key(key);
-  const std::array<std::string_view, 2> keys = {key, log};
+  const std::string leases = leases_key(key);
+  const std::string held = held_key(key);
+  const std::array<std::string_view, 4> keys = {key, log, leases, held};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
   const std::string max_wait = std::to_string(max_wait_us);
+  const std::string lease = std::to_string(lease_us());
   const auto& epoch = request.policy->epoch_fields();
-  const std::array<std::string_view, 11> args = {"reserve",       permits,         now,
+  const std::array<std::string_view, 12> args = {"reserve",       permits,         now,
                                                  epoch[0],        epoch[1],        epoch[2],
                                                  limit.fields[0], limit.fields[1], limit.fields[2],
-                                                 limit.fields[3], max_wait};
+                                                 limit.fields[3], max_wait,        lease};
   const Reply reply =
       co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
   Reservation reservation = reservation_from_reply(reply, limit.spec.a);
@@ -282,7 +303,9 @@ Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket tic
   const CompiledLimit& limit = request.policy->limits().front();
   const std::string key = reservation_key(request);
   const std::string log = cancel_log_key(key);
-  const std::array<std::string_view, 2> keys = {key, log};
+  const std::string leases = leases_key(key);
+  const std::string held = held_key(key);
+  const std::array<std::string_view, 4> keys = {key, log, leases, held};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
   const std::string slot_us = std::to_string(ticket.slot.us);
@@ -312,9 +335,75 @@ Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket tic
       co_return CancelVerdict::returned;
     case 2:
       co_return CancelVerdict::refused;
+    case 3:
+      co_return CancelVerdict::already_returned;
     default:
       throw ProtocolError("the cancel script returned an unknown verdict");
   }
+}
+
+Task<Decision> RedisBackend::decide_reclaiming(const scripts::ScriptSource& script,
+                                               const DecideRequest& request) {
+  using Clock = std::chrono::steady_clock;
+  Decision decision = co_await decide_with_lean_script(script, request);
+  // Why only a denial longer than a lease: a shorter backlog holds no registered reservation.
+  if (decision.allowed || decision.retry_after.count() <= lease_us()) co_return decision;
+  const auto now = Clock::now();
+  std::string key = reservation_key(request);
+  if (const auto next = next_reclaim_.find(key); next != next_reclaim_.end() && now < next->second)
+    co_return decision;
+  // Why a bounded map: one entry per denied key; the lapsed ones go when it grows.
+  if (next_reclaim_.size() >= 4096)
+    std::erase_if(next_reclaim_, [now](const auto& entry) { return entry.second <= now; });
+  next_reclaim_[std::move(key)] = now + std::chrono::microseconds(lease_us() / 3);
+  std::int64_t given_back = 0;
+  try {
+    const Reply reply = co_await run_lease_operation("reclaim", request, 0);
+    given_back = reply.as_array().at(0).as_integer();
+  } catch (const Error&) {
+    // The denial stands: Redis answered it; the next denial after a third of a lease retries.
+  }
+  if (given_back == 0) co_return decision;
+  co_return co_await decide_with_lean_script(script, request);
+}
+
+std::int64_t RedisBackend::lease_us() const noexcept {
+  return std::chrono::duration_cast<std::chrono::microseconds>(client_.options().reservation_lease)
+      .count();
+}
+
+Task<Reply> RedisBackend::run_lease_operation(std::string operation, DecideRequest request,
+                                              std::int64_t version) {
+  const CompiledLimit& limit = request.policy->limits().front();
+  const std::string key = reservation_key(request);
+  const std::string log = cancel_log_key(key);
+  const std::string leases = leases_key(key);
+  const std::string held = held_key(key);
+  const std::array<std::string_view, 4> keys = {key, log, leases, held};
+  const std::string permits = std::to_string(request.permits);
+  const std::string now = now_argument(request);
+  const std::string reserved = std::to_string(version);
+  const std::string lease = std::to_string(lease_us());
+  const auto& epoch = request.policy->epoch_fields();
+  const std::array<std::string_view, 12> args = {operation,       permits,         now,
+                                                 epoch[0],        epoch[1],        epoch[2],
+                                                 limit.fields[0], limit.fields[1], limit.fields[2],
+                                                 limit.fields[3], reserved,        lease};
+  co_return co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
+}
+
+Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::int64_t version) {
+  const Reply reply = co_await run_lease_operation("renew", std::move(request), version);
+  const auto& fields = reply.as_array();
+  if (fields.size() != 3) throw ProtocolError("the renew script returned an unexpected reply");
+  co_return fields[0].as_integer() == 1 ? fields[2].as_integer() : 0;
+}
+
+Task<bool> RedisBackend::claim_reservation(DecideRequest request, std::int64_t version) {
+  const Reply reply = co_await run_lease_operation("claim", std::move(request), version);
+  const auto& fields = reply.as_array();
+  if (fields.size() != 2) throw ProtocolError("the claim script returned an unexpected reply");
+  co_return fields[0].as_integer() == 1;
 }
 
 std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler) {

@@ -1,5 +1,9 @@
 #pragma once
 
+#include <chrono>
+#include <string>
+#include <unordered_map>
+
 #include "limiter/backend.hpp"
 #include "redis/command_dispatcher.hpp"
 
@@ -17,6 +21,8 @@ class RedisBackend final : public Backend {
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
+  Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
+  Task<bool> claim_reservation(DecideRequest request, std::int64_t version) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
 
@@ -31,10 +37,23 @@ class RedisBackend final : public Backend {
  private:
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
   Task<LeaseReply> run_semaphore_script(std::string operation, LeaseRequest request);
+  /// The reserve script's answer to the lease `operation` ("renew" or "claim") on the
+  /// reservation `version` of the request's key.
+  Task<Reply> run_lease_operation(std::string operation, DecideRequest request,
+                                  std::int64_t version);
+  /// ClientOptions::reservation_lease, in microseconds.
+  std::int64_t lease_us() const noexcept;
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
                                          const DecideRequest& request);
+  /// A try_acquire of a single bucket limit: when denied for longer than an owner lease, first
+  /// gives back the key's lapsed reservations (at most once per third of a lease per key) and,
+  /// if that returned any, asks again.
+  Task<Decision> decide_reclaiming(const scripts::ScriptSource& script,
+                                   const DecideRequest& request);
 
   CommandDispatcher& client_;
+  /// Per reservation key: no reclaim for a denied try_acquire before this time.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> next_reclaim_;
 };
 
 /// The lean script `request` runs rather than `decide` (acquire on a policy of one limit:

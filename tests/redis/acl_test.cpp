@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "limiter/compiled_policy.hpp"
 #include "lua_scripts.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
@@ -189,6 +190,47 @@ Task<void> cancel_log_pruning(Client& client, uv_loop_t* loop) {
     EXPECT_THAT(cancelled->cancelled, HasSubstr("given back"));
 }
 
+/// The reserve script called as the library calls it, for the gcra limit 5/s, burst 1.
+std::vector<std::string> reserve_call(std::string operation, std::string last, std::string lease) {
+  const auto policy = detail::CompiledPolicy::compile(one(Algorithm::gcra, {5, 1s}, 1));
+  const std::string key = "rl:{lapsed:key}" + policy->limits().front().key_suffix;
+  const auto& epoch = policy->epoch_fields();
+  const auto& limit = policy->limits().front().fields;
+  return {"EVALSHA",
+          std::string(detail::scripts::reserve.sha1),
+          "4",
+          key,
+          key + ":cancels",
+          key + ":leases",
+          key + ":held",
+          std::move(operation),
+          "1",
+          "",
+          epoch[0],
+          epoch[1],
+          epoch[2],
+          limit[0],
+          limit[1],
+          limit[2],
+          limit[3],
+          std::move(last),
+          std::move(lease)};
+}
+
+/// A reservation's owner lease lapses (its owner never renews it) and the next call on the key
+/// gives it back: the only path that reads the reservations held (HGET).
+Task<void> lapsed_lease(Client& client, uv_loop_t* loop) {
+  std::vector<std::string> first = reserve_call("reserve", "0", "1");
+  co_await client.command(std::move(first));
+  std::vector<std::string> waiting = reserve_call("reserve", "1000000", "1");  // a 1 us lease
+  const Reply reserved = co_await client.command(std::move(waiting));
+  EXPECT_GT(reserved.as_array().at(12).as_integer(), 0) << "registered under a lease";
+  co_await sleep_for(loop, 2ms);
+  std::vector<std::string> renew = reserve_call("renew", "2", "1000");
+  const Reply renewed = co_await client.command(std::move(renew));
+  EXPECT_EQ(renewed.as_array().at(0).as_integer(), 0) << "reclaimed before the renewal";
+}
+
 Task<void> wait_for_lease(Semaphore& semaphore, Clock::time_point* granted_at) {
   Lease lease = co_await semaphore.acquire("tenant");
   *granted_at = Clock::now();
@@ -265,6 +307,7 @@ TEST_F(Acl, LeastPrivilegeUserRunsEveryAlgorithmWaitsCancelsAndHoldsLeases) {
   run(loop(), waiting(client_));
   run(loop(), cancellation(client_, loop()));
   run(loop(), cancel_log_pruning(client_, loop()));
+  run(loop(), lapsed_lease(client_, loop()));
   run(loop(), semaphore_leases(client_, loop()));
   EXPECT_EQ(newest_acl_denial(), "") << "Redis denied something";
   // INFO commandstats counts the commands scripts call too: every permission was used.

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "algorithms/policy_model.hpp"
+#include "algorithms/reservation_leases.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/redis_backend.hpp"
 #include "limiter/stale_policy.hpp"
@@ -82,14 +83,28 @@ Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
 
 /// acquire runs what RedisBackend::decide picks (a lean script for a single limit that has
 /// one); acquire_by_decide always runs the general decide script.
-enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel, change_policy, reset };
+enum class Kind {
+  acquire,
+  acquire_by_decide,
+  peek,
+  reserve,
+  cancel,
+  renew,
+  claim,
+  change_policy,
+  reset
+};
+
+/// The owner lease of the differential's client: short, so that sequences register, renew,
+/// let lapse and reclaim reservations (an owner that stops renewing is one that died).
+constexpr std::int64_t lease_us = 1000;
 
 struct Step {
   std::int64_t now;
   std::int64_t permits;
   Kind kind;
-  std::int64_t max_wait_us = 0;                    ///< reserve
-  std::size_t reservation = 0;                     ///< cancel: which earlier granted reservation
+  std::int64_t max_wait_us = 0;  ///< reserve
+  std::size_t reservation = 0;   ///< cancel, renew, claim: which earlier granted reservation
   std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy (with its epoch)
 };
 
@@ -198,6 +213,9 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
     } else if (reservations && roll < 14 && reserves > 0) {
       step.kind = Kind::cancel;
       step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
+    } else if (reservations && roll < 17 && reserves > 0) {
+      step.kind = roll < 16 ? Kind::renew : Kind::claim;
+      step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
     }
     sequence.steps.push_back(step);
   }
@@ -219,13 +237,15 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
         << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
   }
   static const char* const kinds[] = {
-      "acquire", "acquire by decide", "peek", "reserve", "cancel", "policy", "reset"};
+      "acquire", "acquire by decide", "peek", "reserve", "cancel", "renew", "claim", "policy",
+      "reset"};
   for (std::size_t i = 0; i <= upto && i < sequence.steps.size(); ++i) {
     const Step& step = sequence.steps[i];
     out << "  step " << i << ": now " << step.now << " permits " << step.permits << " "
         << kinds[static_cast<int>(step.kind)];
     if (step.kind == Kind::reserve) out << " max_wait " << step.max_wait_us;
-    if (step.kind == Kind::cancel) out << " reservation " << step.reservation;
+    if (step.kind == Kind::cancel || step.kind == Kind::renew || step.kind == Kind::claim)
+      out << " reservation " << step.reservation;
     if (step.kind == Kind::change_policy) {
       for (const auto& limit : step.policy->limits())
         out << " " << limit.description << " burst " << limit.spec.c;
@@ -243,7 +263,9 @@ struct Tally {
   int mismatches = 0;
   int allowed = 0;
   int lean = 0;                  ///< decisions made by a lean script
-  std::array<int, 3> cancels{};  ///< by CancelVerdict: returned, due, refused
+  std::array<int, 4> cancels{};  ///< by CancelVerdict: returned, due, refused, already returned
+  int reclaimed = 0;             ///< lapsed reservations the model gave back
+  int renewed = 0;               ///< renewals of a reservation still held
   int stale = 0;                 ///< requests refused as stale (a newer policy version stored)
 };
 
@@ -253,7 +275,6 @@ struct Granted {
   /// The policy it was reserved under: acquire() cancels with it, whatever the limiter's
   /// policy is by then.
   std::shared_ptr<const CompiledPolicy> policy;
-  bool cancelled = false;
 };
 
 std::string describe(const ReservationBook& book) {
@@ -356,6 +377,7 @@ Task<void> compare_stored(Client& client, const Sequence& sequence, std::size_t 
 Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence, Tally* tally) {
   std::vector<std::optional<LimitState>> states(sequence.policy->specs().size());
   std::vector<Granted> granted;
+  HeldReservations held;  // the model's owner leases of the key
   const std::string key_base = "{" + sequence.key + "}";
   for (std::size_t i = 0; i < sequence.steps.size(); ++i) {
     Step& step = sequence.steps[i];
@@ -367,6 +389,39 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       co_await backend.reset(sequence.policy, key_base);
       for (auto& state : states)
         state.reset();
+      held.clear();
+      continue;
+    }
+    // The reserve, cancel and renew calls first give back the lapsed reservations.
+    const auto reclaim_in_model = [&] {
+      if (step.kind != Kind::reserve && step.kind != Kind::cancel && step.kind != Kind::renew)
+        return;
+      tally->reclaimed += static_cast<int>(reclaim_expired(
+          sequence.policy->specs().front(), states[0], held, step.now, sequence.policy->change()));
+    };
+    if (step.kind == Kind::renew || step.kind == Kind::claim) {
+      if (step.reservation >= granted.size()) continue;
+      const std::int64_t version = granted[step.reservation].reservation.book.version;
+      const DecideRequest request(sequence.policy, KeyBase(key_base), Operation::acquire, 1,
+                                  step.now);
+      std::int64_t script = 0;
+      std::int64_t model = 0;
+      if (step.kind == Kind::renew) {
+        script = co_await backend.renew_reservation(request, version);
+        reclaim_in_model();
+        model = renew_lease(held, version, step.now, lease_us);
+        tally->renewed += model != 0 ? 1 : 0;
+      } else {
+        script = co_await backend.claim_reservation(request, version) ? 1 : 0;
+        model = claim_lease(held, version) ? 1 : 0;
+      }
+      ++tally->decisions;
+      if (script != model) {
+        report(tally, sequence, i,
+               std::string(step.kind == Kind::renew ? "  renew" : "  claim") + ": script " +
+                   std::to_string(script) + ", model " + std::to_string(model));
+      }
+      co_await compare_stored(client, sequence, i, states, key_base, tally);
       continue;
     }
     // The limiter never sends more permits than every limit holds (it checks before any I/O).
@@ -384,8 +439,13 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       } catch (const StalePolicy& stale) {
         script_stale = stale.stored_version();
       }
+      reclaim_in_model();
       const ReserveOutcome model = reserve(spec, states[0], step.now, step.permits,
                                            step.max_wait_us, sequence.policy->change());
+      const std::int64_t expiry =
+          model.decision.stale_version == 0
+              ? register_lease(held, spec, model, step.now, step.permits, lease_us)
+              : 0;
       ++tally->decisions;
       if (script_stale != 0 || model.decision.stale_version != 0) {
         ++tally->stale;
@@ -402,18 +462,19 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
                         script.decision.retry_after.count() == model.decision.retry_after_us &&
                         script.decision.reset_after.count() == model.decision.reset_after_us &&
                         script.wait_us == model.wait_us && script.slot == model.slot &&
-                        script.book == model.book;
+                        script.book == model.book && script.lease_expiry_us == expiry;
       if (!same) {
         std::ostringstream what;
         what << "  reserve: script {allowed " << script.decision.allowed << ", remaining "
              << script.decision.remaining << ", retry " << script.decision.retry_after.count()
              << ", reset " << script.decision.reset_after.count() << ", wait " << script.wait_us
              << ", slot " << script.slot.us << "+" << script.slot.frac << ", "
-             << describe(script.book) << "}\n  model  {allowed " << model.decision.allowed
-             << ", remaining " << model.decision.remaining << ", retry "
-             << model.decision.retry_after_us << ", reset " << model.decision.reset_after_us
-             << ", wait " << model.wait_us << ", slot " << model.slot.us << "+" << model.slot.frac
-             << ", " << describe(model.book) << "}";
+             << describe(script.book) << ", lease " << script.lease_expiry_us
+             << "}\n  model  {allowed " << model.decision.allowed << ", remaining "
+             << model.decision.remaining << ", retry " << model.decision.retry_after_us
+             << ", reset " << model.decision.reset_after_us << ", wait " << model.wait_us
+             << ", slot " << model.slot.us << "+" << model.slot.frac << ", " << describe(model.book)
+             << ", lease " << expiry << "}";
         report(tally, sequence, i, what.str());
       }
       if (script.decision.allowed) granted.push_back({script, step.permits, sequence.policy});
@@ -421,9 +482,9 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       continue;
     }
     if (step.kind == Kind::cancel) {
-      if (step.reservation >= granted.size() || granted[step.reservation].cancelled) continue;
-      Granted& target = granted[step.reservation];
-      target.cancelled = true;
+      // Why a reservation may be cancelled again: the second cancel must change nothing.
+      if (step.reservation >= granted.size()) continue;
+      const Granted& target = granted[step.reservation];
       const CancelTicket ticket{.slot = target.reservation.slot,
                                 .den = target.reservation.den,
                                 .d = target.reservation.d,
@@ -441,9 +502,11 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       } catch (const StalePolicy& stale) {
         script_stale = stale.stored_version();
       }
+      reclaim_in_model();
       const CancelOutcome model =
           cancel_reservation(sequence.policy->specs().front(), states[0], step.now, target.permits,
                              ticket, sequence.policy->change());
+      if (model.stale_version == 0) held.erase(ticket.version);  // the cancel ends its lease
       ++tally->decisions;
       co_await compare_stored(client, sequence, i, states, key_base, tally);
       if (script_stale != 0 || model.stale_version != 0) {
@@ -460,7 +523,7 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
         report(tally, sequence, i,
                "  cancel: script " + std::to_string(static_cast<int>(script)) + ", model " +
                    std::to_string(static_cast<int>(model.verdict)) + " (0 returned, 1 due, " +
-                   "2 refused)");
+                   "2 refused, 3 already returned)");
       }
       continue;
     }
@@ -544,6 +607,7 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   ClientOptions options;
   options.url = server_.url();
   options.command_timeout = 10s;
+  options.reservation_lease = std::chrono::milliseconds(lease_us / 1000);
   Client client(loop(), options);
   Tally tally;
   run(loop(), run_case(client, GetParam().algorithms, seed, &tally));
@@ -565,9 +629,10 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   }
   std::printf(
       "[ %-22s ] %d decisions, %d allowed, %d by a lean script, cancels %d returned %d due "
-      "%d refused, %d stale, seed %llu\n",
+      "%d refused %d already returned, %d reclaimed, %d renewed, %d stale, seed %llu\n",
       GetParam().name, tally.decisions, tally.allowed, tally.lean, tally.cancels[0],
-      tally.cancels[1], tally.cancels[2], tally.stale, static_cast<unsigned long long>(seed));
+      tally.cancels[1], tally.cancels[2], tally.cancels[3], tally.reclaimed, tally.renewed,
+      tally.stale, static_cast<unsigned long long>(seed));
 }
 
 INSTANTIATE_TEST_SUITE_P(
