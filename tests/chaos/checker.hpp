@@ -1,0 +1,53 @@
+#pragma once
+/// @file checker.hpp
+/// The chaos checker: reads every worker's log and the driver's RunRecord after the run and
+/// checks the run's promises (see check_run).
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "chaos/run_record.hpp"
+
+namespace redlimit::chaos {
+
+/// The tolerances of the checks, each stated once.
+struct CheckOptions {
+  /// Added to every deadline and to the recovery bound: the machine is shared and busy, and a
+  /// deadline's timer fires on the loop's next turn.
+  std::chrono::milliseconds slack{100};
+  /// Admissions from Redis must resume within this of a fault's end (the bound).
+  std::chrono::milliseconds recovery_bound{1000};
+  /// Connections per second to Redis (received and rejected, the driver's own subtracted, over
+  /// windows of at least 1 s), per worker: each worker has a few connections and reconnects with
+  /// a backoff from 50 ms, so after a fault it opens a handful; a storm is thousands.
+  double connections_per_worker_per_second = 30;
+  /// RSS of a worker that ran the whole run: median of the last third <= median of the first
+  /// third x (1 + rss_growth) + rss_growth_kb.
+  double rss_growth = 0.25;
+  long rss_growth_kb = 4096;
+  /// Open descriptors: most in the last third <= most in the first third + fd_growth.
+  int fd_growth = 2;
+};
+
+/// The outcome: every failed check, one line each, and the summary to print.
+struct CheckReport {
+  std::vector<std::string> failures;
+  std::string summary;
+};
+
+/// Checks, over all logs:
+/// - limits: admissions from Redis (source redis) of each stream, per key, within each Redis
+///   lifetime, with tests/support/decision_checker.hpp; across each restart, the two lifetimes
+///   together against the bound docs/operations.md ("What losing state costs") documents: one
+///   more capacity (plus the permits reserved at the kill, for buckets), one more limit for
+///   windows, N more holders for a semaphore. Admissions of fail_open and local_fallback are
+///   counted and reported;
+/// - deadlines: every call ended by its budget (workloads.hpp) plus the slack;
+/// - no call left hanging: every worker that was not killed ended cleanly, with no call running;
+/// - recovery: after each fault's end, every stream of every worker alive across the fault
+///   admitted from Redis again (a call started after the end) within the bound plus the slack;
+/// - connections per second bounded; RSS and descriptors of the workers flat.
+CheckReport check_run(const RunRecord& run, const CheckOptions& options);
+
+}  // namespace redlimit::chaos
