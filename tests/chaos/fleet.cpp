@@ -1,15 +1,37 @@
 #include "chaos/fleet.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include "chaos/call_log.hpp"
-#include "support/child_process.hpp"
 
 namespace redlimit::chaos {
+namespace {
+
+/// Starts `args[0]` with its standard error in `stderr_path`; it dies with the driver.
+pid_t start_worker(std::vector<std::string> args, const std::string& stderr_path) {
+  std::vector<char*> argv;
+  for (auto& arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) dup2(fd, STDERR_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
 
 Fleet::Fleet(std::string binary, std::string url, std::string log_dir, std::uint64_t seed, int size)
     : binary_(std::move(binary)),
@@ -33,8 +55,9 @@ void Fleet::launch(int slot) {
   WorkerRun run;
   run.log_path = log_dir_ + "/worker-" + std::to_string(index) + ".log";
   run.start_ns = monotonic_ns();
-  run.pid = test::start_process(
-      {binary_, url_, run.log_path, std::to_string(seed_ + 1 + static_cast<unsigned>(index))});
+  run.pid = start_worker(
+      {binary_, url_, run.log_path, std::to_string(seed_ + 1 + static_cast<unsigned>(index))},
+      log_dir_ + "/worker-" + std::to_string(index) + ".stderr");
   runs_.push_back(run);
   slots_[static_cast<std::size_t>(slot)] = index;
 }
