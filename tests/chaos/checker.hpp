@@ -45,8 +45,10 @@ struct CheckReport {
 ///   counted and reported;
 /// - deadlines: every call ended by its budget (workloads.hpp) plus the slack;
 /// - no call left hanging: every worker that was not killed ended cleanly, with no call running;
-/// - recovery: after each fault's end, every stream of every worker alive across the fault
-///   admitted from Redis again (a call started after the end) within the bound plus the slack;
+/// - recovery: after each fault's end (calls started after it), in every stream, every worker
+///   alive across the fault had a decision from Redis again (allowed or denied: a denial is the
+///   limit at work, not an outage) and some worker was admitted by Redis again (the key is not
+///   held by reservations nobody will use), within the bound plus the slack;
 /// - connections per second bounded; RSS and descriptors of the workers flat.
 CheckReport check_run(const RunRecord& run, const CheckOptions& options);
 
