@@ -253,6 +253,42 @@ std::vector<long> check_deadlines(Context& c) {
   return late;
 }
 
+/// Calls answered with an error instead of a decision, per fault window. No fault of the run
+/// takes a permission the scripts need, so every availability fault must get the failure
+/// policy (docs/failures.md); only a lease's release (0 permits) may raise.
+std::vector<long> check_errors(Context& c) {
+  std::vector<long> errors(c.run.faults.size() + 1, 0);
+  std::map<std::string, long> kinds;
+  long examples = 0;
+  for (const WorkerLog& log : c.logs) {
+    for (const CallRecord& r : log.calls) {
+      if (r.permits == 0 || r.outcome.rfind("E:", 0) != 0) continue;
+      kinds[std::string(workloads[static_cast<std::size_t>(r.stream)].name) + " " + r.outcome] +=
+          r.count;
+      std::size_t window = c.run.faults.size();
+      for (std::size_t f = 0; f < c.run.faults.size(); ++f) {
+        if (r.end_ns >= c.run.faults[f].start_ns) window = f;
+      }
+      errors[window] += r.count;
+      if (examples++ < 5) {
+        c.fail(
+            std::string("an error instead of the failure policy: ") +
+            std::string(workloads[static_cast<std::size_t>(r.stream)].name) + " " + r.outcome +
+            " at " + std::to_string(ms(r.end_ns - c.run.start_ns) / 1000) + " s" +
+            (window < c.run.faults.size()
+                 ? std::string(" (after ") + std::string(to_string(c.run.faults[window].kind)) + ")"
+                 : std::string()));
+      }
+    }
+  }
+  c.summary << "errors instead of the failure policy:";
+  if (kinds.empty()) c.summary << " none";
+  for (const auto& [kind, count] : kinds)
+    c.summary << " " << kind << " x" << count << ";";
+  c.summary << "\n";
+  return errors;
+}
+
 void check_hanging(Context& c) {
   long hanging = 0;
   for (std::size_t w = 0; w < c.logs.size(); ++w) {
@@ -418,18 +454,19 @@ void check_resources(Context& c) {
 }
 
 void summarize_faults(Context& c, const std::vector<Recovery>& recovery,
-                      const std::vector<long>& late) {
+                      const std::vector<long>& late, const std::vector<long>& errors) {
   const std::int64_t bound =
       std::chrono::nanoseconds(c.options.recovery_bound + c.options.slack).count();
   char line[200];
-  std::snprintf(line, sizeof line, "%-14s %5s %8s %8s %8s %5s %5s  %s\n", "fault", "count",
-                "rec min", "median", "max", "slow", "late", "last to recover (at the max)");
+  std::snprintf(line, sizeof line, "%-14s %5s %8s %8s %8s %5s %5s %6s  %s\n", "fault", "count",
+                "rec min", "median", "max", "slow", "late", "errors",
+                "last to recover (at the max)");
   c.summary << "recovery (ms from each fault's end until, in every stream, every live worker "
                "decided in Redis and one was admitted by Redis):\n"
             << line;
   for (FaultKind kind : all_fault_kinds) {
     std::vector<std::int64_t> times;
-    long slow = 0, late_calls = 0;
+    long slow = 0, late_calls = 0, error_calls = 0;
     Recovery worst;
     for (std::size_t f = 0; f < c.run.faults.size(); ++f) {
       if (c.run.faults[f].kind != kind) continue;
@@ -437,16 +474,17 @@ void summarize_faults(Context& c, const std::vector<Recovery>& recovery,
       if (recovery[f].ns > bound) ++slow;
       if (recovery[f].ns >= worst.ns) worst = recovery[f];
       late_calls += late[f];
+      error_calls += errors[f];
     }
     if (times.empty()) continue;
     std::sort(times.begin(), times.end());
     auto show = [](std::int64_t ns) {
       return ns == never ? std::string("never") : std::to_string(static_cast<long>(ms(ns)));
     };
-    std::snprintf(line, sizeof line, "%-14s %5zu %8s %8s %8s %5ld %5ld  %s\n",
+    std::snprintf(line, sizeof line, "%-14s %5zu %8s %8s %8s %5ld %5ld %6ld  %s\n",
                   std::string(to_string(kind)).c_str(), times.size(), show(times.front()).c_str(),
                   show(times[times.size() / 2]).c_str(), show(times.back()).c_str(), slow,
-                  late_calls, worst.what.c_str());
+                  late_calls, error_calls, worst.what.c_str());
     c.summary << line;
   }
 }
@@ -466,9 +504,10 @@ CheckReport check_run(const RunRecord& run, const CheckOptions& options) {
             << calls << " calls\n";
   check_limits(c);
   const std::vector<long> late = check_deadlines(c);
+  const std::vector<long> errors = check_errors(c);
   check_hanging(c);
   const std::vector<Recovery> recovery = check_recovery(c);
-  summarize_faults(c, recovery, late);
+  summarize_faults(c, recovery, late, errors);
   check_connections(c);
   check_resources(c);
   c.report.summary = c.summary.str();

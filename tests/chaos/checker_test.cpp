@@ -125,6 +125,12 @@ TEST(ChaosChecker, ACallPastItsDeadlineAndSlackIsLate) {
   EXPECT_TRUE(mentions(run.check(), "late call: tight"));
 }
 
+TEST(ChaosChecker, AnErrorInsteadOfTheFailurePolicyFails) {
+  MadeUpRun run;
+  run.call("open", t0, 1000, "E:ConfigError", "-");
+  EXPECT_TRUE(mentions(run.check(), "an error instead of the failure policy: open E:ConfigError"));
+}
+
 TEST(ChaosChecker, ACallRunningAtTheEndIsHanging) {
   MadeUpRun run;
   run.healthy(t0, t0 + 30 * second);

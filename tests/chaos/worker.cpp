@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -177,40 +178,50 @@ Task<void> burst_acquire(Worker& w, int stream, std::size_t lane) {
   w.log.close_run(lane);
 }
 
+/// Gives the lease back, logged as a call of 0 permits (its errors are expected: a release is not
+/// covered by the failure policy).
+Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, std::int64_t granted_us) {
+  w.started(lane, stream);
+  std::exception_ptr error;
+  try {
+    co_await lease.release();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  CallRecord r = error ? error_record(error) : decision_record(Decision{.allowed = true}, 0);
+  r.permits = 0;
+  w.finished(lane, r);
+  if (granted_us != 0) {
+    const std::int64_t released = lease.released_at_us();
+    w.log.lease(granted_us, released != 0 ? released : lease.expires_at_us(), 1);
+  }
+}
+
 Task<void> lease_loop(Worker& w, int stream, std::size_t lane) {
   while (!w.stopping) {
     w.started(lane, stream);
-    std::exception_ptr error;
+    std::optional<Lease> lease;
     try {
       AcquireOptions options;
       options.max_wait = max_wait;
-      Lease lease = co_await w.semaphore->acquire("k", 1, options);
+      lease.emplace(co_await w.semaphore->acquire("k", 1, options));
+    } catch (...) {
+      w.finished(lane, error_record(std::current_exception()));
+    }
+    if (lease) {
       CallRecord r;
-      r.outcome = lease.held() ? "A" : "D";
-      r.source = std::string(to_string(lease.source()));
-      if (lease.held() && lease.source() == Source::redis) {
-        r.server_us = lease.expires_at_us() - std::chrono::microseconds(lease_ttl).count();
+      r.outcome = lease->held() ? "A" : "D";
+      r.source = std::string(to_string(lease->source()));
+      if (lease->held() && lease->source() == Source::redis) {
+        r.server_us = lease->expires_at_us() - std::chrono::microseconds(lease_ttl).count();
       }
       w.finished(lane, r);
-      if (lease.held()) {
+      if (lease->held()) {
         co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(2, 10)));
-        w.started(lane, stream);
-        co_await lease.release();
-        w.finished(lane, decision_record(Decision{.allowed = true}, 0));
-        if (r.source == "redis") {
-          const std::int64_t released = lease.released_at_us();
-          w.log.lease(r.server_us, released != 0 ? released : lease.expires_at_us(), 1);
-        }
+        co_await release(w, stream, lane, *lease, r.server_us);
       }
-    } catch (...) {
-      error = std::current_exception();
     }
-    if (error) {
-      w.finished(lane, error_record(error));
-      co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(5, 15)));
-    } else {
-      co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(1, 5)));
-    }
+    co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(1, 5)));
   }
   w.log.close_run(lane);
 }
