@@ -71,6 +71,8 @@ void write_faults(const RunRecord& run, const std::string& path) {
                  static_cast<double>(fault.start_ns - run.start_ns) / 1e9,
                  static_cast<double>(fault.end_ns - run.start_ns) / 1e9, fault.victim);
   }
+  for (const Restart& restart : run.restarts)
+    std::fprintf(file, "restart_kill_wall_us %lld\n", static_cast<long long>(restart.kill_wall_us));
   std::fprintf(file, "start_ns %lld\n", static_cast<long long>(run.start_ns));
   std::fclose(file);
 }
