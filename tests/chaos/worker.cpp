@@ -179,32 +179,45 @@ Task<void> burst_acquire(Worker& w, int stream, std::size_t lane) {
 }
 
 /// Gives the lease back, logged as a call of 0 permits (its errors are expected: a release is not
-/// covered by the failure policy).
-Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, std::int64_t granted_us) {
+/// covered by the failure policy), and logs the lease's span. A release that failed after it may
+/// have run in Redis ends, for the checker, when it was sent (in the system's favour: the
+/// server time of the grant plus the time held since its reply); one that surely did not run
+/// ends at the lease's expiry.
+Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, std::int64_t granted_us,
+                   std::int64_t granted_ns) {
   w.started(lane, stream);
+  const std::int64_t sent_ns = monotonic_ns();
   std::exception_ptr error;
+  bool maybe_released = false;
   try {
     co_await lease.release();
+  } catch (const Unavailable& e) {
+    maybe_released = e.maybe_executed();
+    error = std::current_exception();
   } catch (...) {
     error = std::current_exception();
   }
   CallRecord r = error ? error_record(error) : decision_record(Decision{.allowed = true}, 0);
   r.permits = 0;
   w.finished(lane, r);
-  if (granted_us != 0) {
-    const std::int64_t released = lease.released_at_us();
-    w.log.lease(granted_us, released != 0 ? released : lease.expires_at_us(), 1);
+  if (granted_us == 0) co_return;
+  std::int64_t end_us = lease.released_at_us();
+  if (end_us == 0) {
+    end_us = maybe_released ? granted_us + (sent_ns - granted_ns) / 1000 : lease.expires_at_us();
   }
+  w.log.lease(granted_us, end_us, 1);
 }
 
 Task<void> lease_loop(Worker& w, int stream, std::size_t lane) {
   while (!w.stopping) {
     w.started(lane, stream);
     std::optional<Lease> lease;
+    std::int64_t granted_ns = 0;
     try {
       AcquireOptions options;
       options.max_wait = max_wait;
       lease.emplace(co_await w.semaphore->acquire("k", 1, options));
+      granted_ns = monotonic_ns();
     } catch (...) {
       w.finished(lane, error_record(std::current_exception()));
     }
@@ -218,7 +231,7 @@ Task<void> lease_loop(Worker& w, int stream, std::size_t lane) {
       w.finished(lane, r);
       if (lease->held()) {
         co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(2, 10)));
-        co_await release(w, stream, lane, *lease, r.server_us);
+        co_await release(w, stream, lane, *lease, r.server_us, granted_ns);
       }
     }
     co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(1, 5)));
