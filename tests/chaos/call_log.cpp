@@ -22,7 +22,10 @@ void CallLog::record(std::size_t lane, const CallRecord& record) {
     run_open_.resize(lane + 1, false);
   }
   CallRecord& run = runs_[lane];
-  const bool mergeable = record.source != "redis" && record.source != "-" && record.count == 1;
+  // Why not Redis's and the deny cache's answers: the checker needs each one's own time (the
+  // first decision after a fault); both come at most once per round trip or paced call.
+  const bool mergeable =
+      record.source != "redis" && record.source != "deny_cache" && record.count == 1;
   if (run_open_[lane] && mergeable && run.stream == record.stream &&
       run.outcome == record.outcome && run.source == record.source && run.burst == record.burst) {
     run.end_ns = record.end_ns;

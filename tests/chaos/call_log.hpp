@@ -7,8 +7,8 @@
 ///   C <stream> <start_ns> <end_ns> <max_ns> <count> <permits> <outcome> <source> <server_us>
 ///   <burst> <waited_us>
 ///       outcome: A allowed, D denied, K cancelled, E:<error kind>; source: to_string(Source) or -
-///       count > 1: a run of identical answers not from Redis; start of the first, end of the
-///       last, max_ns the longest of them
+///       count > 1: a run of identical answers not from Redis nor its deny cache; start of the
+///       first, end of the last, max_ns the longest of them
 ///   L <granted_us> <end_us> <permits>      a semaphore lease from Redis, until release or expiry
 ///   H <stream> <start_ns>                  a call still running when the worker had to exit
 ///   END <ns>                               the worker ended cleanly
@@ -54,8 +54,9 @@ class CallLog {
   CallLog(const CallLog&) = delete;
   CallLog& operator=(const CallLog&) = delete;
 
-  /// Logs a call; consecutive identical answers not from Redis of one coroutine (`lane`) are
-  /// merged into one line, so that a loop answered instantly by its failure policy costs little.
+  /// Logs a call; consecutive identical answers of one coroutine not from Redis nor its deny cache
+  /// (`lane`) are merged into one line, so that a loop answered instantly by its failure policy
+  /// costs little.
   void record(std::size_t lane, const CallRecord& record);
   /// Writes the pending merged run of `lane`, if any.
   void close_run(std::size_t lane);
