@@ -441,7 +441,8 @@ void check_resources(Context& c) {
     const std::int64_t before = median(rss_first), after = median(rss_last);
     c.summary << "worker " << w << ": RSS " << before << " -> " << after << " kB, descriptors "
               << fds_first << " -> " << fds_last << " (first and last thirds)\n";
-    if (static_cast<double>(after) > static_cast<double>(before) * (1 + c.options.rss_growth) +
+    if (c.options.check_rss &&
+        static_cast<double>(after) > static_cast<double>(before) * (1 + c.options.rss_growth) +
                                          static_cast<double>(c.options.rss_growth_kb)) {
       c.fail("worker " + std::to_string(w) + ": RSS grew from " + std::to_string(before) + " to " +
              std::to_string(after) + " kB");
