@@ -1,0 +1,188 @@
+// The chaos checker on small made-up runs: each check fails on the fault it is there to catch.
+#include "chaos/checker.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "chaos/workloads.hpp"
+
+namespace redlimit::chaos {
+namespace {
+
+constexpr std::int64_t second = 1'000'000'000;
+constexpr std::int64_t t0 = 1000 * second;             // monotonic start of the made-up run
+constexpr std::int64_t wall0 = 1'800'000'000'000'000;  // its Redis TIME at the start
+
+int stream_named(std::string_view name) {
+  for (std::size_t i = 0; i < workloads.size(); ++i) {
+    if (workloads[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+/// A run of one worker over 30 s, whose log the test writes line by line.
+class MadeUpRun {
+ public:
+  MadeUpRun() {
+    dir_ =
+        std::filesystem::temp_directory_path() /
+        ("redlimit-checker-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    run.seed = 1;
+    run.fleet_size = 1;
+    run.start_ns = t0;
+    run.end_ns = t0 + 30 * second;
+    WorkerRun worker;
+    worker.log_path = (dir_ / "worker-0.log").string();
+    worker.start_ns = t0;
+    worker.end_ns = run.end_ns + second;
+    worker.exit_status = 0;
+    run.workers.push_back(worker);
+    log_.open(worker.log_path);
+  }
+  ~MadeUpRun() { std::filesystem::remove_all(dir_); }
+
+  /// A call of `stream` from `start_ns` taking `duration_ns`.
+  void call(std::string_view stream, std::int64_t start_ns, std::int64_t duration_ns,
+            const char* outcome, const char* source, std::int64_t server_us = 0) {
+    log_ << "C " << stream_named(stream) << " " << start_ns << " " << start_ns + duration_ns << " "
+         << duration_ns << " 1 1 " << outcome << " " << source << " " << server_us << " 0 0\n";
+  }
+  /// Every stream admitted by Redis every 20 ms (50/s, within every limit) from `from_ns` to
+  /// `to_ns`.
+  void healthy(std::int64_t from_ns, std::int64_t to_ns) {
+    for (std::int64_t t = from_ns; t < to_ns; t += second / 50) {
+      for (const Workload& w : workloads)
+        call(w.name, t, 1'000'000, "A", "redis", wall0 + (t - t0) / 1000);
+    }
+  }
+  /// A line as the worker writes it (call_log.hpp).
+  void raw(const std::string& line) { log_ << line << "\n"; }
+  CheckReport check(const CheckOptions& options = CheckOptions{}) {
+    log_ << "END 0\n";
+    log_.close();
+    return check_run(run, options);
+  }
+
+  RunRecord run;
+
+ private:
+  std::filesystem::path dir_;
+  std::ofstream log_;
+};
+
+bool mentions(const CheckReport& report, std::string_view text) {
+  for (const std::string& failure : report.failures) {
+    if (failure.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(ChaosChecker, HealthyRunPasses) {
+  MadeUpRun run;
+  run.healthy(t0, t0 + 30 * second);
+  run.run.faults.push_back({FaultKind::stop, t0 + 10 * second, t0 + 11 * second});
+  const CheckReport report = run.check();
+  EXPECT_TRUE(report.failures.empty()) << report.summary;
+}
+
+TEST(ChaosChecker, OverAdmissionWithinOneRedisLifetimeIsAViolation) {
+  MadeUpRun run;
+  // fixed_window 100/s: 101 admissions by Redis within one aligned second.
+  for (int i = 0; i < 101; ++i)
+    run.call("window", t0 + i * 1000, 1000, "A", "redis", wall0 + i * 1000);
+  EXPECT_TRUE(mentions(run.check(), "window: lifetime 0"));
+}
+
+TEST(ChaosChecker, AFreshKeyAfterARestartIsWithinTheDocumentedBound) {
+  MadeUpRun run;
+  // 100 before the kill and 100 after the restart, in the same window: one more limit.
+  for (int i = 0; i < 100; ++i)
+    run.call("window", t0 + i * 1000, 1000, "A", "redis", wall0 + i * 1000);
+  for (int i = 0; i < 100; ++i)
+    run.call("window", t0 + 500'000'000 + i * 1000, 1000, "A", "redis", wall0 + 500'000 + i * 1000);
+  run.run.restarts.push_back({wall0 + 200'000});
+  const CheckReport report = run.check();
+  EXPECT_FALSE(mentions(report, "window")) << report.summary;
+}
+
+TEST(ChaosChecker, FailOpenAdmissionsAreCountedNotChecked) {
+  MadeUpRun run;
+  for (int i = 0; i < 500; ++i)
+    run.call("open", t0 + i * 1000, 1000, "A", "fail_open");
+  const CheckReport report = run.check();
+  EXPECT_FALSE(mentions(report, "open: lifetime"));
+  EXPECT_NE(report.summary.find("500 admitted by fail_open"), std::string::npos) << report.summary;
+}
+
+TEST(ChaosChecker, ACallPastItsDeadlineAndSlackIsLate) {
+  MadeUpRun run;
+  const auto late = command_timeout + scheduling_slack + std::chrono::milliseconds(10);
+  run.call("tight", t0, std::chrono::nanoseconds(late).count(), "D", "fail_closed");
+  EXPECT_TRUE(mentions(run.check(), "late call: tight"));
+}
+
+TEST(ChaosChecker, AnErrorInsteadOfTheFailurePolicyFails) {
+  MadeUpRun run;
+  run.call("open", t0, 1000, "E:ConfigError", "-");
+  EXPECT_TRUE(mentions(run.check(), "an error instead of the failure policy: open E:ConfigError"));
+}
+
+TEST(ChaosChecker, ACallRunningAtTheEndIsHanging) {
+  MadeUpRun run;
+  run.healthy(t0, t0 + 30 * second);
+  run.raw("H " + std::to_string(stream_named("wait")) + " " + std::to_string(t0 + 29 * second));
+  run.run.workers[0].exit_status = 3 << 8;  // exit(3): the worker's own hang report
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report, "a wait call started at 29"));
+  EXPECT_TRUE(mentions(report, "did not end cleanly"));
+}
+
+TEST(ChaosChecker, OnlyFailurePolicyAnswersAfterAFaultIsNoRecovery) {
+  MadeUpRun run;
+  run.healthy(t0, t0 + 10 * second);
+  for (std::int64_t t = t0 + 10 * second; t < t0 + 30 * second; t += 1'000'000)
+    run.call("tight", t, 1000, "D", "fail_closed");
+  run.run.faults.push_back({FaultKind::restart, t0 + 9 * second, t0 + 10 * second});
+  EXPECT_TRUE(mentions(run.check(), "restart at 9"));
+}
+
+TEST(ChaosChecker, AKeyHeldByDeadReservationsIsNoRecovery) {
+  MadeUpRun run;
+  run.healthy(t0, t0 + 10 * second);
+  // After a worker_kill, the waiting stream is decided by Redis (denied) but admits nobody for
+  // 2 s; every other stream is healthy.
+  for (std::int64_t t = t0 + 10 * second; t < t0 + 30 * second; t += second / 50) {
+    for (const Workload& w : workloads) {
+      const bool held = w.name == "wait" && t < t0 + 12 * second;
+      run.call(w.name, t, 1'000'000, held ? "D" : "A", "redis", wall0 + (t - t0) / 1000);
+    }
+  }
+  run.run.faults.push_back({FaultKind::worker_kill, t0 + 10 * second, t0 + 10 * second, 1});
+  EXPECT_TRUE(mentions(run.check(), "wait: no worker was admitted by Redis"));
+}
+
+TEST(ChaosChecker, AConnectionStormFails) {
+  MadeUpRun run;
+  run.healthy(t0, t0 + 30 * second);
+  for (int i = 0; i < 20; ++i)
+    run.run.connections.push_back({t0 + i * second / 4, i * 1000LL, 0, i});
+  EXPECT_TRUE(mentions(run.check(), "connection storm"));
+}
+
+TEST(ChaosChecker, GrowingMemoryFails) {
+  MadeUpRun run;
+  run.healthy(t0, t0 + 30 * second);
+  for (int i = 0; i < 30; ++i)
+    run.run.processes.push_back({0, t0 + i * second, 10'000 + i * 1000L, 14});
+  CheckOptions options;
+  options.check_rss = true;
+  EXPECT_TRUE(mentions(run.check(options), "RSS grew"));
+}
+
+}  // namespace
+}  // namespace redlimit::chaos
