@@ -58,7 +58,8 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
   LimitOutcome out;
   out.limit = params.burst;
   out.now_us = now;
-  const LoadedTime loaded = load_frac_time(params, change, state, now, longest_reservation_wait_us(now));
+  const LoadedTime loaded =
+      load_frac_time(params, change, state, now, longest_reservation_wait_us(now));
   if (loaded.stale_version != 0) {
     out.stale_version = loaded.stale_version;
     return out;
