@@ -71,12 +71,13 @@ local function reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
   if #expired == 0 then return 0 end
   -- Newest first: a cancellation moves only the reservations behind it (see reclaim_slots.lua).
   table.sort(expired, function(a, b) return tonumber(a) > tonumber(b) end)
-  local described = redis.call('HMGET', KEYS[4], unpack(expired))
+  -- Why HGET per member, not one HMGET: the documented least-privilege ACL grants +hget only.
   local batch, fields = {}, {}
   for i, member in ipairs(expired) do
-    if described[i] then
+    local held = redis.call('HGET', KEYS[4], member)
+    if held then
       local f = {}
-      for field in string.gmatch(described[i], '[^:]+') do f[#f + 1] = tonumber(field) end
+      for field in string.gmatch(held, '[^:]+') do f[#f + 1] = tonumber(field) end
       fields[i] = f
       batch[#batch + 1] = {version = tonumber(member), before = f[5], p = f[6]}
     end
