@@ -49,6 +49,7 @@ local RESERVATIONS, CANCELS = {}, {}
 local TTL_EXTRA_MS = 0
 --!include lib/exact.lua
 --!include lib/frac_time.lua
+--!include reservations/reclaim_slots.lua
 --!include reservations/cancel.lua
 --!include reservations/leases.lua
 --!needs

@@ -26,28 +26,30 @@
 -- How many stale entries one call removes at most (each call adds one at most).
 local LOG_PRUNE_MAX = 16
 
--- Removes the oldest entries whose backlog end has passed.
+-- Removes the oldest entries whose backlog end has passed; the number of the oldest entry left,
+-- or nil when none is.
 local function prune_cancel_log(log, now)
-  for _ = 1, LOG_PRUNE_MAX do
+  local removed = 0
+  while true do
     local oldest = redis.call('ZRANGE', log, 0, 0)
-    if #oldest == 0 then return end
-    local _, _, _, _, _, backlog_end = split_value(oldest[1])
-    if backlog_end > now then return end
+    if #oldest == 0 then return nil end
+    local number, _, _, _, _, backlog_end = split_value(oldest[1])
+    if backlog_end > now or removed == LOG_PRUNE_MAX then return number end
     redis.call('ZREMRANGEBYRANK', log, 0, 0)
+    removed = removed + 1
   end
 end
-
--- While a call reclaims several reservations, newest first (reservations/leases.lua): the
--- number of the last entry logged before it. The entries it logs since shift none of the older
--- reservations it cancels next, and are not read (reading them made a reclaim of 256
--- reservations quadratic: 270 ms). nil otherwise.
-local log_ceiling = nil
 
 -- The slot now of the reservation (version, made after `cancels_before` cancellations, reserved
 -- at slot) on a key with `cancels` cancellations, in 1/p us; nil when an entry it needs was
 -- removed (it is due); nil and true when the log holds its own cancellation (it was returned).
-local function current_slot(log, cancels, version, cancels_before, slot, slot_f, p)
-  if log_ceiling then cancels = log_ceiling end
+-- `oldest` is the number of the log's oldest entry. A reservation of a batch being reclaimed is
+-- answered by reclaimed_slot (reservations/reclaim_slots.lua), the same, from one read per
+-- call.
+local function current_slot(log, cancels, version, cancels_before, slot, slot_f, p, oldest)
+  if reclaiming then
+    return reclaimed_slot(log, cancels, version, cancels_before, slot, slot_f, p, oldest)
+  end
   if cancels_before >= cancels then return slot, slot_f end
   local entries = redis.call('ZRANGEBYSCORE', log, string.format('(%d', cancels_before),
                              string.format('%d', cancels))
@@ -83,8 +85,8 @@ local function cancel_verdict(log, key_version, cancels, key_epoch, now, p, slot
       cancels_before > cancels then
     return 'refused'
   end
-  prune_cancel_log(log, now)
-  local at, at_f = current_slot(log, cancels, version, cancels_before, slot, slot_f, p)
+  local oldest = prune_cancel_log(log, now)
+  local at, at_f = current_slot(log, cancels, version, cancels_before, slot, slot_f, p, oldest)
   if at == nil and at_f then return 'already' end
   if at == nil or not after_frac(at, at_f, now, 0) then return 'due' end
   return 'returned'

@@ -68,23 +68,33 @@ local function reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
   local returned = 0
   local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', now),
                              'LIMIT', 0, RECLAIM_MAX)
-  -- Newest first: a cancellation moves only the reservations behind it (see log_ceiling).
+  if #expired == 0 then return 0 end
+  -- Newest first: a cancellation moves only the reservations behind it (see reclaim_slots.lua).
   table.sort(expired, function(a, b) return tonumber(a) > tonumber(b) end)
-  for _, member in ipairs(expired) do
-    local version = tonumber(member)
+  -- Why HGET per member, not one HMGET: the documented least-privilege ACL grants +hget only.
+  local batch, fields = {}, {}
+  for i, member in ipairs(expired) do
     local held = redis.call('HGET', KEYS[4], member)
     if held then
       local f = {}
       for field in string.gmatch(held, '[^:]+') do f[#f + 1] = tonumber(field) end
+      fields[i] = f
+      batch[#batch + 1] = {version = tonumber(member), before = f[5], p = f[6]}
+    end
+  end
+  begin_reclaim(batch)
+  for i, member in ipairs(expired) do
+    local version = tonumber(member)
+    local f = fields[i]
+    if f then
       local verdict, shift, shift_f, shift_p, cancels, key_epoch =
           cancel(KEYS[1], KEYS[2], now, f[1], p, d, burst, f[2], f[3], version, f[4], f[5], pv,
                  since, carry, f[6], f[7])
       if verdict == 'stale' then
-        log_ceiling = nil
+        end_reclaim()
         return returned
       end
       if verdict == 'returned' then
-        if not log_ceiling then log_ceiling = cancels - 1 end
         returned = returned + 1
         publish_cancel(cancels, key_epoch, version, shift, shift_f, shift_p)
       end
@@ -92,6 +102,6 @@ local function reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
     redis.call('ZREM', KEYS[3], member)
     redis.call('HDEL', KEYS[4], member)
   end
-  log_ceiling = nil
+  end_reclaim()
   return returned
 end
