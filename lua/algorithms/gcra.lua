@@ -3,12 +3,13 @@
 -- lowest terms), capacity tau = burst * T. A request for n permits passes when
 -- max(TAT, now) + n*T <= now + tau. The TAT is stored as lib/frac_time.lua describes. Time needs
 -- no separate last-seen value: now only enters through max(TAT, now).
--- When the Redis clock steps back: a decision never sets the TAT beyond now + tau, and a
--- reservation never beyond now + tau + its wait (its slot at most 2^52 us, the year 2112), so a
--- TAT later than now + tau (on a key acquire() reserved on: 2^52 + tau) is a clock
--- step. It is taken as now + tau (the bucket empty: nothing freed) and written back, also when
--- denied, so the key is locked for at most tau (lib/load_frac_time.lua), not the whole step; a
--- reserved key keeps its legitimate backlog, up to the longest one.
+-- When the Redis clock steps back: the value records the time it was written; one written
+-- later than now is a clock step, and its TAT moves back by the step (lib/load_frac_time.lua):
+-- the backlog of the write is kept, measured from it (a reservation's slot may legitimately be
+-- years ahead, up to 2^52 us, the year 2112), nothing is freed, and it is written back, also
+-- when denied, so the key is locked for at most tau plus that backlog, not the whole step. A
+-- value of an earlier release (no write time) keeps the horizon rule: a TAT later than now +
+-- tau (on a key acquire() reserved on: 2^52 + tau) is taken as now + tau.
 -- Model: src/algorithms/gcra.cpp.
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0

@@ -2,10 +2,12 @@
 -- permits may be queued. The key holds the time the next departure may leave, stored as GCRA
 -- stores its TAT (lib/frac_time.lua). A request is admitted only when it can leave now; it then
 -- occupies the next n*T.
--- When the Redis clock steps back: the queue never reaches beyond now + burst*T (a reservation
--- is admitted only if it fits), so a later stored departure is a clock step. It is taken as
--- now + burst*T (the queue full: nothing freed) and written back, also when denied, so the key
--- is locked for at most burst*T (lib/load_frac_time.lua), not the whole step.
+-- When the Redis clock steps back: a value written later than now (its write time) has its
+-- departure moved back by the step, the queue of the write kept (lib/load_frac_time.lua). In a
+-- value of an earlier release, the queue never reaches beyond now + burst*T (a reservation is
+-- admitted only if it fits), so a later stored departure is a clock step, taken as
+-- now + burst*T (the queue full: nothing freed). Either is written back, also when denied, so
+-- the key is locked for at most burst*T, not the whole step.
 -- Model: src/algorithms/leaky_bucket.cpp.
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0

@@ -1,7 +1,7 @@
 -- The stored value `value` of the time (new, new_f) under p, with the reservation bookkeeping
--- version, cancels, epoch and the stamp d, burst, pv (statements; see lib/frac_time.lua for the
--- format).
+-- version, cancels, epoch, the stamp d, burst, pv and the time of the write, now (statements;
+-- see lib/frac_time.lua for the format).
 -- Why strings: Redis 7.0 converts a number argument of redis.call with printf's %.17g, which
 -- costs more than Lua's integer formatting (%d, exact below 2^53).
-local value = string.format('%d:%d:%d:%d:%d:%d:%d:%d:%d', new, new_f, p, version, cancels, epoch,
-                            d, burst, pv)
+local value = string.format('%d:%d:%d:%d:%d:%d:%d:%d:%d:%d', new, new_f, p, version, cancels,
+                            epoch, d, burst, pv, now)

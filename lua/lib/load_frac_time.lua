@@ -12,12 +12,17 @@
 -- counted in another unit than 1/p us is rounded up to the next whole us: that can only make it
 -- stricter) and sets `rewrite`.
 --
--- A clock step backwards: the latest time this policy can store at now is now + burst*T, and
--- on a key acquire() reserved on (version > 0) up to `reserved_reach` us more (the includer
--- sets it: the longest reservation wait for GCRA, 0 for the leaky bucket, whose queue holds
--- reservations too). A later stored time can only come from a clock that stepped back: it is
--- taken as that latest time (the state's own horizon: nothing is freed, the key is full) and
--- written back (`rewrite`), so that the lock lasts at most that horizon, not the whole step.
+-- A clock step backwards: a value records the time it was written (its `now`); one written
+-- later than now is a clock step, and the stored time moves back by (written - now): the
+-- backlog it held at the write is kept, measured from the write, nothing is freed, and the
+-- state is written back (`rewrite`) so that the backlog drains from now on. A value of the
+-- previous release (9 fields, no write time) keeps the horizon rule: the latest time this
+-- policy can store at now is now + burst*T, and on a key acquire() reserved on (version > 0)
+-- up to `reserved_reach` us more (the includer sets it: the longest reservation wait for GCRA,
+-- 0 for the leaky bucket, whose queue holds reservations too). A later stored time can only
+-- come from a clock that stepped back: it is taken as that latest time (the state's own
+-- horizon: nothing is freed, the key is full) and written back, so that the lock lasts at most
+-- that horizon, not the whole step.
 --
 -- Leaves stored (the value read), stored_time and stored_f (whole us, fraction in 1/p us),
 -- version, cancels and epoch (0 on a key nobody reserved on).
@@ -25,10 +30,13 @@ local stored_time, stored_f = now, 0
 local version, cancels, epoch = 0, 0, 0
 local stored = redis.call('GET', key)
 if stored then
-  local us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv =
-      string.match(stored, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  local us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written = string.match(stored,
+      '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):?(%d*)$')
   if us then
     us, f, den = tonumber(us), tonumber(f), tonumber(den)
+    written = tonumber(written)  -- nil in a value of the previous release
+    local stepped = written and written > now
+    if stepped then us = us - (written - now) end  -- a clock step: the write's backlog, from now
     version, cancels, epoch = tonumber(s_version), tonumber(s_cancels), tonumber(s_epoch)
     sd, sb, spv = tonumber(sd), tonumber(sb), tonumber(spv)
     if pv > 0 and spv > pv then
@@ -57,6 +65,7 @@ if stored then
         us, f, den = since + q, span - q * p, p
       end
     end
+    if stepped then rewrite = true end
   else
     us, f = tonumber(stored), 0
     if not us then

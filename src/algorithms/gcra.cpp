@@ -11,6 +11,9 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
   if (state == nullptr) return out;
   const std::int64_t p = params.p;
   FracTime stored = state->tat;
+  // A clock step back: the backlog the write held, counted from now.
+  const bool stepped = state->written_us && now < *state->written_us;
+  if (stepped) stored.us -= *state->written_us - now;
   if (!state->stamp) {
     if (state->den != p) stored = {stored.ceil_us(), 0};
     out.rewritten = true;
@@ -39,6 +42,7 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
       stored = {since + span.us, span.frac};
     }
   }
+  out.rewritten = out.rewritten || stepped;
   if (FracTime{now, 0} < stored) out.time = stored;
   // A clock step back: later than any time this policy stores at now.
   const FracTime capacity = scaled(params.burst, params.d, p);
@@ -89,6 +93,7 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
       next->tat = left;  // the reservation bookkeeping stays
       next->den = p;
       next->stamp = stamp_of(params, change);
+      next->written_us = now;
     }
   }
   return out;

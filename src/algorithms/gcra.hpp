@@ -28,6 +28,9 @@ struct GcraState {
   /// The parameters {p, d, burst} and policy version it was written under (den is p); nullopt
   /// for a value of the previous release (lib/frac_time.lua).
   std::optional<Stamp> stamp;
+  /// The time (now) of the write that stored it; nullopt for a value of an earlier release.
+  /// One later than now is a clock step back (load_frac_time).
+  std::optional<std::int64_t> written_us;
 };
 
 /// Decides `n` permits at `now` under the policy in force `change` (its since_us resolved:
@@ -62,9 +65,11 @@ constexpr std::int64_t longest_reservation_wait_us(std::int64_t now) noexcept {
 /// available then become carry_permits() of them, and the time is rebuilt at since_us holding
 /// those); another version of the same parameters is only restamped; one
 /// without a stamp is read as before (stored under another denominator: rounded up to a whole
-/// microsecond, which never frees permits). A time later than now + burst*T (plus
-/// `reserved_reach_us` on a key with reservations) is a clock step back: it is taken as
-/// now + burst*T and rewritten.
+/// microsecond, which never frees permits). A state written later than now (written_us) is a
+/// clock step back: its time moves back by written_us - now (the backlog of the write is kept,
+/// measured from the write) and it is rewritten. In a state without written_us, a time later
+/// than now + burst*T (plus `reserved_reach_us` on a key with reservations) is a clock step
+/// back: it is taken as now + burst*T and rewritten.
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
                           const GcraState* state, std::int64_t now, std::int64_t reserved_reach_us);
 

@@ -41,6 +41,7 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyCh
       next->tat = written;  // the reservation bookkeeping stays
       next->den = p;
       next->stamp = stamp_of(params, change);
+      next->written_us = now;
     }
   }
   return out;

@@ -50,6 +50,7 @@ void grant_at(ReserveOutcome& out, std::optional<LimitState>& state, FracTime af
   written.tat = after;
   written.den = params.p;
   written.stamp = stamp_of(params, change);
+  written.written_us = now;
   write_book(written, out.book);
 }
 
@@ -63,6 +64,7 @@ void rewrite_time(ReserveOutcome& out, std::optional<LimitState>& state, FracTim
   written.tat = time;
   written.den = params.p;
   written.stamp = stamp_of(params, change);
+  written.written_us = now;
 }
 
 /// Removes the oldest entries whose backlog end has passed.
@@ -312,6 +314,7 @@ CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& cha
   current->tat = back;
   current->den = p;
   current->stamp = stamp_of(params, change);
+  current->written_us = now;
   return out;
 }
 

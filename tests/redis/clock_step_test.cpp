@@ -101,6 +101,47 @@ TEST_P(ClockStepBack, DenialsAfterTheStepDoNotExtendTheLock) {
   EXPECT_LE(now - stepped, horizon(algorithm()));
 }
 
+/// A GCRA key of 10/s, burst 10, that acquire() reserved on (the reserve script).
+class ReservedGcraClockStepBack : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+
+  Reservation reserve(std::int64_t now, std::int64_t permits, std::int64_t max_wait) {
+    return run(loop(), backend_.reserve(request(now, permits), max_wait));
+  }
+  Decision acquire(std::int64_t now) { return run(loop(), backend_.decide(request(now, 1))); }
+
+ private:
+  DecideRequest request(std::int64_t now, std::int64_t permits) const {
+    return DecideRequest(policy_, KeyBase("{reserved-step}"), Operation::acquire, permits, now);
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url()}};
+  RedisBackend backend_{client_.dispatcher()};
+  std::shared_ptr<const CompiledPolicy> policy_ =
+      CompiledPolicy::compile(Policy::of(Limit{Algorithm::gcra, {10, 1s}, 10, Window::aligned}));
+};
+
+TEST_F(ReservedGcraClockStepBack, KeepsExactlyTheBacklogOfTheWrite) {
+  ASSERT_TRUE(reserve(t0, 60, 10 * second).decision.allowed);  // TAT t0 + 6 s, slot + 5 s
+  const Decision denied = acquire(t0 - 10 * second);
+  ASSERT_FALSE(denied.allowed) << "a step back frees nothing";
+  EXPECT_EQ(denied.retry_after.count(), 5 * second + 100'000) << "the step excluded";
+}
+
+TEST_F(ReservedGcraClockStepBack, LocksAtMostTheBacklogOnceTheSlotPassed) {
+  ASSERT_TRUE(reserve(t0, 20, 10 * second).decision.allowed);  // TAT t0 + 2 s, wait 1 s
+  const std::int64_t stepped = t0 + 2 * second - hour;
+  const Decision denied = acquire(stepped);
+  ASSERT_FALSE(denied.allowed) << "a step back frees nothing";
+  EXPECT_EQ(denied.retry_after.count(), second + 100'000) << "not the hour";
+  EXPECT_TRUE(acquire(stepped + denied.retry_after.count()).allowed);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EveryAlgorithm, ClockStepBack,
     ::testing::Combine(::testing::Values(Algorithm::gcra, Algorithm::token_bucket,

@@ -302,7 +302,8 @@ std::optional<std::string> stored_value(const LimitState& state) {
   if (const auto* time = std::get_if<GcraState>(&state)) {
     const Stamp stamp = time->stamp.value_or(Stamp{});
     return join({time->tat.us, time->tat.frac, time->den, time->book.version, time->book.cancels,
-                 time->book.epoch, stamp.b, stamp.c, stamp.policy_version});
+                 time->book.epoch, stamp.b, stamp.c, stamp.policy_version,
+                 time->written_us.value_or(0)});
   }
   if (const auto* tokens = std::get_if<TokenBucketState>(&state)) {
     const Stamp stamp = tokens->stamp.value_or(Stamp{});

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "limiter/local_backend.hpp"
@@ -315,7 +316,11 @@ TEST_P(PolicyChange, AnOldFormatValueIsReadAsBeforeAndStampedOnTheNextDecision) 
   run(loop(), client_.command("SET", key, std::to_string(in_five_seconds), "PX", "10000"));
   EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the old TAT still holds";
   const std::string value = run(loop(), client_.command("GET", key)).as_string();
-  EXPECT_EQ(value, std::to_string(in_five_seconds) + ":0:1:0:0:0:1000000:5:0");
+  const std::string stamped = std::to_string(in_five_seconds) + ":0:1:0:0:0:1000000:5:0:";
+  ASSERT_EQ(value.substr(0, stamped.size()), stamped) << value;
+  const std::int64_t written_at = std::stoll(value.substr(stamped.size()));
+  EXPECT_LE(written_at, in_five_seconds - 4'000'000) << "the write time, the script's now";
+  EXPECT_GE(written_at, in_five_seconds - 5'000'000);
 }
 
 }  // namespace

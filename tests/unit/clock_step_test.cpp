@@ -127,12 +127,27 @@ TEST(ClockStepBack, AnAnchoredWindowLocksAtMostOnePeriod) {
   EXPECT_EQ(denied.retry_after_us, second) << "the stored window, taken as one starting now";
 }
 
+// Why both: a reserved key may legitimately store a slot up to the year 2112, so "later than
+// the policy can produce" says nothing there; the time of the write does. A step back keeps
+// the backlog as it was at the write (measured from the write), no more, no less.
 TEST(ClockStepBack, AReservedGcraKeyKeepsItsBacklog) {
   Key key(Limit{Algorithm::gcra, {10, 1s}, 10, Window::aligned});
-  ASSERT_TRUE(key.reserve(t0, 60, 10 * second).decision.allowed);  // a backlog of 5 s
+  ASSERT_TRUE(key.reserve(t0, 60, 10 * second).decision.allowed);  // TAT t0 + 6 s, slot + 5 s
   const LimitOutcome denied = key.acquire(t0 - 10 * second);
-  EXPECT_EQ(denied.retry_after_us, 10 * second + 5 * second + 100'000)
-      << "a backlog reservations may have built is kept, step included";
+  ASSERT_FALSE(denied.allowed) << "a step back frees nothing";
+  EXPECT_EQ(denied.retry_after_us, 5 * second + 100'000)
+      << "the backlog of the write (TAT 6 s after it), the step excluded";
+}
+
+TEST(ClockStepBack, AReservedGcraKeyWhoseSlotPassedLocksAtMostItsBacklog) {
+  Key key(Limit{Algorithm::gcra, {10, 1s}, 10, Window::aligned});
+  ASSERT_TRUE(key.reserve(t0, 20, 10 * second).decision.allowed);  // TAT t0 + 2 s, wait 1 s
+  const std::int64_t stepped = t0 + 2 * second - hour;             // the slot passed, then -1 h
+  const LimitOutcome denied = key.acquire(stepped);
+  ASSERT_FALSE(denied.allowed) << "a step back frees nothing";
+  EXPECT_EQ(denied.retry_after_us, second + 100'000)
+      << "the 2 s backlog of the write, counted from the step, less tau; not the hour";
+  EXPECT_TRUE(key.acquire(stepped + denied.retry_after_us).allowed);
 }
 
 }  // namespace
