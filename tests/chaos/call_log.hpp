@@ -20,8 +20,9 @@
 ///   G <id> <granted_us> <expires_us> <permits> <granted_ns>
 ///                                          a semaphore lease granted by Redis, when granted; held
 ///                                          until its R line, else (its holder killed) its expiry
-///   R <id> <end_us>                        the lease's release (or, if the release failed, its end
-///                                          for the checker: see worker.cpp release())
+///   R <id> <end_us>                        the lease's end for the checker: written when its
+///                                          release is sent (the earliest it may end), again when
+///                                          answered (see worker.cpp release()); the last counts
 ///   H <stream> <start_ns>                  a call still running when the worker had to exit
 ///   END <ns>                               the worker ended cleanly
 /// Times *_ns are CLOCK_MONOTONIC (shared by every process on the machine), *_us Redis TIME.

@@ -154,6 +154,18 @@ TEST(ChaosChecker, AReleasedLeaseEndsAtItsRelease) {
   EXPECT_FALSE(mentions(report, "sem:")) << report.summary;
 }
 
+TEST(ChaosChecker, ALeasesLastEndLineCounts) {
+  MadeUpRun run;
+  // Its release was sent at 1.05 s (the first R), then failed before it ran: held to its expiry.
+  run.raw(grant(0, wall0 + 1'000'000, t0 + second));
+  run.raw("R 0 " + std::to_string(wall0 + 1'050'000));
+  run.raw("R 0 " + std::to_string(wall0 + 1'500'000));
+  for (int i = 1; i < 6; ++i)
+    run.raw(grant(i, wall0 + 1'100'000, t0 + second + 100'000'000));
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report, "sem: lifetime 0 held 6 permits at once")) << report.summary;
+}
+
 /// The window stream denied by Redis every 10 ms from `from_ns` to `to_ns`, its server time
 /// `shift_us` from the run's: the offset samples a worker's calls give the checker.
 void redis_denials(MadeUpRun& run, std::int64_t from_ns, std::int64_t to_ns,

@@ -188,6 +188,9 @@ Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, long i
                    std::int64_t granted_us, std::int64_t granted_ns) {
   w.started(lane, stream);
   const std::int64_t sent_ns = monotonic_ns();
+  // Why logged before it is sent: a worker killed before the reply leaves a release that may
+  // have run; the lease then ends, for the checker, when it was sent (a later R line replaces it).
+  if (granted_us != 0) w.log.released(id, granted_us + (sent_ns - granted_ns) / 1000);
   std::exception_ptr error;
   bool maybe_released = false;
   try {
