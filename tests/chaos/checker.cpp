@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "chaos/call_log.hpp"
+#include "chaos/clock_steps.hpp"
 #include "chaos/workloads.hpp"
 #include "support/decision_checker.hpp"
 
@@ -20,13 +22,15 @@ constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
 
 struct LeaseSpan {
   std::int64_t granted_us;
-  std::int64_t end_us;
+  std::int64_t end_us;  ///< its release, else its expiry (a dead or failed holder's)
   std::int64_t permits;
+  std::int64_t granted_ns;
 };
 
 struct WorkerLog {
   std::vector<CallRecord> calls;
   std::vector<LeaseSpan> leases;
+  std::map<long, std::size_t> lease_ids;  ///< a G line's id: its index in leases
   std::vector<std::pair<int, std::int64_t>> hanging;
   bool ended = false;
 };
@@ -45,10 +49,19 @@ WorkerLog read_log(const std::string& path) {
           r.outcome >> r.source >> r.server_us >> burst >> r.waited_us;
       r.burst = burst != 0;
       if (fields) log.calls.push_back(r);  // a line cut by SIGKILL is dropped
-    } else if (tag == "L") {
+    } else if (tag == "G") {
+      long id = 0;
       LeaseSpan span{};
-      fields >> span.granted_us >> span.end_us >> span.permits;
-      if (fields) log.leases.push_back(span);
+      fields >> id >> span.granted_us >> span.end_us >> span.permits >> span.granted_ns;
+      if (!fields) continue;
+      log.lease_ids[id] = log.leases.size();
+      log.leases.push_back(span);
+    } else if (tag == "R") {
+      long id = 0;
+      std::int64_t end_us = 0;
+      fields >> id >> end_us;
+      const auto lease = log.lease_ids.find(id);
+      if (fields && lease != log.lease_ids.end()) log.leases[lease->second].end_us = end_us;
     } else if (tag == "H") {
       std::pair<int, std::int64_t> call;
       fields >> call.first >> call.second;
@@ -121,10 +134,64 @@ std::int64_t most_held(std::vector<LeaseSpan> spans) {
   return most;
 }
 
+/// The Redis clock steps of the run, each seen by one or more workers: they cut the run into
+/// clock segments, each checked on its own.
+class ClockSegments {
+ public:
+  ClockSegments(const std::vector<WorkerLog>& logs, std::chrono::milliseconds tolerance) {
+    std::vector<std::pair<ClockStep, std::size_t>> all;
+    for (std::size_t w = 0; w < logs.size(); ++w) {
+      for (const ClockStep& step : find_clock_steps(logs[w].calls, tolerance))
+        all.emplace_back(step, w);
+    }
+    std::sort(all.begin(), all.end(),
+              [](const auto& a, const auto& b) { return a.first.at_ns < b.first.at_ns; });
+    // Why a second: every worker sees one step within a round trip of the others.
+    for (const auto& [step, worker] : all) {
+      if (steps_.empty() || step.at_ns > steps_.back().at_ns + 1'000'000'000) {
+        steps_.push_back(step);
+        seen_by_.emplace_back();
+      }
+      seen_by_.back()[worker] = step.at_ns;
+    }
+  }
+
+  std::size_t count() const { return steps_.size() + 1; }
+
+  /// The segment of a call of `worker` that ended at `ns`: the worker's own time of each step
+  /// it saw, the first worker's of the others.
+  std::size_t of(std::size_t worker, std::int64_t ns) const {
+    std::size_t segment = 0;
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+      const auto own = seen_by_[s].find(worker);
+      if (ns >= (own != seen_by_[s].end() ? own->second : steps_[s].at_ns)) segment = s + 1;
+    }
+    return segment;
+  }
+
+  void describe(std::ostream& out, std::int64_t run_start_ns) const {
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+      char line[160];
+      std::snprintf(
+          line, sizeof line,
+          "Redis clock step of %+lld ms at %.1f s (seen by %zu workers): each side "
+          "checked as its own lifetime\n",
+          static_cast<long long>(std::llround(static_cast<double>(steps_[s].jump_us) / 1e3)),
+          ms(steps_[s].at_ns - run_start_ns) / 1000, seen_by_[s].size());
+      out << line;
+    }
+  }
+
+ private:
+  std::vector<ClockStep> steps_;
+  std::vector<std::map<std::size_t, std::int64_t>> seen_by_;
+};
+
 struct Context {
   const RunRecord& run;
   const CheckOptions& options;
   std::vector<WorkerLog> logs;
+  ClockSegments segments;
   CheckReport report;
   std::ostringstream summary;
 
@@ -138,32 +205,42 @@ void check_limits(Context& c) {
   for (std::size_t s = 0; s < workloads.size(); ++s) {
     const Workload& workload = workloads[s];
     std::map<std::string, long> other_admissions;
-    std::vector<std::vector<test::Admit>> admits(restarts.size() + 1);
-    std::vector<std::vector<LeaseSpan>> leases(restarts.size() + 1);
+    // Index: the Redis lifetime within the clock segment.
+    const std::size_t lifetimes = restarts.size() + 1;
+    std::vector<std::vector<test::Admit>> admits(lifetimes * c.segments.count());
+    std::vector<std::vector<LeaseSpan>> leases(admits.size());
     long from_redis = 0;
-    for (const WorkerLog& log : c.logs) {
-      for (const CallRecord& r : log.calls) {
+    for (std::size_t w = 0; w < c.logs.size(); ++w) {
+      for (const CallRecord& r : c.logs[w].calls) {
         if (r.stream != static_cast<int>(s) || r.permits == 0) continue;
         if (r.outcome == "A" && r.source != "redis") other_admissions[r.source] += r.count;
         if (!admitted_by_redis(r) || workload.pattern == Pattern::semaphore) continue;
         ++from_redis;
-        admits[lifetime_of(restarts, r.server_us - r.waited_us)].push_back(
-            {r.server_us, r.permits});
+        admits[c.segments.of(w, r.end_ns) * lifetimes +
+               lifetime_of(restarts, r.server_us - r.waited_us)]
+            .push_back({r.server_us, r.permits});
       }
       if (workload.pattern == Pattern::semaphore) {
-        for (const LeaseSpan& span : log.leases) {
+        for (const LeaseSpan& span : c.logs[w].leases) {
           ++from_redis;
-          leases[lifetime_of(restarts, span.granted_us)].push_back(span);
+          leases[c.segments.of(w, span.granted_ns) * lifetimes +
+                 lifetime_of(restarts, span.granted_us)]
+              .push_back(span);
         }
       }
     }
+    auto lifetime_name = [&](std::size_t index) {
+      return "lifetime " + std::to_string(index % lifetimes) +
+             (c.segments.count() > 1 ? " (clock segment " + std::to_string(index / lifetimes) + ")"
+                                     : std::string());
+    };
     long violations = 0;
     for (std::size_t life = 0; life < admits.size(); ++life) {
       if (workload.pattern == Pattern::semaphore) {
         const std::int64_t most = most_held(leases[life]);
         if (most > workload.limit.rate.permits) {
           ++violations;
-          c.fail(std::string(workload.name) + ": lifetime " + std::to_string(life) + " held " +
+          c.fail(std::string(workload.name) + ": " + lifetime_name(life) + " held " +
                  std::to_string(most) + " permits at once, capacity " +
                  std::to_string(workload.limit.rate.permits));
         }
@@ -172,18 +249,18 @@ void check_limits(Context& c) {
       const test::CheckResult result = test::check_admits(workload.limit, admits[life]);
       if (!result) {
         ++violations;
-        c.fail(std::string(workload.name) + ": lifetime " + std::to_string(life) + ": " +
-               result.description);
+        c.fail(std::string(workload.name) + ": " + lifetime_name(life) + ": " + result.description);
       }
     }
     for (std::size_t k = 0; k + 1 < admits.size(); ++k) {
-      const std::int64_t kill = restarts[k].kill_wall_us;
+      if ((k + 1) % lifetimes == 0) continue;  // the last lifetime of a clock segment
+      const std::int64_t kill = restarts[k % lifetimes].kill_wall_us;
       if (workload.pattern == Pattern::semaphore) {
         std::vector<LeaseSpan> both = leases[k];
         both.insert(both.end(), leases[k + 1].begin(), leases[k + 1].end());
         if (most_held(both) > 2 * workload.limit.rate.permits) {
           ++violations;
-          c.fail(std::string(workload.name) + ": across restart " + std::to_string(k) +
+          c.fail(std::string(workload.name) + ": across restart " + std::to_string(k % lifetimes) +
                  ": more than N more holders");
         }
         continue;
@@ -198,7 +275,7 @@ void check_limits(Context& c) {
           test::check_admits(with_one_loss(workload.limit, reserved), both);
       if (!result) {
         ++violations;
-        c.fail(std::string(workload.name) + ": across restart " + std::to_string(k) +
+        c.fail(std::string(workload.name) + ": across restart " + std::to_string(k % lifetimes) +
                ", beyond the documented bound: " + result.description);
       }
     }
@@ -493,16 +570,19 @@ void summarize_faults(Context& c, const std::vector<Recovery>& recovery,
 }  // namespace
 
 CheckReport check_run(const RunRecord& run, const CheckOptions& options) {
-  Context c{run, options, {}, {}, {}};
+  std::vector<WorkerLog> logs;
   long calls = 0;
   for (const WorkerRun& worker : run.workers) {
-    c.logs.push_back(read_log(worker.log_path));
-    for (const CallRecord& r : c.logs.back().calls)
+    logs.push_back(read_log(worker.log_path));
+    for (const CallRecord& r : logs.back().calls)
       calls += r.count;
   }
+  ClockSegments segments(logs, options.clock_step_tolerance);
+  Context c{run, options, std::move(logs), std::move(segments), {}, {}};
   c.summary << "seed " << run.seed << ", " << ms(run.end_ns - run.start_ns) / 1000 << " s, "
             << run.workers.size() << " worker processes, " << run.faults.size() << " faults, "
             << calls << " calls\n";
+  c.segments.describe(c.summary, run.start_ns);
   check_limits(c);
   const std::vector<long> late = check_deadlines(c);
   const std::vector<long> errors = check_errors(c);

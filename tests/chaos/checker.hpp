@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "chaos/clock_steps.hpp"
 #include "chaos/run_record.hpp"
 
 namespace redlimit::chaos {
@@ -44,6 +45,9 @@ struct CheckOptions {
   long rss_growth_kb = 4096;
   /// Open descriptors: most in the last third <= most in the first third + fd_growth.
   int fd_growth = 2;
+  /// A jump of Redis TIME against CLOCK_MONOTONIC beyond this, lasting, is a Redis clock step
+  /// (clock_steps.hpp): reported, and each side checked as its own lifetime.
+  std::chrono::milliseconds clock_step_tolerance = clock_step_tolerance_default;
 };
 
 /// The outcome: every failed check, one line each, and the summary to print.
@@ -57,8 +61,10 @@ struct CheckReport {
 ///   lifetime, with tests/support/decision_checker.hpp; across each restart, the two lifetimes
 ///   together against the bound docs/operations.md ("What losing state costs") documents: one
 ///   more capacity (plus the permits reserved at the kill, for buckets), one more limit for
-///   windows, N more holders for a semaphore. Admissions of fail_open and local_fallback are
-///   counted and reported;
+///   windows, N more holders for a semaphore. A Redis clock step (clock_steps.hpp) starts a new
+///   clock segment: each lifetime of each segment is checked on its own. A lease is held from
+///   its grant until its release, or its expiry if it has none (its holder was killed).
+///   Admissions of fail_open and local_fallback are counted and reported;
 /// - deadlines: every call ended by its budget (workloads.hpp) plus the slack;
 /// - answers: no call but a lease's release raised an error (every fault of the run is about
 ///   availability, which the failure policy answers);

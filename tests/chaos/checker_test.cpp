@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "chaos/workloads.hpp"
 
@@ -62,6 +64,18 @@ class MadeUpRun {
   }
   /// A line as the worker writes it (call_log.hpp).
   void raw(const std::string& line) { log_ << line << "\n"; }
+  /// A second worker, killed at `killed_ns`, whose log holds `lines` (no END).
+  void killed_worker(std::int64_t killed_ns, const std::vector<std::string>& lines) {
+    WorkerRun worker;
+    worker.log_path = (dir_ / "worker-1.log").string();
+    worker.start_ns = t0;
+    worker.end_ns = killed_ns;
+    worker.killed = true;
+    run.workers.push_back(worker);
+    std::ofstream log(worker.log_path);
+    for (const std::string& line : lines)
+      log << line << "\n";
+  }
   CheckReport check(const CheckOptions& options = CheckOptions{}) {
     log_ << "END 0\n";
     log_.close();
@@ -108,6 +122,94 @@ TEST(ChaosChecker, AFreshKeyAfterARestartIsWithinTheDocumentedBound) {
   run.run.restarts.push_back({wall0 + 200'000});
   const CheckReport report = run.check();
   EXPECT_FALSE(mentions(report, "window")) << report.summary;
+}
+
+std::string grant(int id, std::int64_t granted_us, std::int64_t granted_ns) {
+  const std::int64_t expires_us =
+      granted_us + std::chrono::duration_cast<std::chrono::microseconds>(lease_ttl).count();
+  return "G " + std::to_string(id) + " " + std::to_string(granted_us) + " " +
+         std::to_string(expires_us) + " 1 " + std::to_string(granted_ns);
+}
+
+TEST(ChaosChecker, ADeadHoldersLeaseIsHeldUntilItsExpiry) {
+  MadeUpRun run;
+  // A worker killed while holding one lease (granted, never released); 100 ms later the other
+  // worker holds all 5 permits of the capacity at once: 6 holders.
+  run.killed_worker(t0 + second + 50'000'000, {grant(0, wall0 + 1'000'000, t0 + second)});
+  for (int i = 0; i < 5; ++i) {
+    run.raw(grant(i, wall0 + 1'100'000 + i, t0 + second + 100'000'000));
+    run.raw("R " + std::to_string(i) + " " + std::to_string(wall0 + 1'200'000));
+  }
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report, "sem: lifetime 0 held 6 permits at once")) << report.summary;
+}
+
+TEST(ChaosChecker, AReleasedLeaseEndsAtItsRelease) {
+  MadeUpRun run;
+  run.raw(grant(0, wall0 + 1'000'000, t0 + second));
+  run.raw("R 0 " + std::to_string(wall0 + 1'050'000));
+  for (int i = 1; i < 6; ++i)
+    run.raw(grant(i, wall0 + 1'100'000, t0 + second + 100'000'000));
+  const CheckReport report = run.check();
+  EXPECT_FALSE(mentions(report, "sem:")) << report.summary;
+}
+
+TEST(ChaosChecker, ALeasesLastEndLineCounts) {
+  MadeUpRun run;
+  // Its release was sent at 1.05 s (the first R), then failed before it ran: held to its expiry.
+  run.raw(grant(0, wall0 + 1'000'000, t0 + second));
+  run.raw("R 0 " + std::to_string(wall0 + 1'050'000));
+  run.raw("R 0 " + std::to_string(wall0 + 1'500'000));
+  for (int i = 1; i < 6; ++i)
+    run.raw(grant(i, wall0 + 1'100'000, t0 + second + 100'000'000));
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report, "sem: lifetime 0 held 6 permits at once")) << report.summary;
+}
+
+/// The window stream denied by Redis every 10 ms from `from_ns` to `to_ns`, its server time
+/// `shift_us` from the run's: the offset samples a worker's calls give the checker.
+void redis_denials(MadeUpRun& run, std::int64_t from_ns, std::int64_t to_ns,
+                   std::int64_t shift_us) {
+  for (std::int64_t t = from_ns; t < to_ns; t += second / 100)
+    run.call("window", t, 1'000'000, "D", "redis", wall0 + (t + 1'000'000 - t0) / 1000 + shift_us);
+}
+
+TEST(ChaosChecker, ARedisClockStepBackSplitsTheChecksInsteadOfFoldingTwoSeconds) {
+  MadeUpRun run;
+  // 70 admissions in the real second before 10 s, then Redis TIME steps back 0.4 s, and 70 more
+  // in the next real 0.4 s: on the server's axis 140 fall in one fixed window of 100.
+  redis_denials(run, t0, t0 + 10 * second, 0);
+  redis_denials(run, t0 + 10 * second, t0 + 20 * second, -400'000);
+  for (int i = 0; i < 70; ++i) {
+    const std::int64_t t = t0 + 9 * second + 500'000'000 + i * 5'000'000;
+    run.call("window", t, 1'000'000, "A", "redis", wall0 + (t + 1'000'000 - t0) / 1000);
+  }
+  for (int i = 0; i < 70; ++i) {
+    const std::int64_t t = t0 + 10 * second + i * 5'000'000;
+    run.call("window", t, 1'000'000, "A", "redis", wall0 + (t + 1'000'000 - t0) / 1000 - 400'000);
+  }
+  const CheckReport report = run.check();
+  EXPECT_FALSE(mentions(report, "window: lifetime")) << report.summary;
+  EXPECT_NE(report.summary.find("Redis clock step of -400 ms at 10.0"), std::string::npos)
+      << report.summary;
+}
+
+TEST(ChaosChecker, RepliesDelayedByAStalledLoopAreNoClockStep) {
+  MadeUpRun run;
+  // The worker's loop blocked for 600 ms: the replies of that time are read together, late.
+  redis_denials(run, t0, t0 + 10 * second, 0);
+  for (std::int64_t t = t0 + 10 * second; t < t0 + 10 * second + 600'000'000; t += second / 100)
+    run.call("window", t, t0 + 10 * second + 600'000'000 - t, "D", "redis",
+             wall0 + (t + 1'000'000 - t0) / 1000);
+  redis_denials(run, t0 + 10 * second + 600'000'000, t0 + 20 * second, 0);
+  // 101 admissions in one window stay a violation.
+  for (int i = 0; i < 101; ++i) {
+    const std::int64_t t = t0 + 12 * second + i * 5'000'000;
+    run.call("window", t, 1'000'000, "A", "redis", wall0 + (t + 1'000'000 - t0) / 1000);
+  }
+  const CheckReport report = run.check();
+  EXPECT_EQ(report.summary.find("clock step"), std::string::npos) << report.summary;
+  EXPECT_TRUE(mentions(report, "window: lifetime 0")) << report.summary;
 }
 
 TEST(ChaosChecker, FailOpenAdmissionsAreCountedNotChecked) {

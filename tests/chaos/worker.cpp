@@ -103,6 +103,7 @@ struct Worker {
   std::vector<InFlight> in_flight;
   TaskGroup group;
   bool stopping = false;
+  long next_lease_id = 0;
 };
 
 CallRecord decision_record(const Decision& d, std::int64_t permits) {
@@ -179,14 +180,17 @@ Task<void> burst_acquire(Worker& w, int stream, std::size_t lane) {
 }
 
 /// Gives the lease back, logged as a call of 0 permits (its errors are expected: a release is not
-/// covered by the failure policy), and logs the lease's span. A release that failed after it may
-/// have run in Redis ends, for the checker, when it was sent (in the system's favour: the
-/// server time of the grant plus the time held since its reply); one that surely did not run
-/// ends at the lease's expiry.
-Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, std::int64_t granted_us,
-                   std::int64_t granted_ns) {
+/// covered by the failure policy), and logs the end of lease `id` (granted by Redis at
+/// `granted_us`; 0: not from Redis). A release that failed after it may have run in Redis ends,
+/// for the checker, when it was sent (in the system's favour: the server time of the grant plus
+/// the time held since its reply); one that surely did not run ends at the lease's expiry.
+Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, long id,
+                   std::int64_t granted_us, std::int64_t granted_ns) {
   w.started(lane, stream);
   const std::int64_t sent_ns = monotonic_ns();
+  // Why logged before it is sent: a worker killed before the reply leaves a release that may
+  // have run; the lease then ends, for the checker, when it was sent (a later R line replaces it).
+  if (granted_us != 0) w.log.released(id, granted_us + (sent_ns - granted_ns) / 1000);
   std::exception_ptr error;
   bool maybe_released = false;
   try {
@@ -205,7 +209,7 @@ Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, std::i
   if (end_us == 0) {
     end_us = maybe_released ? granted_us + (sent_ns - granted_ns) / 1000 : lease.expires_at_us();
   }
-  w.log.lease(granted_us, end_us, 1);
+  w.log.released(id, end_us);
 }
 
 Task<void> lease_loop(Worker& w, int stream, std::size_t lane) {
@@ -225,13 +229,17 @@ Task<void> lease_loop(Worker& w, int stream, std::size_t lane) {
       CallRecord r;
       r.outcome = lease->held() ? "A" : "D";
       r.source = std::string(to_string(lease->source()));
+      const long id = w.next_lease_id++;
       if (lease->held() && lease->source() == Source::redis) {
         r.server_us = lease->expires_at_us() - std::chrono::microseconds(lease_ttl).count();
+        // Why at the grant: a worker killed while holding it leaves no release line, and the
+        // checker must still count the lease as held until its expiry.
+        w.log.grant(id, r.server_us, lease->expires_at_us(), 1, granted_ns);
       }
       w.finished(lane, r);
       if (lease->held()) {
         co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(2, 10)));
-        co_await release(w, stream, lane, *lease, r.server_us, granted_ns);
+        co_await release(w, stream, lane, *lease, id, r.server_us, granted_ns);
       }
     }
     co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(1, 5)));
@@ -269,21 +277,15 @@ Task<void> run_worker(Worker& w) {
 
 Worker* the_worker = nullptr;
 
-void on_flush(uv_timer_t*) {
-  the_worker->log.flush();
-}
-
 void on_hang(uv_timer_t*) {
   Worker& w = *the_worker;
   for (const InFlight& call : w.in_flight) {
     if (call.start_ns != 0) w.log.hanging(call.stream, call.start_ns);
   }
-  w.log.flush();
   std::_Exit(3);
 }
 
-uv_timer_t flush_timer;  // Why static: uv handles must outlive their close callback
-uv_timer_t hang_timer;
+uv_timer_t hang_timer;  // Why static: uv handles must outlive their close callback
 uv_signal_t term_signal;
 uv_signal_t burst_signal;
 
@@ -321,11 +323,9 @@ int main(int argc, char** argv) {
     Client client(&loop, options);
     Worker worker(&loop, client, argv[2], std::stoull(argv[3]));
     the_worker = &worker;
-    uv_timer_init(&loop, &flush_timer);
     uv_timer_init(&loop, &hang_timer);
     uv_signal_init(&loop, &term_signal);
     uv_signal_init(&loop, &burst_signal);
-    uv_timer_start(&flush_timer, on_flush, 100, 100);
     uv_signal_start(&term_signal, on_term, SIGTERM);
     uv_signal_start(&burst_signal, on_burst, SIGUSR1);
     try {
@@ -334,8 +334,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "chaos_worker: %s\n", e.what());
     }
     for (auto* handle :
-         {reinterpret_cast<uv_handle_t*>(&flush_timer), reinterpret_cast<uv_handle_t*>(&hang_timer),
-          reinterpret_cast<uv_handle_t*>(&term_signal),
+         {reinterpret_cast<uv_handle_t*>(&hang_timer), reinterpret_cast<uv_handle_t*>(&term_signal),
           reinterpret_cast<uv_handle_t*>(&burst_signal)}) {
       uv_close(handle, nullptr);
     }
