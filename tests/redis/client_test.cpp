@@ -189,6 +189,28 @@ TEST_F(ClientTest, MalformedOptionsFailAtConstructionWithoutIo) {
   EXPECT_THROW(Client(loop(), bad), ConfigError);
 }
 
+TEST_F(ClientTest, AReservationLeaseIsOffOrAtLeastThreeCommandTimeouts) {
+  ClientOptions lease = options();
+  lease.command_timeout = 250ms;
+  for (const auto bad : {-1ms, 1ms, 749ms}) {
+    lease.reservation_lease = bad;
+    try {
+      Client client(loop(), lease);
+      ADD_FAILURE() << "a reservation_lease of " << bad.count() << " ms was accepted";
+    } catch (const ConfigError& e) {
+      const std::string text = e.what();
+      EXPECT_NE(text.find("reservation_lease"), std::string::npos) << text;
+      EXPECT_NE(text.find(std::to_string(bad.count()) + " ms"), std::string::npos) << text;
+      EXPECT_NE(text.find("command_timeout (250 ms)"), std::string::npos) << text;
+    }
+  }
+  for (const auto good : {0ms, 750ms}) {
+    lease.reservation_lease = good;
+    Client client(loop(), lease);
+    run(loop(), client.close());
+  }
+}
+
 // ---- connecting
 
 TEST_F(ClientTest, RefusedConnectFailsByTheConnectTimeout) {
