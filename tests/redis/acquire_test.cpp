@@ -38,7 +38,8 @@ class AcquireTest : public test::LoopTest, public ::testing::WithParamInterface<
   }
 
   test::RedisServer server_;
-  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s}};
+  Client client_{
+      loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s, .reservation_lease = 6s}};
   std::unique_ptr<Limiter> limiter_;
 };
 

@@ -217,6 +217,7 @@ TEST_F(ClientTest, RefusedConnectFailsByTheConnectTimeout) {
   ClientOptions o = options("redis://127.0.0.1:" + std::to_string(test::free_port()));
   o.connect_timeout = 500ms;
   o.command_timeout = 2000ms;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   const auto start = Clock::now();
   try {
@@ -369,6 +370,7 @@ Task<void> kill_mid_flight(Client& client, Client& killer, Outcomes* outcomes) {
 TEST_F(ClientTest, ClientKillDuringAThousandCommandsCompletesEveryOneAndReconnects) {
   ClientOptions o = options();
   o.command_timeout = 10s;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   Client killer(loop(), o);
   run(loop(), killer.connect());  // connected before the flood keeps the server busy
@@ -646,6 +648,7 @@ TEST_F(ClientTest, BeyondMaxPendingCommandsFailAtOnceWithOverloaded) {
   ClientOptions o = options();
   o.max_pending = 10;
   o.command_timeout = 2s;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   Outcomes outcomes;
   std::chrono::milliseconds spent{};
@@ -668,6 +671,7 @@ Task<void> close_while_busy(Client& client, Outcomes* outcomes) {
 TEST_F(ClientTest, CloseWaitsForCommandsInFlightThenRefusesNewOnes) {
   ClientOptions o = options();
   o.command_timeout = 2s;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   run(loop(), client.connect());
   Outcomes outcomes;
