@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   Results results;
   {
-    redlimit::Client client(&loop, {.url = url, .command_timeout = 2s});
+    redlimit::Client client(&loop, {.url = url, .command_timeout = 2s, .reservation_lease = 6s});
     redlimit::Limiter limiter(client,
                               redlimit::Policy::of({redlimit::Algorithm::gcra, {rate, 1s}, 1}),
                               {.name = "wakeup_precision"});

@@ -69,7 +69,9 @@ int main(int argc, char** argv) {
   Run run;
   bool failed = false;
   try {
-    redlimit::Client client(&loop, {.url = url, .command_timeout = std::chrono::seconds(1)});
+    redlimit::Client client(&loop, {.url = url,
+                                    .command_timeout = std::chrono::seconds(1),
+                                    .reservation_lease = std::chrono::seconds(3)});
     run = redlimit::run(&loop,
                         offer(&loop, client, traces, offered_load(std::chrono::seconds(seconds))));
   } catch (const std::exception& e) {

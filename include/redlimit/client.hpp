@@ -52,7 +52,8 @@ struct ClientOptions {
   /// that the client renews every third of it while it waits; if the process dies, the next
   /// script call on the key more than a lease after the last renewal gives the reservation
   /// back (docs/waiting.md). 0: never registered (a dead process's reservations then hold the
-  /// key until their slots pass).
+  /// key until their slots pass). Otherwise at least 3 x command_timeout (a renewal may take a
+  /// command_timeout): anything else is a ConfigError at construction, before any I/O.
   std::chrono::milliseconds reservation_lease{750};
 };
 

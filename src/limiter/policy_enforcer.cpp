@@ -58,6 +58,7 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
       policy_(CompiledPolicy::compile(policy)),
       backend_(std::move(backend)),
       logger_(std::move(logger)) {
+  if (redis_ != nullptr) turn_.bind_to(redis_->loop_thread());
   if (redis_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_policy_ =
         CompiledPolicy::compile(fallback_policy(policy, options_.on_failure.local_share));
@@ -78,6 +79,7 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
       per_client_name_(escaped_name_ + "%@" + redis_->options().id),
       follower_(std::move(follower)),
       logger_(std::move(logger)) {
+  if (redis_ != nullptr) turn_.bind_to(redis_->loop_thread());
   if (options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_ = std::make_unique<LocalBackend>();
   }

@@ -368,6 +368,7 @@ Task<Decision> RedisBackend::decide_reclaiming(const scripts::ScriptSource& scri
 }
 
 std::int64_t RedisBackend::lease_us() const noexcept {
+  if (lease_) return lease_->count();
   return std::chrono::duration_cast<std::chrono::microseconds>(client_.options().reservation_lease)
       .count();
 }

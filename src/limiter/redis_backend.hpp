@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -13,7 +14,12 @@ namespace redlimit::detail {
 /// `decide_gcra` for the try_acquire of a single limit (lean_decide_script).
 class RedisBackend final : public Backend {
  public:
+  /// Registers reservations under ClientOptions::reservation_lease.
   explicit RedisBackend(CommandDispatcher& client) : client_(client) {}
+  /// Registers reservations under `lease` instead (the differential test's 1 ms leases, shorter
+  /// than any ClientOptions accepts, so that owners lapse at random).
+  RedisBackend(CommandDispatcher& client, std::chrono::microseconds lease)
+      : client_(client), lease_(lease) {}
   Task<Decision> decide(const DecideRequest& request) override;
   /// What decide() runs for peeks and policies of several limits, for any request: the
   /// differential test mixes it with the lean scripts on one key.
@@ -41,7 +47,7 @@ class RedisBackend final : public Backend {
   /// reservation `version` of the request's key.
   Task<Reply> run_lease_operation(std::string operation, DecideRequest request,
                                   std::int64_t version);
-  /// ClientOptions::reservation_lease, in microseconds.
+  /// The lease given at construction, else ClientOptions::reservation_lease, in microseconds.
   std::int64_t lease_us() const noexcept;
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
                                          const DecideRequest& request);
@@ -52,6 +58,7 @@ class RedisBackend final : public Backend {
                                    const DecideRequest& request);
 
   CommandDispatcher& client_;
+  std::optional<std::chrono::microseconds> lease_;
   /// Per reservation key: no reclaim for a denied try_acquire before this time.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> next_reclaim_;
 };

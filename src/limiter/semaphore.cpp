@@ -88,6 +88,7 @@ LeaseIssuer::LeaseIssuer(uv_loop_t* loop, std::shared_ptr<const CommandDispatche
       escaped_name_(escape_key_part(options_.name)),
       logger_(std::move(logger)),
       random_(std::random_device{}()) {
+  if (redis_ != nullptr) turn_.bind_to(redis_->loop_thread());
   if (redis_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_ = std::make_unique<LocalBackend>();
     fallback_capacity_ = std::max<std::int64_t>(

@@ -26,6 +26,9 @@ namespace redlimit::detail {
 /// follows the cluster's redirects and retries, and runs the embedded scripts.
 class CommandDispatcher {
  public:
+  /// The thread that runs the loop: the one that built this dispatcher (calls from any other
+  /// are refused with UsageError).
+  std::thread::id loop_thread() const noexcept { return owner_thread_; }
   using Clock = Connection::Clock;
 
   CommandDispatcher(uv_loop_t* loop, ClientOptions options);

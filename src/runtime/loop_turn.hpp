@@ -44,11 +44,9 @@ class LoopTurn {
     /// Why: a frame destroyed while it waits must not be resumed.
     ~Yield() { turn_.unlink(this); }
 
-    // Why the thread: a call from another thread (a UsageError the layers below raise) must
-    // not touch the loop's handles.
-    bool await_ready() noexcept {
-      return !turn_.due() || std::this_thread::get_id() != turn_.owner_thread_;
-    }
+    // Why the thread first: a call from another thread (a UsageError the layers below raise)
+    // must not touch the loop or this object's turn.
+    bool await_ready() noexcept { return !turn_.on_loop_thread() || !turn_.due(); }
     void await_suspend(std::coroutine_handle<> waiter) {
       waiter_ = waiter;
       turn_.enqueue(this);
@@ -68,7 +66,20 @@ class LoopTurn {
   /// Awaitable: see the class comment.
   Yield yield_if_due() noexcept { return Yield(*this); }
 
+  /// The thread that runs the loop, where the owner knows it (a client's dispatcher, which
+  /// refuses calls from any other). Otherwise it is the thread of the first call.
+  void bind_to(std::thread::id loop_thread) noexcept { loop_thread_ = loop_thread; }
+
  private:
+  /// Whether the caller runs on the loop's thread; latches it at the first call if unbound.
+  // Why the first call is sound: an owner without a dispatcher (an in-process limiter or
+  // semaphore) keeps unsynchronised state, so every call to it runs on the loop's thread; the
+  // thread that built it may be another (uv_run on a thread of its own).
+  bool on_loop_thread() noexcept {
+    const std::thread::id caller = std::this_thread::get_id();
+    if (loop_thread_ == std::thread::id{}) loop_thread_ = caller;
+    return caller == loop_thread_;
+  }
   /// Whether the current turn has lasted the budget; starts a turn when the loop moved on.
   bool due() noexcept {
     const std::uint64_t loop_time = uv_now(loop_);
@@ -90,7 +101,7 @@ class LoopTurn {
 
   uv_loop_t* loop_;
   std::uint64_t budget_ns_;
-  std::thread::id owner_thread_ = std::this_thread::get_id();  ///< the loop's
+  std::thread::id loop_thread_{};     ///< none until bound or latched
   std::uint64_t turn_loop_time_ = 0;  ///< uv_now() when the current turn started
   std::uint64_t turn_started_ns_ = 0;
   int unchecked_ = 0;       ///< calls in this turn since the clock was read

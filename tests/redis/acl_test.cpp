@@ -283,7 +283,8 @@ class Acl : public test::LoopTest {
   ClientOptions as_user(std::string_view database = "") const {
     return ClientOptions{.url = "redis://redlimit:change-me@127.0.0.1:" +
                                 std::to_string(server_.port()) + std::string(database),
-                         .command_timeout = 2s};  // generous: sanitizer builds
+                         .command_timeout = 2s,  // generous: sanitizer builds
+                         .reservation_lease = 6s};
   }
   /// "<reason> <object>" of the newest ACL LOG entry (e.g. "command flushall"), or "".
   std::string newest_acl_denial() const {

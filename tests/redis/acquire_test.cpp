@@ -38,9 +38,75 @@ class AcquireTest : public test::LoopTest, public ::testing::WithParamInterface<
   }
 
   test::RedisServer server_;
-  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s}};
+  Client client_{
+      loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s, .reservation_lease = 6s}};
   std::unique_ptr<Limiter> limiter_;
 };
+
+/// Waiters under owner leases while Redis stops answering: none may end later than its wake
+/// plus one command_timeout, whatever renewal was in flight at the wake (renewals, a claim and
+/// the circuit breaker together).
+class WaitingThroughAPause : public test::LoopTest {
+ protected:
+  test::RedisServer server_;
+};
+
+constexpr auto pause_command_timeout = 250ms;
+constexpr int paused_waiters = 48;
+constexpr auto paused_slot = 31250us;  // Limit::gcra("32/s", 1)
+constexpr auto pause_after = 300ms;    // after the first renewals, before the later wakes
+
+struct Ended {
+  int index;
+  Clock::time_point at;
+};
+
+Task<void> wait_and_record(Limiter& limiter, int index, std::vector<Ended>* ended) {
+  try {
+    const Decision decision = co_await limiter.acquire("k", 1, {});
+    static_cast<void>(decision);
+  } catch (const Error&) {
+    // Redis could not be asked: the failure policy's answer; only the time matters here.
+  }
+  ended->push_back({index, Clock::now()});
+}
+
+Task<void> pause_redis(uv_loop_t* loop, test::RedisServer& server) {
+  co_await sleep_for(loop, pause_after);
+  server.pause();  // SIGSTOP
+}
+
+Task<void> waiters_through_a_pause(uv_loop_t* loop, Limiter& limiter, test::RedisServer& server,
+                                   Clock::time_point* started, std::vector<Ended>* ended) {
+  TaskGroup group;
+  *started = Clock::now();
+  for (int i = 0; i < paused_waiters; ++i)
+    group.add(wait_and_record(limiter, i, ended));
+  group.add(pause_redis(loop, server));
+  co_await group.join();
+}
+
+TEST_F(WaitingThroughAPause, NoWaiterEndsLaterThanItsWakePlusOneCommandTimeout) {
+  Client client(loop(), {.url = server_.url(),
+                         .command_timeout = pause_command_timeout,
+                         .reservation_lease = 3 * pause_command_timeout});
+  Limiter limiter(client, Policy::of(Limit::gcra("32/s", 1)), {.name = "paused"});
+  Clock::time_point started;
+  std::vector<Ended> ended;
+  run(loop(), waiters_through_a_pause(loop(), limiter, server_, &started, &ended));
+  server_.resume();
+  ASSERT_EQ(ended.size(), static_cast<std::size_t>(paused_waiters));
+  Clock::duration latest{};
+  for (const Ended& end : ended) {
+    const auto wake = started + end.index * paused_slot;
+    latest = std::max(latest, end.at - wake);
+    EXPECT_LT(end.at - wake, pause_command_timeout + deadline_slack) << "waiter " << end.index;
+  }
+  std::printf("latest end after its wake: %lld ms\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(latest).count()));
+  run(loop(), client.close());
+}
 
 struct Finished {
   int index;

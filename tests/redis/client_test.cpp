@@ -189,12 +189,35 @@ TEST_F(ClientTest, MalformedOptionsFailAtConstructionWithoutIo) {
   EXPECT_THROW(Client(loop(), bad), ConfigError);
 }
 
+TEST_F(ClientTest, AReservationLeaseIsOffOrAtLeastThreeCommandTimeouts) {
+  ClientOptions lease = options();
+  lease.command_timeout = 250ms;
+  for (const auto bad : {-1ms, 1ms, 749ms}) {
+    lease.reservation_lease = bad;
+    try {
+      Client client(loop(), lease);
+      ADD_FAILURE() << "a reservation_lease of " << bad.count() << " ms was accepted";
+    } catch (const ConfigError& e) {
+      const std::string text = e.what();
+      EXPECT_NE(text.find("reservation_lease"), std::string::npos) << text;
+      EXPECT_NE(text.find(std::to_string(bad.count()) + " ms"), std::string::npos) << text;
+      EXPECT_NE(text.find("command_timeout (250 ms)"), std::string::npos) << text;
+    }
+  }
+  for (const auto good : {0ms, 750ms}) {
+    lease.reservation_lease = good;
+    Client client(loop(), lease);
+    run(loop(), client.close());
+  }
+}
+
 // ---- connecting
 
 TEST_F(ClientTest, RefusedConnectFailsByTheConnectTimeout) {
   ClientOptions o = options("redis://127.0.0.1:" + std::to_string(test::free_port()));
   o.connect_timeout = 500ms;
   o.command_timeout = 2000ms;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   const auto start = Clock::now();
   try {
@@ -347,6 +370,7 @@ Task<void> kill_mid_flight(Client& client, Client& killer, Outcomes* outcomes) {
 TEST_F(ClientTest, ClientKillDuringAThousandCommandsCompletesEveryOneAndReconnects) {
   ClientOptions o = options();
   o.command_timeout = 10s;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   Client killer(loop(), o);
   run(loop(), killer.connect());  // connected before the flood keeps the server busy
@@ -624,6 +648,7 @@ TEST_F(ClientTest, BeyondMaxPendingCommandsFailAtOnceWithOverloaded) {
   ClientOptions o = options();
   o.max_pending = 10;
   o.command_timeout = 2s;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   Outcomes outcomes;
   std::chrono::milliseconds spent{};
@@ -646,6 +671,7 @@ Task<void> close_while_busy(Client& client, Outcomes* outcomes) {
 TEST_F(ClientTest, CloseWaitsForCommandsInFlightThenRefusesNewOnes) {
   ClientOptions o = options();
   o.command_timeout = 2s;
+  o.reservation_lease = 3 * o.command_timeout;
   Client client(loop(), o);
   run(loop(), client.connect());
   Outcomes outcomes;

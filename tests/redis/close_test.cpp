@@ -23,7 +23,7 @@ class CloseTest : public test::LoopTest {
     LoopTest::TearDown();
   }
   ClientOptions options() const {
-    return ClientOptions{.url = server_.url(), .command_timeout = 2s};
+    return ClientOptions{.url = server_.url(), .command_timeout = 2s, .reservation_lease = 6s};
   }
 
   test::RedisServer server_;

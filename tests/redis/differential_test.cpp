@@ -580,7 +580,7 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
 
 Task<void> run_case(Client& client, std::vector<Algorithm> algorithms, std::uint64_t seed,
                     Tally* tally) {
-  RedisBackend backend(client.dispatcher());
+  RedisBackend backend(client.dispatcher(), std::chrono::microseconds(lease_us));
   std::mt19937_64 random(seed);
   TaskGroup group;
   for (int index = 0; index < sequences_per_case; ++index) {
@@ -608,7 +608,7 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   ClientOptions options;
   options.url = server_.url();
   options.command_timeout = 10s;
-  options.reservation_lease = std::chrono::milliseconds(lease_us / 1000);
+  options.reservation_lease = 0ms;  // the backend is given its own 1 ms leases
   Client client(loop(), options);
   Tally tally;
   run(loop(), run_case(client, GetParam().algorithms, seed, &tally));
@@ -687,7 +687,7 @@ Sequence window_carry_sequence(std::mt19937_64& random, Algorithm algorithm, int
 
 Task<void> run_window_carry_case(Client& client, Algorithm algorithm, std::uint64_t seed,
                                  Tally* tally) {
-  RedisBackend backend(client.dispatcher());
+  RedisBackend backend(client.dispatcher(), std::chrono::microseconds(lease_us));
   std::mt19937_64 random(seed);
   TaskGroup group;
   for (int index = 0; index < sequences_per_case; ++index) {
@@ -709,6 +709,7 @@ TEST_P(WindowCarryDifferential, ScriptAndModelCarryWindowsOverPolicyChangesIdent
   ClientOptions options;
   options.url = server_.url();
   options.command_timeout = 10s;
+  options.reservation_lease = 0ms;  // the backend is given its own 1 ms leases
   Client client(loop(), options);
   Tally tally;
   run(loop(), run_window_carry_case(client, GetParam(), seed, &tally));

@@ -143,7 +143,10 @@ TEST_P(Failure, CallsGetThePolicyByTheirDeadlineAndRedisAgainWithinASecond) {
                         .reconnect_max = 200ms};
   options.logger = std::make_shared<spdlog::logger>("quiet");  // no sinks: faults are expected
   Client client(loop(), options);
-  Client other(loop(), {.url = server_.url(), .command_timeout = 2s, .logger = options.logger});
+  Client other(loop(), {.url = server_.url(),
+                        .command_timeout = 2s,
+                        .logger = options.logger,
+                        .reservation_lease = 6s});
   LimiterOptions limiter_options{.name = "failure"};
   limiter_options.on_failure.kind = GetParam().policy;
   limiter_options.on_failure.local_share = 0.5;

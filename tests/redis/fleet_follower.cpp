@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
   Run run;
   run.out = argv[5];
   {
-    redlimit::Client client(&loop, {.url = argv[1], .command_timeout = 2000ms});
+    redlimit::Client client(
+        &loop, {.url = argv[1], .command_timeout = 2000ms, .reservation_lease = 6000ms});
     redlimit::Limiter limiter(client, redlimit::LimiterOptions{.name = argv[2]});
     redlimit::run(&loop, follow(&loop, client, limiter, keys, std::stoi(argv[3]),
                                 std::chrono::microseconds(std::stoll(argv[4])), &run));

@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   Tally tally;
   {
-    redlimit::Client client(&loop, {.url = argv[1], .command_timeout = 2000ms});
+    redlimit::Client client(
+        &loop, {.url = argv[1], .command_timeout = 2000ms, .reservation_lease = 6000ms});
     redlimit::Limiter limiter(client, redlimit::Policy::of(limit), {.name = "accuracy"});
     redlimit::run(&loop, main_task(&loop, client, limiter, argv[2], std::stoi(argv[8]),
                                    std::chrono::milliseconds(std::stoll(argv[9])),

@@ -102,7 +102,8 @@ int main(int argc, char** argv) {
   std::vector<Held> held;
   long errors = 0;
   {
-    redlimit::Client client(&loop, {.url = argv[2], .command_timeout = 2000ms});
+    redlimit::Client client(&loop,
+                            {.url = argv[2], .command_timeout = 2000ms, .reservation_lease = 0ms});
     redlimit::Semaphore semaphore(client, std::stoll(argv[3]), "workers",
                                   std::chrono::milliseconds(std::stoll(argv[4])));
     if (mode == "hold") {

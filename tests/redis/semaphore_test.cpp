@@ -40,7 +40,8 @@ class SemaphoreTest : public test::LoopTest {
   }
 
   test::RedisServer server_;
-  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s}};
+  Client client_{
+      loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s, .reservation_lease = 6s}};
 };
 
 TEST_F(SemaphoreTest, AtMostNPermitsAreHeldAtOnce) {

@@ -237,6 +237,24 @@ INSTANTIATE_TEST_SUITE_P(
                       StarvationCase{"in_process", Answerer::in_process}),
     starvation_name);
 
+class LoopOnAnotherThread : public test::LoopTest {};
+
+// The loop's thread is not the one that built the limiter: the callers must still yield.
+TEST_F(LoopOnAnotherThread, AnInProcessLimiterBuiltOnTheMainThreadYieldsToTheLoopsTimers) {
+  Limiter limiter(loop(), Policy{Limit::fixed_window("5/min")}, {.name = "starve"});
+  Starvation seen;
+  std::thread runner([&] {
+    run(loop(), answered_locally(limiter, Answerer::deny_cache));
+    run(loop(), timer_among_loopers(loop(), limiter, &seen));
+  });
+  runner.join();
+  ASSERT_TRUE(seen.timer_fired_after.has_value());
+  std::printf(
+      "[ in_process, other thread ] a %lld ms timer fired after %lld ms, among %lld calls\n",
+      milliseconds(timer_delay), milliseconds(*seen.timer_fired_after), seen.calls);
+  EXPECT_LT(*seen.timer_fired_after, timer_bound);
+}
+
 class SemaphoreCallers : public test::LoopTest {};
 
 TEST_F(SemaphoreCallers, ATimerFiresOnTimeWhileCallersLoopOnAnOpenBreaker) {

@@ -144,7 +144,8 @@ class WrongThreadTest : public test::LoopTest,
   }
 
   test::RedisServer server_;
-  Client client_{loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s}};
+  Client client_{
+      loop(), ClientOptions{.url = server_.url(), .command_timeout = 2s, .reservation_lease = 6s}};
   PolicyStore store_{client_};
   std::unique_ptr<Limiter> limiter_ = std::make_unique<Limiter>(client_, Policy::parse("gcra 10/s"),
                                                                 LimiterOptions{.name = "direct"});
