@@ -26,6 +26,9 @@ class CommandDispatcher;
 }
 
 /// How to reach Redis and how long to wait for it.
+/// The shortest ClientOptions::reservation_lease other than 0 (off).
+inline constexpr std::chrono::milliseconds min_reservation_lease{100};
+
 struct ClientOptions {
   /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`
   /// for one server; `redis-cluster://[user[:password]@]host:port[,host:port...]` for a Redis
@@ -52,8 +55,9 @@ struct ClientOptions {
   /// that the client renews every third of it while it waits; if the process dies, the next
   /// script call on the key more than a lease after the last renewal gives the reservation
   /// back (docs/waiting.md). 0: never registered (a dead process's reservations then hold the
-  /// key until their slots pass). Otherwise at least 3 x command_timeout (a renewal may take a
-  /// command_timeout): anything else is a ConfigError at construction, before any I/O.
+  /// key until their slots pass). Otherwise at least min_reservation_lease: anything else is a
+  /// ConfigError at construction, before any I/O. Keep it well above the round trip to Redis:
+  /// a lease that lapses while its owner renews it makes the owner's waiters reserve again.
   std::chrono::milliseconds reservation_lease{750};
 };
 

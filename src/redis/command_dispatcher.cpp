@@ -45,15 +45,13 @@ ClientOptions validated(ClientOptions options) {
                       std::to_string(options.reconnect_min.count()) + " ms)");
   }
   if (options.max_pending == 0) throw ConfigError("ClientOptions::max_pending must be at least 1");
-  // Why 3 x: a lease is renewed every third of it, and each renewal may take a command_timeout;
-  // a shorter lease lapses while its owner is alive and renewing.
+  // Why a floor: a lease is renewed every third of it; one of a few ms would be renewed a
+  // thousand times a second per waiter and lapse whenever a round trip is slower than it.
   const auto lease = options.reservation_lease;
-  if (lease.count() != 0 && (lease.count() < 0 || lease < 3 * options.command_timeout)) {
-    throw ConfigError(
-        "ClientOptions::reservation_lease must be 0 (off) or at least 3 x "
-        "command_timeout (" +
-        std::to_string(options.command_timeout.count()) + " ms), got " +
-        std::to_string(lease.count()) + " ms");
+  if (lease.count() != 0 && lease < min_reservation_lease) {
+    throw ConfigError("ClientOptions::reservation_lease must be 0 (off) or at least " +
+                      std::to_string(min_reservation_lease.count()) + " ms, got " +
+                      std::to_string(lease.count()) + " ms");
   }
   if (!options.logger) options.logger = default_logger();
   if (options.id.empty()) {

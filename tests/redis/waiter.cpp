@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   std::vector<std::string> lines;
   {
-    redlimit::Client client(&loop, {.url = argv[1], .command_timeout = 250ms});
+    redlimit::Client client(&loop, {.url = argv[1], .command_timeout = 2000ms});
     redlimit::Limiter limiter(client, redlimit::Policy::of(limit), {.name = "waiting"});
     redlimit::run(
         &loop,
