@@ -294,14 +294,19 @@ TEST_F(PolicyStoreTest, AStateNewerThanTheStoredPolicyEndsTheCallTypedAfterOneRe
   Limiter limiter(client(), LimiterOptions{.name = "api", .policy_refresh = 1h});
   EXPECT_EQ(run(loop(), limiter.try_acquire("k")).policy_version, version);
   // The key's state stamped with a version the store does not hold (e.g. its record was lost in
-  // a failover while the state keys remained): `us:f:p:0:0:0:d:burst:pv`, pv last.
+  // a failover while the state keys remained): `us:f:p:0:0:0:d:burst:pv:written`, pv ninth.
   const std::vector<std::string> keys = server_.keys();
   const auto state = std::find_if(keys.begin(), keys.end(), [](const std::string& key) {
     return key.find(":k}") != std::string::npos;
   });
   ASSERT_NE(state, keys.end());
   std::string stamp = server_.command({"GET", *state}).str;
-  stamp = stamp.substr(0, stamp.rfind(':') + 1) + std::to_string(version + 100);
+  std::size_t pv_start = 0;
+  for (int field = 0; field < 8; ++field)
+    pv_start = stamp.find(':', pv_start) + 1;
+  const std::size_t pv_end = stamp.find(':', pv_start);
+  ASSERT_NE(pv_end, std::string::npos) << stamp;
+  stamp.replace(pv_start, pv_end - pv_start, std::to_string(version + 100));
   server_.command({"SET", *state, stamp, "KEEPTTL"});
   server_.command({"CONFIG", "RESETSTAT"});
 
