@@ -276,26 +276,13 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
 }
 
 Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
-  const CompiledLimit& limit = request.policy->limits().front();
-  const std::string key = reservation_key(request);
-  const std::string log = cancel_log_key(key);
-  const std::string leases = leases_key(key);
-  const std::string held = held_key(key);
-  const std::array<std::string_view, 4> keys = {key, log, leases, held};
-  const std::string permits = std::to_string(request.permits);
-  const std::string now = now_argument(request);
-  const std::string max_wait = std::to_string(max_wait_us);
-  const std::string lease = std::to_string(lease_us());
-  const auto& epoch = request.policy->epoch_fields();
-  const std::array<std::string_view, 12> args = {"reserve",       permits,         now,
-                                                 epoch[0],        epoch[1],        epoch[2],
-                                                 limit.fields[0], limit.fields[1], limit.fields[2],
-                                                 limit.fields[3], max_wait,        lease};
-  const Reply reply =
-      co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
-  Reservation reservation = reservation_from_reply(reply, limit.spec.a);
-  reservation.d = limit.spec.b;
-  reservation.decision.policy_version = request.policy->epoch().version;
+  // Why copied first: the request (and the policy it keeps alive) moves into the call.
+  const LimitSpec spec = request.policy->limits().front().spec;
+  const std::int64_t version = request.policy->epoch().version;
+  const Reply reply = co_await run_reserve_script("reserve", std::move(request), max_wait_us);
+  Reservation reservation = reservation_from_reply(reply, spec.a);
+  reservation.d = spec.b;
+  reservation.decision.policy_version = version;
   co_return reservation;
 }
 
@@ -358,7 +345,7 @@ Task<Decision> RedisBackend::decide_reclaiming(const scripts::ScriptSource& scri
   next_reclaim_[std::move(key)] = now + std::chrono::microseconds(lease_us() / 3);
   std::int64_t given_back = 0;
   try {
-    const Reply reply = co_await run_lease_operation("reclaim", request, 0);
+    const Reply reply = co_await run_reserve_script("reclaim", request, 0);
     given_back = reply.as_array().at(0).as_integer();
   } catch (const Error&) {
     // The denial stands: Redis answered it; the next denial after a third of a lease retries.
@@ -373,8 +360,8 @@ std::int64_t RedisBackend::lease_us() const noexcept {
       .count();
 }
 
-Task<Reply> RedisBackend::run_lease_operation(std::string operation, DecideRequest request,
-                                              std::int64_t version) {
+Task<Reply> RedisBackend::run_reserve_script(std::string operation, DecideRequest request,
+                                             std::int64_t argument) {
   const CompiledLimit& limit = request.policy->limits().front();
   const std::string key = reservation_key(request);
   const std::string log = cancel_log_key(key);
@@ -383,25 +370,33 @@ Task<Reply> RedisBackend::run_lease_operation(std::string operation, DecideReque
   const std::array<std::string_view, 4> keys = {key, log, leases, held};
   const std::string permits = std::to_string(request.permits);
   const std::string now = now_argument(request);
-  const std::string reserved = std::to_string(version);
+  const std::string operation_argument = std::to_string(argument);
   const std::string lease = std::to_string(lease_us());
   const auto& epoch = request.policy->epoch_fields();
-  const std::array<std::string_view, 12> args = {operation,       permits,         now,
-                                                 epoch[0],        epoch[1],        epoch[2],
-                                                 limit.fields[0], limit.fields[1], limit.fields[2],
-                                                 limit.fields[3], reserved,        lease};
+  const std::array<std::string_view, 12> args = {operation,
+                                                 permits,
+                                                 now,
+                                                 epoch[0],
+                                                 epoch[1],
+                                                 epoch[2],
+                                                 limit.fields[0],
+                                                 limit.fields[1],
+                                                 limit.fields[2],
+                                                 limit.fields[3],
+                                                 operation_argument,
+                                                 lease};
   co_return co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
 }
 
 Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::int64_t version) {
-  const Reply reply = co_await run_lease_operation("renew", std::move(request), version);
+  const Reply reply = co_await run_reserve_script("renew", std::move(request), version);
   const auto& fields = reply.as_array();
   if (fields.size() != 3) throw ProtocolError("the renew script returned an unexpected reply");
   co_return fields[0].as_integer() == 1 ? fields[2].as_integer() : 0;
 }
 
 Task<bool> RedisBackend::claim_reservation(DecideRequest request, std::int64_t version) {
-  const Reply reply = co_await run_lease_operation("claim", std::move(request), version);
+  const Reply reply = co_await run_reserve_script("claim", std::move(request), version);
   const auto& fields = reply.as_array();
   if (fields.size() != 2) throw ProtocolError("the claim script returned an unexpected reply");
   co_return fields[0].as_integer() == 1;

@@ -43,10 +43,11 @@ class RedisBackend final : public Backend {
  private:
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
   Task<LeaseReply> run_semaphore_script(std::string operation, LeaseRequest request);
-  /// The reserve script's answer to the lease `operation` ("renew" or "claim") on the
-  /// reservation `version` of the request's key.
-  Task<Reply> run_lease_operation(std::string operation, DecideRequest request,
-                                  std::int64_t version);
+  /// The reserve script's answer to `operation` on the request's key: "reserve" (`argument`:
+  /// the longest wait, us), or the lease operations "renew" and "claim" (`argument`: the
+  /// reservation's version). They share the script's argument layout.
+  Task<Reply> run_reserve_script(std::string operation, DecideRequest request,
+                                 std::int64_t argument);
   /// The lease given at construction, else ClientOptions::reservation_lease, in microseconds.
   std::int64_t lease_us() const noexcept;
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
