@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/started_task.hpp"
 
@@ -73,6 +76,33 @@ TEST_F(LoopTurnTest, AWaiterWhoseFrameIsDestroyedIsNotResumed) {
   }
   uv_run(loop(), UV_RUN_DEFAULT);
   EXPECT_FALSE(resumed);
+}
+
+Task<void> record_after_yield(LoopTurn& turn, int index, Clock::duration busy,
+                              std::vector<int>* order) {
+  co_await turn.yield_if_due();
+  busy_for(busy);
+  order->push_back(index);
+}
+
+Task<void> callers_in_one_turn(LoopTurn& turn, int count, std::vector<int>* order) {
+  TaskGroup group;
+  // The first caller starts the turn and uses it up; every later one is due for a yield, but
+  // the clock is read only on every calls_per_check-th call.
+  group.add(record_after_yield(turn, 0, 3ms, order));
+  for (int i = 1; i < count; ++i)
+    group.add(record_after_yield(turn, i, 0ms, order));
+  co_await group.join();
+}
+
+TEST_F(LoopTurnTest, CallersAfterOneThatYieldedKeepTheirOrder) {
+  LoopTurn turn(loop(), 1ms);
+  std::vector<int> order;
+  const int callers = 4 * LoopTurn::calls_per_check;
+  run(loop(), callers_in_one_turn(turn, callers, &order));
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(callers));
+  for (int i = 0; i < callers; ++i)
+    EXPECT_EQ(order[static_cast<std::size_t>(i)], i) << "a later caller overtook a yielded one";
 }
 
 }  // namespace
