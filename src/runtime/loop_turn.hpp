@@ -20,10 +20,11 @@ namespace redlimit::detail {
 /// `co_await turn.yield_if_due()` continues at once while the loop's current turn has lasted
 /// less than the budget; once it has lasted longer, the caller is resumed by the loop (from an
 /// idle handle): the loop first finishes what it was doing and runs the timers that are due, and
-/// polls for I/O, without blocking, right after the resumed callers' turn. A turn starts with the
-/// first call after the loop's time moved on (libuv updates it at the start of every iteration
-/// and after every poll); within a turn the clock is read every 16th call, so checking costs
-/// little and no handle; a handle is open only while callers wait to be resumed.
+/// polls for I/O, without blocking, right after the resumed callers' turn. While callers wait to
+/// be resumed, every later caller waits behind them, so calls keep their order. A turn starts with
+/// the first call after the loop's time moved on (libuv updates it at the start of every
+/// iteration and after every poll); within a turn the clock is read every 16th call, so checking
+/// costs little and no handle; a handle is open only while callers wait to be resumed.
 class LoopTurn {
  public:
   static constexpr std::chrono::microseconds default_budget{1000};
@@ -82,6 +83,9 @@ class LoopTurn {
   }
   /// Whether the current turn has lasted the budget; starts a turn when the loop moved on.
   bool due() noexcept {
+    // Why first: a caller that yielded is resumed in order with the ones behind it; a later
+    // caller that went on at once would overtake it (a waiter would lose its place in the queue).
+    if (first_ != nullptr) return true;
     const std::uint64_t loop_time = uv_now(loop_);
     if (loop_time != turn_loop_time_) {
       turn_loop_time_ = loop_time;
