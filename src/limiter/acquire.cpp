@@ -62,6 +62,33 @@ Task<void> PolicyEnforcer::give_back(std::shared_ptr<PolicyEnforcer> enforcer, B
   co_await backend->cancel(std::move(request), ticket);
 }
 
+/// What a waiter and the renewal of its owner lease share. Why beside the waiter, not awaited
+/// by it: a renewal Redis does not answer would hold the waiter past its wake for up to a
+/// command timeout, and the claim at the wake for one more.
+struct PolicyEnforcer::LeaseRenewal {
+  std::int64_t confirmed = 0;  ///< the latest lease expiry Redis confirmed (Redis time, us)
+  bool in_flight = false;
+  bool reclaimed = false;            ///< Redis answered that the reservation was given back
+  std::exception_ptr error;          ///< an error that is not unavailability, for the waiter
+  std::stop_source* wake = nullptr;  ///< the waiter's sleep, while it sleeps
+};
+
+Task<void> PolicyEnforcer::renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
+                                        DecideRequest request, std::int64_t version,
+                                        std::shared_ptr<LeaseRenewal> renewal) {
+  (void)enforcer;  // keeps the backend alive until this ends
+  try {
+    const std::int64_t expiry = co_await backend->renew_reservation(std::move(request), version);
+    renewal->reclaimed = expiry == 0;
+    renewal->confirmed = std::max(renewal->confirmed, expiry);
+  } catch (...) {
+    // Redis could not answer: renewed again at the next turn, or claimed at the wake.
+    if (!means_unavailable(std::current_exception())) renewal->error = std::current_exception();
+  }
+  renewal->in_flight = false;
+  if (renewal->wake != nullptr) renewal->wake->request_stop();  // the waiter looks again
+}
+
 Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::string key,
                                                     OwnedAcquireOptions options) {
   co_await turn_.yield_if_due();
@@ -155,35 +182,41 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
   // the lease while its slot is later than the last expiry Redis confirmed (`confirmed`).
   // Why slot and expiry compare directly: both are Redis times; once the slot is at or before
   // the confirmed expiry, any reclaim (after that expiry) finds the slot due.
-  std::int64_t confirmed = backend == backend_.get() ? reservation->lease_expiry_us : 0;
-  const bool registered = confirmed != 0;
+  const auto renewal = std::make_shared<LeaseRenewal>();
+  renewal->confirmed = backend == backend_.get() ? reservation->lease_expiry_us : 0;
+  const bool registered = renewal->confirmed != 0;
   const auto renew_every = std::chrono::microseconds(
-      std::max<std::int64_t>(1, (confirmed - reservation->reserved_at_us) / 3));
-  const auto unconfirmed = [&] { return registered && waiter.slot.ceil_us() > confirmed; };
+      std::max<std::int64_t>(1, (renewal->confirmed - reservation->reserved_at_us) / 3));
+  const auto unconfirmed = [&] { return registered && waiter.slot.ceil_us() > renewal->confirmed; };
+  // Why: a renewal that ends after this frame is gone must not wake it.
+  struct ForgetWakeOnExit {
+    LeaseRenewal& renewal;
+    ~ForgetWakeOnExit() { renewal.wake = nullptr; }
+  } forget_wake{*renewal};
   auto next_renewal = Clock::now() + renew_every;
-  bool reclaimed = false;
   for (;;) {
+    if (renewal->error) std::rethrow_exception(renewal->error);
     const auto current = Clock::now();
-    if (current >= waiter.wake) break;
-    if (unconfirmed() && current >= next_renewal) {
+    if (current >= waiter.wake || renewal->reclaimed) break;
+    const bool renewing = unconfirmed() && !renewal->in_flight;
+    if (renewing && current >= next_renewal) {
       next_renewal = current + renew_every;
-      std::exception_ptr renew_error;
-      try {
-        const std::int64_t expiry = co_await backend->renew_reservation(
-            give_back_request(request, backend, key), waiter.book.version);
-        reclaimed = expiry == 0;
-        confirmed = std::max(confirmed, expiry);
-      } catch (...) {
-        renew_error = std::current_exception();
+      renewal->in_flight = true;
+      Task<void> renew =
+          renew_beside(shared_from_this(), backend, give_back_request(request, backend, key),
+                       waiter.book.version, renewal);
+      // Why the client's background work: Client::close() waits for it (bounded by its deadline).
+      if (BackgroundTasks* tasks = backend_->background()) {
+        tasks->start(std::move(renew));
+      } else {
+        spawn(loop_, std::move(renew));
       }
-      // Redis could not answer: renewed at the next turn, or claimed at the wake.
-      if (renew_error) retry_in_after(renew_error);
-      if (reclaimed) break;
       continue;
     }
-    const auto until = unconfirmed() ? std::min(waiter.wake, next_renewal) : waiter.wake;
+    const auto until = renewing ? std::min(waiter.wake, next_renewal) : waiter.wake;
     std::stop_source wake_early;
     waiter.reschedule = &wake_early;
+    renewal->wake = &wake_early;
     std::stop_callback<Forward> forward(options.stop, Forward{&wake_early});
     bool woken = false;
     try {
@@ -193,8 +226,10 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
       woken = true;
     }
     waiter.reschedule = nullptr;
+    renewal->wake = nullptr;
     if (woken && options.stop.stop_requested()) break;
   }
+  bool reclaimed = renewal->reclaimed;
   // Why decided once: a stop that came after the wake does not cancel (the slot has come).
   const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
   if (!reclaimed && !cancelling && unconfirmed()) {

@@ -108,6 +108,11 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
   static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                               DecideRequest request, CancelTicket ticket);
+  struct LeaseRenewal;
+  /// Renews a waiter's owner lease beside it, reporting into `renewal` (acquire.cpp).
+  static Task<void> renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
+                                 DecideRequest request, std::int64_t version,
+                                 std::shared_ptr<LeaseRenewal> renewal);
 
   uv_loop_t* loop_;
   /// Every call checks it first: a caller answered without I/O, asking again at once, gives the
