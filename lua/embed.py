@@ -48,7 +48,9 @@ become `q = floor(a / b)` and a line that corrects the double quotient by one ei
 can round up to the next integer when it is very close to it).
 
 Scripts are named on the command line: `name=shapes/lean.lua:gcra` (a shape and its
-algorithms, comma-separated) or a plain `path.lua` (named after the file)."""
+algorithms, comma-separated), a plain `path.lua` (named after the file), or
+`name=batch.lua+decide,reserve` (a batch: the scripts named before it, each as a function under
+its index, where the template says --!scripts, with their TIME calls read once per batch)."""
 import argparse
 import hashlib
 import pathlib
@@ -269,9 +271,41 @@ def render(lines, algorithms, current):
     return out
 
 
-def generate(root, spec):
-    """(name, text) of one script named on the command line."""
-    if "=" in spec:
+TIME_CALL = re.compile(r"redis\.call\(\s*['\"]TIME['\"]\s*\)")
+COMMAND_CALL = re.compile(r"redis\.p?call\(")
+
+
+def batch(root, template, wrapped, generated):
+    """The lines of a batch script: `template` with its --!scripts line replaced by every
+    script in `wrapped` (names of scripts generated before it) as a function of (KEYS, ARGV)
+    under its index, reading the batch's one TIME and calling commands through BATCH_CALL."""
+    out = []
+    for line in expand_includes(root / template):
+        if line.strip() != "--!scripts":
+            out.append(line)
+            continue
+        for name in wrapped:
+            if name not in generated:
+                fail(f"batch: {name} must be named before the batch")
+            index, text = generated[name]
+            out.append(f"-- {name}\n")
+            out.append(f"SCRIPTS[{index}] = function(KEYS, ARGV)\n")
+            # Why without comment lines: each script keeps its own; here they would only
+            # make Redis read the batch's text once more per script.
+            out += [COMMAND_CALL.sub("BATCH_CALL(", TIME_CALL.sub("BATCH_TIME()", l)) + "\n"
+                    for l in text.splitlines() if l.strip() and not l.lstrip().startswith("--")]
+            out.append("end\n")
+    return out
+
+
+def generate(root, spec, generated):
+    """(name, text) of one script named on the command line; `generated` maps the names of
+    the scripts before it to (index, text)."""
+    if "=" in spec and "+" in spec:
+        name, rest = spec.split("=", 1)
+        template, _, wrapped = rest.partition("+")
+        lines = batch(root, template, [w for w in wrapped.split(",") if w], generated)
+    elif "=" in spec:
         name, shape = spec.split("=", 1)
         shape, _, names = shape.partition(":")
         algorithms = [Algorithm(root, a) for a in names.split(",") if a]
@@ -314,12 +348,18 @@ def main():
         "",
     ]
     names = []
+    generated = {}
     for index, spec in enumerate(args.scripts):
-        name, text = generate(root, spec)
+        name, text = generate(root, spec, generated)
+        generated[name] = (index, text)
         data = text.encode()
         names.append(name)
         sha1 = hashlib.sha1(data).hexdigest()
-        commands = " ".join(sorted({c.upper() for c in CALL.findall(text)}))
+        called = set(CALL.findall(text))
+        if "+" in spec:  # a batch calls what its scripts call (through BATCH_CALL)
+            for wrapped in spec.split("+", 1)[1].split(","):
+                called |= set(CALL.findall(generated[wrapped][1]))
+        commands = " ".join(sorted({c.upper() for c in called}))
         body = ",".join(f"0x{b:02x}" for b in data)
         out += [
             f"inline constexpr char {name}_bytes[] = {{{body}}};",

@@ -81,8 +81,9 @@ redlimit::Task<BenchResult> run_case(uv_loop_t* loop, const std::string& url,
   std::vector<std::unique_ptr<redlimit::Client>> clients;
   std::vector<std::unique_ptr<redlimit::Limiter>> limiters;
   for (int i = 0; i < config.connections; ++i) {
-    clients.push_back(
-        std::make_unique<redlimit::Client>(loop, redlimit::ClientOptions{.url = url}));
+    clients.push_back(std::make_unique<redlimit::Client>(
+        loop, redlimit::ClientOptions{.url = url,
+                                      .max_batch = static_cast<std::size_t>(config.max_batch)}));
     limiters.push_back(std::make_unique<redlimit::Limiter>(
         *clients.back(), bench_policy(config.algorithm),
         redlimit::LimiterOptions{.name = name, .prefix = bench_prefix, .deny_cache = false}));

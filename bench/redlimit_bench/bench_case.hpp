@@ -13,6 +13,8 @@ struct BenchCase {
   int keys = 100'000;
   int connections = 1;
   double seconds = 2;
+  /// ClientOptions::max_batch (1: every decision its own script call).
+  int max_batch = 64;
 };
 
 struct BenchResult {

@@ -27,14 +27,16 @@ std::string optional_figure(const std::optional<double>& value, const char* form
 void print_json(const BenchResult& r) {
   std::printf(
       "{\"bench\":\"try_acquire\",\"algorithm\":\"%s\",\"in_flight\":%d,\"keys\":%d,"
-      "\"connections\":%d,\"seconds\":%.3f,\"decisions\":%lld,\"allowed\":%lld,\"errors\":%lld,"
+      "\"connections\":%d,\"max_batch\":%d,\"seconds\":%.3f,\"decisions\":%lld,\"allowed\":%lld,"
+      "\"errors\":%lld,"
       "\"per_second\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,"
       "\"client_cpu_us\":%.2f,\"server_usec_per_call\":%s,\"allocations_per_decision\":%s,"
       "\"key_bytes\":%s}\n",
       std::string(redlimit::to_string(r.config.algorithm)).c_str(), r.config.in_flight,
-      r.config.keys, r.config.connections, r.seconds, static_cast<long long>(r.decisions),
-      static_cast<long long>(r.allowed), static_cast<long long>(r.errors), r.per_second, r.p50_us,
-      r.p99_us, r.p999_us, r.client_cpu_us, optional_figure(r.server_usec_per_call, "%.2f").c_str(),
+      r.config.keys, r.config.connections, r.config.max_batch, r.seconds,
+      static_cast<long long>(r.decisions), static_cast<long long>(r.allowed),
+      static_cast<long long>(r.errors), r.per_second, r.p50_us, r.p99_us, r.p999_us,
+      r.client_cpu_us, optional_figure(r.server_usec_per_call, "%.2f").c_str(),
       optional_figure(r.allocations_per_decision, "%.1f").c_str(),
       optional_figure(r.key_bytes, "%.0f").c_str());
   std::fflush(stdout);
@@ -70,20 +72,20 @@ redlimit::Task<void> print_evalsha(redlimit::Client& client) {
   co_await client.close();
 }
 
-redlimit::Task<std::vector<BenchResult>> run_all(uv_loop_t* loop, redlimit::Client& admin,
-                                                 std::string url,
-                                                 std::vector<redlimit::Algorithm> algorithms,
-                                                 std::vector<int> in_flight, std::vector<int> keys,
-                                                 std::vector<int> connections, double seconds,
-                                                 bool json_only) {
+redlimit::Task<std::vector<BenchResult>> run_all(
+    uv_loop_t* loop, redlimit::Client& admin, std::string url,
+    std::vector<redlimit::Algorithm> algorithms, std::vector<int> in_flight, std::vector<int> keys,
+    std::vector<int> connections, std::vector<int> max_batches, double seconds, bool json_only) {
   std::vector<BenchResult> results;
   for (const redlimit::Algorithm algorithm : algorithms) {
     for (const int key_count : keys) {
       for (const int flying : in_flight) {
         for (const int conns : connections) {
-          results.push_back(co_await run_case(
-              loop, url, admin, BenchCase{algorithm, flying, key_count, conns, seconds}));
-          print_json(results.back());
+          for (const int batch : max_batches) {
+            results.push_back(co_await run_case(
+                loop, url, admin, BenchCase{algorithm, flying, key_count, conns, seconds, batch}));
+            print_json(results.back());
+          }
         }
       }
     }
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
   std::vector<int> in_flight = {1, 16, 256, 1024};
   std::vector<int> keys = {100'000, 1};
   std::vector<int> connections = {1};
+  std::vector<int> max_batches = {64};
   double seconds = 2;
   bool json_only = false;
   bool evalsha = false;
@@ -137,6 +140,10 @@ int main(int argc, char** argv) {
   app.add_option("--connections", connections, "clients (connections) sharing the load")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
+  app.add_option("--max-batch", max_batches,
+                 "ClientOptions::max_batch: decisions per script call at most (1: one each)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
   app.add_option("--seconds", seconds, "length of each case")->check(CLI::Range(0.05, 3600.0));
   app.add_flag("--json", json_only, "only the JSON lines, no table");
   app.add_flag("--print-evalsha", evalsha,
@@ -153,7 +160,7 @@ int main(int argc, char** argv) {
     } else {
       const auto results =
           redlimit::run(&loop, run_all(&loop, admin, url, parse_algorithms(algorithms), in_flight,
-                                       keys, connections, seconds, json_only));
+                                       keys, connections, max_batches, seconds, json_only));
       for (const BenchResult& r : results)
         if (r.errors > 0) status = 1;
     }

@@ -59,7 +59,16 @@ struct ClientOptions {
   /// ConfigError at construction, before any I/O. Keep it well above the round trip to Redis:
   /// a lease that lapses while its owner renews it makes the owner's waiters reserve again.
   std::chrono::milliseconds reservation_lease{750};
+  /// Script calls (decisions, reservations, cancellations, semaphore calls) queued in one loop
+  /// iteration for one server (in a cluster, for one hash slot) go to Redis as one script call
+  /// of at most this many, each decided as if sent alone, in the order queued; one queued alone
+  /// goes alone. No timer: only what is already queued when the loop is about to poll. 1: every
+  /// call alone. From 1 to max_batch_limit; anything else is a ConfigError at construction.
+  std::size_t max_batch = 64;
 };
+
+/// The largest ClientOptions::max_batch.
+inline constexpr std::size_t max_batch_limit = 1024;
 
 /// The connection to Redis. Commands that name a key are routed by the key's hash slot: to the
 /// one server, or in a cluster to the primary that serves the slot (one connection per primary;

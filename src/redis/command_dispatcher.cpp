@@ -45,6 +45,11 @@ ClientOptions validated(ClientOptions options) {
                       std::to_string(options.reconnect_min.count()) + " ms)");
   }
   if (options.max_pending == 0) throw ConfigError("ClientOptions::max_pending must be at least 1");
+  if (options.max_batch == 0 || options.max_batch > max_batch_limit) {
+    throw ConfigError("ClientOptions::max_batch must be from 1 to " +
+                      std::to_string(max_batch_limit) + ", got " +
+                      std::to_string(options.max_batch));
+  }
   // Why a floor: a lease is renewed every third of it; one of a few ms would be renewed a
   // thousand times a second per waiter and lapse whenever a round trip is slower than it.
   const auto lease = options.reservation_lease;
@@ -88,7 +93,12 @@ std::chrono::milliseconds retry_delay(int retries) {
 }  // namespace
 
 CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
-    : loop_(loop), options_(validated(std::move(options))), router_(make_router(loop, options_)) {}
+    : loop_(loop),
+      options_(validated(std::move(options))),
+      router_(make_router(loop, options_)),
+      batcher_(options_.max_batch > 1
+                   ? std::make_unique<ScriptBatcher>(loop, *this, options_.max_batch)
+                   : nullptr) {}
 
 Subscriber& CommandDispatcher::subscriber() {
   check_thread();
@@ -125,6 +135,8 @@ Task<void> CommandDispatcher::close() {
   // permits stay taken until their TTL; each is bounded by its command deadline.
   co_await background_.wait_all();
   background_.stop_accepting();
+  // Why before the connections close: batches in flight are answered as they would be alone.
+  if (batcher_) co_await batcher_->close();
   closing_ = true;
   co_await router_->close();
   if (subscriber_) co_await subscriber_->close();
@@ -329,10 +341,26 @@ Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
+    if (batcher_ && ScriptBatcher::coalesces(script)) {
+      return eval_coalesced(slot, script, keys, args, deadline);
+    }
     return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline);
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }
+}
+
+Task<Reply> CommandDispatcher::eval_coalesced(std::optional<std::uint16_t> slot,
+                                              const scripts::ScriptSource& script,
+                                              std::span<const std::string_view> keys,
+                                              std::span<const std::string_view> args,
+                                              Clock::time_point deadline) {
+  ScriptBatcher::Call call(*batcher_, slot, script, keys, args, deadline);
+  co_await call;
+  if (call.send_alone()) {
+    co_return co_await execute(slot, scripts_.evalsha(script, keys, args), &script, deadline);
+  }
+  co_return call.take_reply();
 }
 
 void CommandDispatcher::raise(const std::string& error, std::string_view hint) const {

@@ -14,6 +14,7 @@
 #include "redis/circuit_breaker.hpp"
 #include "redis/command_argv.hpp"
 #include "redis/connection.hpp"
+#include "redis/script_batcher.hpp"
 #include "redis/script_registry.hpp"
 #include "redis/slot_router.hpp"
 #include "redis/subscriber.hpp"
@@ -50,6 +51,9 @@ class CommandDispatcher {
   /// while it is open they fail at once with CircuitOpen, and a failure that leaves it open
   /// (Unavailable, or a transient error reply) is raised as CircuitOpen, carrying when the
   /// server will be tried again.
+  ///
+  /// Calls of the scripts the batch script holds are coalesced (ScriptBatcher) unless
+  /// ClientOptions::max_batch is 1.
   Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args, Clock::time_point deadline);
 
@@ -74,6 +78,11 @@ class CommandDispatcher {
   void check_thread() const;
 
  private:
+  friend class ScriptBatcher;  // sends batches with execute(), answers their calls with answer()
+  /// eval() through the batcher: queued, then answered from a batch or sent alone.
+  Task<Reply> eval_coalesced(std::optional<std::uint16_t> slot, const scripts::ScriptSource& script,
+                             std::span<const std::string_view> keys,
+                             std::span<const std::string_view> args, Clock::time_point deadline);
   /// Sends `argv` to the node serving `slot` and follows the cluster's answers: MOVED and ASK
   /// (at most max_redirects), TRYAGAIN, CLUSTERDOWN, LOADING and MASTERDOWN (backs off and
   /// retries while the deadline allows). With `script`, argv is an EVALSHA of it and NOSCRIPT
@@ -111,6 +120,7 @@ class CommandDispatcher {
   std::unique_ptr<SlotRouter> router_;  ///< after options_ and breakers_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   BackgroundTasks background_{loop_};
+  std::unique_ptr<ScriptBatcher> batcher_;  ///< null when max_batch is 1
   bool close_requested_ = false;
   bool closing_ = false;  ///< the connections are closing
   Completion closed_;     ///< a second close() waits for the first

@@ -1,0 +1,247 @@
+#include "redis/script_batcher.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "redis/command_dispatcher.hpp"
+#include "redlimit/errors.hpp"
+#include "runtime/background_tasks.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+/// A batch's words: its calls' keys, then the call count and, per call, the script's index,
+/// key count, argument count and arguments (lua/batch.lua). Copied: the batch outlives no
+/// caller's frame, but a caller's frame may go while its batch is in flight.
+struct BatchWords {
+  std::string text;  ///< every word, one after the other
+  std::vector<std::string_view> keys;
+  std::vector<std::string_view> args;
+};
+
+std::size_t digits_room(std::size_t words) {
+  return words * 21;  // the longest decimal of a std::size_t, and a separator
+}
+
+BatchWords batch_words(std::span<ScriptBatcher::Call* const> calls,
+                       std::span<const std::span<const std::string_view>> keys,
+                       std::span<const std::span<const std::string_view>> args,
+                       std::span<const std::size_t> indexes) {
+  BatchWords words;
+  std::size_t size = digits_room(1 + 3 * calls.size());
+  std::size_t key_count = 0;
+  std::size_t arg_count = 1;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    for (std::string_view key : keys[i])
+      size += key.size();
+    for (std::string_view arg : args[i])
+      size += arg.size();
+    key_count += keys[i].size();
+    arg_count += 3 + args[i].size();
+  }
+  // Why reserved whole: the views point into the text, which must not move.
+  words.text.reserve(size);
+  words.keys.reserve(key_count);
+  words.args.reserve(arg_count);
+  auto append = [&words](std::string_view word) {
+    const std::size_t at = words.text.size();
+    words.text.append(word);
+    return std::string_view(words.text.data() + at, word.size());
+  };
+  auto append_number = [&append](std::size_t number) { return append(std::to_string(number)); };
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    for (std::string_view key : keys[i])
+      words.keys.push_back(append(key));
+  }
+  words.args.push_back(append_number(calls.size()));
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    words.args.push_back(append_number(indexes[i]));
+    words.args.push_back(append_number(keys[i].size()));
+    words.args.push_back(append_number(args[i].size()));
+    for (std::string_view arg : args[i])
+      words.args.push_back(append(arg));
+  }
+  return words;
+}
+
+}  // namespace
+
+ScriptBatcher::ScriptBatcher(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch)
+    : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
+
+bool ScriptBatcher::coalesces(const scripts::ScriptSource& script) noexcept {
+  // The batch script holds every script but itself and PolicyStore's (lua/meson.build).
+  return &script != &scripts::batch && &script != &scripts::policy_store;
+}
+
+ScriptBatcher::Call::~Call() {
+  if (list_ != nullptr) (*list_)[index_] = nullptr;
+  if (in_batch_ != nullptr) *in_batch_ = nullptr;
+}
+
+Reply ScriptBatcher::Call::take_reply() {
+  if (error_) std::rethrow_exception(error_);
+  return std::move(reply_);
+}
+
+bool ScriptBatcher::queue(Call* call, std::coroutine_handle<> waiter) {
+  if (closed_) {
+    call->alone_ = true;
+    return false;
+  }
+  call->waiter_ = waiter;
+  call->list_ = &queued_;
+  call->index_ = queued_.size();
+  queued_.push_back(call);
+  if (!idle_) idle_ = std::make_unique<Idle>(loop_, &on_idle, this, nullptr);
+  if (queued_.size() == 1) idle_->start();
+  return true;
+}
+
+void ScriptBatcher::on_idle(void* self) {
+  static_cast<ScriptBatcher*>(self)->flush();
+}
+
+void ScriptBatcher::flush() {
+  // Why a loop: a call queued while this runs (by a caller resumed here) goes in this
+  // iteration too; the idle handle does not run again in it.
+  while (!queued_.empty()) {
+    flushing_.swap(queued_);
+    if (dispatcher_.router().is_cluster()) {
+      // Why stable: calls on one slot keep their order.
+      std::stable_sort(flushing_.begin(), flushing_.end(), [](const Call* a, const Call* b) {
+        if (a == nullptr || b == nullptr) return a != nullptr && b == nullptr;
+        return a->slot_ < b->slot_;
+      });
+    }
+    for (std::size_t i = 0; i < flushing_.size(); ++i) {
+      if (Call* call = flushing_[i]) {
+        call->list_ = &flushing_;
+        call->index_ = i;
+      }
+    }
+    // Runs of one slot, at most max_batch_ calls each. Why re-read flushing_ every time: a
+    // caller resumed here may destroy the frames of calls after it (they null their place).
+    std::size_t from = 0;
+    while (from < flushing_.size()) {
+      if (flushing_[from] == nullptr) {
+        ++from;
+        continue;
+      }
+      const std::optional<std::uint16_t> slot = flushing_[from]->slot_;
+      std::size_t to = from;
+      std::size_t count = 0;
+      while (to < flushing_.size() && count < max_batch_ &&
+             (flushing_[to] == nullptr || flushing_[to]->slot_ == slot)) {
+        if (flushing_[to] != nullptr) ++count;
+        ++to;
+      }
+      if (count == 1) {
+        send_alone(flushing_[from]);
+      } else {
+        start_batch(from, to);
+      }
+      from = to;
+    }
+    flushing_.clear();
+  }
+  idle_->stop();
+}
+
+void ScriptBatcher::send_alone(Call* call) {
+  flushing_[call->index_] = nullptr;
+  call->list_ = nullptr;
+  call->alone_ = true;
+  call->waiter_.resume();
+}
+
+void ScriptBatcher::start_batch(std::size_t from, std::size_t to) {
+  std::vector<Call*> calls;
+  calls.reserve(to - from);
+  for (std::size_t i = from; i < to; ++i) {
+    if (Call* call = std::exchange(flushing_[i], nullptr)) {
+      call->list_ = nullptr;
+      calls.push_back(call);
+    }
+  }
+  const std::optional<std::uint16_t> slot = calls.front()->slot_;
+  ++batches_in_flight_;
+  start_detached(run_batch(slot, std::move(calls)));
+}
+
+Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vector<Call*> calls) {
+  // Why first, before any suspension: from here a call whose frame goes clears its place.
+  for (Call*& call : calls)
+    call->in_batch_ = &call;
+  std::exception_ptr failure;
+  Reply reply;
+  try {
+    std::vector<std::span<const std::string_view>> keys;
+    std::vector<std::span<const std::string_view>> args;
+    std::vector<std::size_t> indexes;
+    keys.reserve(calls.size());
+    args.reserve(calls.size());
+    indexes.reserve(calls.size());
+    Clock::time_point deadline = Clock::time_point::max();
+    for (const Call* call : calls) {
+      keys.push_back(call->keys_);
+      args.push_back(call->args_);
+      indexes.push_back(call->script_->index);
+      deadline = std::min(deadline, call->deadline_);
+    }
+    const BatchWords words = batch_words(calls, keys, args, indexes);
+    reply = co_await dispatcher_.execute(
+        slot, dispatcher_.scripts_.evalsha(scripts::batch, words.keys, words.args), &scripts::batch,
+        deadline);
+    if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
+      throw ProtocolError(
+          "the batch script of " + std::to_string(calls.size()) + " calls returned " +
+          (reply.type == Reply::Type::array ? std::to_string(reply.elements.size()) + " replies"
+                                            : std::string("no array")));
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Why one at a time, each detached first: a resumed caller may destroy the frames of the
+  // calls after it, which then clear their place here.
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    Call* call = calls[i];
+    if (call == nullptr) continue;
+    call->in_batch_ = nullptr;
+    if (failure) {
+      call->error_ = failure;
+    } else {
+      CommandResult result{std::move(reply.elements[i]), 0};
+      try {
+        call->reply_ = dispatcher_.answer(result, call->script_);
+      } catch (...) {
+        call->error_ = std::current_exception();
+      }
+    }
+    call->waiter_.resume();
+  }
+  if (--batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
+}
+
+Task<void> ScriptBatcher::close() {
+  closed_ = true;
+  // The client closed: what is still queued goes alone, to fail on the closed connections.
+  flushing_.swap(queued_);
+  for (std::size_t i = 0; i < flushing_.size(); ++i) {
+    if (Call* call = flushing_[i]) {
+      call->list_ = &flushing_;
+      call->index_ = i;
+    }
+  }
+  for (std::size_t i = 0; i < flushing_.size(); ++i) {
+    if (Call* call = flushing_[i]) send_alone(call);
+  }
+  flushing_.clear();
+  if (batches_in_flight_ > 0) {
+    batches_ended_ = std::make_unique<Completion>();
+    co_await batches_ended_->wait();
+  }
+  if (idle_) idle_->close();
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,119 @@
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "lua_scripts.hpp"
+#include "redlimit/reply.hpp"
+#include "redlimit/task.hpp"
+#include "runtime/completion.hpp"
+#include "runtime/uv_handles.hpp"
+
+namespace redlimit::detail {
+
+class CommandDispatcher;
+
+/// Coalesces script calls: the calls queued for one server (in a cluster, for one slot) while
+/// the loop runs go to Redis in the loop's next idle phase, as one EVALSHA of the batch script
+/// (lua/batch.lua), in the order they were queued, at most max_batch per script call. A call
+/// queued alone goes as it would have without a batcher. No timer: libuv runs idle handles
+/// between any callback and the next poll, right before the prepare phase in which the
+/// connections write (redis/uv_glue.cpp), and an active idle handle keeps the poll from
+/// blocking; so coalescing adds no latency.
+///
+/// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
+/// batch Redis could not answer fails each of its calls with the same error.
+class ScriptBatcher {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  ScriptBatcher(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch);
+  ScriptBatcher(const ScriptBatcher&) = delete;
+  ScriptBatcher& operator=(const ScriptBatcher&) = delete;
+
+  /// Whether calls of `script` may be coalesced (the batch script holds it).
+  static bool coalesces(const scripts::ScriptSource& script) noexcept;
+
+  /// One script call, queued by `co_await`; lives in the caller's frame. When the caller
+  /// resumes, either send_alone() (it was alone: the caller sends it, as without a batcher) or
+  /// it has its reply or error.
+  class Call {
+   public:
+    Call(ScriptBatcher& batcher, std::optional<std::uint16_t> slot,
+         const scripts::ScriptSource& script, std::span<const std::string_view> keys,
+         std::span<const std::string_view> args, Clock::time_point deadline) noexcept
+        : batcher_(batcher),
+          slot_(slot),
+          script_(&script),
+          keys_(keys),
+          args_(args),
+          deadline_(deadline) {}
+    /// Why: a frame destroyed while its call waits must be neither resumed nor read.
+    ~Call();
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+
+    bool await_ready() const noexcept { return false; }
+    bool await_suspend(std::coroutine_handle<> waiter) { return batcher_.queue(this, waiter); }
+    void await_resume() const noexcept {}
+
+    /// The batcher found it alone: the caller sends it itself.
+    bool send_alone() const noexcept { return alone_; }
+    /// The reply, or rethrows the error (after a batch).
+    Reply take_reply();
+
+   private:
+    friend class ScriptBatcher;
+    ScriptBatcher& batcher_;
+    std::optional<std::uint16_t> slot_;
+    const scripts::ScriptSource* script_;
+    std::span<const std::string_view> keys_;
+    std::span<const std::string_view> args_;
+    Clock::time_point deadline_;
+    std::coroutine_handle<> waiter_;
+    std::vector<Call*>* list_ = nullptr;  ///< the list it waits in (queued or flushing)
+    std::size_t index_ = 0;               ///< its place there
+    Call** in_batch_ = nullptr;           ///< its place in the batch that sent it
+    bool alone_ = false;
+    Reply reply_;
+    std::exception_ptr error_;
+  };
+
+  /// Fails the calls still queued (the client closed) and waits for the batches in flight;
+  /// closes the handle. Calls queued afterwards are sent alone.
+  Task<void> close();
+
+ private:
+  /// Queues `call`; false (the caller goes on to send it alone) once closed.
+  bool queue(Call* call, std::coroutine_handle<> waiter);
+  static void on_idle(void* self);
+  /// Sends everything queued, as batches and calls alone, until nothing is queued.
+  void flush();
+  /// Sends the calls in flushing_[from, to) (one slot, non-null ones) as one batch.
+  void start_batch(std::size_t from, std::size_t to);
+  Task<void> run_batch(std::optional<std::uint16_t> slot, std::vector<Call*> calls);
+  /// Resumes `call` to be sent alone.
+  void send_alone(Call* call);
+
+  uv_loop_t* loop_;
+  CommandDispatcher& dispatcher_;
+  std::size_t max_batch_;
+  std::vector<Call*> queued_;    ///< in the order queued; null where a call's frame went
+  std::vector<Call*> flushing_;  ///< what flush() is sending
+  std::unique_ptr<Idle> idle_;
+  bool closed_ = false;
+  std::size_t batches_in_flight_ = 0;
+  std::unique_ptr<Completion> batches_ended_;  ///< while close() waits for batches in flight
+};
+
+}  // namespace redlimit::detail
