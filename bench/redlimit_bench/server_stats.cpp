@@ -9,15 +9,15 @@ redlimit::Task<void> reset_server_stats(redlimit::Client& client) {
 
 namespace {
 
-/// The number after `name` ("calls=") in the commandstats line starting at `line`; nullopt if
-/// that line has no such field.
+/// The number of field `name` in the commandstats line that starts at `line`
+/// ("cmdstat_evalsha:calls=3,usec=20,usec_per_call=6.67,..."); nullopt if the line has none.
 std::optional<double> field_of(const std::string& text, std::size_t line, const std::string& name) {
-  const std::size_t end = text.find('\n', line);
-  const std::size_t field = text.find("," + name, line);
-  const std::size_t first = text.find(":" + name, line);
-  const std::size_t at = std::min(field, first);
-  if (at == std::string::npos || (end != std::string::npos && at > end)) return std::nullopt;
-  return std::strtod(text.c_str() + at + 1 + name.size(), nullptr);
+  const std::size_t end = std::min(text.find('\n', line), text.size());
+  for (const char separator : {':', ','}) {
+    const std::size_t at = text.find(separator + name + '=', line);
+    if (at < end) return std::strtod(text.c_str() + at + name.size() + 2, nullptr);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -27,9 +27,9 @@ redlimit::Task<std::optional<EvalshaStats>> evalsha_stats(redlimit::Client& clie
   const std::string& text = info.as_string();
   const std::size_t line = text.find("cmdstat_evalsha:");
   if (line == std::string::npos) co_return std::nullopt;
-  const auto calls = field_of(text, line, "calls=");
-  const auto usec = field_of(text, line, "usec=");
-  const auto per_call = field_of(text, line, "usec_per_call=");
+  const auto calls = field_of(text, line, "calls");
+  const auto usec = field_of(text, line, "usec");
+  const auto per_call = field_of(text, line, "usec_per_call");
   if (!calls || !usec || !per_call) co_return std::nullopt;
   co_return EvalshaStats{static_cast<std::int64_t>(*calls), static_cast<std::int64_t>(*usec),
                          *per_call};
