@@ -124,7 +124,11 @@ redlimit::Task<BenchResult> run_case(uv_loop_t* loop, const std::string& url,
     result.allocations_per_decision =
         static_cast<double>(*allocations_after - *allocations_before) / decisions;
   }
-  result.server_usec_per_call = co_await evalsha_usec_per_call(admin);
+  if (const auto evalsha = co_await evalsha_stats(admin); evalsha && evalsha->calls > 0) {
+    result.server_usec_per_call = evalsha->usec_per_call;
+    result.server_usec_per_decision = static_cast<double>(evalsha->usec) / decisions;
+    result.mean_batch = decisions / static_cast<double>(evalsha->calls);
+  }
   std::vector<std::string> sample;
   for (std::uint64_t i = 0; i < std::min<std::uint64_t>(20, config.keys); ++i)
     sample.push_back(

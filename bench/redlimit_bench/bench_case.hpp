@@ -25,8 +25,11 @@ struct BenchResult {
   double seconds = 0;
   double per_second = 0;
   double p50_us = 0, p99_us = 0, p999_us = 0;
-  double client_cpu_us = 0;                        ///< user + system CPU per decision
-  std::optional<double> server_usec_per_call;      ///< EVALSHA, from INFO commandstats
+  double client_cpu_us = 0;                    ///< user + system CPU per decision
+  std::optional<double> server_usec_per_call;  ///< EVALSHA, from INFO commandstats
+  /// The server's EVALSHA time over the decisions: with batches, usec_per_call is per batch.
+  std::optional<double> server_usec_per_decision;
+  std::optional<double> mean_batch;                ///< decisions per EVALSHA call
   std::optional<double> allocations_per_decision;  ///< heap allocations in this process
   std::optional<double> key_bytes;                 ///< MEMORY USAGE of one limiter key
 };

@@ -30,34 +30,41 @@ void print_json(const BenchResult& r) {
       "\"connections\":%d,\"max_batch\":%d,\"seconds\":%.3f,\"decisions\":%lld,\"allowed\":%lld,"
       "\"errors\":%lld,"
       "\"per_second\":%.1f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,"
-      "\"client_cpu_us\":%.2f,\"server_usec_per_call\":%s,\"allocations_per_decision\":%s,"
-      "\"key_bytes\":%s}\n",
+      "\"client_cpu_us\":%.2f,\"server_usec_per_call\":%s,\"server_usec_per_decision\":%s,"
+      "\"mean_batch\":%s,\"allocations_per_decision\":%s,\"key_bytes\":%s}\n",
       std::string(redlimit::to_string(r.config.algorithm)).c_str(), r.config.in_flight,
       r.config.keys, r.config.connections, r.config.max_batch, r.seconds,
       static_cast<long long>(r.decisions), static_cast<long long>(r.allowed),
       static_cast<long long>(r.errors), r.per_second, r.p50_us, r.p99_us, r.p999_us,
       r.client_cpu_us, optional_figure(r.server_usec_per_call, "%.2f").c_str(),
+      optional_figure(r.server_usec_per_decision, "%.2f").c_str(),
+      optional_figure(r.mean_batch, "%.1f").c_str(),
       optional_figure(r.allocations_per_decision, "%.1f").c_str(),
       optional_figure(r.key_bytes, "%.0f").c_str());
   std::fflush(stdout);
 }
 
 void print_table(const std::vector<BenchResult>& results) {
-  std::printf("\n%-23s %7s %9s %5s %10s %8s %8s %8s %8s %8s %7s %6s\n", "algorithm", "keys",
-              "in flight", "conns", "decisions/s", "p50 us", "p99 us", "p99.9 us", "cpu us",
-              "srv us", "allocs", "bytes");
+  std::printf("\n%-23s %7s %9s %5s %5s %10s %8s %8s %8s %8s %8s %7s %6s %7s %6s\n", "algorithm",
+              "keys", "in flight", "conns", "max b", "decisions/s", "p50 us", "p99 us", "p99.9 us",
+              "cpu us", "srv us", "srv/dec", "batch", "allocs", "bytes");
   for (const BenchResult& r : results) {
-    std::printf("%-23s %7d %9d %5d %10.0f %8.1f %8.1f %8.1f %8.2f %8s %7s %6s\n",
+    std::printf("%-23s %7d %9d %5d %5d %10.0f %8.1f %8.1f %8.1f %8.2f %8s %7s %6s %7s %6s\n",
                 std::string(redlimit::to_string(r.config.algorithm)).c_str(), r.config.keys,
-                r.config.in_flight, r.config.connections, r.per_second, r.p50_us, r.p99_us,
-                r.p999_us, r.client_cpu_us, optional_figure(r.server_usec_per_call, "%.2f").c_str(),
+                r.config.in_flight, r.config.connections, r.config.max_batch, r.per_second,
+                r.p50_us, r.p99_us, r.p999_us, r.client_cpu_us,
+                optional_figure(r.server_usec_per_call, "%.2f").c_str(),
+                optional_figure(r.server_usec_per_decision, "%.2f").c_str(),
+                optional_figure(r.mean_batch, "%.1f").c_str(),
                 optional_figure(r.allocations_per_decision, "%.1f").c_str(),
                 optional_figure(r.key_bytes, "%.0f").c_str());
   }
   std::printf(
-      "\ncpu us: this process's CPU per decision; srv us: EVALSHA usec_per_call (INFO "
-      "commandstats); allocs: heap allocations per decision in this process; bytes: MEMORY "
-      "USAGE of one limiter key.\n");
+      "\nmax b: ClientOptions::max_batch; cpu us: this process's CPU per decision; "
+      "srv us: EVALSHA usec_per_call (INFO commandstats; a batch is one call); srv/dec: the "
+      "server's EVALSHA time per decision; batch: decisions per EVALSHA call (the mean batch); "
+      "allocs: heap allocations per decision in this process; bytes: MEMORY USAGE of one "
+      "limiter key.\n");
 }
 
 /// Loads the script a gcra decision runs and prints the gcra decision command for redis-benchmark,
