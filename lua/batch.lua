@@ -25,6 +25,10 @@ local function BATCH_TIME()
 end
 
 local read, unwritten, unwritten_keys = {}, {}, {}
+-- The commands that may name keys after their first argument: every key is written first.
+local MANY_KEYS = {DEL = true, UNLINK = true, EXISTS = true, TOUCH = true, MGET = true,
+                   MSET = true, RENAME = true, COPY = true, SUNIONSTORE = true,
+                   ZUNIONSTORE = true, ZINTERSTORE = true}
 local function write_now(key)
   local value = unwritten[key]
   if value then
@@ -50,8 +54,13 @@ local function BATCH_CALL(command, key, ...)
     read[key] = nil
     return {ok = 'OK'}
   end
-  write_now(key)
-  read[key] = nil
+  if MANY_KEYS[command] then
+    for i = 1, #unwritten_keys do write_now(unwritten_keys[i]) end
+    read = {}
+  else
+    write_now(key)
+    read[key] = nil
+  end
   return redis.call(command, key, ...)
 end
 
