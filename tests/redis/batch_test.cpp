@@ -1,0 +1,218 @@
+// Coalesced script calls, one server: calls started in one loop turn go as one batch; one
+// call's error fails that call only, as it would have alone; calls on one key apply in the order
+// they were queued; a caller destroyed while its call waits or is in flight neither crashes nor
+// leaks; and Client::close() completes every call queued or in flight.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "limiter/redis_backend.hpp"
+#include "limiter/stale_policy.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/started_task.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// What a decision call ended with: "allowed <0|1> remaining <n>", or the error's type.
+struct Answer {
+  bool failed = false;
+  std::string text;
+};
+
+/// Runs a try_acquire of one permit on `key_base` and keeps what it answered in `out`.
+Task<void> decide_into(RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                       std::string key_base, Answer* out) {
+  try {
+    const Decision decision = co_await backend.decide(
+        DecideRequest(std::move(policy), KeyBase(key_base), Operation::acquire, 1));
+    *out = {false, "allowed " + std::to_string(decision.allowed) + " remaining " +
+                       std::to_string(decision.remaining)};
+  } catch (const StalePolicy& stale) {
+    *out = {true, "StalePolicy " + std::to_string(stale.stored_version())};
+  } catch (const std::exception& error) {
+    *out = {true, typeid(error).name()};
+  }
+}
+
+std::shared_ptr<const CompiledPolicy> gcra_policy(std::int64_t capacity, std::int64_t version = 0) {
+  PolicyEpoch epoch;
+  epoch.version = version;
+  return CompiledPolicy::compile(Policy::of(Limit::gcra(Rate{capacity, 1h})), epoch);
+}
+
+class Batch : public test::LoopTest {
+ protected:
+  // Why loaded first: a batch that met NOSCRIPT would count twice among the EVALSHAs.
+  Batch() { server_.command({"SCRIPT", "LOAD", std::string(scripts::batch.source)}); }
+  ClientOptions options(std::size_t max_batch) const {
+    ClientOptions options;
+    options.url = server_.url();
+    options.reservation_lease = 0ms;  // no reclaim after a denial: one script call per decision
+    options.max_batch = max_batch;
+    return options;
+  }
+  /// What the same call answers sent alone, on a client that never coalesces.
+  Answer alone(std::shared_ptr<const CompiledPolicy> policy, const std::string& key_base) {
+    Client client(loop(), options(1));
+    RedisBackend backend(client.dispatcher());
+    Answer answer;
+    run(loop(), decide_into(backend, std::move(policy), key_base, &answer));
+    run(loop(), client.close());
+    return answer;
+  }
+  /// Starts every call in one loop turn on a coalescing client and waits for all of them.
+  std::vector<Answer> together(
+      const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>>& calls,
+      long long* evalshas = nullptr) {
+    Client client(loop(), options(64));
+    RedisBackend backend(client.dispatcher());
+    std::vector<Answer> answers(calls.size());
+    const long long before = server_.command_calls("evalsha");
+    run(loop(), [&]() -> Task<void> {
+      TaskGroup group;
+      for (std::size_t i = 0; i < calls.size(); ++i)
+        group.add(decide_into(backend, calls[i].first, calls[i].second, &answers[i]));
+      co_await group.join();
+    }());
+    if (evalshas != nullptr) *evalshas = server_.command_calls("evalsha") - before;
+    run(loop(), client.close());
+    return answers;
+  }
+  std::string key_of(const std::string& key_base) const {
+    return key_base + gcra_policy(10)->limits().front().key_suffix;
+  }
+
+  test::RedisServer server_;
+};
+
+TEST_F(Batch, OneCallsWrongTypedKeyFailsThatCallOnlyWithTheErrorItWouldHaveAlone) {
+  server_.command({"HSET", key_of("{bad}"), "field", "value"});
+  const Answer expected = alone(gcra_policy(10), "{bad}");
+  ASSERT_TRUE(expected.failed) << expected.text;
+
+  long long evalshas = 0;
+  const auto answers = together({{gcra_policy(10), "{a}"},
+                                 {gcra_policy(10), "{bad}"},
+                                 {gcra_policy(10), "{b}"},
+                                 {gcra_policy(10), "{a}"}},
+                                &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the four calls must go as one batch";
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_TRUE(answers[1].failed);
+  EXPECT_EQ(answers[1].text, expected.text);
+  EXPECT_EQ(answers[2].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[3].text, "allowed 1 remaining 8");
+  EXPECT_EQ(server_.command({"TYPE", key_of("{bad}")}).as_string(), "hash");
+}
+
+TEST_F(Batch, OneCallsStalePolicyIsRefusedAloneAsItWouldBeAlone) {
+  ASSERT_FALSE(alone(gcra_policy(10, 5), "{stamped}").failed);
+  const Answer expected = alone(gcra_policy(10, 3), "{stamped}");
+  EXPECT_EQ(expected.text, "StalePolicy 5");
+
+  long long evalshas = 0;
+  const auto answers = together({{gcra_policy(10, 3), "{a}"},
+                                 {gcra_policy(10, 3), "{stamped}"},
+                                 {gcra_policy(10, 5), "{stamped}"},
+                                 {gcra_policy(10, 0), "{b}"}},
+                                &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the four calls must go as one batch";
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[1].text, expected.text);
+  EXPECT_EQ(answers[2].text, "allowed 1 remaining 8") << "the refused call wrote nothing";
+  EXPECT_EQ(answers[3].text, "allowed 1 remaining 9");
+}
+
+TEST_F(Batch, CallsOnOneKeyApplyInTheOrderQueued) {
+  const auto policy = gcra_policy(10);
+  const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>> calls(
+      40, {policy, "{hot}"});
+  long long evalshas = 0;
+  const auto answers = together(calls, &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the 40 calls must go as one batch";
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (i < 10) {
+      EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(9 - i)) << "call " << i;
+    } else {
+      EXPECT_EQ(answers[i].text.rfind("allowed 0", 0), 0u)
+          << "call " << i << ": " << answers[i].text;
+    }
+  }
+}
+
+TEST_F(Batch, MoreCallsThanMaxBatchGoAsSeveralBatchesInOrder) {
+  const auto policy = gcra_policy(100);
+  const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>> calls(
+      150, {policy, "{hot}"});
+  long long evalshas = 0;
+  const auto answers = together(calls, &evalshas);
+  EXPECT_EQ(evalshas, 3) << "64 + 64 + 22";
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const std::string expected =
+        i < 100 ? "allowed 1 remaining " + std::to_string(99 - i) : "allowed 0";
+    EXPECT_EQ(answers[i].text.rfind(expected, 0), 0u) << "call " << i << ": " << answers[i].text;
+  }
+}
+
+TEST_F(Batch, CallersDestroyedWhileQueuedOrInFlightNeitherCrashNorLeak) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(1000);
+  std::vector<Answer> answers(20);
+  std::vector<std::optional<test::StartedTask>> tasks(answers.size());
+  for (std::size_t i = 0; i < 10; ++i)
+    tasks[i].emplace(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  // Every other one destroyed before the loop ran: its call leaves the queue unsent.
+  for (std::size_t i = 0; i < 10; i += 2)
+    tasks[i].reset();
+  uv_run(loop(), UV_RUN_NOWAIT);  // the idle phase sends the batch; its reply is still unread
+  for (std::size_t i = 10; i < 20; ++i)
+    tasks[i].emplace(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  uv_run(loop(), UV_RUN_NOWAIT);
+  // Destroyed while their batches are in flight (or answered, not yet resumed).
+  for (std::size_t i = 1; i < 20; i += 2)
+    tasks[i].reset();
+  Answer last;
+  run(loop(), decide_into(backend, policy, "{k}", &last));
+  EXPECT_FALSE(last.failed) << last.text;
+  for (std::size_t i = 10; i < 20; i += 2) {
+    EXPECT_TRUE(tasks[i]->done()) << "call " << i;
+    EXPECT_FALSE(answers[i].failed) << "call " << i << ": " << answers[i].text;
+  }
+  run(loop(), client.close());
+}
+
+TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(1000);
+  std::vector<Answer> answers(20);
+  std::vector<test::StartedTask> tasks;
+  for (std::size_t i = 0; i < 10; ++i)
+    tasks.push_back(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  uv_run(loop(), UV_RUN_NOWAIT);  // the first ten are in flight
+  for (std::size_t i = 10; i < 20; ++i)
+    tasks.push_back(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  run(loop(), client.close());
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    EXPECT_TRUE(tasks[i].done()) << "call " << i << " never completed";
+    EXPECT_FALSE(tasks[i].error()) << "call " << i;
+    EXPECT_FALSE(answers[i].text.empty()) << "call " << i;
+  }
+  for (std::size_t i = 0; i < 10; ++i)
+    EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(999 - i)) << "call " << i;
+}
+
+}  // namespace
+}  // namespace redlimit::detail
