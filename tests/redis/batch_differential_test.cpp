@@ -147,6 +147,9 @@ class Sequence {
       states.resize(policy_->specs().size());
   }
   const CompiledPolicy& policy() const { return *policy_; }
+  /// From the next round on, every operation runs under `policy` (a change of the limiter's
+  /// policy: the stored state carries over as its epoch says).
+  void change_policy(std::shared_ptr<const CompiledPolicy> policy) { policy_ = std::move(policy); }
   bool reservable() const {
     return policy_->limits().size() == 1 && can_reserve(policy_->limits().front().limit.algorithm);
   }
@@ -247,6 +250,42 @@ class Sequence {
   std::vector<Granted> granted_;
 };
 
+/// A new policy of the same algorithms (sometimes the same one again), with a version that
+/// mostly grows but sometimes goes back (the scripts refuse it as stale on keys written under a
+/// newer one; 0 never is), a since before or after `now`, and a random carry.
+std::shared_ptr<const CompiledPolicy> next_policy(std::mt19937_64& random,
+                                                  const CompiledPolicy& current,
+                                                  const std::vector<Algorithm>& algorithms,
+                                                  std::int64_t now, std::int64_t& version) {
+  Policy next;
+  for (const Algorithm algorithm : algorithms)
+    next.limits.push_back(random_limit(random, algorithm));
+  if (pick(random, 0, 4) == 0) next = current.policy();
+  switch (pick(random, 0, 5)) {
+    case 0:
+      version = 0;
+      break;
+    case 1:
+      version = std::max<std::int64_t>(0, version - 2);
+      break;
+    default:
+      version += pick(random, 1, 3);
+  }
+  const std::int64_t period = current.limits().front().limit.rate.period.count();
+  PolicyEpoch epoch{
+      .version = version, .since_us = 0, .carry = static_cast<Carry>(pick(random, 0, 2))};
+  switch (pick(random, 0, 3)) {
+    case 0:
+      break;  // unknown: the decision's now
+    case 1:
+      epoch.since_us = now + pick(random, 1, period);
+      break;
+    default:
+      epoch.since_us = now - pick(random, 0, 2 * period);
+  }
+  return CompiledPolicy::compile(next, epoch);
+}
+
 /// A round: 1 to 40 operations on random keys of the sequence, at times that mostly move
 /// forward by less than a period, sometimes stand still, and sometimes step back.
 std::vector<Step> random_round(std::mt19937_64& random, Sequence& sequence, std::int64_t& now) {
@@ -312,6 +351,8 @@ struct Tally {
   int batched_rounds = 0;
   int reserved = 0;                  ///< reservations granted
   int cancelled = 0;                 ///< cancels answered (any verdict)
+  int stale = 0;                     ///< refused as stale (a newer policy version stored)
+  int policies = 0;                  ///< policy changes
   long long coalesced_evalshas = 0;  ///< EVALSHA calls Redis counted for the coalesced way
 };
 
@@ -349,7 +390,13 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
       policy.limits.push_back(random_limit(random, algorithm));
     Sequence sequence(CompiledPolicy::compile(policy), "seq" + std::to_string(s));
     std::int64_t now = 1'795'000'000'000'000 + pick(random, 0, 100'000'000'000);
+    std::int64_t version = 0;
     for (int r = 0; r < rounds_per_case / 4; ++r) {
+      if (r > 0 && pick(random, 0, 3) == 0) {
+        ++tally->policies;
+        sequence.change_policy(
+            next_policy(random, sequence.policy(), GetParam().second, now, version));
+      }
       const std::vector<Step> round = random_round(random, sequence, now);
       std::vector<Outcome> batched(round.size());
       const long long evalshas_before = server_.command_calls("evalsha");
@@ -374,6 +421,7 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
         tally->denied += model.denied() ? 1 : 0;
         tally->reserved += round[i].kind == Kind::reserve && model.allowed() ? 1 : 0;
         tally->cancelled += model.text.starts_with("cancel") ? 1 : 0;
+        tally->stale += model.text.starts_with("stale") ? 1 : 0;
         if (batched[i].text != one.text || one.text != model.text) {
           report(tally, round, i,
                  "  coalesced  " + batched[i].text + "\n  one by one " + one.text +
@@ -432,9 +480,10 @@ TEST_P(BatchDifferential, CoalescedOneByOneAndModelDecideIdentically) {
   }
   std::printf(
       "[ %-22s ] %d operations, %d allowed, %d denied, %lld EVALSHAs coalesced, %d "
-      "rounds batched, %d reserved, %d cancels, seed %llu\n",
+      "rounds batched, %d reserved, %d cancels, %d policy changes, %d stale, seed %llu\n",
       GetParam().first, tally.operations, tally.allowed, tally.denied, tally.coalesced_evalshas,
-      tally.batched_rounds, tally.reserved, tally.cancelled, static_cast<unsigned long long>(seed));
+      tally.batched_rounds, tally.reserved, tally.cancelled, tally.policies, tally.stale,
+      static_cast<unsigned long long>(seed));
 }
 
 INSTANTIATE_TEST_SUITE_P(
