@@ -467,6 +467,7 @@ TEST_P(BatchDifferential, CoalescedOneByOneAndModelDecideIdentically) {
   run(loop(), coalescing_->close());
   run(loop(), one_by_one_->close());
   EXPECT_EQ(tally.mismatches, 0) << "seed " << seed;
+  EXPECT_TRUE(server_.keys_without_ttl().empty()) << "a key without TTL was left";
   EXPECT_GE(tally.operations, 100);
   EXPECT_GT(tally.allowed, 0);
   EXPECT_GT(tally.denied, 0) << "rounds must also reach denials";

@@ -40,6 +40,8 @@ Task<void> decide_into(RedisBackend& backend, std::shared_ptr<const CompiledPoli
                        std::to_string(decision.remaining)};
   } catch (const StalePolicy& stale) {
     *out = {true, "StalePolicy " + std::to_string(stale.stored_version())};
+  } catch (const ReplyError& error) {
+    *out = {true, "ReplyError " + error.code()};
   } catch (const std::exception& error) {
     *out = {true, typeid(error).name()};
   }
@@ -114,6 +116,22 @@ TEST_F(Batch, OneCallsWrongTypedKeyFailsThatCallOnlyWithTheErrorItWouldHaveAlone
   EXPECT_EQ(answers[2].text, "allowed 1 remaining 9");
   EXPECT_EQ(answers[3].text, "allowed 1 remaining 8");
   EXPECT_EQ(server_.command({"TYPE", key_of("{bad}")}).as_string(), "hash");
+}
+
+TEST_F(Batch, OneCallsBadStoredValueFailsThatCallOnlyWithTheErrorItWouldHaveAlone) {
+  server_.command({"SET", key_of("{garbled}"), "not:a:state"});
+  const Answer expected = alone(gcra_policy(10), "{garbled}");
+  ASSERT_TRUE(expected.failed) << expected.text;
+
+  long long evalshas = 0;
+  const auto answers =
+      together({{gcra_policy(10), "{a}"}, {gcra_policy(10), "{garbled}"}, {gcra_policy(10), "{a}"}},
+               &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the three calls must go as one batch";
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[1].text, expected.text);
+  EXPECT_EQ(answers[2].text, "allowed 1 remaining 8");
+  EXPECT_EQ(server_.command({"GET", key_of("{garbled}")}).as_string(), "not:a:state");
 }
 
 TEST_F(Batch, OneCallsStalePolicyIsRefusedAloneAsItWouldBeAlone) {
