@@ -1,7 +1,7 @@
 // Coalesced script calls, one server: calls started in one loop turn go as one batch; one
 // call's error fails that call only, as it would have alone; calls on one key apply in the order
-// they were queued; a caller destroyed while its call waits or is in flight neither crashes nor
-// leaks; and Client::close() completes every call queued or in flight.
+// they were queued (semaphore calls too); a caller destroyed while its call waits or is in
+// flight neither crashes nor leaks; and Client::close() completes every call queued or in flight.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -14,6 +14,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
@@ -181,6 +182,42 @@ TEST_F(Batch, MoreCallsThanMaxBatchGoAsSeveralBatchesInOrder) {
         i < 100 ? "allowed 1 remaining " + std::to_string(99 - i) : "allowed 0";
     EXPECT_EQ(answers[i].text.rfind(expected, 0), 0u) << "call " << i << ": " << answers[i].text;
   }
+}
+
+TEST_F(Batch, SemaphoreCallsInOneTurnGrantExactlyItsPermitsAndReleaseTogether) {
+  Client client(loop(), options(64));
+  Semaphore semaphore(client, 5, "pool", 10s);
+  const auto take_all = [&](std::vector<Lease>* leases) -> Task<void> {
+    std::vector<std::optional<Lease>> asks(20);
+    TaskGroup group;
+    for (auto& ask : asks) {
+      group.add([](Semaphore& semaphore, std::optional<Lease>* out) -> Task<void> {
+        *out = co_await semaphore.try_acquire("tenant");
+      }(semaphore, &ask));
+    }
+    co_await group.join();
+    for (auto& ask : asks)
+      if (ask) leases->push_back(std::move(*ask));
+  };
+  std::vector<Lease> leases;
+  const long long before = server_.command_calls("evalsha");
+  run(loop(), take_all(&leases));
+  EXPECT_EQ(server_.command_calls("evalsha") - before, 1) << "the 20 asks must go as one batch";
+  EXPECT_EQ(leases.size(), 5u);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (Lease& lease : leases)
+      group.add(lease.release());
+    co_await group.join();
+  }());
+  std::vector<Lease> again;
+  run(loop(), take_all(&again));
+  EXPECT_EQ(again.size(), 5u) << "the releases in one batch freed every permit";
+  run(loop(), [&]() -> Task<void> {
+    for (Lease& lease : again)
+      co_await lease.release();
+  }());
+  run(loop(), client.close());
 }
 
 TEST_F(Batch, CallersDestroyedWhileQueuedOrInFlightNeitherCrashNorLeak) {
