@@ -248,6 +248,35 @@ TEST_F(Batch, CallersDestroyedWhileQueuedOrInFlightNeitherCrashNorLeak) {
   run(loop(), client.close());
 }
 
+TEST_F(Batch, ACallerResumedByItsBatchMayDestroyAnotherCallerOfTheSameBatch) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(10);
+  std::vector<Answer> answers(4);
+  std::vector<std::optional<test::StartedTask>> tasks(4);
+  // Why: the first caller, resumed with its reply, destroys the third before the batch
+  // resumes it (as a caller that waits for the first of several answers would).
+  tasks[0].emplace(
+      test::start([](RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                     Answer* out, std::optional<test::StartedTask>* victim) -> Task<void> {
+        co_await decide_into(backend, std::move(policy), "{k}", out);
+        victim->reset();
+      }(backend, policy, &answers[0], &tasks[2])));
+  for (std::size_t i = 1; i < tasks.size(); ++i)
+    tasks[i].emplace(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  Answer last;
+  run(loop(), decide_into(backend, policy, "{k}", &last));
+  EXPECT_TRUE(tasks[0]->done());
+  EXPECT_FALSE(tasks[2].has_value());
+  EXPECT_TRUE(tasks[1]->done());
+  EXPECT_TRUE(tasks[3]->done());
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[1].text, "allowed 1 remaining 8");
+  EXPECT_EQ(answers[3].text, "allowed 1 remaining 6") << "the destroyed call was still applied";
+  EXPECT_EQ(last.text, "allowed 1 remaining 5");
+  run(loop(), client.close());
+}
+
 TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
   Client client(loop(), options(64));
   RedisBackend backend(client.dispatcher());
