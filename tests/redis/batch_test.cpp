@@ -277,6 +277,39 @@ TEST_F(Batch, ACallerResumedByItsBatchMayDestroyAnotherCallerOfTheSameBatch) {
   run(loop(), client.close());
 }
 
+TEST_F(Batch, ABatchRedisDoesNotAnswerFailsEachCallByItsDeadlineAsAloneThenRecovers) {
+  ClientOptions stalled = options(64);
+  stalled.command_timeout = 200ms;
+  Client client(loop(), stalled);
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(10);
+  Answer first;
+  run(loop(), decide_into(backend, policy, "{k}", &first));  // connected
+  ASSERT_EQ(first.text, "allowed 1 remaining 9");
+  server_.pause();
+  std::vector<Answer> answers(5);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (Answer& answer : answers)
+      group.add(decide_into(backend, policy, "{k}", &answer));
+    co_await group.join();
+  }());
+  stalled.max_batch = 1;
+  Client alone_client(loop(), stalled);
+  RedisBackend alone_backend(alone_client.dispatcher());
+  Answer expected;
+  run(loop(), decide_into(alone_backend, policy, "{k}", &expected));
+  server_.resume();
+  EXPECT_TRUE(expected.failed) << expected.text;
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    EXPECT_EQ(answers[i].text, expected.text) << "call " << i;
+  Answer after;
+  run(loop(), decide_into(backend, policy, "{k}", &after));
+  EXPECT_FALSE(after.failed) << after.text;
+  run(loop(), alone_client.close());
+  run(loop(), client.close());
+}
+
 TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
   Client client(loop(), options(64));
   RedisBackend backend(client.dispatcher());
