@@ -184,6 +184,31 @@ TEST_F(Batch, MoreCallsThanMaxBatchGoAsSeveralBatchesInOrder) {
   }
 }
 
+TEST_F(Batch, TheLargestBatchOfMultiLimitCallsIsAnsweredWhole) {
+  const auto policy = CompiledPolicy::compile(
+      Policy{{Limit::gcra(Rate{1000, 1h}), Limit{Algorithm::sliding_window_log, Rate{600, 1h}},
+              Limit{Algorithm::fixed_window, Rate{2000, 1h}}}});
+  ClientOptions largest = options(max_batch_limit);
+  Client client(loop(), largest);
+  RedisBackend backend(client.dispatcher());
+  std::vector<Answer> answers(max_batch_limit);
+  const long long before = server_.command_calls("evalsha");
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < answers.size(); ++i)
+      group.add(decide_into(backend, policy, "{k" + std::to_string(i % 2) + "}", &answers[i]));
+    co_await group.join();
+  }());
+  EXPECT_EQ(server_.command_calls("evalsha") - before, 1);
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const std::size_t nth = i / 2;  // on its key
+    const std::string expected =
+        nth < 600 ? "allowed 1 remaining " + std::to_string(599 - nth) : "allowed 0";
+    EXPECT_EQ(answers[i].text.rfind(expected, 0), 0u) << "call " << i << ": " << answers[i].text;
+  }
+  run(loop(), client.close());
+}
+
 TEST_F(Batch, SemaphoreCallsInOneTurnGrantExactlyItsPermitsAndReleaseTogether) {
   Client client(loop(), options(64));
   Semaphore semaphore(client, 5, "pool", 10s);
