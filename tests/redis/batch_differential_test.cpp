@@ -34,8 +34,11 @@ using namespace std::chrono_literals;
 
 constexpr int rounds_per_case = 64;
 constexpr int keys_per_case = 3;
-/// Short owner leases, so that reservations lapse and are reclaimed within a sequence.
-constexpr std::int64_t lease_us = 1000;
+/// Owner leases of reservations (registered when a reservation waits longer): short ones lapse
+/// and are reclaimed within a few operations; longer ones stay held, so that renewals and claims
+/// find them.
+constexpr std::int64_t short_lease_us = 1000;
+constexpr std::int64_t long_lease_us = 100'000;
 
 std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) {
   return std::uniform_int_distribution<std::int64_t>(low, high)(random);
@@ -60,7 +63,8 @@ Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
 
 /// acquire runs what RedisBackend::decide picks (a lean script for a single limit);
 /// acquire_by_decide always runs the general decide script.
-enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel };
+/// renew and claim act on the owner lease of a reservation granted earlier.
+enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel, renew, claim };
 
 /// One operation of a round.
 struct Step {
@@ -69,7 +73,7 @@ struct Step {
   std::int64_t now;
   std::int64_t permits;
   std::int64_t max_wait_us = 0;  ///< reserve
-  std::size_t reservation = 0;   ///< cancel: which reservation granted in an earlier round
+  std::size_t reservation = 0;   ///< cancel, renew, claim: which one granted in an earlier round
 };
 
 /// What one operation answered: every field, as text the three ways compare.
@@ -138,9 +142,10 @@ CancelTicket ticket_of(const Granted& granted) {
 /// One sequence: a policy, its keys under two prefixes, and the model's state of each key.
 class Sequence {
  public:
-  Sequence(std::shared_ptr<const CompiledPolicy> policy, std::string name)
+  Sequence(std::shared_ptr<const CompiledPolicy> policy, std::string name, std::int64_t lease_us)
       : policy_(std::move(policy)),
         name_(std::move(name)),
+        lease_us_(lease_us),
         states_(keys_per_case),
         held_(keys_per_case) {
     for (auto& states : states_)
@@ -186,6 +191,19 @@ class Sequence {
           const CancelVerdict verdict = co_await backend.cancel(cancel, ticket_of(target));
           co_return Outcome{"cancel " + std::to_string(static_cast<int>(verdict))};
         }
+        case Kind::renew:
+        case Kind::claim: {
+          const Granted& target = granted_[operation.reservation];
+          const DecideRequest lease(policy_, KeyBase(key_base(way, target.key)), Operation::acquire,
+                                    1, operation.now);
+          const std::int64_t version = target.reservation.book.version;
+          if (operation.kind == Kind::renew) {
+            co_return Outcome{"renew " +
+                              std::to_string(co_await backend.renew_reservation(lease, version))};
+          }
+          co_return Outcome{"claim " +
+                            std::to_string(co_await backend.claim_reservation(lease, version))};
+        }
       }
     } catch (const StalePolicy& refused) {
       co_return Outcome{stale(refused.stored_version())};
@@ -219,7 +237,7 @@ class Sequence {
                                              operation.max_wait_us, change);
         if (model.decision.stale_version != 0) return Outcome{stale(model.decision.stale_version)};
         const std::int64_t expiry =
-            register_lease(held, spec, model, operation.now, operation.permits, lease_us);
+            register_lease(held, spec, model, operation.now, operation.permits, lease_us_);
         return Outcome{describe_reservation(
             model.decision.allowed, model.decision.remaining, model.decision.retry_after_us,
             model.decision.reset_after_us, model.wait_us, model.slot, model.book, expiry)};
@@ -238,6 +256,19 @@ class Sequence {
         target_held.erase(ticket.version);  // the cancel ends its lease
         return Outcome{"cancel " + std::to_string(static_cast<int>(model.verdict))};
       }
+      case Kind::renew: {
+        const Granted& target = granted_[operation.reservation];
+        reclaim_expired(policy_->specs().front(), states_[target.key][0], held_[target.key],
+                        operation.now, change);
+        return Outcome{"renew " + std::to_string(renew_lease(held_[target.key],
+                                                             target.reservation.book.version,
+                                                             operation.now, lease_us_))};
+      }
+      case Kind::claim: {
+        const Granted& target = granted_[operation.reservation];
+        return Outcome{"claim " + std::to_string(claim_lease(held_[target.key],
+                                                             target.reservation.book.version))};
+      }
     }
     return Outcome{"unknown operation"};
   }
@@ -245,6 +276,7 @@ class Sequence {
  private:
   std::shared_ptr<const CompiledPolicy> policy_;
   std::string name_;
+  std::int64_t lease_us_;  ///< the owner lease the backends register reservations under
   std::vector<std::vector<std::optional<LimitState>>> states_;  ///< per key, per limit
   std::vector<HeldReservations> held_;                          ///< per key
   std::vector<Granted> granted_;
@@ -320,10 +352,14 @@ std::vector<Step> random_round(std::mt19937_64& random, Sequence& sequence, std:
     } else if (sequence.reservable() && roll < 10) {
       operation.kind = Kind::reserve;
       operation.max_wait_us = pick(random, 0, 3) == 0 ? 0 : pick(random, 1, 4 * period);
-    } else if (sequence.reservable() && roll < 13 && !sequence.granted().empty()) {
-      operation.kind = Kind::cancel;
-      operation.reservation =
-          static_cast<std::size_t>(pick(random, 0, sequence.granted().size() - 1));
+    } else if (sequence.reservable() && roll < 15 && !sequence.granted().empty()) {
+      operation.kind = roll < 13 ? Kind::cancel : roll < 14 ? Kind::renew : Kind::claim;
+      // Why mostly the latest: an owner renews or claims a reservation it still holds.
+      const auto granted = static_cast<std::int64_t>(sequence.granted().size());
+      operation.reservation = static_cast<std::size_t>(
+          pick(random, 0, 1) == 0
+              ? pick(random, 0, granted - 1)
+              : pick(random, std::max<std::int64_t>(0, granted - 3), granted - 1));
     }
     round.push_back(operation);
   }
@@ -349,10 +385,15 @@ struct Tally {
   int allowed = 0;
   int denied = 0;
   int batched_rounds = 0;
-  int reserved = 0;                  ///< reservations granted
-  int cancelled = 0;                 ///< cancels answered (any verdict)
-  int stale = 0;                     ///< refused as stale (a newer policy version stored)
-  int policies = 0;                  ///< policy changes
+  int reserved = 0;    ///< reservations granted
+  int cancelled = 0;   ///< cancels answered (any verdict)
+  int renewed = 0;     ///< owner leases renewed while still held
+  int registered = 0;  ///< reservations registered under an owner lease
+  int claimed = 0;
+  int lease_calls = 0;  ///< renew and claim calls, whether the lease was still held or not ///<
+                        ///< owner leases claimed
+  int stale = 0;        ///< refused as stale (a newer policy version stored)
+  int policies = 0;     ///< policy changes
   long long coalesced_evalshas = 0;  ///< EVALSHA calls Redis counted for the coalesced way
 };
 
@@ -381,14 +422,15 @@ void report(Tally* tally, const std::vector<Step>& round, std::size_t index,
 }
 
 Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
-  RedisBackend coalesced(coalescing_->dispatcher(), std::chrono::microseconds(lease_us));
-  RedisBackend alone(one_by_one_->dispatcher(), std::chrono::microseconds(lease_us));
   std::mt19937_64 random(seed);
   for (int s = 0; s < 4; ++s) {
+    const std::int64_t lease_us = s % 2 == 0 ? short_lease_us : long_lease_us;
+    RedisBackend coalesced(coalescing_->dispatcher(), std::chrono::microseconds(lease_us));
+    RedisBackend alone(one_by_one_->dispatcher(), std::chrono::microseconds(lease_us));
     Policy policy;
     for (const Algorithm algorithm : GetParam().second)
       policy.limits.push_back(random_limit(random, algorithm));
-    Sequence sequence(CompiledPolicy::compile(policy), "seq" + std::to_string(s));
+    Sequence sequence(CompiledPolicy::compile(policy), "seq" + std::to_string(s), lease_us);
     std::int64_t now = 1'795'000'000'000'000 + pick(random, 0, 100'000'000'000);
     std::int64_t version = 0;
     for (int r = 0; r < rounds_per_case / 4; ++r) {
@@ -421,6 +463,13 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
         tally->denied += model.denied() ? 1 : 0;
         tally->reserved += round[i].kind == Kind::reserve && model.allowed() ? 1 : 0;
         tally->cancelled += model.text.starts_with("cancel") ? 1 : 0;
+        tally->renewed += model.text.starts_with("renew") && model.text != "renew 0" ? 1 : 0;
+        tally->claimed += model.text == "claim 1" ? 1 : 0;
+        tally->lease_calls += round[i].kind == Kind::renew || round[i].kind == Kind::claim ? 1 : 0;
+        tally->registered += model.allowed() && model.text.starts_with("reserve") &&
+                                     !model.text.ends_with("lease 0}")
+                                 ? 1
+                                 : 0;
         tally->stale += model.text.starts_with("stale") ? 1 : 0;
         if (batched[i].text != one.text || one.text != model.text) {
           report(tally, round, i,
@@ -457,7 +506,7 @@ TEST_P(BatchDifferential, CoalescedOneByOneAndModelDecideIdentically) {
   ClientOptions options;
   options.url = server_.url();
   options.command_timeout = 10s;
-  options.reservation_lease = 0ms;  // the backends are given their own 1 ms leases
+  options.reservation_lease = 0ms;  // the backends are given their own leases
   options.max_batch = 64;
   coalescing_.emplace(loop(), options);
   options.max_batch = 1;
@@ -478,12 +527,16 @@ TEST_P(BatchDifferential, CoalescedOneByOneAndModelDecideIdentically) {
   if (algorithms.size() == 1 && can_reserve(algorithms.front())) {
     EXPECT_GT(tally.reserved, 0);
     EXPECT_GT(tally.cancelled, 0);
+    EXPECT_GT(tally.registered, 0) << "reservations must also wait longer than their lease";
+    EXPECT_GT(tally.lease_calls, 0) << "renewals and claims must run";
   }
   std::printf(
-      "[ %-22s ] %d operations, %d allowed, %d denied, %lld EVALSHAs coalesced, %d "
-      "rounds batched, %d reserved, %d cancels, %d policy changes, %d stale, seed %llu\n",
+      "[ %-22s ] %d operations, %d allowed, %d denied, %lld EVALSHAs coalesced, %d rounds "
+      "batched, %d reserved, %d registered, %d cancels, %d lease calls (%d renewed, %d claimed), "
+      "%d policy changes, %d stale, seed %llu\n",
       GetParam().first, tally.operations, tally.allowed, tally.denied, tally.coalesced_evalshas,
-      tally.batched_rounds, tally.reserved, tally.cancelled, tally.policies, tally.stale,
+      tally.batched_rounds, tally.reserved, tally.registered, tally.cancelled, tally.lease_calls,
+      tally.renewed, tally.claimed, tally.policies, tally.stale,
       static_cast<unsigned long long>(seed));
 }
 
