@@ -2,9 +2,13 @@
 // rounds of operations on a few keys (so that runs on one key land in one batch) run three
 // ways: (a) each round's operations started together in one loop turn on a client with
 // max_batch 64, so that they go as batches; (b) the same operations one by one, in the same
-// order, on a client with max_batch 1, under another key prefix; (c) the model. Every field of
-// every decision must agree, and after every round the two prefixes' stored values must be
-// equal. The EVALSHA count proves that (a) really sent batches.
+// order, on a client with max_batch 1, under another key prefix; (c) the model. Operations are
+// acquires by the lean and the general scripts, peeks, reservations, their cancels and their
+// owner leases' renewals and claims, on every algorithm and on policies of several limits,
+// at injected times; between rounds the policy changes (a new version, an older one the
+// scripts refuse as stale, a since and a carry). Every field of every answer must agree, and
+// after every round the two prefixes' stored values must be equal. The EVALSHA count proves
+// that (a) really sent batches. Each run draws a new seed (printed; REDLIMIT_SEED repeats it).
 #include <gtest/gtest.h>
 
 #include <array>
