@@ -170,6 +170,29 @@ TEST_F(Batch, CallsOnOneKeyApplyInTheOrderQueued) {
   }
 }
 
+TEST_F(Batch, TheCallsOfOneBatchAreDecidedAtOneServerInstant) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(100);
+  std::vector<std::int64_t> times(20);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      group.add([](RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                   std::string key_base, std::int64_t* out) -> Task<void> {
+        *out = (co_await backend.decide(
+                    DecideRequest(std::move(policy), KeyBase(key_base), Operation::acquire, 1)))
+                   .server_time_us;
+      }(backend, policy, "{k" + std::to_string(i % 3) + "}", &times[i]));
+    }
+    co_await group.join();
+  }());
+  run(loop(), client.close());
+  EXPECT_GT(times.front(), 0);
+  for (std::size_t i = 0; i < times.size(); ++i)
+    EXPECT_EQ(times[i], times.front()) << "call " << i;
+}
+
 TEST_F(Batch, MoreCallsThanMaxBatchGoAsSeveralBatchesInOrder) {
   const auto policy = gcra_policy(100);
   const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>> calls(
