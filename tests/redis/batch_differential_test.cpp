@@ -7,11 +7,13 @@
 // owner leases' renewals and claims, on every algorithm and on policies of several limits,
 // at injected times; between rounds the policy changes (a new version, an older one the
 // scripts refuse as stale, a since and a carry). Every field of every answer must agree, and
-// after every round the two prefixes' stored values must be equal. The EVALSHA count proves
+// after every round the two prefixes' stored values must be equal, and their TTLs too (but for
+// the wall time between the two ways' writes). The EVALSHA count proves
 // that (a) really sent batches. Each run draws a new seed (printed; REDLIMIT_SEED repeats it).
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -497,6 +499,19 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
             report(tally, round, round.size() - 1,
                    "  stored value of key " + std::to_string(key) + ": coalesced " + a +
                        ", one by one " + b);
+          }
+          // The scripts derive TTLs from the injected times: the two ways' differ only by the
+          // wall time between their writes.
+          const std::int64_t ttl_a = (co_await coalescing_->command(
+                                          "PTTL", sequence.key_base("a", key) + limit.key_suffix))
+                                         .as_integer();
+          const std::int64_t ttl_b = (co_await one_by_one_->command(
+                                          "PTTL", sequence.key_base("b", key) + limit.key_suffix))
+                                         .as_integer();
+          if ((ttl_a < 0 || ttl_b < 0) ? ttl_a != ttl_b : std::abs(ttl_a - ttl_b) > 5'000) {
+            report(tally, round, round.size() - 1,
+                   "  TTL of key " + std::to_string(key) + ": coalesced " + std::to_string(ttl_a) +
+                       " ms, one by one " + std::to_string(ttl_b) + " ms");
           }
         }
       }
