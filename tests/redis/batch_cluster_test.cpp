@@ -1,0 +1,76 @@
+// Coalesced script calls on a Redis Cluster: calls started in one loop turn on keys of many
+// slots go as one batch per slot, each to its slot's primary, and every call is answered as if
+// sent alone, in order on each key.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "limiter/redis_backend.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_cluster.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+class BatchCluster : public test::LoopTest {
+ protected:
+  long long script_calls() const {
+    long long calls = 0;
+    for (const std::size_t primary : cluster_.primaries())
+      calls += cluster_.node(primary).command_calls("evalsha") +
+               cluster_.node(primary).command_calls("eval");
+    return calls;
+  }
+
+  test::RedisCluster cluster_{3, 0};
+};
+
+TEST_F(BatchCluster, CallsOnKeysOfManySlotsInOneTurnAreEachAnsweredInOrderPerKey) {
+  constexpr int keys = 30;
+  constexpr int calls_per_key = 4;
+  ClientOptions options;
+  options.url = cluster_.url();
+  options.reservation_lease = 0ms;  // no reclaim after a denial: one script call per decision
+  options.max_batch = 64;
+  Client client(loop(), options);
+  RedisBackend backend(client.dispatcher());
+  const auto policy = CompiledPolicy::compile(Policy::of(Limit::gcra(Rate{3, 1h})));
+  // Why interleaved: the calls on one key are queued between calls on other slots.
+  std::vector<std::string> answers(keys * calls_per_key);
+  const long long before = script_calls();
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (int call = 0; call < calls_per_key; ++call) {
+      for (int key = 0; key < keys; ++key) {
+        group.add([](RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                     std::string key_base, std::string* out) -> Task<void> {
+          const Decision decision = co_await backend.decide(
+              DecideRequest(std::move(policy), KeyBase(key_base), Operation::acquire, 1));
+          *out = decision.allowed ? "remaining " + std::to_string(decision.remaining) : "denied";
+        }(backend, policy, "{user-" + std::to_string(key) + "}", &answers[call * keys + key]));
+      }
+    }
+    co_await group.join();
+  }());
+  const long long calls = script_calls() - before;
+  run(loop(), client.close());
+
+  const char* const expected[] = {"remaining 2", "remaining 1", "remaining 0", "denied"};
+  for (int call = 0; call < calls_per_key; ++call) {
+    for (int key = 0; key < keys; ++key)
+      EXPECT_EQ(answers[call * keys + key], expected[call]) << "key " << key << " call " << call;
+  }
+  EXPECT_LT(calls, keys * calls_per_key) << "the calls must go as batches";
+  std::printf("[ batch cluster ] %d calls on %d keys as %lld script calls\n", keys * calls_per_key,
+              keys, calls);
+}
+
+}  // namespace
+}  // namespace redlimit::detail

@@ -1,0 +1,383 @@
+// Coalesced script calls, one server: calls started in one loop turn go as one batch; one
+// call's error fails that call only, as it would have alone; calls on one key apply in the order
+// they were queued (semaphore calls too); a caller destroyed while its call waits or is in
+// flight neither crashes nor leaks; and Client::close() completes every call queued or in flight.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "limiter/redis_backend.hpp"
+#include "limiter/stale_policy.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/semaphore.hpp"
+#include "redlimit/task_group.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/started_task.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// What a decision call ended with: "allowed <0|1> remaining <n>", or the error's type.
+struct Answer {
+  bool failed = false;
+  std::string text;
+};
+
+/// Runs a try_acquire of one permit on `key_base` and keeps what it answered in `out`.
+Task<void> decide_into(RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                       std::string key_base, Answer* out) {
+  try {
+    const Decision decision = co_await backend.decide(
+        DecideRequest(std::move(policy), KeyBase(key_base), Operation::acquire, 1));
+    *out = {false, "allowed " + std::to_string(decision.allowed) + " remaining " +
+                       std::to_string(decision.remaining)};
+  } catch (const StalePolicy& stale) {
+    *out = {true, "StalePolicy " + std::to_string(stale.stored_version())};
+  } catch (const ReplyError& error) {
+    *out = {true, "ReplyError " + error.code()};
+  } catch (const std::exception& error) {
+    *out = {true, typeid(error).name()};
+  }
+}
+
+std::shared_ptr<const CompiledPolicy> gcra_policy(std::int64_t capacity, std::int64_t version = 0) {
+  PolicyEpoch epoch;
+  epoch.version = version;
+  return CompiledPolicy::compile(Policy::of(Limit::gcra(Rate{capacity, 1h})), epoch);
+}
+
+class Batch : public test::LoopTest {
+ protected:
+  // Why loaded first: a batch that met NOSCRIPT would count twice among the EVALSHAs.
+  Batch() { server_.command({"SCRIPT", "LOAD", std::string(scripts::batch.source)}); }
+  ClientOptions options(std::size_t max_batch) const {
+    ClientOptions options;
+    options.url = server_.url();
+    options.reservation_lease = 0ms;  // no reclaim after a denial: one script call per decision
+    options.max_batch = max_batch;
+    return options;
+  }
+  /// What the same call answers sent alone, on a client that never coalesces.
+  Answer alone(std::shared_ptr<const CompiledPolicy> policy, const std::string& key_base) {
+    Client client(loop(), options(1));
+    RedisBackend backend(client.dispatcher());
+    Answer answer;
+    run(loop(), decide_into(backend, std::move(policy), key_base, &answer));
+    run(loop(), client.close());
+    return answer;
+  }
+  /// Starts every call in one loop turn on a coalescing client and waits for all of them.
+  std::vector<Answer> together(
+      const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>>& calls,
+      long long* evalshas = nullptr) {
+    Client client(loop(), options(64));
+    RedisBackend backend(client.dispatcher());
+    std::vector<Answer> answers(calls.size());
+    const long long before = server_.command_calls("evalsha");
+    run(loop(), [&]() -> Task<void> {
+      TaskGroup group;
+      for (std::size_t i = 0; i < calls.size(); ++i)
+        group.add(decide_into(backend, calls[i].first, calls[i].second, &answers[i]));
+      co_await group.join();
+    }());
+    if (evalshas != nullptr) *evalshas = server_.command_calls("evalsha") - before;
+    run(loop(), client.close());
+    return answers;
+  }
+  std::string key_of(const std::string& key_base) const {
+    return key_base + gcra_policy(10)->limits().front().key_suffix;
+  }
+
+  test::RedisServer server_;
+};
+
+TEST_F(Batch, OneCallsWrongTypedKeyFailsThatCallOnlyWithTheErrorItWouldHaveAlone) {
+  server_.command({"HSET", key_of("{bad}"), "field", "value"});
+  const Answer expected = alone(gcra_policy(10), "{bad}");
+  ASSERT_TRUE(expected.failed) << expected.text;
+
+  long long evalshas = 0;
+  const auto answers = together({{gcra_policy(10), "{a}"},
+                                 {gcra_policy(10), "{bad}"},
+                                 {gcra_policy(10), "{b}"},
+                                 {gcra_policy(10), "{a}"}},
+                                &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the four calls must go as one batch";
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_TRUE(answers[1].failed);
+  EXPECT_EQ(answers[1].text, expected.text);
+  EXPECT_EQ(answers[2].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[3].text, "allowed 1 remaining 8");
+  EXPECT_EQ(server_.command({"TYPE", key_of("{bad}")}).as_string(), "hash");
+}
+
+TEST_F(Batch, OneCallsBadStoredValueFailsThatCallOnlyWithTheErrorItWouldHaveAlone) {
+  server_.command({"SET", key_of("{garbled}"), "not:a:state"});
+  const Answer expected = alone(gcra_policy(10), "{garbled}");
+  ASSERT_TRUE(expected.failed) << expected.text;
+
+  long long evalshas = 0;
+  const auto answers =
+      together({{gcra_policy(10), "{a}"}, {gcra_policy(10), "{garbled}"}, {gcra_policy(10), "{a}"}},
+               &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the three calls must go as one batch";
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[1].text, expected.text);
+  EXPECT_EQ(answers[2].text, "allowed 1 remaining 8");
+  EXPECT_EQ(server_.command({"GET", key_of("{garbled}")}).as_string(), "not:a:state");
+}
+
+TEST_F(Batch, OneCallsStalePolicyIsRefusedAloneAsItWouldBeAlone) {
+  ASSERT_FALSE(alone(gcra_policy(10, 5), "{stamped}").failed);
+  const Answer expected = alone(gcra_policy(10, 3), "{stamped}");
+  EXPECT_EQ(expected.text, "StalePolicy 5");
+
+  long long evalshas = 0;
+  const auto answers = together({{gcra_policy(10, 3), "{a}"},
+                                 {gcra_policy(10, 3), "{stamped}"},
+                                 {gcra_policy(10, 5), "{stamped}"},
+                                 {gcra_policy(10, 0), "{b}"}},
+                                &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the four calls must go as one batch";
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[1].text, expected.text);
+  EXPECT_EQ(answers[2].text, "allowed 1 remaining 8") << "the refused call wrote nothing";
+  EXPECT_EQ(answers[3].text, "allowed 1 remaining 9");
+}
+
+TEST_F(Batch, CallsOnOneKeyApplyInTheOrderQueued) {
+  const auto policy = gcra_policy(10);
+  const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>> calls(
+      40, {policy, "{hot}"});
+  long long evalshas = 0;
+  const auto answers = together(calls, &evalshas);
+  EXPECT_EQ(evalshas, 1) << "the 40 calls must go as one batch";
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    if (i < 10) {
+      EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(9 - i)) << "call " << i;
+    } else {
+      EXPECT_EQ(answers[i].text.rfind("allowed 0", 0), 0u)
+          << "call " << i << ": " << answers[i].text;
+    }
+  }
+}
+
+TEST_F(Batch, TheCallsOfOneBatchAreDecidedAtOneServerInstant) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(100);
+  std::vector<std::int64_t> times(20);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      group.add([](RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                   std::string key_base, std::int64_t* out) -> Task<void> {
+        *out = (co_await backend.decide(
+                    DecideRequest(std::move(policy), KeyBase(key_base), Operation::acquire, 1)))
+                   .server_time_us;
+      }(backend, policy, "{k" + std::to_string(i % 3) + "}", &times[i]));
+    }
+    co_await group.join();
+  }());
+  run(loop(), client.close());
+  EXPECT_GT(times.front(), 0);
+  for (std::size_t i = 0; i < times.size(); ++i)
+    EXPECT_EQ(times[i], times.front()) << "call " << i;
+}
+
+TEST_F(Batch, MoreCallsThanMaxBatchGoAsSeveralBatchesInOrder) {
+  const auto policy = gcra_policy(100);
+  const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>> calls(
+      150, {policy, "{hot}"});
+  long long evalshas = 0;
+  const auto answers = together(calls, &evalshas);
+  EXPECT_EQ(evalshas, 3) << "64 + 64 + 22";
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const std::string expected =
+        i < 100 ? "allowed 1 remaining " + std::to_string(99 - i) : "allowed 0";
+    EXPECT_EQ(answers[i].text.rfind(expected, 0), 0u) << "call " << i << ": " << answers[i].text;
+  }
+}
+
+TEST_F(Batch, TheLargestBatchOfMultiLimitCallsIsAnsweredWhole) {
+  const auto policy = CompiledPolicy::compile(
+      Policy{{Limit::gcra(Rate{1000, 1h}), Limit{Algorithm::sliding_window_log, Rate{600, 1h}},
+              Limit{Algorithm::fixed_window, Rate{2000, 1h}}}});
+  ClientOptions largest = options(max_batch_limit);
+  Client client(loop(), largest);
+  RedisBackend backend(client.dispatcher());
+  std::vector<Answer> answers(max_batch_limit);
+  const long long before = server_.command_calls("evalsha");
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < answers.size(); ++i)
+      group.add(decide_into(backend, policy, "{k" + std::to_string(i % 2) + "}", &answers[i]));
+    co_await group.join();
+  }());
+  EXPECT_EQ(server_.command_calls("evalsha") - before, 1);
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const std::size_t nth = i / 2;  // on its key
+    const std::string expected =
+        nth < 600 ? "allowed 1 remaining " + std::to_string(599 - nth) : "allowed 0";
+    EXPECT_EQ(answers[i].text.rfind(expected, 0), 0u) << "call " << i << ": " << answers[i].text;
+  }
+  run(loop(), client.close());
+}
+
+TEST_F(Batch, SemaphoreCallsInOneTurnGrantExactlyItsPermitsAndReleaseTogether) {
+  Client client(loop(), options(64));
+  Semaphore semaphore(client, 5, "pool", 10s);
+  const auto take_all = [&](std::vector<Lease>* leases) -> Task<void> {
+    std::vector<std::optional<Lease>> asks(20);
+    TaskGroup group;
+    for (auto& ask : asks) {
+      group.add([](Semaphore& semaphore, std::optional<Lease>* out) -> Task<void> {
+        *out = co_await semaphore.try_acquire("tenant");
+      }(semaphore, &ask));
+    }
+    co_await group.join();
+    for (auto& ask : asks)
+      if (ask) leases->push_back(std::move(*ask));
+  };
+  std::vector<Lease> leases;
+  const long long before = server_.command_calls("evalsha");
+  run(loop(), take_all(&leases));
+  EXPECT_EQ(server_.command_calls("evalsha") - before, 1) << "the 20 asks must go as one batch";
+  EXPECT_EQ(leases.size(), 5u);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (Lease& lease : leases)
+      group.add(lease.release());
+    co_await group.join();
+  }());
+  std::vector<Lease> again;
+  run(loop(), take_all(&again));
+  EXPECT_EQ(again.size(), 5u) << "the releases in one batch freed every permit";
+  run(loop(), [&]() -> Task<void> {
+    for (Lease& lease : again)
+      co_await lease.release();
+  }());
+  run(loop(), client.close());
+}
+
+TEST_F(Batch, CallersDestroyedWhileQueuedOrInFlightNeitherCrashNorLeak) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(1000);
+  std::vector<Answer> answers(20);
+  std::vector<std::optional<test::StartedTask>> tasks(answers.size());
+  for (std::size_t i = 0; i < 10; ++i)
+    tasks[i].emplace(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  // Every other one destroyed before the loop ran: its call leaves the queue unsent.
+  for (std::size_t i = 0; i < 10; i += 2)
+    tasks[i].reset();
+  uv_run(loop(), UV_RUN_NOWAIT);  // the idle phase sends the batch; its reply is still unread
+  for (std::size_t i = 10; i < 20; ++i)
+    tasks[i].emplace(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  uv_run(loop(), UV_RUN_NOWAIT);
+  // Destroyed while their batches are in flight (or answered, not yet resumed).
+  for (std::size_t i = 1; i < 20; i += 2)
+    tasks[i].reset();
+  Answer last;
+  run(loop(), decide_into(backend, policy, "{k}", &last));
+  EXPECT_FALSE(last.failed) << last.text;
+  for (std::size_t i = 10; i < 20; i += 2) {
+    EXPECT_TRUE(tasks[i]->done()) << "call " << i;
+    EXPECT_FALSE(answers[i].failed) << "call " << i << ": " << answers[i].text;
+  }
+  run(loop(), client.close());
+}
+
+TEST_F(Batch, ACallerResumedByItsBatchMayDestroyAnotherCallerOfTheSameBatch) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(10);
+  std::vector<Answer> answers(4);
+  std::vector<std::optional<test::StartedTask>> tasks(4);
+  // Why: the first caller, resumed with its reply, destroys the third before the batch
+  // resumes it (as a caller that waits for the first of several answers would).
+  tasks[0].emplace(
+      test::start([](RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                     Answer* out, std::optional<test::StartedTask>* victim) -> Task<void> {
+        co_await decide_into(backend, std::move(policy), "{k}", out);
+        victim->reset();
+      }(backend, policy, &answers[0], &tasks[2])));
+  for (std::size_t i = 1; i < tasks.size(); ++i)
+    tasks[i].emplace(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  Answer last;
+  run(loop(), decide_into(backend, policy, "{k}", &last));
+  EXPECT_TRUE(tasks[0]->done());
+  EXPECT_FALSE(tasks[2].has_value());
+  EXPECT_TRUE(tasks[1]->done());
+  EXPECT_TRUE(tasks[3]->done());
+  EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
+  EXPECT_EQ(answers[1].text, "allowed 1 remaining 8");
+  EXPECT_EQ(answers[3].text, "allowed 1 remaining 6") << "the destroyed call was still applied";
+  EXPECT_EQ(last.text, "allowed 1 remaining 5");
+  run(loop(), client.close());
+}
+
+TEST_F(Batch, ABatchRedisDoesNotAnswerFailsEachCallByItsDeadlineAsAloneThenRecovers) {
+  ClientOptions stalled = options(64);
+  stalled.command_timeout = 200ms;
+  Client client(loop(), stalled);
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(10);
+  Answer first;
+  run(loop(), decide_into(backend, policy, "{k}", &first));  // connected
+  ASSERT_EQ(first.text, "allowed 1 remaining 9");
+  server_.pause();
+  std::vector<Answer> answers(5);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (Answer& answer : answers)
+      group.add(decide_into(backend, policy, "{k}", &answer));
+    co_await group.join();
+  }());
+  stalled.max_batch = 1;
+  Client alone_client(loop(), stalled);
+  RedisBackend alone_backend(alone_client.dispatcher());
+  Answer expected;
+  run(loop(), decide_into(alone_backend, policy, "{k}", &expected));
+  server_.resume();
+  EXPECT_TRUE(expected.failed) << expected.text;
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    EXPECT_EQ(answers[i].text, expected.text) << "call " << i;
+  Answer after;
+  run(loop(), decide_into(backend, policy, "{k}", &after));
+  EXPECT_FALSE(after.failed) << after.text;
+  run(loop(), alone_client.close());
+  run(loop(), client.close());
+}
+
+TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(1000);
+  std::vector<Answer> answers(20);
+  std::vector<test::StartedTask> tasks;
+  for (std::size_t i = 0; i < 10; ++i)
+    tasks.push_back(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  uv_run(loop(), UV_RUN_NOWAIT);  // the first ten are in flight
+  for (std::size_t i = 10; i < 20; ++i)
+    tasks.push_back(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  run(loop(), client.close());
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    EXPECT_TRUE(tasks[i].done()) << "call " << i << " never completed";
+    EXPECT_FALSE(tasks[i].error()) << "call " << i;
+    EXPECT_FALSE(answers[i].text.empty()) << "call " << i;
+  }
+  for (std::size_t i = 0; i < 10; ++i)
+    EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(999 - i)) << "call " << i;
+}
+
+}  // namespace
+}  // namespace redlimit::detail
