@@ -13,6 +13,7 @@
 #include "limiter/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
@@ -377,6 +378,30 @@ TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
   }
   for (std::size_t i = 0; i < 10; ++i)
     EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(999 - i)) << "call " << i;
+}
+
+/// Three calls Redis does not answer open the circuit breaker; the fourth then fails at once,
+/// while the batcher sends it, and its caller closes the client right there.
+Task<void> fail_until_the_breaker_opens_then_close(Limiter& limiter, Client& client, bool* closed) {
+  for (int i = 0; i < 3; ++i)
+    static_cast<void>(co_await limiter.try_acquire("k"));
+  const Decision refused = co_await limiter.try_acquire("k");
+  EXPECT_EQ(refused.source, Source::fail_closed);
+  co_await client.close();
+  *closed = true;
+}
+
+// Why: close() used to take the batcher's lists and handle from under the flush that resumed
+// its caller (a crash).
+TEST_F(Batch, ACallerThatClosesTheClientWhenItsCallFailsAtOnceEndsCleanly) {
+  Client client(loop(), {.url = server_.url(), .command_timeout = 100ms});
+  Limiter limiter(client, Policy::of(Limit::gcra("10/s", 10)), {.name = "closing"});
+  run(loop(), client.connect());
+  server_.pause();
+  bool closed = false;
+  run(loop(), fail_until_the_breaker_opens_then_close(limiter, client, &closed));
+  server_.resume();
+  EXPECT_TRUE(closed);
 }
 
 }  // namespace
