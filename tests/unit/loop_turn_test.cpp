@@ -105,5 +105,42 @@ TEST_F(LoopTurnTest, CallersAfterOneThatYieldedKeepTheirOrder) {
     EXPECT_EQ(order[static_cast<std::size_t>(i)], i) << "a later caller overtook a yielded one";
 }
 
+Task<void> answer_many(LoopTurn& turn, Clock::duration busy_first, int answers) {
+  co_await turn.yield_if_due();
+  busy_for(busy_first);
+  for (int i = 0; i < answers; ++i)
+    co_await turn.yield_if_due();
+}
+
+Task<void> two_callers_answering(LoopTurn& turn, int answers) {
+  TaskGroup group;
+  group.add(answer_many(turn, 3ms, answers));  // uses up the turn: both are resumed later
+  group.add(answer_many(turn, 0ms, answers));
+  co_await group.join();
+}
+
+void count_iteration(uv_check_t* check) {
+  ++*static_cast<int*>(check->data);
+}
+
+// Why: callers resumed together used to find the rest of their round still queued, yield again,
+// and from then on get one answer per loop iteration.
+TEST_F(LoopTurnTest, CallersResumedTogetherGoOnForATurnEach) {
+  LoopTurn turn(loop(), 1ms);
+  int iterations = 0;
+  uv_check_t check;
+  uv_check_init(loop(), &check);
+  check.data = &iterations;
+  uv_check_start(&check, &count_iteration);
+  uv_unref(reinterpret_cast<uv_handle_t*>(&check));
+  const int answers = 4000;
+  run(loop(), two_callers_answering(turn, answers));
+  uv_close(reinterpret_cast<uv_handle_t*>(&check), nullptr);
+  uv_run(loop(), UV_RUN_DEFAULT);
+  // Each turn of 1 ms holds hundreds of answers or more; one answer per iteration would take
+  // `answers` iterations.
+  EXPECT_LT(iterations, answers / 4);
+}
+
 }  // namespace
 }  // namespace redlimit
