@@ -45,11 +45,13 @@ void LoopTurn::on_idle(void* argument) {
   // Why one at a time from the front, and only this round's: resuming a caller may destroy
   // later waiters' frames (which unlink themselves), and a caller that yields again waits for
   // the next round.
+  self->resuming_ = true;
   while (*alive && self->first_ != nullptr && self->first_->round_ == round) {
     Yield* waiter = self->first_;
     self->unlink(waiter);
     waiter->waiter_.resume();
   }
+  if (*alive) self->resuming_ = false;
 }
 
 }  // namespace redlimit::detail

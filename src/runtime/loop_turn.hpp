@@ -85,7 +85,9 @@ class LoopTurn {
   bool due() noexcept {
     // Why first: a caller that yielded is resumed in order with the ones behind it; a later
     // caller that went on at once would overtake it (a waiter would lose its place in the queue).
-    if (first_ != nullptr) return true;
+    // Why not while resuming: the callers resumed then would find the rest of their round
+    // queued, yield again, and from then on get one answer per loop iteration.
+    if (first_ != nullptr && !resuming_) return true;
     const std::uint64_t loop_time = uv_now(loop_);
     if (loop_time != turn_loop_time_) {
       turn_loop_time_ = loop_time;
@@ -112,6 +114,7 @@ class LoopTurn {
   Yield* first_ = nullptr;  ///< callers waiting for the next iteration, in order
   Yield* last_ = nullptr;
   std::uint64_t round_ = 1;  ///< counts the rounds of resumptions (on_idle calls)
+  bool resuming_ = false;    ///< on_idle() is resuming a round
   /// Why: resuming the last caller may end the call that kept this object's owner alive.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Why opened only while callers wait, and closed before they are resumed: an owner without a
