@@ -103,6 +103,8 @@ void ScriptBatcher::on_idle(void* self) {
 }
 
 void ScriptBatcher::flush() {
+  const std::shared_ptr<bool> alive = alive_;
+  flushing_now_ = true;
   // Why a loop: a call queued while this runs (by a caller resumed here) goes in this
   // iteration too; the idle handle does not run again in it.
   while (!queued_.empty()) {
@@ -141,11 +143,17 @@ void ScriptBatcher::flush() {
       } else {
         start_batch(from, to);
       }
+      if (!*alive) return;  // a resumed caller destroyed the client
       from = to;
     }
     flushing_.clear();
   }
-  idle_->stop();
+  flushing_now_ = false;
+  if (closed_) {
+    idle_->close();  // close() ran meanwhile and left the handle to this
+  } else {
+    idle_->stop();
+  }
 }
 
 void ScriptBatcher::send_alone(Call* call) {
@@ -173,6 +181,7 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
   // Why first, before any suspension: from here a call whose frame goes clears its place.
   for (Call*& call : calls)
     call->in_batch_ = &call;
+  const std::shared_ptr<bool> alive = alive_;
   std::exception_ptr failure;
   Reply reply;
   try {
@@ -202,30 +211,40 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
   } catch (...) {
     failure = std::current_exception();
   }
-  // Why one at a time, each detached first: a resumed caller may destroy the frames of the
-  // calls after it, which then clear their place here.
+  if (!*alive && !failure) {
+    failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
+  }
+  // Every answer first, before any caller resumes (answer() needs the dispatcher).
   for (std::size_t i = 0; i < calls.size(); ++i) {
     Call* call = calls[i];
     if (call == nullptr) continue;
-    call->in_batch_ = nullptr;
     if (failure) {
       call->error_ = failure;
-    } else {
-      CommandResult result{std::move(reply.elements[i]), 0};
-      try {
-        call->reply_ = dispatcher_.answer(result, call->script_);
-      } catch (...) {
-        call->error_ = std::current_exception();
-      }
+      continue;
     }
-    call->waiter_.resume();
+    CommandResult result{std::move(reply.elements[i]), 0};
+    try {
+      call->reply_ = dispatcher_.answer(result, call->script_);
+    } catch (...) {
+      call->error_ = std::current_exception();
+    }
   }
-  if (--batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
+  // Why before the callers resume: a resumed caller may destroy the client, and this object
+  // with it; from here on only the calls, which clear their place when destroyed, are touched.
+  if (*alive && --batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
+  for (Call*& call : calls) {
+    if (call == nullptr) continue;
+    Call* const resumed = std::exchange(call, nullptr);
+    resumed->in_batch_ = nullptr;
+    resumed->waiter_.resume();
+  }
 }
 
 Task<void> ScriptBatcher::close() {
   closed_ = true;
-  // The client closed: what is still queued goes alone, to fail on the closed connections.
+  // Why: close() called by a caller that flush() resumed; flush() sends the rest itself.
+  if (flushing_now_) co_return;
+  // What is still queued goes alone.
   flushing_.swap(queued_);
   for (std::size_t i = 0; i < flushing_.size(); ++i) {
     if (Call* call = flushing_[i]) {

@@ -89,8 +89,10 @@ class ScriptBatcher {
     std::exception_ptr error_;
   };
 
-  /// Fails the calls still queued (the client closed) and waits for the batches in flight;
-  /// closes the handle. Calls queued afterwards are sent alone.
+  ~ScriptBatcher() { *alive_ = false; }
+
+  /// Sends the calls still queued alone and waits for the batches in flight; closes the
+  /// handle. Calls queued afterwards are sent alone.
   Task<void> close();
 
  private:
@@ -112,6 +114,9 @@ class ScriptBatcher {
   std::vector<Call*> flushing_;  ///< what flush() is sending
   std::unique_ptr<Idle> idle_;
   bool closed_ = false;
+  bool flushing_now_ = false;  ///< flush() runs (close() then leaves the lists to it)
+  /// Why: a caller resumed here may destroy the client, and this object with it.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::size_t batches_in_flight_ = 0;
   std::unique_ptr<Completion> batches_ended_;  ///< while close() waits for batches in flight
 };
