@@ -205,12 +205,10 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
       Task<void> renew =
           renew_beside(shared_from_this(), backend, give_back_request(request, backend, key),
                        waiter.book.version, renewal);
-      // Why the client's background work: Client::close() waits for it (bounded by its deadline).
-      if (BackgroundTasks* tasks = backend_->background()) {
-        tasks->start(std::move(renew));
-      } else {
-        spawn(loop_, std::move(renew));
-      }
+      // Why not the client's background work: Client::close() waits for that, and waiters
+      // renewing one after another would hold it for as long as they wait. A renewal the
+      // client no longer sends is made good by the claim at the wake.
+      spawn(loop_, std::move(renew));
       continue;
     }
     const auto until = renewing ? std::min(waiter.wake, next_renewal) : waiter.wake;
