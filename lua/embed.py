@@ -272,7 +272,7 @@ def render(lines, algorithms, current):
 
 
 TIME_CALL = re.compile(r"redis\.call\(\s*['\"]TIME['\"]\s*\)")
-COMMAND_CALL = re.compile(r"redis\.p?call\(")
+COMMAND_CALL = re.compile(r"redis\.call\(")
 
 
 def batch(root, template, wrapped, generated):
@@ -288,6 +288,8 @@ def batch(root, template, wrapped, generated):
             if name not in generated:
                 fail(f"batch: {name} must be named before the batch")
             index, text = generated[name]
+            if "redis.pcall(" in text:
+                fail(f"batch: {name} calls redis.pcall, which BATCH_CALL does not stand for")
             out.append(f"-- {name}\n")
             out.append(f"SCRIPTS[{index}] = function(KEYS, ARGV)\n")
             # Why without comment lines: each script keeps its own; here they would only
