@@ -32,6 +32,7 @@
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
+#include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
 
 namespace redlimit::detail {
@@ -300,29 +301,8 @@ std::shared_ptr<const CompiledPolicy> next_policy(std::mt19937_64& random,
   for (const Algorithm algorithm : algorithms)
     next.limits.push_back(random_limit(random, algorithm));
   if (pick(random, 0, 4) == 0) next = current.policy();
-  switch (pick(random, 0, 5)) {
-    case 0:
-      version = 0;
-      break;
-    case 1:
-      version = std::max<std::int64_t>(0, version - 2);
-      break;
-    default:
-      version += pick(random, 1, 3);
-  }
   const std::int64_t period = current.limits().front().limit.rate.period.count();
-  PolicyEpoch epoch{
-      .version = version, .since_us = 0, .carry = static_cast<Carry>(pick(random, 0, 2))};
-  switch (pick(random, 0, 3)) {
-    case 0:
-      break;  // unknown: the decision's now
-    case 1:
-      epoch.since_us = now + pick(random, 1, period);
-      break;
-    default:
-      epoch.since_us = now - pick(random, 0, 2 * period);
-  }
-  return CompiledPolicy::compile(next, epoch);
+  return CompiledPolicy::compile(next, test::random_epoch(random, now, period, version));
 }
 
 /// A round: 1 to 40 operations on random keys of the sequence, at times that mostly move

@@ -25,6 +25,7 @@
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
+#include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
 
 namespace redlimit::detail {
@@ -181,29 +182,8 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       for (Algorithm algorithm : algorithms)
         next.limits.push_back(random_limit(random, algorithm));
       if (pick(random, 0, 4) == 0) next = sequence.policy->policy();
-      switch (pick(random, 0, 5)) {
-        case 0:
-          version = 0;
-          break;
-        case 1:
-          version = std::max<std::int64_t>(0, version - 2);
-          break;
-        default:
-          version += pick(random, 1, 3);
-      }
-      PolicyEpoch epoch{
-          .version = version, .since_us = 0, .carry = static_cast<Carry>(pick(random, 0, 2))};
-      switch (pick(random, 0, 3)) {
-        case 0:
-          break;  // unknown: the decision's now
-        case 1:
-          epoch.since_us = now + pick(random, 1, period);  // later than a decision's now
-          break;
-        default:
-          epoch.since_us = now - pick(random, 0, 2 * period);
-      }
       step.kind = Kind::change_policy;
-      step.policy = CompiledPolicy::compile(next, epoch);
+      step.policy = CompiledPolicy::compile(next, test::random_epoch(random, now, period, version));
     } else if (roll == 1) {
       step.kind = Kind::reset;  // the key starts again: reservations made before are void
     } else if (reservations && roll < 10) {
