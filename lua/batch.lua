@@ -5,7 +5,12 @@
 -- KEYS      every call's keys, one call after the other
 -- ARGV[1]   the number of calls
 -- ARGV[2..] per call: the script's index, its number of keys, its number of arguments, and its
---           arguments
+--           arguments; or '=' alone: the same script, number of keys and arguments as the
+--           call before it (its keys are its own)
+-- The scripts in the lean shape (decide_<algorithm>) run as functions of checked numbers
+-- (RUNS, lua/shapes/lean_run.lua), not as the wrapped scripts: a run of calls with the same
+-- arguments (a policy's try_acquire of 1 permit, key after key) costs two words and a key per
+-- call, and its arguments are checked once.
 --
 -- Returns one element per call, in order: the script's own reply, or an error reply when the
 -- call raised an error (the calls before and after it are not affected).
@@ -17,6 +22,9 @@
 -- kept and written when the batch ends (the last one per key: it would have replaced the
 -- others), unless a command on that key comes first, which then finds it written. Commands on
 -- other keys commute with it, so every call sees what it would have seen alone.
+
+-- Why locals: KEYS and ARGV are globals, which cost a table lookup each time they are named.
+local KEYS, ARGV = KEYS, ARGV
 
 local batch_time
 local function BATCH_TIME()
@@ -67,32 +75,127 @@ end
 local SCRIPTS = {}
 --!scripts
 
+--!include lib/numbers.lua
+local RUNS = {}
+--!runs
+
 local function whole(value, what)
   local number = tonumber(value)
-  if not number or number ~= math.floor(number) or number < 0 then
+  if not number or number ~= floor(number) or number < 0 then
     error('redlimit: batch: ' .. what .. ' must be a whole number, got ' .. tostring(value))
   end
   return number
 end
 
+-- A number argument of a lean decide call, or nil when it is not an integer in [least, 2^52].
+local function lean_number(value, least)
+  local number = tonumber(value)
+  if number and number == floor(number) and number >= least and number <= MAX_EXACT then
+    return number
+  end
+  return nil
+end
+
+-- The policy arguments of the last lean decide call (ARGV 3 to 8 of the lean shape: pv, since,
+-- carry and the three fields), as sent (sent1 to sent6) and as numbers (policy). Why: the
+-- calls of a batch mostly share a policy, and comparing six strings costs less than checking
+-- six numbers.
+local sent1, sent2, sent3, sent4, sent5, sent6, policy
+local function lean_policy(at)
+  local a1, a2, a3, a4, a5, a6 = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3],
+                                 ARGV[at + 4], ARGV[at + 5]
+  if policy and a1 == sent1 and a2 == sent2 and a3 == sent3 and a4 == sent4 and a5 == sent5 and
+      a6 == sent6 then
+    return policy
+  end
+  local pv, since, carry = lean_number(a1, 0), lean_number(a2, 0), lean_number(a3, 0)
+  local field1, field2, field3 = lean_number(a4, 1), lean_number(a5, 1), lean_number(a6, 0)
+  if not (pv and since and carry and carry <= 2 and field1 and field2 and field3) then
+    return nil
+  end
+  sent1, sent2, sent3, sent4, sent5, sent6 = a1, a2, a3, a4, a5, a6
+  policy = {pv, since, carry, field1, field2, field3}
+  return policy
+end
+
+local batch_now
+-- The time of a lean decide call whose `now` argument is `sent`, and the TTL it adds (as
+-- lib/lean_arguments.lua), or nil when `sent` is not valid.
+local function lean_now(sent)
+  if sent == '' then
+    if batch_now == nil then
+      local time = BATCH_TIME()
+      batch_now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    end
+    return batch_now, 0
+  end
+  return lean_number(sent, 0), 3600000
+end
+
 local calls = whole(ARGV[1], 'the number of calls')
+local key_total, arg_total = #KEYS, #ARGV
 local replies = {}
 local key_at, arg_at = 1, 2
+-- The current call's script (and its run function, when it is a lean decide whose arguments are
+-- valid), its numbers of keys and arguments, and where its arguments start in ARGV: a call
+-- that repeats the one before keeps them.
+local script, run, key_count, arg_count, args_from
+-- A lean decide's checked arguments: the permits, policy (lean_policy), now, the TTL it adds
+-- and since, resolved.
+local n, policy, now, ttl_extra, since
 for call = 1, calls do
-  local index = whole(ARGV[arg_at], 'a script index')
-  local key_count = whole(ARGV[arg_at + 1], 'a key count')
-  local arg_count = whole(ARGV[arg_at + 2], 'an argument count')
-  arg_at = arg_at + 3
-  if key_at + key_count - 1 > #KEYS or arg_at + arg_count - 1 > #ARGV then
-    error('redlimit: batch: call ' .. call .. ' names more keys or arguments than were sent')
+  if ARGV[arg_at] == '=' and call > 1 then
+    arg_at = arg_at + 1
+  else
+    local index = tonumber(ARGV[arg_at])
+    key_count, arg_count = tonumber(ARGV[arg_at + 1]), tonumber(ARGV[arg_at + 2])
+    if not (index and key_count and arg_count and key_count == floor(key_count) and
+            arg_count == floor(arg_count) and key_count >= 0 and arg_count >= 0) then
+      whole(ARGV[arg_at], 'a script index')
+      whole(ARGV[arg_at + 1], 'a key count')
+      whole(ARGV[arg_at + 2], 'an argument count')
+    end
+    args_from = arg_at + 3
+    arg_at = args_from + arg_count
+    if arg_at - 1 > arg_total then
+      error('redlimit: batch: call ' .. call .. ' names more arguments than were sent')
+    end
+    script = SCRIPTS[index]
+    if script == nil then error('redlimit: batch: no script ' .. tostring(ARGV[args_from - 3])) end
+    run = RUNS[index]
+    if run and key_count == 1 and arg_count == 8 then
+      -- A lean decide call with an argument that is not valid goes the wrapped script's way,
+      -- which names the error as the script alone does.
+      n, policy = lean_number(ARGV[args_from], 1), lean_policy(args_from + 2)
+      now, ttl_extra = lean_now(ARGV[args_from + 1])
+      if n and policy and now then
+        since = policy[2]
+        if since == 0 or since > now then since = now end
+      else
+        run = nil
+      end
+    else
+      run = nil
+    end
   end
-  local keys, args = {}, {}
-  for i = 1, key_count do keys[i] = KEYS[key_at + i - 1] end
-  for i = 1, arg_count do args[i] = ARGV[arg_at + i - 1] end
-  key_at, arg_at = key_at + key_count, arg_at + arg_count
-  local script = SCRIPTS[index]
-  if script == nil then error('redlimit: batch: no script ' .. index) end
-  local ok, reply = pcall(script, keys, args)
+  if key_at + key_count - 1 > key_total then
+    error('redlimit: batch: call ' .. call .. ' names more keys than were sent')
+  end
+  local ok, reply
+  if run then
+    local key = KEYS[key_at]
+    -- The run calls Redis directly: what this batch has yet to write to the key goes first.
+    if unwritten[key] then write_now(key) end
+    read[key] = nil
+    ok, reply = pcall(run, key, n, now, ttl_extra, policy[1], since, policy[3], policy[4],
+                      policy[5], policy[6])
+  else
+    local keys, args = {}, {}
+    for i = 1, key_count do keys[i] = KEYS[key_at + i - 1] end
+    for i = 1, arg_count do args[i] = ARGV[args_from + i - 1] end
+    ok, reply = pcall(script, keys, args)
+  end
+  key_at = key_at + key_count
   if ok then
     if reply == nil then reply = false end
     replies[call] = reply

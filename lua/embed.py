@@ -50,7 +50,9 @@ can round up to the next integer when it is very close to it).
 Scripts are named on the command line: `name=shapes/lean.lua:gcra` (a shape and its
 algorithms, comma-separated), a plain `path.lua` (named after the file), or
 `name=batch.lua+decide,reserve` (a batch: the scripts named before it, each as a function under
-its index, where the template says --!scripts, with their TIME calls read once per batch)."""
+its index, where the template says --!scripts, with their TIME calls read once per batch; and,
+where it says --!runs, shapes/lean_run.lua rendered for the algorithm of every one of them made
+in the lean shape, with @INDEX@ its index)."""
 import argparse
 import hashlib
 import pathlib
@@ -275,34 +277,63 @@ TIME_CALL = re.compile(r"redis\.call\(\s*['\"]TIME['\"]\s*\)")
 COMMAND_CALL = re.compile(r"redis\.call\(")
 
 
+LEAN_SHAPE, LEAN_RUN_SHAPE = "shapes/lean.lua", "shapes/lean_run.lua"
+
+
+def uncommented(lines):
+    """The lines without comment lines and blank lines, each ending in a newline."""
+    return [l.rstrip("\n") + "\n" for l in lines if l.strip() and not l.lstrip().startswith("--")]
+
+
+def lean_runs(root, wrapped, generated):
+    """The lines that define RUNS[index] for every script in `wrapped` made in the lean shape:
+    LEAN_RUN_SHAPE rendered for its algorithm."""
+    shape_lines = expand_includes(root / LEAN_RUN_SHAPE)
+    out = []
+    for name in wrapped:
+        index, _, algorithm = generated[name]
+        if algorithm is None:
+            continue
+        lines = render(shape_lines, [algorithm], algorithm)
+        out += [l.replace("@INDEX@", str(index)) for l in uncommented(lines)]
+    return out
+
+
 def batch(root, template, wrapped, generated):
     """The lines of a batch script: `template` with its --!scripts line replaced by every
     script in `wrapped` (names of scripts generated before it) as a function of (KEYS, ARGV)
-    under its index, reading the batch's one TIME and calling commands through BATCH_CALL."""
+    under its index, reading the batch's one TIME and calling commands through BATCH_CALL, and
+    its --!runs line by the lean run functions (lean_runs)."""
     out = []
+    for name in wrapped:
+        if name not in generated:
+            fail(f"batch: {name} must be named before the batch")
     for line in expand_includes(root / template):
+        if line.strip() == "--!runs":
+            out += lean_runs(root, wrapped, generated)
+            continue
         if line.strip() != "--!scripts":
             out.append(line)
             continue
         for name in wrapped:
-            if name not in generated:
-                fail(f"batch: {name} must be named before the batch")
-            index, text = generated[name]
+            index, text, _ = generated[name]
             if "redis.pcall(" in text:
                 fail(f"batch: {name} calls redis.pcall, which BATCH_CALL does not stand for")
             out.append(f"-- {name}\n")
             out.append(f"SCRIPTS[{index}] = function(KEYS, ARGV)\n")
             # Why without comment lines: each script keeps its own; here they would only
             # make Redis read the batch's text once more per script.
-            out += [COMMAND_CALL.sub("BATCH_CALL(", TIME_CALL.sub("BATCH_TIME()", l)) + "\n"
-                    for l in text.splitlines() if l.strip() and not l.lstrip().startswith("--")]
+            out += [COMMAND_CALL.sub("BATCH_CALL(", TIME_CALL.sub("BATCH_TIME()", l))
+                    for l in uncommented(text.splitlines())]
             out.append("end\n")
     return out
 
 
 def generate(root, spec, generated):
-    """(name, text) of one script named on the command line; `generated` maps the names of
-    the scripts before it to (index, text)."""
+    """(name, text, algorithm) of one script named on the command line (algorithm: the
+    Algorithm of a script in the lean shape, else None); `generated` maps the names of the
+    scripts before it to (index, text, algorithm)."""
+    lean = None
     if "=" in spec and "+" in spec:
         name, rest = spec.split("=", 1)
         template, _, wrapped = rest.partition("+")
@@ -315,11 +346,13 @@ def generate(root, spec, generated):
         shape_lines = expand_includes(root / shape)
         lines = render(shape_lines, algorithms, current)
         check_no_function(shape_lines, lines, algorithms, name)
+        if shape == LEAN_SHAPE:
+            lean = current
     else:
         name = pathlib.Path(spec).stem
         lines = expand_includes(root / spec)
     identifier(name, spec)
-    return name, "".join(expand_macros(lines, name))
+    return name, "".join(expand_macros(lines, name)), lean
 
 
 def main():
@@ -352,8 +385,8 @@ def main():
     names = []
     generated = {}
     for index, spec in enumerate(args.scripts):
-        name, text = generate(root, spec, generated)
-        generated[name] = (index, text)
+        name, text, lean = generate(root, spec, generated)
+        generated[name] = (index, text, lean)
         data = text.encode()
         names.append(name)
         sha1 = hashlib.sha1(data).hexdigest()

@@ -30,16 +30,5 @@
 local lean_script, lean_fields = 'decide_@ALG@', '@CHECKS@'
 --!include ../lib/lean_arguments.lua
 local key = KEYS[1]
-local @PARAMS@ = field1, field2, field3
 --!needs
-local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
-local rewrite, stale = false, nil
---!section decide
-if stale then return string.format('stale %d', stale) end
-if allowed or rewrite then
-  local taken = 0
-  if allowed then taken = n end
-  --!section write
-end
-if allowed then return string.format('1 %d %d %d 0 %d', t, capacity, remaining, reset) end
-return string.format('0 %d %d %d %d %d', t, capacity, remaining, retry, reset)
+--!include lean_decision.lua

@@ -11,7 +11,8 @@ namespace redlimit::detail {
 namespace {
 
 /// A batch's words: its calls' keys, then the call count and, per call, the script's index,
-/// key count, argument count and arguments (lua/batch.lua). Copied: the batch outlives no
+/// key count, argument count and arguments, or "=" for a call of the same script with the same
+/// key count and arguments as the call before it (lua/batch.lua). Copied: the batch outlives no
 /// caller's frame, but a caller's frame may go while its batch is in flight.
 struct BatchWords {
   std::string text;  ///< every word, one after the other
@@ -21,6 +22,16 @@ struct BatchWords {
 
 std::size_t digits_room(std::size_t words) {
   return words * 21;  // the longest decimal of a std::size_t, and a separator
+}
+
+/// Whether call `i` runs the same script with as many keys and the same arguments as call i-1.
+/// Why: a policy's try_acquire of 1 permit, key after key, is the common batch; Redis makes a
+/// Lua string of every word, so a repeat sent as one word saves it most of its work per call.
+bool repeats_previous(std::size_t i, std::span<const std::span<const std::string_view>> keys,
+                      std::span<const std::span<const std::string_view>> args,
+                      std::span<const std::size_t> indexes) {
+  return i > 0 && indexes[i] == indexes[i - 1] && keys[i].size() == keys[i - 1].size() &&
+         std::ranges::equal(args[i], args[i - 1]);
 }
 
 BatchWords batch_words(std::span<ScriptBatcher::Call* const> calls,
@@ -55,6 +66,10 @@ BatchWords batch_words(std::span<ScriptBatcher::Call* const> calls,
   }
   words.args.push_back(append_number(calls.size()));
   for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (repeats_previous(i, keys, args, indexes)) {
+      words.args.push_back(append("="));
+      continue;
+    }
     words.args.push_back(append_number(indexes[i]));
     words.args.push_back(append_number(keys[i].size()));
     words.args.push_back(append_number(args[i].size()));

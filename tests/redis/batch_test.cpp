@@ -11,6 +11,7 @@
 
 #include "limiter/redis_backend.hpp"
 #include "limiter/stale_policy.hpp"
+#include "lua_scripts.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
@@ -378,6 +379,79 @@ TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
   }
   for (std::size_t i = 0; i < 10; ++i)
     EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(999 - i)) << "call " << i;
+}
+
+/// The words of a batch EVALSHA of decide_gcra calls on `keys`, each given as its 8 arguments,
+/// or as "=" (repeat the call before).
+std::vector<std::string> raw_gcra_batch(const std::vector<std::string>& keys,
+                                        const std::vector<std::vector<std::string>>& calls) {
+  std::vector<std::string> words{"EVALSHA", std::string(scripts::batch.sha1),
+                                 std::to_string(keys.size())};
+  words.insert(words.end(), keys.begin(), keys.end());
+  words.push_back(std::to_string(calls.size()));
+  for (const auto& call : calls) {
+    if (call.size() == 1) {
+      words.push_back(call.front());
+      continue;
+    }
+    words.insert(words.end(),
+                 {std::to_string(scripts::decide_gcra.index), "1", std::to_string(call.size())});
+    words.insert(words.end(), call.begin(), call.end());
+  }
+  return words;
+}
+
+// Lean decide calls run as functions of checked arguments; a call whose arguments are not valid
+// (never sent by the library, which validates first) still answers what the script alone would.
+TEST_F(Batch, ALeanCallWhoseArgumentsAreNotValidFailsAloneWithTheScriptsOwnError) {
+  const std::vector<std::string> valid{"1", "", "0", "0", "0", "1", "1000", "10"};
+  const std::vector<std::string> not_valid{"0", "", "0", "0", "0", "1", "1000", "10"};
+  std::vector<std::string> alone{"EVALSHA", std::string(scripts::decide_gcra.sha1), "1", "{b}"};
+  alone.insert(alone.end(), not_valid.begin(), not_valid.end());
+  server_.command({"SCRIPT", "LOAD", std::string(scripts::decide_gcra.source)});
+  const Reply expected = server_.command(alone);
+  ASSERT_EQ(expected.type, Reply::Type::error);
+  ASSERT_NE(expected.str.find("decide_gcra expects 1 key and 8 integer arguments"),
+            std::string::npos)
+      << expected.str;
+
+  const Reply reply = server_.command(
+      raw_gcra_batch({"{a}", "{b}", "{b}", "{a}"}, {valid, not_valid, {"="}, valid}));
+  ASSERT_EQ(reply.type, Reply::Type::array) << reply.str;
+  ASSERT_EQ(reply.elements.size(), 4u);
+  EXPECT_EQ(reply.elements[0].as_string().substr(0, 2), "1 ");
+  for (std::size_t i : {1, 2}) {
+    ASSERT_EQ(reply.elements[i].type, Reply::Type::error) << "call " << i;
+    EXPECT_NE(reply.elements[i].str.find("decide_gcra expects 1 key and 8 integer arguments"),
+              std::string::npos)
+        << reply.elements[i].str;
+  }
+  EXPECT_EQ(reply.elements[3].as_string().substr(0, 2), "1 ");
+  EXPECT_TRUE(server_.command({"GET", "{b}"}).is_nil()) << "the failed calls wrote nothing";
+}
+
+TEST_F(Batch, ACallRepeatsTheOneBeforeItWithItsOwnKey) {
+  const std::vector<std::string> gcra{"3", "", "0", "0", "0", "1", "1000", "10"};
+  const Reply reply = server_.command(raw_gcra_batch({"{a}", "{b}", "{a}"}, {gcra, {"="}, {"="}}));
+  ASSERT_EQ(reply.type, Reply::Type::array) << reply.str;
+  ASSERT_EQ(reply.elements.size(), 3u);
+  auto remaining = [&reply](std::size_t i) {
+    const std::string& text = reply.elements[i].as_string();  // "1 now limit remaining ..."
+    std::size_t at = 0;
+    for (int field = 0; field < 3; ++field)
+      at = text.find(' ', at) + 1;
+    return text.substr(at, text.find(' ', at) - at);
+  };
+  EXPECT_EQ(remaining(0), "7");
+  EXPECT_EQ(remaining(1), "7") << "3 permits on its own key";
+  EXPECT_EQ(remaining(2), "4") << "3 more permits on the first key";
+}
+
+TEST_F(Batch, ABatchWhoseFirstCallRepeatsACallBeforeItIsRefused) {
+  const Reply reply = server_.command(raw_gcra_batch({"{a}"}, {{"="}}));
+  ASSERT_EQ(reply.type, Reply::Type::error);
+  EXPECT_NE(reply.str.find("a script index must be a whole number"), std::string::npos)
+      << reply.str;
 }
 
 /// Three calls Redis does not answer open the circuit breaker; the fourth then fails at once,
