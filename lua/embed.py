@@ -287,7 +287,7 @@ def uncommented(lines):
 
 def lean_runs(root, wrapped, generated):
     """The lines that define RUNS[index] for every script in `wrapped` made in the lean shape:
-    LEAN_RUN_SHAPE rendered for its algorithm."""
+    LEAN_RUN_SHAPE rendered for its algorithm, calling Redis through its argument CALL."""
     shape_lines = expand_includes(root / LEAN_RUN_SHAPE)
     out = []
     for name in wrapped:
@@ -295,7 +295,8 @@ def lean_runs(root, wrapped, generated):
         if algorithm is None:
             continue
         lines = render(shape_lines, [algorithm], algorithm)
-        out += [l.replace("@INDEX@", str(index)) for l in uncommented(lines)]
+        out += [COMMAND_CALL.sub("CALL(", l.replace("@INDEX@", str(index)))
+                for l in uncommented(lines)]
     return out
 
 
