@@ -1,6 +1,6 @@
 // Coalesced script calls on a Redis Cluster: calls started in one loop turn on keys of many
 // slots go as one batch per slot, each to its slot's primary, and every call is answered as if
-// sent alone, in order on each key.
+// sent alone, in order on each key, also while its slot migrates.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "limiter/redis_backend.hpp"
+#include "redis/key_slot.hpp"
 #include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
@@ -70,6 +72,69 @@ TEST_F(BatchCluster, CallsOnKeysOfManySlotsInOneTurnAreEachAnsweredInOrderPerKey
   EXPECT_LT(calls, keys * calls_per_key) << "the calls must go as batches";
   std::printf("[ batch cluster ] %d calls on %d keys as %lld script calls\n", keys * calls_per_key,
               keys, calls);
+}
+
+/// Runs a try_acquire of one permit on `key_base` and keeps "remaining <n>", "denied" or the
+/// error in `out`.
+Task<void> decide_into(RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                       std::string key_base, std::string* out) {
+  try {
+    const Decision decision = co_await backend.decide(
+        DecideRequest(std::move(policy), KeyBase(key_base), Operation::acquire, 1));
+    *out = decision.allowed ? "remaining " + std::to_string(decision.remaining) : "denied";
+  } catch (const std::exception& error) {
+    *out = std::string("error ") + error.what();
+  }
+}
+
+// Why: Redis answers a command whose keys of a migrating slot are split between the two nodes
+// with TRYAGAIN until the migration ends, and a batch is such a command; each of its calls alone
+// would have run: on the node that still holds its key, or after ASK on the one importing it.
+TEST_F(BatchCluster, ABatchWhoseKeysAMigratingSlotSplitsIsAnsweredCallByCall) {
+  ClientOptions options;
+  options.url = cluster_.url();
+  options.reservation_lease = 0ms;
+  options.max_batch = 64;
+  options.command_timeout = 500ms;
+  Client client(loop(), options);
+  RedisBackend backend(client.dispatcher());
+  const auto policy = CompiledPolicy::compile(Policy::of(Limit::gcra(Rate{3, 1h})));
+  const std::string held = "{migrating}held", fresh = "{migrating}fresh";
+  std::string first;
+  run(loop(), decide_into(backend, policy, held, &first));
+  ASSERT_EQ(first, "remaining 2");
+
+  const int slot = key_slot(held);
+  const std::size_t from = cluster_.primary_of_slot(slot);
+  std::size_t to = cluster_.primaries().front();
+  if (to == from) to = cluster_.primaries().back();
+  const std::string slot_text = std::to_string(slot);
+  ASSERT_EQ(cluster_.node(to)
+                .command({"CLUSTER", "SETSLOT", slot_text, "IMPORTING", cluster_.node_id(from)})
+                .str,
+            "OK");
+  ASSERT_EQ(cluster_.node(from)
+                .command({"CLUSTER", "SETSLOT", slot_text, "MIGRATING", cluster_.node_id(to)})
+                .str,
+            "OK");
+
+  std::vector<std::string> answers(3);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(decide_into(backend, policy, held, &answers[0]));
+    group.add(decide_into(backend, policy, fresh, &answers[1]));
+    group.add(decide_into(backend, policy, held, &answers[2]));
+    co_await group.join();
+  }());
+  run(loop(), client.close());
+
+  EXPECT_EQ(answers[0], "remaining 1") << "on the node that holds its key";
+  EXPECT_EQ(answers[1], "remaining 2") << "after ASK, on the node importing the slot";
+  EXPECT_EQ(answers[2], "remaining 0");
+  EXPECT_NE(cluster_.node(from).command({"INFO", "errorstats"}).str.find("errorstat_TRYAGAIN"),
+            std::string::npos)
+      << "the calls must have gone as a batch first";
+  EXPECT_EQ(cluster_.node(to).integer({"CLUSTER", "COUNTKEYSINSLOT", slot_text}), 1);
 }
 
 }  // namespace
