@@ -157,7 +157,7 @@ Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
 
 Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                                        const scripts::ScriptSource* script,
-                                       Clock::time_point deadline) {
+                                       Clock::time_point deadline, OnTryAgain on_try_again) {
   if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
   Connection* target = &router_->route(slot);
   // Why scripts only: they are what limiters and semaphores run, whose callers have a failure
@@ -234,7 +234,12 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
       continue;
     }
     if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) break;
-    if (error_code(result.reply.str) != "TRYAGAIN") router_->suspect_topology();
+    if (error_code(result.reply.str) != "TRYAGAIN") {
+      router_->suspect_topology();
+    } else if (on_try_again == OnTryAgain::answer) {
+      // Why before the breaker hears of it: the node answered; nothing is wrong with it.
+      co_return answer(result, script);
+    }
     const auto delay = retry_delay(retries++);
     if (Clock::now() + delay >= deadline) break;
     co_await sleep_for(loop_, delay);

@@ -83,12 +83,19 @@ class CommandDispatcher {
   Task<Reply> eval_coalesced(std::optional<std::uint16_t> slot, const scripts::ScriptSource& script,
                              std::span<const std::string_view> keys,
                              std::span<const std::string_view> args, Clock::time_point deadline);
+  /// What execute() does with TRYAGAIN.
+  enum class OnTryAgain {
+    retry,   ///< backs off and retries while the deadline allows
+    answer,  ///< raises it at once (a batch, whose calls alone would not meet it)
+  };
   /// Sends `argv` to the node serving `slot` and follows the cluster's answers: MOVED and ASK
-  /// (at most max_redirects), TRYAGAIN, CLUSTERDOWN, LOADING and MASTERDOWN (backs off and
-  /// retries while the deadline allows). With `script`, argv is an EVALSHA of it and NOSCRIPT
-  /// is answered on the node that said it. An error reply is raised, as by answer().
+  /// (at most max_redirects), TRYAGAIN (as `on_try_again` says), CLUSTERDOWN, LOADING and
+  /// MASTERDOWN (backs off and retries while the deadline allows). With `script`, argv is an
+  /// EVALSHA of it and NOSCRIPT is answered on the node that said it. An error reply is raised,
+  /// as by answer().
   Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
-                      const scripts::ScriptSource* script, Clock::time_point deadline);
+                      const scripts::ScriptSource* script, Clock::time_point deadline,
+                      OnTryAgain on_try_again = OnTryAgain::retry);
   /// The reply of `result`, or the exception its error reply becomes (naming the commands of
   /// `script`, if any).
   Reply answer(CommandResult& result, const scripts::ScriptSource* script) const;

@@ -198,6 +198,7 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
     call->in_batch_ = &call;
   const std::shared_ptr<bool> alive = alive_;
   std::exception_ptr failure;
+  bool split = false;  // every call goes alone
   Reply reply;
   try {
     std::vector<std::span<const std::string_view>> keys;
@@ -214,25 +215,35 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
       deadline = std::min(deadline, call->deadline_);
     }
     const BatchWords words = batch_words(calls, keys, args, indexes);
+    // Why TRYAGAIN answered: Redis refuses a command whose keys a migrating slot splits
+    // between its two nodes until the migration ends, where each call alone would follow ASK.
     reply = co_await dispatcher_.execute(
         slot, dispatcher_.scripts_.evalsha(scripts::batch, words.keys, words.args), &scripts::batch,
-        deadline);
+        deadline, CommandDispatcher::OnTryAgain::answer);
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
       throw ProtocolError(
           "the batch script of " + std::to_string(calls.size()) + " calls returned " +
           (reply.type == Reply::Type::array ? std::to_string(reply.elements.size()) + " replies"
                                             : std::string("no array")));
     }
+  } catch (const ReplyError& error) {
+    split = error.code() == "TRYAGAIN";
+    if (!split) failure = std::current_exception();
   } catch (...) {
     failure = std::current_exception();
   }
-  if (!*alive && !failure) {
+  if (!*alive && (split || !failure)) {
+    split = false;
     failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
   }
   // Every answer first, before any caller resumes (answer() needs the dispatcher).
   for (std::size_t i = 0; i < calls.size(); ++i) {
     Call* call = calls[i];
     if (call == nullptr) continue;
+    if (split) {
+      call->alone_ = true;  // its caller sends it, and they resume in the order queued
+      continue;
+    }
     if (failure) {
       call->error_ = failure;
       continue;
