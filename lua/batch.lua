@@ -97,16 +97,16 @@ local function lean_number(value, least)
 end
 
 -- The policy arguments of the last lean decide call (ARGV 3 to 8 of the lean shape: pv, since,
--- carry and the three fields), as sent (sent1 to sent6) and as numbers (policy). Why: the
+-- carry and the three fields), as sent (sent1 to sent6) and as numbers (checked). Why: the
 -- calls of a batch mostly share a policy, and comparing six strings costs less than checking
 -- six numbers.
-local sent1, sent2, sent3, sent4, sent5, sent6, policy
+local sent1, sent2, sent3, sent4, sent5, sent6, checked
 local function lean_policy(at)
   local a1, a2, a3, a4, a5, a6 = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3],
                                  ARGV[at + 4], ARGV[at + 5]
-  if policy and a1 == sent1 and a2 == sent2 and a3 == sent3 and a4 == sent4 and a5 == sent5 and
+  if checked and a1 == sent1 and a2 == sent2 and a3 == sent3 and a4 == sent4 and a5 == sent5 and
       a6 == sent6 then
-    return policy
+    return checked
   end
   local pv, since, carry = lean_number(a1, 0), lean_number(a2, 0), lean_number(a3, 0)
   local field1, field2, field3 = lean_number(a4, 1), lean_number(a5, 1), lean_number(a6, 0)
@@ -114,8 +114,8 @@ local function lean_policy(at)
     return nil
   end
   sent1, sent2, sent3, sent4, sent5, sent6 = a1, a2, a3, a4, a5, a6
-  policy = {pv, since, carry, field1, field2, field3}
-  return policy
+  checked = {pv, since, carry, field1, field2, field3}
+  return checked
 end
 
 local batch_now
