@@ -105,18 +105,8 @@ TEST_F(BatchCluster, ABatchWhoseKeysAMigratingSlotSplitsIsAnsweredCallByCall) {
   ASSERT_EQ(first, "remaining 2");
 
   const int slot = key_slot(held);
-  const std::size_t from = cluster_.primary_of_slot(slot);
-  std::size_t to = cluster_.primaries().front();
-  if (to == from) to = cluster_.primaries().back();
+  const auto [from, to] = cluster_.start_migrating(slot);
   const std::string slot_text = std::to_string(slot);
-  ASSERT_EQ(cluster_.node(to)
-                .command({"CLUSTER", "SETSLOT", slot_text, "IMPORTING", cluster_.node_id(from)})
-                .str,
-            "OK");
-  ASSERT_EQ(cluster_.node(from)
-                .command({"CLUSTER", "SETSLOT", slot_text, "MIGRATING", cluster_.node_id(to)})
-                .str,
-            "OK");
 
   std::vector<std::string> answers(3);
   run(loop(), [&]() -> Task<void> {

@@ -201,18 +201,8 @@ TEST_F(ClusterTest, ALeastPrivilegeUserFollowsAskRedirectsWhileASlotMigrates) {
   // the decision runs on the importing node, which keeps the state while the slot is in flux.
   const std::string key = key_in_slots("migrating", 0, 16383);
   const int slot = slot_of("migrating", key);
-  const std::size_t from = cluster_.primary_of_slot(slot);
-  std::size_t to = cluster_.primaries().front();
-  if (to == from) to = cluster_.primaries().back();
+  const auto [from, to] = cluster_.start_migrating(slot);
   const std::string slot_text = std::to_string(slot);
-  ASSERT_EQ(cluster_.node(to)
-                .command({"CLUSTER", "SETSLOT", slot_text, "IMPORTING", cluster_.node_id(from)})
-                .str,
-            "OK");
-  ASSERT_EQ(cluster_.node(from)
-                .command({"CLUSTER", "SETSLOT", slot_text, "MIGRATING", cluster_.node_id(to)})
-                .str,
-            "OK");
 
   std::string url = cluster_.url();
   url.insert(std::string_view("redis-cluster://").size(), "redlimit:change-me@");

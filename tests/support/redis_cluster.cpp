@@ -340,6 +340,22 @@ void RedisCluster::reshard(std::size_t from, std::size_t to, int slots) {
   wait_healthy();
 }
 
+RedisCluster::Migration RedisCluster::start_migrating(int slot) const {
+  Migration migration{primary_of_slot(slot), primaries().front()};
+  if (migration.to == migration.from) migration.to = primaries().back();
+  const std::string slot_text = std::to_string(slot);
+  auto set_slot = [&](std::size_t on, const char* state, std::size_t other) {
+    const Reply reply = node(on).command({"CLUSTER", "SETSLOT", slot_text, state, node_id(other)});
+    if (reply.str != "OK") {
+      throw std::runtime_error("RedisCluster: " + describe(*this, on) + " refused SETSLOT " +
+                               slot_text + " " + state + ": " + reply.str);
+    }
+  };
+  set_slot(migration.to, "IMPORTING", migration.from);
+  set_slot(migration.from, "MIGRATING", migration.to);
+  return migration;
+}
+
 void RedisCluster::confirm_owner(const std::vector<int>& slots, std::size_t owner) const {
   // Why: redis-cli ends each slot's move by telling every primary its new owner, yet under load
   // a primary was seen here still claiming the last slot moved 30 s later (the other nodes

@@ -78,6 +78,15 @@ class RedisCluster {
   /// Makes sure every primary names `owner` as the owner of `slots` (CLUSTER SETSLOT NODE
   /// where one does not); throws if a primary refuses.
   void confirm_owner(const std::vector<int>& slots, std::size_t owner) const;
+  /// Where a slot migration goes: the primary that serves the slot and the one importing it.
+  struct Migration {
+    std::size_t from;
+    std::size_t to;
+  };
+  /// Starts migrating `slot` from its primary to another primary and moves no key (CLUSTER
+  /// SETSLOT IMPORTING on the target, then MIGRATING on the source): the source answers ASK for
+  /// keys of the slot it does not hold. Throws std::runtime_error if a node refuses.
+  Migration start_migrating(int slot) const;
 
  private:
   /// Runs redis-cli with `args` (after the binary and the auth options), writing its output to
