@@ -237,7 +237,9 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
     if (error_code(result.reply.str) != "TRYAGAIN") {
       router_->suspect_topology();
     } else if (on_try_again == OnTryAgain::answer) {
-      // Why before the breaker hears of it: the node answered; nothing is wrong with it.
+      // Why a success: the node answered; nothing is wrong with it (and a half-open breaker
+      // whose probe this was would otherwise refuse the calls that follow).
+      if (breaker != nullptr) breaker->success();
       co_return answer(result, script);
     }
     const auto delay = retry_delay(retries++);

@@ -5,6 +5,7 @@
 
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/task_group.hpp"
 #include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
@@ -192,6 +193,25 @@ void ScriptBatcher::start_batch(std::size_t from, std::size_t to) {
   start_detached(run_batch(slot, std::move(calls)));
 }
 
+Task<void> ScriptBatcher::send_alone_after_split(std::optional<std::uint16_t> slot, Call** place) {
+  // Why copied: the call goes if its caller's frame does, and its words with it, while this
+  // command may still be sent again (a redirect, NOSCRIPT).
+  const Call& call = **place;
+  const scripts::ScriptSource& script = *call.script_;
+  const Clock::time_point deadline = call.deadline_;
+  const std::vector<std::string> keys(call.keys_.begin(), call.keys_.end());
+  const std::vector<std::string> args(call.args_.begin(), call.args_.end());
+  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  const std::vector<std::string_view> arg_views(args.begin(), args.end());
+  try {
+    Reply reply = co_await dispatcher_.execute(
+        slot, dispatcher_.scripts_.evalsha(script, key_views, arg_views), &script, deadline);
+    if (*place != nullptr) (*place)->reply_ = std::move(reply);
+  } catch (...) {
+    if (*place != nullptr) (*place)->error_ = std::current_exception();
+  }
+}
+
 Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vector<Call*> calls) {
   // Why first, before any suspension: from here a call whose frame goes clears its place.
   for (Call*& call : calls)
@@ -232,18 +252,24 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
   } catch (...) {
     failure = std::current_exception();
   }
-  if (!*alive && (split || !failure)) {
+  if (!*alive && !failure) {
     split = false;
     failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
+  }
+  if (split) {
+    // Why from here, before any caller resumes: close() waits for this batch until every call
+    // is answered, and a resumed caller may destroy the client while others are still to go.
+    // Started in the order queued, they are written in that order.
+    TaskGroup group;
+    for (Call*& call : calls) {
+      if (call != nullptr) group.add(send_alone_after_split(slot, &call));
+    }
+    co_await group.join();
   }
   // Every answer first, before any caller resumes (answer() needs the dispatcher).
   for (std::size_t i = 0; i < calls.size(); ++i) {
     Call* call = calls[i];
-    if (call == nullptr) continue;
-    if (split) {
-      call->alone_ = true;  // its caller sends it, and they resume in the order queued
-      continue;
-    }
+    if (call == nullptr || split) continue;
     if (failure) {
       call->error_ = failure;
       continue;

@@ -32,7 +32,9 @@ class CommandDispatcher;
 /// blocking; so coalescing adds no latency.
 ///
 /// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
-/// batch Redis could not answer fails each of its calls with the same error.
+/// batch Redis could not answer fails each of its calls with the same error; a batch Redis
+/// answered TRYAGAIN (in a cluster, its keys split between the two nodes of a migrating slot) is
+/// sent again as its calls, each alone, as they would have gone without a batcher.
 class ScriptBatcher {
  public:
   using Clock = std::chrono::steady_clock;
@@ -104,6 +106,9 @@ class ScriptBatcher {
   /// Sends the calls in flushing_[from, to) (one slot, non-null ones) as one batch.
   void start_batch(std::size_t from, std::size_t to);
   Task<void> run_batch(std::optional<std::uint16_t> slot, std::vector<Call*> calls);
+  /// Sends the call at `place` (a batch's, which Redis answered TRYAGAIN) alone and gives it
+  /// its reply or error, unless it went meanwhile (`*place` null).
+  Task<void> send_alone_after_split(std::optional<std::uint16_t> slot, Call** place);
   /// Resumes `call` to be sent alone.
   void send_alone(Call* call);
 
