@@ -192,15 +192,10 @@ for call = 1, calls do
   local ok, reply
   if run then
     local key = KEYS[key_at]
+    -- Why redis.call is safe for a key named once: every script declares the keys it touches
+    -- (a cluster requires it), so no other call of the batch has it in BATCH_CALL's tables.
     local call_redis = redis_call
-    if shared[key] then
-      call_redis = BATCH_CALL
-    else
-      -- Why: a key named once is not in BATCH_CALL's tables, unless a script named it without
-      -- declaring it; then what this batch has yet to write to it goes first.
-      if unwritten[key] then write_now(key) end
-      read[key] = nil
-    end
+    if shared[key] then call_redis = BATCH_CALL end
     ok, reply = pcall(run, call_redis, key, n, now, ttl_extra, policy[1], since, policy[3], policy[4],
                       policy[5], policy[6])
   else

@@ -294,6 +294,10 @@ def lean_runs(root, wrapped, generated):
         index, _, algorithm = generated[name]
         if algorithm is None:
             continue
+        for need in algorithm.needs:
+            # Why: a needed function is defined outside the run function, where CALL is not.
+            if "redis.call(" in "".join(code(expand_includes(need))):
+                fail(f"batch: {algorithm.name} needs {need}, which calls Redis")
         lines = render(shape_lines, [algorithm], algorithm)
         out += [COMMAND_CALL.sub("CALL(", l.replace("@INDEX@", str(index)))
                 for l in uncommented(lines)]

@@ -73,7 +73,8 @@ inline constexpr std::size_t max_batch_limit = 1024;
 /// The connection to Redis. Commands that name a key are routed by the key's hash slot: to the
 /// one server, or in a cluster to the primary that serves the slot (one connection per primary;
 /// MOVED and ASK are followed, at most 5 per call; TRYAGAIN, CLUSTERDOWN, LOADING and
-/// MASTERDOWN are retried with a short backoff while the call's deadline allows; a lost
+/// MASTERDOWN are retried with a short backoff while the call's deadline allows (a batch of
+/// coalesced calls answered TRYAGAIN is sent again as its calls, each alone); a lost
 /// connection or READONLY makes the client reread the slot map). The client connects lazily on
 /// the first command, or on connect().
 ///

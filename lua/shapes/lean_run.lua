@@ -7,7 +7,7 @@
 --
 -- Why a function per batch, not the lean script wrapped as a function per call: the wrapped
 -- script would check the policy's arguments on every call and build two tables per call; this
--- one is called with numbers, and calls Redis directly.
+-- one is called with numbers, and calls Redis through CALL.
 do
   --!needs
   RUNS[@INDEX@] = function(CALL, key, n, now, TTL_EXTRA_MS, pv, since, carry, field1, field2, field3)
