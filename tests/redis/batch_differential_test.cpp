@@ -34,6 +34,7 @@
 #include "support/loop_test.hpp"
 #include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
+#include "support/valid_limit.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -55,18 +56,14 @@ std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) 
 /// A limit the limiter accepts, small enough that a round of 40 reaches denials.
 Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
   static const std::int64_t periods[] = {7, 1'000, 7'919, 250'000, 1'000'000, 60'000'000};
-  for (;;) {
+  return test::first_valid_limit([&] {
     Limit limit{algorithm,
                 {pick(random, 1, 20), std::chrono::microseconds(periods[pick(random, 0, 5)])},
                 0,
                 pick(random, 0, 1) == 0 ? Window::aligned : Window::anchored};
     if (pick(random, 0, 2) == 0) limit.burst = pick(random, 1, 3 * limit.rate.permits);
-    try {
-      CompiledPolicy::compile(Policy::of(limit));
-      return limit;
-    } catch (const InvalidArgument&) {
-    }
-  }
+    return limit;
+  });
 }
 
 /// acquire runs what RedisBackend::decide picks (a lean script for a single limit);

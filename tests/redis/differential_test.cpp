@@ -27,6 +27,7 @@
 #include "support/loop_test.hpp"
 #include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
+#include "support/valid_limit.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -67,19 +68,15 @@ std::int64_t random_permits(std::mt19937_64& random, Algorithm algorithm) {
 
 /// A random limit that the limiter accepts.
 Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
-  for (;;) {
+  return test::first_valid_limit([&] {
     Limit limit{
         algorithm,
         {random_permits(random, algorithm), std::chrono::microseconds(random_period(random))},
         0,
         pick(random, 0, 1) == 0 ? Window::aligned : Window::anchored};
     if (pick(random, 0, 2) == 0) limit.burst = pick(random, 1, 3 * limit.rate.permits);
-    try {
-      CompiledPolicy::compile(Policy::of(limit));
-      return limit;
-    } catch (const InvalidArgument&) {
-    }
-  }
+    return limit;
+  });
 }
 
 /// acquire runs what RedisBackend::decide picks (a lean script for a single limit that has
