@@ -196,8 +196,8 @@ for call = 1, calls do
     -- (a cluster requires it), so no other call of the batch has it in BATCH_CALL's tables.
     local call_redis = redis_call
     if shared[key] then call_redis = BATCH_CALL end
-    ok, reply = pcall(run, call_redis, key, n, now, ttl_extra, policy[1], since, policy[3], policy[4],
-                      policy[5], policy[6])
+    ok, reply = pcall(run, call_redis, key, n, now, ttl_extra, policy[1], since, policy[3],
+                      policy[4], policy[5], policy[6])
   else
     local keys, args = {}, {}
     for i = 1, key_count do keys[i] = KEYS[key_at + i - 1] end

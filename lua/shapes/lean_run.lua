@@ -10,7 +10,8 @@
 -- one is called with numbers, and calls Redis through CALL.
 do
   --!needs
-  RUNS[@INDEX@] = function(CALL, key, n, now, TTL_EXTRA_MS, pv, since, carry, field1, field2, field3)
+  RUNS[@INDEX@] = function(CALL, key, n, now, TTL_EXTRA_MS, pv, since, carry, field1, field2,
+                           field3)
     --!include lean_decision.lua
   end
 end
