@@ -118,6 +118,15 @@ class MigratingSlot : public BatchCluster {
     tasks.push_back(decide_into(backend_, policy_, held_, &answers[2]));
     return tasks;
   }
+  /// Runs three_calls() in one loop turn, so that they go as one batch, until all have ended.
+  void run_three_calls(std::vector<std::string>& answers) {
+    run(loop(), [&]() -> Task<void> {
+      TaskGroup group;
+      for (Task<void>& task : three_calls(answers))
+        group.add(std::move(task));
+      co_await group.join();
+    }());
+  }
   void expect_answered_as_alone(const std::vector<std::string>& answers) const {
     EXPECT_EQ(answers[0], "remaining 1") << "on the node that holds its key";
     EXPECT_EQ(answers[1], "remaining 2") << "after ASK, on the node importing the slot";
@@ -147,12 +156,7 @@ class MigratingSlot : public BatchCluster {
 // would have run: on the node that still holds its key, or after ASK on the one importing it.
 TEST_F(MigratingSlot, ABatchWhoseKeysTheSlotSplitsIsAnsweredCallByCall) {
   std::vector<std::string> answers(3);
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    for (Task<void>& task : three_calls(answers))
-      group.add(std::move(task));
-    co_await group.join();
-  }());
+  run_three_calls(answers);
   run(loop(), client_.close());
   expect_answered_as_alone(answers);
 }
@@ -191,12 +195,7 @@ TEST_F(MigratingSlot, ABatchThatProbesAHalfOpenBreakerAndMeetsTryAgainClosesIt) 
   std::this_thread::sleep_for(100ms);  // the breaker's first open period is 50 ms
 
   std::vector<std::string> answers(3);
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    for (Task<void>& task : three_calls(answers))
-      group.add(std::move(task));
-    co_await group.join();
-  }());
+  run_three_calls(answers);
   run(loop(), client_.close());
   expect_answered_as_alone(answers);
 }
