@@ -31,6 +31,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/decision_text.hpp"
 #include "support/loop_test.hpp"
 #include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
@@ -92,13 +93,7 @@ struct Outcome {
   bool denied() const { return text.find("allowed 0") != std::string::npos; }
 };
 
-std::string describe(const Decision& d) {
-  std::ostringstream out;
-  out << "{allowed " << d.allowed << ", limit " << d.limit << ", remaining " << d.remaining
-      << ", retry " << d.retry_after.count() << ", reset " << d.reset_after.count() << ", now "
-      << d.server_time_us << ", binding " << d.binding << "}";
-  return out.str();
-}
+using test::describe;
 
 std::string describe(const LimitOutcome& bound, bool allowed, std::int64_t now,
                      std::size_t binding) {

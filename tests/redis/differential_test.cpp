@@ -24,6 +24,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/decision_text.hpp"
 #include "support/loop_test.hpp"
 #include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
@@ -199,13 +200,7 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
   return sequence;
 }
 
-std::string describe(const Decision& d) {
-  std::ostringstream out;
-  out << "{allowed " << d.allowed << ", limit " << d.limit << ", remaining " << d.remaining
-      << ", retry " << d.retry_after.count() << ", reset " << d.reset_after.count() << ", now "
-      << d.server_time_us << ", binding " << d.binding << "}";
-  return out.str();
-}
+using test::describe;
 
 std::string describe(const Sequence& sequence, std::size_t upto) {
   std::ostringstream out;
