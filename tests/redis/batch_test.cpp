@@ -447,6 +447,25 @@ TEST_F(Batch, ACallRepeatsTheOneBeforeItWithItsOwnKey) {
   EXPECT_EQ(remaining(2), "4") << "3 more permits on the first key";
 }
 
+// Why: a call's command on a key flushes the batch's deferred write of that key first, inside
+// that call's pcall; when Redis refused the write (OOM), the write was dropped, that call failed,
+// and the calls before it stayed answered "allowed" with their permits never stored.
+TEST_F(Batch, ADeferredWriteRefusedInsideAnotherCallFailsTheWholeBatch) {
+  const std::vector<std::string> gcra{"1", "", "0", "0", "0", "1", "1000", "10"};
+  // Two gcra calls, then a third on the same key whose first command is not a GET (the
+  // sliding-window log's): the call count follows EVALSHA, the SHA1, numkeys and the keys.
+  std::vector<std::string> words = raw_gcra_batch({"{k}", "{k}", "{k}"}, {gcra, {"="}});
+  words[3 + 3] = "3";
+  words.insert(words.end(), {std::to_string(scripts::decide_sliding_window_log.index), "1", "8",
+                             "1", "", "0", "0", "0", "10", "1000000", "0"});
+  ASSERT_EQ(server_.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).str, "OK");
+  ASSERT_EQ(server_.command({"CONFIG", "SET", "maxmemory", "1"}).str, "OK");
+  const Reply reply = server_.command(words);
+  server_.command({"CONFIG", "SET", "maxmemory", "0"});
+  ASSERT_EQ(reply.type, Reply::Type::error) << "the batch must fail as a whole";
+  EXPECT_EQ(reply.str.rfind("OOM", 0), 0u) << reply.str;
+}
+
 TEST_F(Batch, ABatchWhoseFirstCallRepeatsACallBeforeItIsRefused) {
   const Reply reply = server_.command(raw_gcra_batch({"{a}"}, {{"="}}));
   ASSERT_EQ(reply.type, Reply::Type::error);
