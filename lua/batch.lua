@@ -37,11 +37,19 @@ local read, unwritten, unwritten_keys = {}, {}, {}
 local MANY_KEYS = {DEL = true, UNLINK = true, EXISTS = true, TOUCH = true, MGET = true,
                    MSET = true, RENAME = true, COPY = true, SUNIONSTORE = true,
                    ZUNIONSTORE = true, ZINTERSTORE = true}
+-- A deferred write Redis refused (OOM): the calls that made it were answered as if it had
+-- been stored, so the batch fails as a whole (checked after every call, and at the end), also
+-- when the write failed inside another call's pcall, which would otherwise catch it.
+local write_failure
 local function write_now(key)
   local value = unwritten[key]
   if value then
     unwritten[key] = nil
-    redis.call('SET', key, value[1], 'PX', value[2])
+    local reply = redis.pcall('SET', key, value[1], 'PX', value[2])
+    if type(reply) == 'table' and reply.err then
+      write_failure = write_failure or reply
+      error(reply)
+    end
   end
 end
 local function BATCH_CALL(command, key, ...)
@@ -205,6 +213,7 @@ for call = 1, calls do
     ok, reply = pcall(script, keys, args)
   end
   key_at = key_at + key_count
+  if write_failure then return write_failure end
   if ok then
     if reply == nil then reply = false end
     replies[call] = reply
