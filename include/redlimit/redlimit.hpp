@@ -4,9 +4,11 @@
 
 #include "redlimit/callback.hpp"
 #include "redlimit/client.hpp"
+#include "redlimit/decision_event.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/policy_store.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/runtime.hpp"
