@@ -24,11 +24,14 @@ namespace redlimit {
 namespace detail {
 class CommandDispatcher;
 }
+class Metrics;
 
-/// How to reach Redis and how long to wait for it.
 /// The shortest ClientOptions::reservation_lease other than 0 (off).
 inline constexpr std::chrono::milliseconds min_reservation_lease{100};
+/// The shortest ClientOptions::stats_interval other than 0 (off).
+inline constexpr std::chrono::milliseconds min_stats_interval{100};
 
+/// How to reach Redis and how long to wait for it.
 struct ClientOptions {
   /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`
   /// for one server; `redis-cluster://[user[:password]@]host:port[,host:port...]` for a Redis
@@ -65,6 +68,13 @@ struct ClientOptions {
   /// goes alone. No timer: only what is already queued when the loop is about to poll. 1: every
   /// call alone. From 1 to max_batch_limit; anything else is a ConfigError at construction.
   std::size_t max_batch = 64;
+  /// Where this client and the limiters made from it count what they do; null: a Metrics of
+  /// its own (Client::metrics()).
+  std::shared_ptr<Metrics> metrics{};
+  /// How often the client adds its limiters' decision counts to the fleet's, in Redis
+  /// (`<prefix>:stats:{<name>}`, a hash read by `redlimit watch`; see docs/operations.md).
+  /// 0: never. Otherwise at least min_stats_interval (else a ConfigError at construction).
+  std::chrono::milliseconds stats_interval{1000};
 };
 
 /// The largest ClientOptions::max_batch.
@@ -137,6 +147,8 @@ class Client {
   uv_loop_t* loop() const noexcept;
   /// The options in effect.
   const ClientOptions& options() const noexcept;
+  /// Where this client counts (ClientOptions::metrics, or its own).
+  const std::shared_ptr<Metrics>& metrics() const noexcept;
   /// This client's id (ClientOptions::id, or the random one it got).
   const std::string& id() const noexcept;
   /// Internal: what sends the commands of the limiters and semaphores on this client.

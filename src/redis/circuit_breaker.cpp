@@ -1,8 +1,34 @@
 #include "redis/circuit_breaker.hpp"
 
 #include <algorithm>
+#include <cstddef>
+
+#include "metrics/instruments.hpp"
 
 namespace redlimit::detail {
+namespace {
+
+Gauge* gauge_of(RedisMetrics* metrics, BreakerState state) noexcept {
+  return metrics == nullptr ? nullptr : &metrics->breakers[static_cast<std::size_t>(state)];
+}
+
+}  // namespace
+
+CircuitBreaker::CircuitBreaker(Settings settings, RedisMetrics* metrics)
+    : settings_(settings), metrics_(metrics) {
+  if (Gauge* gauge = gauge_of(metrics_, state_)) gauge->add(1);
+}
+
+CircuitBreaker::~CircuitBreaker() {
+  if (Gauge* gauge = gauge_of(metrics_, state_)) gauge->add(-1);
+}
+
+void CircuitBreaker::enter(State next) noexcept {
+  if (next == state_) return;
+  if (Gauge* gauge = gauge_of(metrics_, state_)) gauge->add(-1);
+  if (Gauge* gauge = gauge_of(metrics_, next)) gauge->add(1);
+  state_ = next;
+}
 
 bool CircuitBreaker::allow(Clock::time_point now) {
   switch (state_) {
@@ -10,7 +36,7 @@ bool CircuitBreaker::allow(Clock::time_point now) {
       return true;
     case State::open:
       if (now < open_until_) return false;
-      state_ = State::half_open;  // this call is the probe
+      enter(State::half_open);  // this call is the probe
       probe_sent_ = now;
       return true;
     case State::half_open:
@@ -22,7 +48,7 @@ bool CircuitBreaker::allow(Clock::time_point now) {
 }
 
 void CircuitBreaker::success() {
-  state_ = State::closed;
+  enter(State::closed);
   failures_ = 0;
   open_for_ = {};
 }
@@ -33,7 +59,7 @@ void CircuitBreaker::failure(Clock::time_point now) {
   open_for_ = open_for_ == Clock::duration{}
                   ? Clock::duration(settings_.open_min)
                   : std::min<Clock::duration>(open_for_ * 2, settings_.open_max);
-  state_ = State::open;
+  enter(State::open);
   open_until_ = now + open_for_;
 }
 

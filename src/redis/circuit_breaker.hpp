@@ -2,7 +2,11 @@
 
 #include <chrono>
 
+#include "redlimit/metrics.hpp"
+
 namespace redlimit::detail {
+
+struct RedisMetrics;
 
 /// Keeps calls from each waiting a full timeout while a Redis server is known to be down; the
 /// CommandDispatcher keeps one per server and consults it for script calls. Closed: every call
@@ -11,6 +15,9 @@ namespace redlimit::detail {
 /// call goes through as a probe (half-open): success closes the breaker, failure opens it again for
 /// twice as long (up to `open_max`). The open period bounds how long recovery takes once Redis is
 /// back.
+///
+/// Given a RedisMetrics, it counts itself in RedisMetrics::breakers under its state from its
+/// construction to its destruction. Why neither copyable nor movable: each object counts once.
 class CircuitBreaker {
  public:
   using Clock = std::chrono::steady_clock;
@@ -23,8 +30,12 @@ class CircuitBreaker {
     std::chrono::milliseconds probe_timeout{1000};
   };
 
-  CircuitBreaker() = default;
-  explicit CircuitBreaker(Settings settings) : settings_(settings) {}
+  CircuitBreaker() : CircuitBreaker(Settings{}) {}
+  /// `metrics` (null: counts nowhere) must outlive the breaker.
+  explicit CircuitBreaker(Settings settings, RedisMetrics* metrics = nullptr);
+  ~CircuitBreaker();
+  CircuitBreaker(const CircuitBreaker&) = delete;
+  CircuitBreaker& operator=(const CircuitBreaker&) = delete;
 
   /// Whether a call may go to Redis now (in half-open, only the probe may).
   bool allow(Clock::time_point now);
@@ -37,8 +48,12 @@ class CircuitBreaker {
   bool open() const noexcept { return state_ != State::closed; }
 
  private:
-  enum class State { closed, open, half_open };
+  using State = BreakerState;
+  /// Moves to `next`, and the count of the metrics with it.
+  void enter(State next) noexcept;
+
   Settings settings_;
+  RedisMetrics* metrics_;
   State state_ = State::closed;
   int failures_ = 0;
   Clock::duration open_for_{};

@@ -27,6 +27,10 @@ const ClientOptions& Client::options() const noexcept {
   return dispatcher_->options();
 }
 
+const std::shared_ptr<Metrics>& Client::metrics() const noexcept {
+  return dispatcher_->options().metrics;
+}
+
 const std::string& Client::id() const noexcept {
   return dispatcher_->options().id;
 }

@@ -8,6 +8,7 @@
 #include "redis/cluster_router.hpp"
 #include "redis/command_keys.hpp"
 #include "redis/endpoint.hpp"
+#include "redis/error_count.hpp"
 #include "redis/key_slot.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
@@ -58,7 +59,13 @@ ClientOptions validated(ClientOptions options) {
                       std::to_string(min_reservation_lease.count()) + " ms, got " +
                       std::to_string(lease.count()) + " ms");
   }
+  if (options.stats_interval.count() != 0 && options.stats_interval < min_stats_interval) {
+    throw ConfigError("ClientOptions::stats_interval must be 0 (off) or at least " +
+                      std::to_string(min_stats_interval.count()) + " ms, got " +
+                      std::to_string(options.stats_interval.count()) + " ms");
+  }
   if (!options.logger) options.logger = default_logger();
+  if (!options.metrics) options.metrics = std::make_shared<Metrics>();
   if (options.id.empty()) {
     options.id = random_client_id();
   } else if (options.id.size() > 64 ||
@@ -71,7 +78,7 @@ ClientOptions validated(ClientOptions options) {
 
 ConnectionSettings settings_of(const ClientOptions& options) {
   return {options.connect_timeout, options.reconnect_min, options.reconnect_max,
-          options.max_pending};
+          options.max_pending, &options.metrics->redis()};
 }
 
 std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& options) {
@@ -98,7 +105,10 @@ CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
       router_(make_router(loop, options_)),
       batcher_(options_.max_batch > 1
                    ? std::make_unique<ScriptBatcher>(loop, *this, options_.max_batch)
-                   : nullptr) {}
+                   : nullptr),
+      stats_(options_.stats_interval.count() != 0
+                 ? std::make_unique<StatsPublisher>(loop, *this, options_.stats_interval)
+                 : nullptr) {}
 
 Subscriber& CommandDispatcher::subscriber() {
   check_thread();
@@ -131,6 +141,8 @@ Task<void> CommandDispatcher::close() {
     co_return;
   }
   close_requested_ = true;
+  // Why first: the last counts go out while the client still sends commands.
+  if (stats_) co_await stats_->close();
   // Why first: a release or refund started before close() must still reach Redis, or its
   // permits stay taken until their TTL; each is bounded by its command deadline.
   co_await background_.wait_all();
@@ -157,100 +169,110 @@ Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
 
 Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                                        const scripts::ScriptSource* script,
-                                       Clock::time_point deadline, OnTryAgain on_try_again) {
-  if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
-  Connection* target = &router_->route(slot);
-  // Why scripts only: they are what limiters and semaphores run, whose callers have a failure
-  // policy for an unavailable server; a plain command() gets the server's own answer.
-  CircuitBreaker* const breaker = script != nullptr ? &breaker_of(*target) : nullptr;
-  // Why the clock only when not closed: a clock reading is a noticeable part of a decision's
-  // client CPU, and a closed breaker needs none.
-  if (breaker != nullptr && breaker->open()) {
-    const auto now = Clock::now();
-    if (!breaker->allow(now)) {
-      throw CircuitOpen(
-          "redis " + target->name() + ": recent calls failed; not sent (circuit breaker open)",
-          std::chrono::ceil<std::chrono::microseconds>(breaker->retry_in(now)));
+                                       Clock::time_point deadline, OnTryAgain on_try_again,
+                                       std::size_t calls) {
+  // Why one handler around the whole body: every error leaves through it as the caller gets
+  // it (a failure that opened the breaker as CircuitOpen), and it costs nothing until thrown.
+  try {
+    if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
+    Connection* target = &router_->route(slot);
+    // Why scripts only: they are what limiters and semaphores run, whose callers have a failure
+    // policy for an unavailable server; a plain command() gets the server's own answer.
+    CircuitBreaker* const breaker = script != nullptr ? &breaker_of(*target) : nullptr;
+    // Why the clock only when not closed: a clock reading is a noticeable part of a decision's
+    // client CPU, and a closed breaker needs none.
+    if (breaker != nullptr && breaker->open()) {
+      const auto now = Clock::now();
+      if (!breaker->allow(now)) {
+        throw CircuitOpen(
+            "redis " + target->name() + ": recent calls failed; not sent (circuit breaker open)",
+            std::chrono::ceil<std::chrono::microseconds>(breaker->retry_in(now)));
+      }
     }
-  }
-  bool asking = false;
-  int redirects = 0;
-  int retries = 0;
-  std::vector<std::string_view> reload;  // the command again after NOSCRIPT
-  CommandResult result;
-  std::exception_ptr failure;
-  for (;;) {
-    if (!target->accepting() && !closing_) {  // its node left the slot map meanwhile
+    if (script != nullptr) redis_metrics_.batch_size.observe(static_cast<double>(calls));
+    bool asking = false;
+    int redirects = 0;
+    int retries = 0;
+    std::vector<std::string_view> reload;  // the command again after NOSCRIPT
+    CommandResult result;
+    std::exception_ptr failure;
+    for (;;) {
+      if (!target->accepting() && !closing_) {  // its node left the slot map meanwhile
+        target = &router_->route(slot);
+        asking = false;
+      }
+      failure = nullptr;
+      bool unsent = false;
+      try {
+        // One try on one connection: ASKING first when asking, EVAL after NOSCRIPT.
+        // Why not a coroutine of its own: this runs once per decision, and a coroutine layer
+        // costs a frame and a resumption.
+        std::span<const std::string_view> command = argv.words();
+        // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
+        for (int reloads = 0;; ++reloads) {
+          if (asking) {
+            result = co_await send_asking(*target, command, deadline);
+          } else {
+            result = co_await target->send(command, deadline);
+          }
+          if (script == nullptr || reloads == 2 || !ScriptRegistry::is_noscript(result.reply) ||
+              !target->accepting()) {
+            break;
+          }
+          command =
+              scripts_.after_noscript(*target, *script, result.sequence, argv.words(), reload);
+        }
+      } catch (const ConnectionError& e) {
+        failure = std::current_exception();
+        unsent = !e.maybe_executed();
+      } catch (...) {  // a timeout, overload or closed client: nothing another node can fix
+        failure = std::current_exception();
+        break;
+      }
+      // Why retry here: a connection closed because its node left the slot map fails what it
+      // had not sent yet; the node that serves the slot now can take it.
+      const bool retired = router_->is_cluster() && !target->accepting() && !closing_;
+      if (retired && (unsent || (!failure && ScriptRegistry::is_noscript(result.reply)))) {
+        if (++redirects <= max_redirects) continue;
+        break;
+      }
+      if (failure) {
+        router_->suspect_topology();
+        break;
+      }
+      if (result.reply.type != Reply::Type::error || !router_->is_cluster()) break;
+
+      const ErrorReplyKind kind = classify_error_reply(result.reply.str);
+      if (kind == ErrorReplyKind::redirect) {
+        const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
+        Connection* next = redirect ? router_->follow(*redirect) : nullptr;
+        if (next == nullptr || ++redirects > max_redirects) break;
+        target = next;
+        asking = redirect->kind == Redirect::Kind::ask;
+        continue;
+      }
+      if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) break;
+      if (error_code(result.reply.str) != "TRYAGAIN") {
+        router_->suspect_topology();
+      } else if (on_try_again == OnTryAgain::answer) {
+        // Why a success: the node answered; nothing is wrong with it (and a half-open breaker
+        // whose probe this was would otherwise refuse the calls that follow).
+        if (breaker != nullptr) breaker->success();
+        co_return answer(result, script);
+      }
+      const auto delay = retry_delay(retries++);
+      if (Clock::now() + delay >= deadline) break;
+      co_await sleep_for(loop_, delay);
       target = &router_->route(slot);
       asking = false;
     }
-    failure = nullptr;
-    bool unsent = false;
-    try {
-      // One try on one connection: ASKING first when asking, EVAL after NOSCRIPT.
-      // Why not a coroutine of its own: this runs once per decision, and a coroutine layer
-      // costs a frame and a resumption.
-      std::span<const std::string_view> command = argv.words();
-      // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
-      for (int reloads = 0;; ++reloads) {
-        if (asking) {
-          result = co_await send_asking(*target, command, deadline);
-        } else {
-          result = co_await target->send(command, deadline);
-        }
-        if (script == nullptr || reloads == 2 || !ScriptRegistry::is_noscript(result.reply) ||
-            !target->accepting()) {
-          break;
-        }
-        command = scripts_.after_noscript(*target, *script, result.sequence, argv.words(), reload);
-      }
-    } catch (const ConnectionError& e) {
-      failure = std::current_exception();
-      unsent = !e.maybe_executed();
-    } catch (...) {  // a timeout, overload or closed client: nothing another node can fix
-      failure = std::current_exception();
-      break;
-    }
-    // Why retry here: a connection closed because its node left the slot map fails what it
-    // had not sent yet; the node that serves the slot now can take it.
-    const bool retired = router_->is_cluster() && !target->accepting() && !closing_;
-    if (retired && (unsent || (!failure && ScriptRegistry::is_noscript(result.reply)))) {
-      if (++redirects <= max_redirects) continue;
-      break;
-    }
-    if (failure) {
-      router_->suspect_topology();
-      break;
-    }
-    if (result.reply.type != Reply::Type::error || !router_->is_cluster()) break;
-
-    const ErrorReplyKind kind = classify_error_reply(result.reply.str);
-    if (kind == ErrorReplyKind::redirect) {
-      const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
-      Connection* next = redirect ? router_->follow(*redirect) : nullptr;
-      if (next == nullptr || ++redirects > max_redirects) break;
-      target = next;
-      asking = redirect->kind == Redirect::Kind::ask;
-      continue;
-    }
-    if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) break;
-    if (error_code(result.reply.str) != "TRYAGAIN") {
-      router_->suspect_topology();
-    } else if (on_try_again == OnTryAgain::answer) {
-      // Why a success: the node answered; nothing is wrong with it (and a half-open breaker
-      // whose probe this was would otherwise refuse the calls that follow).
-      if (breaker != nullptr) breaker->success();
-      co_return answer(result, script);
-    }
-    const auto delay = retry_delay(retries++);
-    if (Clock::now() + delay >= deadline) break;
-    co_await sleep_for(loop_, delay);
-    target = &router_->route(slot);
-    asking = false;
+    if (breaker != nullptr) record_outcome(*breaker, failure, result.reply);
+    if (failure) std::rethrow_exception(failure);
+    co_return answer(result, script);
+  } catch (...) {
+    if (script != &scripts::batch) count_redis_error(redis_metrics_, std::current_exception());
+    throw;
   }
-  if (breaker != nullptr) record_outcome(*breaker, failure, result.reply);
-  if (failure) std::rethrow_exception(failure);
-  co_return answer(result, script);
 }
 
 CircuitBreaker& CommandDispatcher::breaker_of(Connection& server) {
@@ -259,7 +281,7 @@ CircuitBreaker& CommandDispatcher::breaker_of(Connection& server) {
   if (found == breakers_.end()) {
     const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
                                                              std::chrono::milliseconds(100)};
-    found = breakers_.emplace(server.name(), CircuitBreaker(settings)).first;
+    found = breakers_.try_emplace(server.name(), settings, &redis_metrics_).first;
   }
   server.attach_breaker(&found->second);
   return found->second;

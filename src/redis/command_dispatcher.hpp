@@ -11,14 +11,17 @@
 #include <unordered_map>
 #include <vector>
 
+#include "metrics/instruments.hpp"
 #include "redis/circuit_breaker.hpp"
 #include "redis/command_argv.hpp"
 #include "redis/connection.hpp"
 #include "redis/script_batcher.hpp"
 #include "redis/script_registry.hpp"
 #include "redis/slot_router.hpp"
+#include "redis/stats_publisher.hpp"
 #include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
+#include "redlimit/metrics.hpp"
 #include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
@@ -64,12 +67,17 @@ class CommandDispatcher {
   uv_loop_t* loop() const noexcept { return loop_; }
   const ClientOptions& options() const noexcept { return options_; }
   const std::shared_ptr<spdlog::logger>& logger() const noexcept { return options_.logger; }
+  /// Where this client counts (ClientOptions::metrics, or its own).
+  const std::shared_ptr<Metrics>& metrics() const noexcept { return options_.metrics; }
   SlotRouter& router() noexcept { return *router_; }
   /// The library's own background work on this client (lease releases, refunds): close()
   /// waits for it before closing the connections.
   BackgroundTasks& background() noexcept { return background_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
+  /// What adds this client's decision counts to the fleet's in Redis; null when
+  /// ClientOptions::stats_interval is 0.
+  StatsPublisher* stats_publisher() const noexcept { return stats_.get(); }
   /// Whether close() was called: nothing new (a subscription included) should start.
   bool closed() const noexcept { return close_requested_; }
   /// The embedded scripts.
@@ -93,9 +101,13 @@ class CommandDispatcher {
   /// MASTERDOWN (backs off and retries while the deadline allows). With `script`, argv is an
   /// EVALSHA of it and NOSCRIPT is answered on the node that said it. An error reply is raised,
   /// as by answer().
+  ///
+  /// Counts in RedisMetrics: a script call the breaker lets through as one batch of `calls`
+  /// calls; the error raised, unless the command is a batch (whose calls the batcher counts,
+  /// each once).
   Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                       const scripts::ScriptSource* script, Clock::time_point deadline,
-                      OnTryAgain on_try_again = OnTryAgain::retry);
+                      OnTryAgain on_try_again = OnTryAgain::retry, std::size_t calls = 1);
   /// The reply of `result`, or the exception its error reply becomes (naming the commands of
   /// `script`, if any).
   Reply answer(CommandResult& result, const scripts::ScriptSource* script) const;
@@ -118,16 +130,18 @@ class CommandDispatcher {
 
   uv_loop_t* loop_;
   ClientOptions options_;
+  RedisMetrics& redis_metrics_ = options_.metrics->redis();
   std::thread::id owner_thread_ = std::this_thread::get_id();
   /// Per server, by Connection::name(): a server keeps its breaker when its connection is
   /// replaced (a node that left the slot map and came back). Why before router_: connections
   /// point at their breaker, so the breakers outlive them.
   std::unordered_map<std::string, CircuitBreaker> breakers_;
-  ScriptRegistry scripts_;
+  ScriptRegistry scripts_{&redis_metrics_};
   std::unique_ptr<SlotRouter> router_;  ///< after options_ and breakers_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   BackgroundTasks background_{loop_};
   std::unique_ptr<ScriptBatcher> batcher_;  ///< null when max_batch is 1
+  std::unique_ptr<StatsPublisher> stats_;   ///< null when stats_interval is 0
   bool close_requested_ = false;
   bool closing_ = false;  ///< the connections are closing
   Completion closed_;     ///< a second close() waits for the first

@@ -34,6 +34,7 @@ struct CommandOp {
   std::coroutine_handle<> waiter;    ///< the coroutine to resume; null when nobody waits
   Clock::time_point deadline;
   Stage stage = Stage::queued;
+  bool asking = false;                   ///< ASKING: written with the next command, one round trip
   std::uint64_t sequence = 0;            ///< send order on the connection; 0 until sent
   std::vector<std::string> queued_argv;  ///< owned copy while waiting for a connection
   std::optional<Reply> reply;

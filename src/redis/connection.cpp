@@ -33,15 +33,17 @@ CommandResult CommandAwaiter::await_resume() {
 Connection::Connection(uv_loop_t* loop, Endpoint endpoint, ConnectionSettings settings,
                        std::shared_ptr<spdlog::logger> logger)
     : max_pending_(settings.max_pending),
+      metrics_(settings.metrics),
       session_(loop, {std::move(endpoint)}, settings, std::move(logger), "connection",
                Session::Replies::built, *this),
       deadlines_(loop, &on_deadline, this, session_.latch()),
-      ready_(loop, session_.latch()) {}
+      ready_(loop, session_.latch()),
+      pending_(metrics_ != nullptr ? &metrics_->commands_in_flight : nullptr) {}
 
 Connection::~Connection() {
   if (closed()) return;
   logger()->error("redis {}: client destroyed before close() finished; {} commands abandoned",
-                  name_, pending_);
+                  name_, pending_.value());
   // Why: nothing may call back into this object once it is gone (the session's destructor
   // frees the context, whose pending callbacks then find their op orphaned).
   deadlines_.orphan_all();
@@ -52,16 +54,17 @@ std::pair<CommandAwaiter, CommandAwaiter> Connection::send_asking(
   static constexpr std::array<std::string_view, 1> asking = {"ASKING"};
   // Why one clock reading and room for two: if ASKING is accepted, so is the command.
   const auto now = Clock::now();
-  CommandAwaiter ask = send(asking, deadline, now, 2);
-  CommandAwaiter command = send(argv, deadline, now, 1);
+  CommandAwaiter ask = send(asking, deadline, now, 2, true);
+  CommandAwaiter command = send(argv, deadline, now, 1, false);
   return {std::move(ask), std::move(command)};
 }
 
 CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::time_point deadline,
-                                Clock::time_point now, std::size_t room) {
+                                Clock::time_point now, std::size_t room, bool asking) {
   auto* op = new CommandOp;
   op->connection = this;
   op->deadline = deadline;
+  op->asking = asking;
   CommandAwaiter awaiter(op);
   auto fail_now = [op](std::exception_ptr error) {
     op->error = std::move(error);
@@ -76,8 +79,9 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::t
         "redis " + name_ + ": the deadline passed before sending (nothing was sent)")));
     return awaiter;
   }
-  if (pending_ + room > max_pending_) {
-    fail_now(std::make_exception_ptr(Overloaded("redis " + name_ + ": " + std::to_string(pending_) +
+  if (pending_.value() + room > max_pending_) {
+    fail_now(std::make_exception_ptr(Overloaded("redis " + name_ + ": " +
+                                                std::to_string(pending_.value()) +
                                                 " commands outstanding (max_pending)")));
     return awaiter;
   }
@@ -109,7 +113,7 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::t
       return awaiter;
     }
   }
-  ++pending_;
+  pending_.increment();
   deadlines_.insert(op);
   deadlines_.arm();
   return awaiter;
@@ -120,6 +124,7 @@ bool Connection::dispatch(CommandOp* op, std::span<const std::string_view> argv)
   ++op->references;  // hiredis holds the op until its callback
   op->stage = CommandOp::Stage::in_flight;
   op->sequence = ++sequence_;
+  if (metrics_ != nullptr && !op->asking) metrics_->round_trips.add();
   return true;
 }
 
@@ -149,7 +154,7 @@ void Connection::finish(CommandOp* op) {
   }
   op->stage = CommandOp::Stage::done;
   deadlines_.erase(op);
-  --pending_;
+  pending_.decrement();
 }
 
 void Connection::complete(CommandOp* op, std::exception_ptr error) {
@@ -232,7 +237,7 @@ void Connection::read_arrived_replies() {
 
 void Connection::notify_if_drained() {
   if (session_.state() == Session::State::closing && closer_ && !closer_scheduled_ &&
-      pending_ == 0) {
+      pending_.value() == 0) {
     closer_scheduled_ = true;
     ready_.push(&resume_closer, this);
   }
@@ -286,11 +291,11 @@ Task<void> Connection::close() {
     explicit Drained(Connection& owner) : connection(owner) {}
     Connection& connection;
     bool await_ready() const noexcept {
-      return connection.pending_ == 0 && connection.ready_.empty();
+      return connection.pending_.value() == 0 && connection.ready_.empty();
     }
     void await_suspend(std::coroutine_handle<> closer) {
       connection.closer_ = closer;
-      if (connection.pending_ == 0) {  // only resumptions left: run them first
+      if (connection.pending_.value() == 0) {  // only resumptions left: run them first
         connection.closer_scheduled_ = true;
         connection.ready_.push(&resume_closer, &connection);
       }

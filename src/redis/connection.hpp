@@ -18,6 +18,7 @@
 #include "redis/command_op.hpp"
 #include "redis/deadline_list.hpp"
 #include "redis/endpoint.hpp"
+#include "redis/pending_count.hpp"
 #include "redis/session.hpp"
 #include "redlimit/task.hpp"
 #include "runtime/completion.hpp"
@@ -53,7 +54,7 @@ class Connection final : private SessionEvents {
 
   /// Sends `argv` (copied before this returns) and returns the awaiter of the outcome.
   CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline) {
-    return send(argv, deadline, Clock::now(), 1);
+    return send(argv, deadline, Clock::now(), 1, false);
   }
   /// Sends ASKING and then `argv`, back to back: the awaiters of both outcomes. ASKING is only
   /// sent if `argv` will be too (ASKING alone would apply to another caller's command).
@@ -67,7 +68,7 @@ class Connection final : private SessionEvents {
   /// The sequence number the next command sent will get.
   std::uint64_t next_sequence() const noexcept { return sequence_ + 1; }
   /// Commands waiting for a connection or a reply.
-  std::size_t pending() const noexcept { return pending_; }
+  std::size_t pending() const noexcept { return pending_.value(); }
   const Endpoint& endpoint() const noexcept { return session_.endpoint(); }
   /// endpoint().display(), made once: the server's name for logs and per-server state.
   const std::string& name() const noexcept { return name_; }
@@ -108,9 +109,10 @@ class Connection final : private SessionEvents {
   static void resume_op(void* op);
   static void resume_closer(void* self);
 
-  /// send() as of `now`, refused (Overloaded) unless `room` commands fit under max_pending.
+  /// send() as of `now`, refused (Overloaded) unless `room` commands fit under max_pending;
+  /// `asking` for the ASKING before a command.
   CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline,
-                      Clock::time_point now, std::size_t room);
+                      Clock::time_point now, std::size_t room, bool asking);
   bool dispatch(CommandOp* op, std::span<const std::string_view> argv);
   void complete(CommandOp* op, std::exception_ptr error);
   void complete_inline(CommandOp* op, Reply reply);
@@ -122,6 +124,7 @@ class Connection final : private SessionEvents {
   void notify_if_drained();
 
   std::size_t max_pending_;
+  RedisMetrics* metrics_;  ///< null: counts nowhere
   Session session_;
   std::string name_ = session_.endpoint().display();
   DeadlineList deadlines_;  ///< after session_: its timer reports to the session's latch
@@ -129,7 +132,7 @@ class Connection final : private SessionEvents {
   std::uint64_t sequence_ = 0;
   std::vector<std::uint64_t> script_loads_;  ///< per script: sequence of its last EVAL
   CircuitBreaker* breaker_ = nullptr;        ///< the dispatcher's, for this server
-  std::size_t pending_ = 0;                  ///< queued + in flight, not yet completed
+  PendingCount pending_;                     ///< queued + in flight, not yet completed
   std::deque<CommandOp*> queue_;             ///< waiting for a connection, in send order
   std::coroutine_handle<> closer_;           ///< close() waiting for in-flight commands
   bool closer_scheduled_ = false;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "redis/command_dispatcher.hpp"
+#include "redis/error_count.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/task_group.hpp"
 #include "runtime/background_tasks.hpp"
@@ -86,8 +87,10 @@ ScriptBatcher::ScriptBatcher(uv_loop_t* loop, CommandDispatcher& dispatcher, std
     : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
 
 bool ScriptBatcher::coalesces(const scripts::ScriptSource& script) noexcept {
-  // The batch script holds every script but itself and PolicyStore's (lua/meson.build).
-  return &script != &scripts::batch && &script != &scripts::policy_store;
+  // The batch script holds every script but itself, PolicyStore's and the fleet's counts'
+  // (lua/meson.build).
+  return &script != &scripts::batch && &script != &scripts::policy_store &&
+         &script != &scripts::fleet_counts;
 }
 
 ScriptBatcher::Call::~Call() {
@@ -239,7 +242,7 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
     // between its two nodes until the migration ends, where each call alone would follow ASK.
     reply = co_await dispatcher_.execute(
         slot, dispatcher_.scripts_.evalsha(scripts::batch, words.keys, words.args), &scripts::batch,
-        deadline, CommandDispatcher::OnTryAgain::answer);
+        deadline, CommandDispatcher::OnTryAgain::answer, calls.size());
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
       throw ProtocolError(
           "the batch script of " + std::to_string(calls.size()) + " calls returned " +
@@ -266,12 +269,15 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
     }
     co_await group.join();
   }
-  // Every answer first, before any caller resumes (answer() needs the dispatcher).
+  // Every answer first, before any caller resumes (answer() needs the dispatcher). Each call
+  // that fails counts once among the errors (a call sent alone after a split counted itself).
+  std::uint64_t failed = 0;
   for (std::size_t i = 0; i < calls.size(); ++i) {
     Call* call = calls[i];
     if (call == nullptr || split) continue;
     if (failure) {
       call->error_ = failure;
+      ++failed;
       continue;
     }
     CommandResult result{std::move(reply.elements[i]), 0};
@@ -279,6 +285,13 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
       call->reply_ = dispatcher_.answer(result, call->script_);
     } catch (...) {
       call->error_ = std::current_exception();
+      count_redis_error(dispatcher_.redis_metrics_, call->error_);
+    }
+  }
+  // Why once for all: classifying an error rethrows it, and a batch may hold a thousand calls.
+  if (*alive && failed > 0) {
+    if (const std::optional<RedisError> kind = redis_error_of(failure)) {
+      dispatcher_.redis_metrics_.errors[static_cast<std::size_t>(*kind)].add(failed);
     }
   }
   // Why before the callers resume: a resumed caller may destroy the client, and this object

@@ -1,5 +1,6 @@
 #include "redis/script_registry.hpp"
 
+#include "metrics/instruments.hpp"
 #include "redis/connection.hpp"
 
 namespace redlimit::detail {
@@ -18,6 +19,7 @@ std::span<const std::string_view> ScriptRegistry::after_noscript(
     command[0] = "EVAL";
     command[1] = script.source;
     connection.note_script_load(script.index);
+    if (metrics_ != nullptr) metrics_->scripts_loaded.add();
   }
   return command;
 }

@@ -12,6 +12,7 @@
 namespace redlimit::detail {
 
 class Connection;
+struct RedisMetrics;
 
 /// The embedded Lua scripts (generated into lua_scripts.hpp with their SHA1 at build time) and
 /// what calling them needs: the EVALSHA that runs one, and the command to send when a server
@@ -19,6 +20,11 @@ class Connection;
 class ScriptRegistry {
  public:
   using Script = scripts::ScriptSource;
+
+  ScriptRegistry() = default;
+  /// Counts the scripts it has sent again (RedisMetrics::scripts_loaded) in `metrics`, which
+  /// must outlive it.
+  explicit ScriptRegistry(RedisMetrics* metrics) noexcept : metrics_(metrics) {}
 
   /// Every embedded script; `all()[s.index] == &s`.
   std::span<const Script* const> all() const noexcept { return scripts::all; }
@@ -41,6 +47,9 @@ class ScriptRegistry {
                                                    std::uint64_t sequence,
                                                    std::span<const std::string_view> evalsha,
                                                    std::vector<std::string_view>& command) const;
+
+ private:
+  RedisMetrics* metrics_ = nullptr;
 };
 
 }  // namespace redlimit::detail

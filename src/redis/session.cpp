@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "metrics/instruments.hpp"
 #include "redis/reply_builder.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
@@ -152,6 +153,8 @@ void Session::become_ready() {
     logger_->info("redis {}: {} established", endpoint().display(), role_);
   last_error_ = nullptr;
   state_ = State::ready;
+  if (was_ready_ && settings_.metrics != nullptr) settings_.metrics->reconnects.add();
+  was_ready_ = true;
   events_.session_ready();
 }
 

@@ -25,11 +25,16 @@ class logger;
 
 namespace redlimit::detail {
 
+struct RedisMetrics;
+
 struct ConnectionSettings {
   std::chrono::milliseconds connect_timeout{1000};
   std::chrono::milliseconds reconnect_min{50};
   std::chrono::milliseconds reconnect_max{2000};
   std::size_t max_pending = 65536;
+  /// Where the connection counts what it does (round trips, reconnects, commands in flight);
+  /// null: nowhere. Must outlive the connection.
+  RedisMetrics* metrics = nullptr;
 };
 
 /// What a Session tells its owner. Called from the loop (inside hiredis or a timer callback):
@@ -151,6 +156,7 @@ class Session {
   State state_ = State::idle;
   redisAsyncContext* context_ = nullptr;  ///< owned; freed with redisAsyncFree, or by hiredis
   int handshake_replies_ = 0;
+  bool was_ready_ = false;  ///< a connection was established before (the next is a reconnect)
   bool owner_logs_failures_ = false;
   std::exception_ptr last_error_;
   std::string lost_reason_;

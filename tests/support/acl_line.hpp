@@ -14,13 +14,14 @@ inline constexpr std::string_view acl_setuser =
     "ACL SETUSER redlimit reset on >change-me ~rl:* resetchannels &rl:* "
     "+ping +evalsha +eval +del +subscribe +unsubscribe "
     "+time +get +set +pexpire +pttl +zadd +zcount +zrange +zrangebyscore +zremrangebyscore "
-    "+zremrangebyrank +zscore +zrem +hget +hset +hdel +publish";
+    "+zremrangebyrank +zscore +zrem +hget +hset +hdel +hincrby +publish";
 
 /// What a limiter that follows stored policies (Limiter(client, options)) needs on top of
 /// acl_setuser: the policy store script's read. docs/operations.md names it.
 inline constexpr std::string_view acl_follow_rules = "+hgetall";
-/// What a process that changes stored policies (PolicyStore's writes) needs on top of both.
-inline constexpr std::string_view acl_change_rules = "+hexists +hincrby";
+/// What a process that changes stored policies (PolicyStore's writes) needs on top of both:
+/// try_set()'s check (the other writes' commands are in acl_setuser).
+inline constexpr std::string_view acl_change_rules = "+hexists";
 
 /// What a Redis Cluster needs on top of acl_setuser, on every node.
 inline constexpr std::string_view acl_cluster_rules = "+cluster|slots +asking";
