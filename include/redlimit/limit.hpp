@@ -169,6 +169,9 @@ struct Decision {
   /// The version of the stored policy the decision was made under (see PolicyStore); 0 for a
   /// limiter given its policy in process.
   std::int64_t policy_version = 0;
+  /// Shadow mode (LimiterOptions::shadow): the limit denied this request, and it was allowed
+  /// anyway; retry_after is the limit's.
+  bool shadow_denied = false;
 
   /// server_time_us as a time point of the system clock (the epoch when not from Redis).
   std::chrono::sys_time<std::chrono::microseconds> server_time() const noexcept {

@@ -9,10 +9,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "redlimit/acquire_options.hpp"
 #include "redlimit/callback.hpp"
+#include "redlimit/decision_event.hpp"
 #include "redlimit/failure_policy.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/task.hpp"
@@ -20,6 +23,7 @@
 namespace redlimit {
 
 class Client;
+class Metrics;
 
 namespace detail {
 class PolicyEnforcer;
@@ -38,6 +42,31 @@ struct LimiterOptions {
   /// every change notice, which pub/sub loses while its connection is down): the bound on how
   /// long a change may go unseen. At least 1 ms.
   std::chrono::milliseconds policy_refresh{1000};
+  /// Shadow mode: decisions are made and counted as usual, but every request is allowed. A
+  /// request the limit denied gets `allowed = true` and `shadow_denied = true`, with the
+  /// limit's own remaining and retry_after; it took nothing. acquire() never waits: it decides
+  /// once, as try_acquire() does. For trying a new limit on live traffic before enforcing it.
+  bool shadow = false;
+  /// Called when a try_acquire() or acquire() call ends (see DecisionEvent); empty: nothing is
+  /// called, and it costs nothing.
+  DecisionListener on_decision{};
+  /// Where this limiter counts its calls: null counts into its client's (Client::metrics());
+  /// an in-process limiter counts only when this is set.
+  std::shared_ptr<Metrics> metrics{};
+};
+
+/// The state of one limit of a key, as Limiter::inspect() reads it.
+struct LimitState {
+  /// The limit, as in the policy (Policy::limits at the same index).
+  Limit limit;
+  /// The limit's state now, as peek() would answer under a policy of this limit alone: remaining,
+  /// retry_after for one permit, reset_after. Consumes nothing.
+  Decision state;
+  /// The Redis key holding it.
+  std::string redis_key;
+  /// Its time to live in Redis; nullopt when the key does not exist (a fresh state) or for an
+  /// in-process limiter.
+  std::optional<std::chrono::milliseconds> ttl;
 };
 
 /// A number of permits of the limiter's shared key (its name): `limiter.try_acquire(Permits{5})`.
@@ -145,6 +174,9 @@ class Limiter {
   /// the time until the limit is full again from now (0 on a fresh key), `retry_after` when a
   /// request for one permit could pass (0, with `allowed`, if it could now).
   Task<Decision> peek(std::string key);
+  /// Every limit's state for `key`, in the policy's order (for a follower: the key's stored
+  /// policy, its override if it has one). Consumes nothing, writes nothing.
+  Task<std::vector<LimitState>> inspect(std::string key);
   /// Forgets the state of `key`: it starts again full.
   Task<void> reset(std::string key);
   /// Replaces the policy from the next call on. State carries over per limit position and

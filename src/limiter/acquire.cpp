@@ -29,8 +29,9 @@ bool reservable(const CompiledPolicy& policy) {
 
 }  // namespace
 
-Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                       std::int64_t permits, OwnedAcquireOptions options) {
+Task<Decision> PolicyEnforcer::acquire_unobserved(std::shared_ptr<PolicyEnforcer> self,
+                                                  std::string key, std::int64_t permits,
+                                                  OwnedAcquireOptions options) {
   if (self->follower_) {
     co_return co_await acquire_following(self, std::move(key), permits, std::move(options));
   }
@@ -52,6 +53,7 @@ Task<Decision> PolicyEnforcer::acquire_by_retrying(DecideRequest request,
     const auto waited = since(started);
     decision.waited = waited;
     if (decision.allowed || decision.retry_after > options.max_wait - waited) co_return decision;
+    const GaugeScope waiting(waiters_gauge(), options.slept);
     co_await sleep_for(loop_, decision.retry_after, options.stop);
   }
 }
@@ -194,6 +196,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     ~ForgetWakeOnExit() { renewal.wake = nullptr; }
   } forget_wake{*renewal};
   auto next_renewal = Clock::now() + renew_every;
+  std::optional<GaugeScope> waiting(std::in_place, waiters_gauge(), options.slept);
   for (;;) {
     if (renewal->error) std::rethrow_exception(renewal->error);
     const auto current = Clock::now();
@@ -227,6 +230,7 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     renewal->wake = nullptr;
     if (woken && options.stop.stop_requested()) break;
   }
+  waiting.reset();
   bool reclaimed = renewal->reclaimed;
   // Why decided once: a stop that came after the wake does not cancel (the slot has come).
   const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;

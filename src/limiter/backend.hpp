@@ -1,8 +1,10 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "algorithms/exact.hpp"
@@ -112,6 +114,9 @@ class Backend {
   virtual Task<Decision> decide(const DecideRequest& request) = 0;
   /// Forgets the state of every limit of `policy` for `key_base`.
   virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
+  /// The time to live of the state kept under `key` (a key base and a limit's suffix): none
+  /// when there is no such state, or when the backend keeps no TTL (in process).
+  virtual Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) = 0;
   /// Reserves the request's permits if they fit within `max_wait_us`.
   virtual Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) = 0;
   /// Gives the reservation of the request's permits described by `ticket` back, if its slot is

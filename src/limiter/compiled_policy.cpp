@@ -109,6 +109,14 @@ std::shared_ptr<const CompiledPolicy> CompiledPolicy::compile(Policy policy, Pol
   return compiled;
 }
 
+std::shared_ptr<const CompiledPolicy> CompiledPolicy::only(std::size_t index) const {
+  auto one = std::make_shared<CompiledPolicy>(*this);
+  one->limits_ = {limits_.at(index)};
+  one->specs_ = {specs_.at(index)};
+  one->policy_.limits = {policy_.limits.at(index)};
+  return one;
+}
+
 void CompiledPolicy::check_permits(std::int64_t permits) const {
   for (const CompiledLimit& limit : limits_) {
     detail::check_permits(permits, limit.capacity, limit.description);

@@ -61,6 +61,9 @@ class CompiledPolicy {
   }
   const std::vector<CompiledLimit>& limits() const noexcept { return limits_; }
   const std::vector<LimitSpec>& specs() const noexcept { return specs_; }
+  /// The policy of the limit at `index` alone, on the same key (its key suffix kept) and with
+  /// the same epoch: what that limit says by itself.
+  std::shared_ptr<const CompiledPolicy> only(std::size_t index) const;
   /// Throws InvalidArgument unless 1 <= permits <= every limit's capacity.
   void check_permits(std::int64_t permits) const;
 

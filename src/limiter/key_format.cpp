@@ -81,6 +81,27 @@ std::string escape_key_part(std::string_view raw) {
   return out;
 }
 
+std::optional<std::string> unescape_key_part(std::string_view escaped) {
+  std::string raw;
+  raw.reserve(escaped.size());
+  for (std::size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] != '%') {
+      raw += escaped[i];
+      continue;
+    }
+    if (i + 2 >= escaped.size()) return std::nullopt;
+    const char* high = std::find(hex_digits, hex_digits + 16, escaped[i + 1]);
+    const char* low = std::find(hex_digits, hex_digits + 16, escaped[i + 2]);
+    if (high == hex_digits + 16 || low == hex_digits + 16) return std::nullopt;
+    raw += static_cast<char>((high - hex_digits) * 16 + (low - hex_digits));
+    i += 2;
+  }
+  // Why compare: only what escape_key_part() writes names a key; "%41" decodes to "A" too, but
+  // no key was ever written that way.
+  if (escape_key_part(raw) != escaped) return std::nullopt;
+  return raw;
+}
+
 std::string key_part(std::string_view raw) {
   const std::size_t escaped = escaped_size(raw);
   std::string out(key_part_size(escaped), '\0');
@@ -140,6 +161,14 @@ char* KeyBase::prepare(std::size_t size) {
   heap_ = std::move(heap);
   size_ = size;
   return heap_.get();
+}
+
+std::string stats_key(std::string_view prefix, std::string_view escaped_name) {
+  std::string out(prefix);
+  out += ":stats:{";
+  out += escaped_name;
+  out += '}';
+  return out;
 }
 
 }  // namespace redlimit::detail

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,10 @@ bool is_valid_prefix(std::string_view prefix);
 /// Escapes one part of a key so that the encoding is injective and cannot break the hash tag:
 /// '{', '}', ':', '%' and bytes outside the printable ASCII range become %XX (upper-case hex).
 std::string escape_key_part(std::string_view raw);
+
+/// The raw part that escape_key_part() turned into `escaped`; nullopt for a text it never
+/// writes (a malformed or lower-case %XX, a byte it would have escaped, a "%#" digest).
+std::optional<std::string> unescape_key_part(std::string_view escaped);
 
 /// The escaped key, or "%#" and 32 hex digits of SHA-256 of the raw key when the escaped form
 /// is longer than max_escaped_key ("%#" never appears in an escaped part, so the two forms
@@ -59,6 +64,10 @@ struct KeyHash {
     return std::hash<std::string_view>{}(text);
   }
 };
+
+/// The hash of the fleet's decision counts for a limiter name (StatsPublisher, `redlimit
+/// watch`): `<prefix>:stats:{<escaped name>}`.
+std::string stats_key(std::string_view prefix, std::string_view escaped_name);
 
 /// `<prefix>:{<name>:<key>}`: the common start of every Redis key of one decision. The braces
 /// make `<name>:<key>` the hash tag, so all keys of a decision share one cluster slot.

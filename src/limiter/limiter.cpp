@@ -81,6 +81,10 @@ Task<Decision> Limiter::peek(std::string key) {
   return enforcer_->peek(std::move(key));
 }
 
+Task<std::vector<LimitState>> Limiter::inspect(std::string key) {
+  return detail::PolicyEnforcer::inspect(enforcer_, std::move(key));
+}
+
 Task<void> Limiter::reset(std::string key) {
   return detail::PolicyEnforcer::reset(enforcer_, std::move(key));
 }

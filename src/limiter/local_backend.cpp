@@ -190,6 +190,10 @@ Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::strin
   co_return;
 }
 
+Task<std::optional<std::chrono::milliseconds>> LocalBackend::ttl(std::string) {
+  co_return std::nullopt;
+}
+
 // ---- semaphores
 
 Task<LeaseReply> LocalBackend::grant_lease(LeaseRequest request) {

@@ -19,6 +19,9 @@ struct OwnedAcquireOptions {
 
   std::chrono::microseconds max_wait;
   std::stop_token stop;
+  /// Set to true when the call suspends to wait for its permits (a DecisionEventKind::waited);
+  /// null when nobody asks.
+  bool* slept = nullptr;
 };
 
 }  // namespace redlimit::detail

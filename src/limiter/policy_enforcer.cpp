@@ -41,6 +41,14 @@ bool cacheable(const CompiledPolicy& policy, std::size_t binding) {
   return binding != 0 || !can_reserve(policy.limits().front().limit.algorithm);
 }
 
+/// The counters of the limiter `options` describes: in LimiterOptions::metrics, else in its
+/// client's (`redis`), else none.
+LimiterMetrics* metrics_for(const LimiterOptions& options, const CommandDispatcher* redis) {
+  Metrics* metrics = options.metrics ? options.metrics.get()
+                                     : (redis != nullptr ? redis->metrics().get() : nullptr);
+  return metrics != nullptr ? &metrics->limiter(options.name) : nullptr;
+}
+
 /// Whether any denial under `policy` may be remembered: not under a single bucket limit.
 bool may_cache(const CompiledPolicy& policy) {
   return policy.limits().size() > 1 || cacheable(policy, 0);
@@ -57,7 +65,8 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
       escaped_name_(escape_key_part(options_.name)),
       policy_(CompiledPolicy::compile(policy)),
       backend_(std::move(backend)),
-      logger_(std::move(logger)) {
+      logger_(std::move(logger)),
+      observer_(metrics_for(options_, redis_.get()), options_, logger_) {
   if (redis_ != nullptr) turn_.bind_to(redis_->loop_thread());
   if (redis_ != nullptr && options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_policy_ =
@@ -78,11 +87,20 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
       backend_(std::move(backend)),
       per_client_name_(escaped_name_ + "%@" + redis_->options().id),
       follower_(std::move(follower)),
-      logger_(std::move(logger)) {
+      logger_(std::move(logger)),
+      observer_(metrics_for(options_, redis_.get()), options_, logger_) {
   if (redis_ != nullptr) turn_.bind_to(redis_->loop_thread());
   if (options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_ = std::make_unique<LocalBackend>();
   }
+}
+
+void PolicyEnforcer::publish_counts() {
+  counts_published_ = true;
+  StatsPublisher* publisher = redis_ != nullptr ? redis_->stats_publisher() : nullptr;
+  if (publisher == nullptr || observer_.metrics() == nullptr) return;
+  publisher->add(stats_key(options_.prefix, escaped_name_),
+                 options_.metrics ? options_.metrics : redis_->metrics(), *observer_.metrics());
 }
 
 const Policy& PolicyEnforcer::policy() const noexcept {
@@ -206,9 +224,53 @@ Task<Decision> PolicyEnforcer::decide(DecideRequest request,
   co_return decide_on_failure(request, retry_in_after(error));
 }
 
+Task<Decision> PolicyEnforcer::observed(std::shared_ptr<PolicyEnforcer> self, Task<Decision> call,
+                                        std::string key, std::int64_t permits,
+                                        std::unique_ptr<bool> slept) {
+  LimiterMetrics* const metrics = self->observer_.metrics();
+  const GaugeScope in_flight(metrics != nullptr ? &metrics->in_flight : nullptr);
+  std::exception_ptr error;
+  std::optional<Decision> decision;
+  try {
+    decision = co_await std::move(call);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) {
+    self->observer_.failed(error, key, permits);
+    std::rethrow_exception(error);
+  }
+  self->observer_.decided(*decision, key, permits, slept != nullptr, slept && *slept);
+  if (!self->counts_published_) self->publish_counts();
+  co_return *decision;
+}
+
+Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
+  if (!observer_.active()) return try_acquire_unobserved(std::move(key), permits);
+  std::string kept = observer_.wants_key() ? key : std::string();
+  return observed(shared_from_this(), try_acquire_unobserved(std::move(key), permits),
+                  std::move(kept), permits, nullptr);
+}
+
+Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                       std::int64_t permits, OwnedAcquireOptions options) {
+  if (!self->observer_.active()) {
+    return acquire_unobserved(std::move(self), std::move(key), permits, std::move(options));
+  }
+  std::string kept = self->observer_.wants_key() ? key : std::string();
+  // Why on the heap: the flag outlives this function, and the call's frame is made here.
+  auto slept = std::make_unique<bool>(false);
+  options.slept = slept.get();
+  // Why one decision in shadow mode: nothing is enforced, so nobody waits.
+  Task<Decision> call = self->options_.shadow
+                            ? self->try_acquire_unobserved(std::move(key), permits)
+                            : acquire_unobserved(self, std::move(key), permits, std::move(options));
+  return observed(std::move(self), std::move(call), std::move(kept), permits, std::move(slept));
+}
+
 // Why not coroutines: a coroutine layer per call costs a frame and a resumption; an invalid
 // argument still reaches the caller at its co_await, as from a coroutine.
-Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
+Task<Decision> PolicyEnforcer::try_acquire_unobserved(std::string key, std::int64_t permits) {
   if (follower_) {
     return decide_following(shared_from_this(), std::move(key), Operation::acquire, permits);
   }
@@ -244,6 +306,29 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
   }
   co_await self->backend_->reset(std::move(validated_request.policy),
                                  validated_request.key_base.str());
+}
+
+Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect(
+    std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
+  std::optional<DecideRequest> followed;
+  if (self->follower_)
+    followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0,
+                                               self->redis_->command_deadline()));
+  const DecideRequest whole =
+      followed ? std::move(*followed) : self->request(key, Operation::peek, 1);
+  const auto& limits = whole.policy->limits();
+  std::vector<redlimit::LimitState> states(limits.size());
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    redlimit::LimitState& state = states[i];
+    state.limit = limits[i].limit;
+    state.redis_key = whole.key_base.str() + limits[i].key_suffix;
+    const DecideRequest one(whole.policy->only(i), whole.key_base, Operation::peek, 1);
+    state.state = co_await self->backend_->decide(one);
+    state.state.policy_version = whole.policy->epoch().version;
+    state.ttl = co_await self->backend_->ttl(state.redis_key);
+  }
+  co_return states;
 }
 
 void PolicyEnforcer::set_policy(Policy policy, Carry carry) {

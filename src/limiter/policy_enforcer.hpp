@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "limiter/backend.hpp"
+#include "limiter/call_observer.hpp"
 #include "limiter/compiled_policy.hpp"
 #include "limiter/deny_cache.hpp"
 #include "limiter/local_backend.hpp"
@@ -40,9 +41,13 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   // Why every call keeps the enforcer alive: a Limiter that is destroyed or assigned to while
   // a call waits drops its reference, and the call's frames still use the enforcer.
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
+  /// In shadow mode (LimiterOptions::shadow), decides once, as try_acquire() does.
   static Task<Decision> acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                 std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
+  /// Every limit's state for `key` (Limiter::inspect()).
+  static Task<std::vector<redlimit::LimitState>> inspect(std::shared_ptr<PolicyEnforcer> self,
+                                                         std::string key);
   static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
   /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}. Throws
   /// InvalidArgument for a follower: its store is the source of truth.
@@ -64,6 +69,24 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                               Operation operation, std::int64_t permits) const;
 
  private:
+  /// try_acquire() and acquire() as they decide, before the observer sees their end.
+  Task<Decision> try_acquire_unobserved(std::string key, std::int64_t permits);
+  static Task<Decision> acquire_unobserved(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                           std::int64_t permits, OwnedAcquireOptions options);
+  /// `call` (of try_acquire(), or of acquire() when `slept` is not null: the flag its
+  /// OwnedAcquireOptions::slept points to), whose end `observer_` sees; `key` is the caller's,
+  /// kept only when the listener wants it.
+  static Task<Decision> observed(std::shared_ptr<PolicyEnforcer> self, Task<Decision> call,
+                                 std::string key, std::int64_t permits,
+                                 std::unique_ptr<bool> slept);
+  /// Has the client add this limiter's decision counts to the fleet's (StatsPublisher): at
+  /// the first decision, on the loop's thread.
+  void publish_counts();
+  /// The waiters gauge, or null when nothing is counted.
+  Gauge* waiters_gauge() const noexcept {
+    return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
+  }
+
   /// The decision for `request`: from the deny cache, from the backend, or, when Redis cannot
   /// answer (or the breaker is open), from the failure policy. `keep_alive` holds the enforcer
   /// for a call that no other call of it awaits (null inside one that does).
@@ -139,6 +162,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   mutable std::shared_ptr<const CompiledPolicy> fallback_source_;
   mutable std::shared_ptr<const CompiledPolicy> followed_fallback_;
   std::shared_ptr<spdlog::logger> logger_;
+  /// Counts, shadows and reports each call's end (after options_ and logger_: made from them).
+  CallObserver observer_;
+  bool counts_published_ = false;  ///< publish_counts() was called
 };
 
 }  // namespace redlimit::detail

@@ -275,6 +275,17 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
   co_await client_.command(std::move(argv));
 }
 
+Task<std::optional<std::chrono::milliseconds>> RedisBackend::ttl(std::string key) {
+  std::vector<std::string> argv(2);
+  argv[0] = "PTTL";
+  argv[1] = std::move(key);
+  const Reply reply = co_await client_.command(std::move(argv));
+  // PTTL: -2 when the key does not exist; every key redlimit writes has a TTL (never -1).
+  const std::int64_t ms = reply.as_integer();
+  if (ms < 0) co_return std::nullopt;
+  co_return std::chrono::milliseconds(ms);
+}
+
 Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
   // Why copied first: the request (and the policy it keeps alive) moves into the call.
   const LimitSpec spec = request.policy->limits().front().spec;

@@ -25,6 +25,7 @@ class RedisBackend final : public Backend {
   /// differential test mixes it with the lean scripts on one key.
   Task<Decision> decide_with_general_script(const DecideRequest& request);
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
+  Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;

@@ -140,6 +140,7 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
       }
       decision.policy_version = version;
       if (!again) co_return decision;
+      const GaugeScope waiting(self->waiters_gauge(), options.slept);
       co_await sleep_for(self->loop_, decision.retry_after, options.stop);
     } catch (const StalePolicy& stale) {
       min_version = stale.stored_version();

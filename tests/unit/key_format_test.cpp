@@ -38,6 +38,25 @@ TEST(KeyFormat, EscapesBracesColonsPercentAndNonPrintableBytes) {
   EXPECT_EQ(escape_key_part("\xc3\xa9"), "%C3%A9");
 }
 
+TEST(KeyFormat, UnescapeGivesBackWhatWasEscaped) {
+  for (const std::string& raw :
+       {std::string(), std::string("user-42@example.com"), std::string("a:b{c}d%e"),
+        std::string("x\0y z\n", 6), std::string("\xc3\xa9"), std::string("100%")}) {
+    EXPECT_EQ(unescape_key_part(escape_key_part(raw)), raw);
+  }
+}
+
+TEST(KeyFormat, UnescapeRefusesWhatEscapeNeverWrites) {
+  EXPECT_EQ(unescape_key_part("%41"), std::nullopt);  // "A" is written as it is
+  EXPECT_EQ(unescape_key_part("%3a"), std::nullopt);  // lower-case hex
+  EXPECT_EQ(unescape_key_part("a%3"), std::nullopt);  // cut short
+  EXPECT_EQ(unescape_key_part("a%"), std::nullopt);
+  EXPECT_EQ(unescape_key_part("%G0"), std::nullopt);
+  EXPECT_EQ(unescape_key_part("a:b"), std::nullopt);  // ':' is always escaped
+  EXPECT_EQ(unescape_key_part("a b"), std::nullopt);  // and so is a space
+  EXPECT_EQ(unescape_key_part(key_part(std::string(500, 'k'))), std::nullopt);  // a digest
+}
+
 TEST(KeyFormat, TheNameAndKeyFormTheHashTag) {
   EXPECT_EQ(key_base("rl", "sms", "user:1").view(), "rl:{sms:user%3A1}");
   EXPECT_EQ(hash_tag(key_base("rl", "api", "k{x}").str() + ":gcra:0"), "api:k%7Bx%7D");

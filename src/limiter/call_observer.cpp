@@ -1,0 +1,115 @@
+#include "limiter/call_observer.hpp"
+
+#include "redlimit/errors.hpp"
+
+namespace redlimit {
+
+std::string_view to_string(DecisionEventKind kind) noexcept {
+  switch (kind) {
+    case DecisionEventKind::allowed:
+      return "allowed";
+    case DecisionEventKind::denied:
+      return "denied";
+    case DecisionEventKind::waited:
+      return "waited";
+    case DecisionEventKind::cancelled:
+      return "cancelled";
+    case DecisionEventKind::failure_policy:
+      return "failure_policy";
+  }
+  return "allowed";
+}
+
+namespace detail {
+namespace {
+
+bool from_failure_policy(Source source) {
+  return source == Source::fallback || source == Source::fail_open || source == Source::fail_closed;
+}
+
+CallError classify(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument&) {
+    return CallError::invalid_argument;
+  } catch (const PolicyNotFound&) {
+    return CallError::policy_not_found;
+  } catch (const Unavailable&) {
+    return CallError::unavailable;
+  } catch (...) {
+    return CallError::other;
+  }
+}
+
+bool is_cancelled(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Cancelled&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+CallObserver::CallObserver(LimiterMetrics* metrics, const LimiterOptions& options,
+                           std::shared_ptr<spdlog::logger> logger)
+    : metrics_(metrics),
+      shadow_(options.shadow),
+      name_(options.name),
+      listener_(options.on_decision),
+      logger_(std::move(logger)) {}
+
+void CallObserver::decided(Decision& decision, std::string_view key, std::int64_t permits,
+                           bool acquire, bool slept) {
+  if (metrics_ != nullptr) {
+    metrics_->decisions[decision.allowed ? 1 : 0][static_cast<std::size_t>(decision.source)].add();
+    if (acquire) {
+      metrics_->wait_seconds.observe(std::chrono::duration<double>(decision.waited).count());
+    }
+  }
+  if (shadow_ && !decision.allowed) {
+    decision.allowed = true;
+    decision.shadow_denied = true;
+    if (metrics_ != nullptr) metrics_->shadow_denials.add();
+  }
+  if (!listener_) return;
+  DecisionEventKind kind = DecisionEventKind::allowed;
+  if (from_failure_policy(decision.source)) {
+    kind = DecisionEventKind::failure_policy;
+  } else if (!decision.allowed) {
+    kind = DecisionEventKind::denied;
+  } else if (slept) {
+    kind = DecisionEventKind::waited;
+  }
+  tell(kind, key, permits, &decision);
+}
+
+void CallObserver::failed(const std::exception_ptr& error, std::string_view key,
+                          std::int64_t permits) {
+  const bool cancelled = is_cancelled(error);
+  if (metrics_ != nullptr) {
+    if (cancelled) {
+      metrics_->cancelled.add();
+    } else {
+      metrics_->errors[static_cast<std::size_t>(classify(error))].add();
+    }
+  }
+  if (cancelled && listener_) tell(DecisionEventKind::cancelled, key, permits, nullptr);
+}
+
+void CallObserver::tell(DecisionEventKind kind, std::string_view key, std::int64_t permits,
+                        const Decision* decision) const {
+  try {
+    listener_(DecisionEvent{
+        .kind = kind, .limiter = name_, .key = key, .permits = permits, .decision = decision});
+  } catch (const std::exception& error) {
+    logger_->error("redlimit: limiter '{}': the decision listener threw: {}", name_, error.what());
+  } catch (...) {
+    logger_->error("redlimit: limiter '{}': the decision listener threw", name_);
+  }
+}
+
+}  // namespace detail
+}  // namespace redlimit
