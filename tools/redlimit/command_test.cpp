@@ -1,0 +1,516 @@
+// The redlimit command, run as a process against a private redis-server: what each subcommand
+// prints (tables and --json), what it changes, and its exit statuses.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "exit_status.hpp"
+#include "json_reader.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit_cli {
+namespace {
+
+using namespace std::chrono_literals;
+using test::JsonValue;
+using test::parse_json;
+
+/// The command under test: $REDLIMIT_COMMAND (set by meson), else "redlimit".
+std::string command_path() {
+  const char* path = std::getenv("REDLIMIT_COMMAND");
+  return path != nullptr ? path : "redlimit";
+}
+
+/// How a run of the command ended.
+struct Outcome {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+/// A run of the command in progress: its PID and the read ends of its stdout and stderr.
+struct Started {
+  pid_t pid = -1;
+  int out = -1;
+  int err = -1;
+};
+
+/// Starts the command with `args`, its environment plus `env` (NAME=VALUE entries) and without
+/// REDLIMIT_URL unless `env` sets it.
+Started start(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+  std::array<int, 2> out{};
+  std::array<int, 2> err{};
+  if (pipe(out.data()) != 0 || pipe(err.data()) != 0) throw std::runtime_error("pipe failed");
+  std::vector<std::string> words{command_path()};
+  words.insert(words.end(), args.begin(), args.end());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    for (const int fd : {out[0], out[1], err[0], err[1]})
+      close(fd);
+    unsetenv("REDLIMIT_URL");
+    for (const std::string& entry : env)
+      putenv(const_cast<char*>(entry.c_str()));
+    std::vector<char*> argv;
+    for (std::string& word : words)
+      argv.push_back(word.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  return {pid, out[0], err[0]};
+}
+
+/// Reads the run's output until it ends, and its exit status.
+Outcome finish(Started run) {
+  Outcome outcome;
+  std::array<pollfd, 2> fds{pollfd{run.out, POLLIN, 0}, pollfd{run.err, POLLIN, 0}};
+  std::array<std::string*, 2> into{&outcome.out, &outcome.err};
+  int open = 2;
+  while (open > 0) {
+    if (poll(fds.data(), fds.size(), 30'000) <= 0) break;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t got = read(fds[i].fd, buffer, sizeof buffer);
+      if (got > 0) {
+        into[i]->append(buffer, static_cast<std::size_t>(got));
+      } else {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  int status = 0;
+  waitpid(run.pid, &status, 0);
+  outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return outcome;
+}
+
+Outcome run_command(const std::vector<std::string>& args,
+                    const std::vector<std::string>& env = {}) {
+  return finish(start(args, env));
+}
+
+::testing::AssertionResult has(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << part << "' is not in:\n" << text;
+}
+
+/// A private redis-server, the command pointed at it, and a client for the test's own limiters.
+class CommandTest : public redlimit::test::LoopTest {
+ protected:
+  void TearDown() override {
+    redlimit::run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+
+  /// The command with --url of the server first.
+  Outcome redlimit(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--url", server_.url()});
+    return run_command(args);
+  }
+  Started start_redlimit(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--url", server_.url()});
+    return start(args);
+  }
+  /// The command's --json output, parsed.
+  JsonValue json_of(std::vector<std::string> args, int expected_status = exit_ok) {
+    args.push_back("--json");
+    const Outcome outcome = redlimit(args);
+    EXPECT_EQ(outcome.status, expected_status) << outcome.err;
+    return parse_json(outcome.out);
+  }
+
+  /// A limiter that follows the policy stored under `name`.
+  redlimit::Limiter follower(const std::string& name) {
+    return redlimit::Limiter(client_,
+                             redlimit::LimiterOptions{.name = name, .policy_refresh = 100ms});
+  }
+  /// `count` permits for `key`, one by one; returns the decisions allowed.
+  int take(redlimit::Limiter& limiter, const std::string& key, int count) {
+    int allowed = 0;
+    for (int i = 0; i < count; ++i)
+      allowed += redlimit::run(loop(), limiter.try_acquire(key)).allowed ? 1 : 0;
+    return allowed;
+  }
+
+  redlimit::test::RedisServer server_;
+  redlimit::Client client_{loop(), redlimit::ClientOptions{.url = server_.url()}};
+};
+
+TEST_F(CommandTest, PolicySetThenGetShowsThePolicyItsVersionAndCarry) {
+  const Outcome set = redlimit({"policy", "set", "sms", "gcra 10/s burst 20; fixed_window 1000/day",
+                                "--carry", "proportional"});
+  EXPECT_EQ(set.status, exit_ok) << set.err;
+  EXPECT_TRUE(has(set.out, "gcra 10/1s burst 20; fixed_window 1000/1d"));
+
+  const Outcome get = redlimit({"policy", "get", "sms"});
+  EXPECT_EQ(get.status, exit_ok) << get.err;
+  EXPECT_TRUE(has(get.out, "policy     gcra 10/1s burst 20; fixed_window 1000/1d\n"));
+  EXPECT_TRUE(has(get.out, "carry      proportional\n"));
+  EXPECT_TRUE(has(get.out, "overrides  none\n"));
+
+  const JsonValue json = json_of({"policy", "get", "sms"});
+  EXPECT_EQ(json["name"].string(), "sms");
+  EXPECT_EQ(json["policy"]["text"].string(), "gcra 10/1s burst 20; fixed_window 1000/1d");
+  EXPECT_EQ(json["policy"]["carry"].string(), "proportional");
+  EXPECT_GT(json["policy"]["version"].number(), 0);
+  EXPECT_EQ(json["policy"]["version"].number(), json["version"].number());
+  EXPECT_TRUE(json["policy"]["since"].string().ends_with("Z"));
+  const auto since_us = static_cast<std::int64_t>(json["policy"]["since_us"].number());
+  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  EXPECT_LT(std::abs(now_us - since_us), 60'000'000);
+  EXPECT_TRUE(json["overrides"].array().empty());
+}
+
+TEST_F(CommandTest, PolicyGetOfANameWithoutAPolicyExits1) {
+  const Outcome get = redlimit({"policy", "get", "nothing"});
+  EXPECT_EQ(get.status, exit_not_found);
+  EXPECT_TRUE(has(get.err, "no policy is stored under nothing"));
+  EXPECT_TRUE(json_of({"policy", "get", "nothing"}, exit_not_found)["policy"].is_null());
+}
+
+TEST_F(CommandTest, TrySetStoresOnlyWhenNoPolicyIsStored) {
+  EXPECT_EQ(redlimit({"policy", "try-set", "sms", "gcra 10/s"}).status, exit_ok);
+  const Outcome second = redlimit({"policy", "try-set", "sms", "gcra 99/s"});
+  EXPECT_EQ(second.status, exit_not_found);
+  EXPECT_TRUE(has(second.err, "already has a policy"));
+  EXPECT_FALSE(
+      json_of({"policy", "try-set", "sms", "gcra 99/s"}, exit_not_found)["stored"].boolean());
+  EXPECT_EQ(json_of({"policy", "get", "sms"})["policy"]["text"].string(), "gcra 10/1s");
+}
+
+TEST_F(CommandTest, RemoveDeletesThePolicyAndExits1WhenNothingIsStored) {
+  ASSERT_EQ(redlimit({"policy", "set", "sms", "gcra 10/s"}).status, exit_ok);
+  ASSERT_EQ(redlimit({"override", "set", "sms", "vip", "gcra 100/s"}).status, exit_ok);
+  EXPECT_TRUE(json_of({"policy", "remove", "sms"})["removed"].boolean());
+  EXPECT_EQ(redlimit({"policy", "get", "sms"}).status, exit_not_found);
+  EXPECT_FALSE(json_of({"policy", "remove", "sms"}, exit_not_found)["removed"].boolean());
+}
+
+TEST_F(CommandTest, AFollowingLimiterTakesThePolicySetByTheCommand) {
+  redlimit::Limiter limiter = follower("api");
+  EXPECT_THROW(redlimit::run(loop(), limiter.try_acquire("alice")), redlimit::PolicyNotFound);
+
+  ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 3/min anchored"}).status, exit_ok);
+  // The change's notice reaches the limiter while its loop runs (peek() consumes nothing).
+  const auto found_by = std::chrono::steady_clock::now() + 3s;
+  for (;;) {
+    try {
+      redlimit::run(loop(), limiter.peek("alice"));
+      break;
+    } catch (const redlimit::PolicyNotFound&) {
+      ASSERT_LT(std::chrono::steady_clock::now(), found_by) << "the policy never reached it";
+      redlimit::run(loop(), redlimit::sleep_for(loop(), 20ms));
+    }
+  }
+  EXPECT_EQ(take(limiter, "alice", 5), 3);
+
+  ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 10/min anchored"}).status, exit_ok);
+  const auto version =
+      static_cast<std::int64_t>(json_of({"policy", "get", "api"})["version"].number());
+  // Within a round trip of the change's notice, and at worst policy_refresh (100 ms).
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  redlimit::Decision decision;
+  do {
+    decision = redlimit::run(loop(), limiter.try_acquire("alice"));
+  } while (decision.limit != 10 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(decision.limit, 10);
+  EXPECT_EQ(decision.policy_version, version);
+}
+
+TEST_F(CommandTest, AnOverrideIsSetFollowedAndRemoved) {
+  ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 2/min anchored"}).status, exit_ok);
+  const Outcome set = redlimit({"override", "set", "api", "vip", "fixed_window 50/min anchored"});
+  EXPECT_EQ(set.status, exit_ok) << set.err;
+
+  const JsonValue stored = json_of({"policy", "get", "api"});
+  ASSERT_EQ(stored["overrides"].array().size(), 1u);
+  EXPECT_EQ(stored["overrides"][0]["key"].string(), "vip");
+  EXPECT_EQ(stored["overrides"][0]["policy"].string(), "fixed_window 50/1min anchored");
+  EXPECT_TRUE(has(redlimit({"policy", "get", "api"}).out, "vip  fixed_window 50/1min anchored"));
+
+  redlimit::Limiter limiter = follower("api");
+  EXPECT_EQ(redlimit::run(loop(), limiter.try_acquire("vip")).limit, 50);
+  EXPECT_EQ(redlimit::run(loop(), limiter.try_acquire("someone")).limit, 2);
+
+  EXPECT_TRUE(json_of({"override", "remove", "api", "vip"})["removed"].boolean());
+  const Outcome again = redlimit({"override", "remove", "api", "vip"});
+  EXPECT_EQ(again.status, exit_not_found);
+  EXPECT_TRUE(has(again.err, "api has no override for key vip"));
+  const JsonValue after = json_of({"policy", "get", "api"});
+  EXPECT_TRUE(after["overrides"].array().empty());
+  EXPECT_EQ(after["removed_overrides"][0]["key"].string(), "vip");
+}
+
+TEST_F(CommandTest, InspectShowsEveryLimitAfterDecisionsAndConsumesNothing) {
+  // Why these limits: neither gives a permit back within the test (no refill, no window end).
+  ASSERT_EQ(redlimit({"policy", "set", "shop", "gcra 1/h burst 20; fixed_window 100/day anchored"})
+                .status,
+            exit_ok);
+  redlimit::Limiter limiter = follower("shop");
+  ASSERT_EQ(take(limiter, "alice", 4), 4);
+
+  for (int twice = 0; twice < 2; ++twice) {
+    const JsonValue json = json_of({"inspect", "shop", "alice"});
+    EXPECT_TRUE(json["allowed"].boolean());
+    ASSERT_EQ(json["limits"].array().size(), 2u);
+    EXPECT_EQ(json["limits"][0]["limit"].string(), "gcra 1/1h burst 20");
+    EXPECT_EQ(json["limits"][0]["remaining"].number(), 16);
+    EXPECT_EQ(json["limits"][0]["capacity"].number(), 20);
+    EXPECT_EQ(json["limits"][1]["remaining"].number(), 96);
+    EXPECT_EQ(json["limits"][1]["capacity"].number(), 100);
+    EXPECT_EQ(json["limits"][1]["retry_after_us"].number(), 0);
+    EXPECT_GT(json["limits"][1]["ttl_ms"].number(), 0);
+    EXPECT_EQ(json["limits"][1]["redis_key"].string(), "rl:{shop:alice}:fixed_window:1");
+  }
+  const Outcome table = redlimit({"inspect", "shop", "alice"});
+  EXPECT_EQ(table.status, exit_ok);
+  EXPECT_TRUE(has(table.out, "next request    allowed"));
+  EXPECT_TRUE(has(table.out, "rl:{shop:alice}:gcra:0"));
+
+  ASSERT_EQ(take(limiter, "alice", 16), 16);
+  const JsonValue exhausted = json_of({"inspect", "shop", "alice"}, exit_not_found);
+  EXPECT_FALSE(exhausted["allowed"].boolean());
+  EXPECT_EQ(exhausted["limits"][0]["remaining"].number(), 0);
+  EXPECT_GT(exhausted["limits"][0]["retry_after_us"].number(), 0);
+  EXPECT_TRUE(exhausted["limits"][1]["allowed"].boolean());
+  EXPECT_EQ(redlimit({"inspect", "shop", "alice"}).status, exit_not_found);
+}
+
+TEST_F(CommandTest, ResetMakesTheKeyFullAgain) {
+  ASSERT_EQ(redlimit({"policy", "set", "shop", "fixed_window 5/min anchored"}).status, exit_ok);
+  redlimit::Limiter limiter = follower("shop");
+  ASSERT_EQ(take(limiter, "bob", 5), 5);
+  EXPECT_EQ(redlimit({"inspect", "shop", "bob"}).status, exit_not_found);
+
+  const Outcome reset = redlimit({"reset", "shop", "bob"});
+  EXPECT_EQ(reset.status, exit_ok) << reset.err;
+  const JsonValue json = json_of({"inspect", "shop", "bob"});
+  EXPECT_EQ(json["limits"][0]["remaining"].number(), 5);
+  EXPECT_TRUE(json["limits"][0]["ttl_ms"].is_null());
+}
+
+TEST_F(CommandTest, InspectAndResetOfANameWithoutAPolicyExit1) {
+  EXPECT_EQ(redlimit({"inspect", "nothing", "k"}).status, exit_not_found);
+  EXPECT_EQ(redlimit({"reset", "nothing", "k"}).status, exit_not_found);
+}
+
+TEST_F(CommandTest, TopListsTheKeysNearestTheirLimitsFirst) {
+  ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 10/min anchored"}).status, exit_ok);
+  redlimit::Limiter limiter = follower("api");
+  take(limiter, "nine", 9);
+  take(limiter, "two", 2);
+  take(limiter, "five", 5);
+  take(limiter, "all:of\x01them", 10);
+
+  const JsonValue json = json_of({"top", "api"});
+  EXPECT_EQ(json["sampled"].number(), 4);
+  EXPECT_TRUE(json["complete"].boolean());
+  std::vector<std::string> keys;
+  for (const JsonValue& key : json["keys"].array())
+    keys.push_back(key["key"].string());
+  EXPECT_EQ(keys, (std::vector<std::string>{"all:of\x01them", "nine", "five", "two"}));
+  EXPECT_EQ(json["keys"][1]["remaining"].number(), 1);
+  EXPECT_EQ(json["keys"][1]["capacity"].number(), 10);
+  EXPECT_FALSE(json["keys"][0]["allowed"].boolean());
+
+  const Outcome table = redlimit({"top", "api", "--count", "2"});
+  EXPECT_EQ(table.status, exit_ok);
+  EXPECT_TRUE(has(table.out, "all:of\\x01them"));  // never a raw control byte on a terminal
+  EXPECT_TRUE(has(table.out, "nine"));
+  EXPECT_EQ(table.out.find("five"), std::string::npos);
+}
+
+TEST_F(CommandTest, TopOfANameWithGlobCharactersSamplesOnlyItsOwnKeys) {
+  ASSERT_EQ(redlimit({"policy", "set", "a*", "fixed_window 10/min anchored"}).status, exit_ok);
+  ASSERT_EQ(redlimit({"policy", "set", "ab", "fixed_window 10/min anchored"}).status, exit_ok);
+  redlimit::Limiter star = follower("a*");
+  redlimit::Limiter other = follower("ab");
+  take(star, "mine", 1);
+  take(other, "not-mine", 1);
+  const JsonValue json = json_of({"top", "a*", "--sample", "10"});
+  ASSERT_EQ(json["keys"].array().size(), 1u);
+  EXPECT_EQ(json["keys"][0]["key"].string(), "mine");
+}
+
+TEST_F(CommandTest, TopSamplesAtMostSampleKeys) {
+  ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 10/min anchored"}).status, exit_ok);
+  redlimit::Limiter limiter = follower("api");
+  for (int i = 0; i < 30; ++i)
+    take(limiter, "k" + std::to_string(i), 1);
+  const JsonValue json = json_of({"top", "api", "--sample", "7", "--count", "100"});
+  EXPECT_EQ(json["sampled"].number(), 7);
+  EXPECT_FALSE(json["complete"].boolean());
+  EXPECT_EQ(json["keys"].array().size(), 7u);
+}
+
+TEST_F(CommandTest, WatchOnceShowsTheFleetsDecisionsPerSecond) {
+  ASSERT_EQ(redlimit({"policy", "set", "load", "fixed_window 50/min anchored"}).status, exit_ok);
+  redlimit::Client publisher(
+      loop(), redlimit::ClientOptions{.url = server_.url(), .stats_interval = 100ms});
+  {
+    redlimit::Limiter limiter(publisher, redlimit::LimiterOptions{.name = "load"});
+    const Started named = start_redlimit({"watch", "load", "--once", "--json", "--interval", "1s"});
+    const Started all = start_redlimit({"watch", "--once", "--json", "--interval", "1s"});
+    // Decisions during the whole interval, some denied (50 per key and minute).
+    int made = 0;
+    const auto until = std::chrono::steady_clock::now() + 1500ms;
+    while (std::chrono::steady_clock::now() < until) {
+      for (int i = 0; i < 20; ++i, ++made)
+        redlimit::run(loop(), limiter.try_acquire("k" + std::to_string(i % 2)));
+      redlimit::run(loop(), redlimit::sleep_for(loop(), 20ms));
+    }
+    for (const Started& watcher : {named, all}) {
+      const Outcome outcome = finish(watcher);
+      ASSERT_EQ(outcome.status, exit_ok) << outcome.err;
+      EXPECT_EQ(outcome.out.find('\n'), outcome.out.size() - 1) << "one line: " << outcome.out;
+      const JsonValue json = parse_json(outcome.out);
+      EXPECT_NEAR(json["interval_s"].number(), 1.0, 0.5);
+      ASSERT_EQ(json["limiters"].array().size(), 1u);
+      const JsonValue& load = json["limiters"][0];
+      EXPECT_EQ(load["name"].string(), "load");
+      EXPECT_GT(load["decisions_per_s"].number(), 0);
+      EXPECT_GT(load["denied_per_s"].number(), 0);
+      EXPECT_GT(load["denied_percent"].number(), 0);
+      EXPECT_EQ(load["failure_policy_per_s"].number(), 0);
+      const double total = load["totals"]["allowed"].number() + load["totals"]["denied"].number();
+      EXPECT_GT(total, 0);
+      EXPECT_LE(total, made);
+      EXPECT_EQ(json["total"]["totals"]["allowed"].number(), load["totals"]["allowed"].number());
+    }
+    // Every decision counted once its client has published.
+    redlimit::run(loop(), redlimit::sleep_for(loop(), 400ms));
+    const Outcome quiet = redlimit({"watch", "load", "--once", "--json", "--interval", "100ms"});
+    const JsonValue json = parse_json(quiet.out);
+    const JsonValue& load = json["limiters"][0];
+    EXPECT_EQ(load["totals"]["allowed"].number(), 100);
+    EXPECT_EQ(load["totals"]["allowed"].number() + load["totals"]["denied"].number(), made);
+    EXPECT_EQ(load["decisions_per_s"].number(), 0);
+    EXPECT_TRUE(load["denied_percent"].is_null());
+  }
+  redlimit::run(loop(), publisher.close());
+}
+
+TEST_F(CommandTest, WatchShowsANamedLimiterWithoutCountsAsZeros) {
+  const Outcome outcome = redlimit({"watch", "idle", "--once", "--interval", "100ms"});
+  EXPECT_EQ(outcome.status, exit_ok) << outcome.err;
+  EXPECT_TRUE(has(outcome.out, "NAME"));
+  EXPECT_TRUE(has(outcome.out, "idle"));
+  EXPECT_TRUE(has(outcome.out, "(all)"));
+}
+
+TEST_F(CommandTest, BadArgumentsAndBadPoliciesExit2) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"policy", "set", "sms", "gcra ten/s"},
+        std::vector<std::string>{"policy", "set", "sms", "gcra 10/s", "--carry", "some"},
+        std::vector<std::string>{"override", "set", "sms", "k", "bucket 1/s"},
+        std::vector<std::string>{"inspect", "sms"}, std::vector<std::string>{"frobnicate"},
+        std::vector<std::string>{}}) {
+    const Outcome outcome = redlimit(args);
+    EXPECT_EQ(outcome.status, exit_usage) << outcome.err;
+    EXPECT_FALSE(outcome.err.empty());
+  }
+  // Text that parses, values a limiter refuses: refused before anything is stored.
+  const Outcome values = redlimit({"policy", "set", "sms", "sliding_window_log 50000/s"});
+  EXPECT_EQ(values.status, exit_usage) << values.out;
+  EXPECT_EQ(redlimit({"policy", "get", "sms"}).status, exit_not_found);
+  EXPECT_EQ(redlimit({"--prefix", "bad prefix", "inspect", "sms", "k"}).status, exit_usage);
+  EXPECT_EQ(run_command({"--url", "redis://127.0.0.1:notaport", "policy", "get", "x"}).status,
+            exit_usage);
+}
+
+TEST_F(CommandTest, HelpExits0) {
+  const Outcome help = redlimit({"--help"});
+  EXPECT_EQ(help.status, exit_ok);
+  EXPECT_TRUE(has(help.out, "inspect"));
+}
+
+TEST_F(CommandTest, AnUnreachableRedisExits3) {
+  const std::string url = "redis://127.0.0.1:" + std::to_string(redlimit::test::free_port());
+  const Outcome outcome = run_command({"--url", url, "policy", "get", "sms"});
+  EXPECT_EQ(outcome.status, exit_unavailable);
+  EXPECT_TRUE(has(outcome.err, "did not answer"));
+}
+
+TEST_F(CommandTest, ClusterUrlsAreRefusedWhereSCANWouldBeNeeded) {
+  const std::string url =
+      "redis-cluster://127.0.0.1:" + std::to_string(redlimit::test::free_port());
+  const Outcome top = run_command({"--url", url, "top", "api"});
+  EXPECT_EQ(top.status, exit_usage);
+  EXPECT_TRUE(has(top.err, "Redis Cluster"));
+  const Outcome watch = run_command({"--url", url, "watch", "--once"});
+  EXPECT_EQ(watch.status, exit_usage);
+  EXPECT_TRUE(has(watch.err, "name the limiters"));
+}
+
+TEST_F(CommandTest, TheUrlComesFromREDLIMIT_URLWhenNotGiven) {
+  ASSERT_EQ(redlimit({"policy", "set", "sms", "gcra 10/s"}).status, exit_ok);
+  const Outcome outcome = run_command({"policy", "get", "sms"}, {"REDLIMIT_URL=" + server_.url()});
+  EXPECT_EQ(outcome.status, exit_ok) << outcome.err;
+  EXPECT_TRUE(has(outcome.out, "gcra 10/1s"));
+}
+
+/// A server that requires a password.
+class PasswordTest : public ::testing::Test {
+ protected:
+  static constexpr const char* password = "s3cret-Passw0rd";
+  std::string url(const std::string& credentials, int port) const {
+    return "redis://" + credentials + "@127.0.0.1:" + std::to_string(port);
+  }
+  redlimit::test::RedisServer server_{{"--requirepass", password}};
+};
+
+TEST_F(PasswordTest, APasswordNeverAppearsInOutputOrErrors) {
+  const std::string right = url(std::string("default:") + password, server_.port());
+  const std::string only_password = url(password, server_.port());
+  const std::string unreachable = url(password, redlimit::test::free_port());
+  const std::string wrong = url("default:wrong-Passw0rd-9", server_.port());
+  const std::vector<std::pair<std::vector<std::string>, int>> runs{
+      {{"--url", right, "policy", "set", "sms", "gcra 10/s"}, exit_ok},
+      {{"--url", only_password, "policy", "get", "sms"}, exit_ok},
+      {{"--url", right, "watch", "--once", "--interval", "100ms"}, exit_ok},
+      {{"--url", right, "watch", "--once", "--interval", "100ms", "--json"}, exit_ok},
+      {{"--url", unreachable, "policy", "get", "sms"}, exit_unavailable},
+      {{"--url", wrong, "inspect", "sms", "k"}, exit_unavailable},
+      {{"--url", url(password, 0), "policy", "get", "sms"}, exit_usage},  // port 0: malformed
+  };
+  for (const auto& [args, status] : runs) {
+    const Outcome outcome = run_command(args, {"REDLIMIT_URL=" + right});
+    EXPECT_EQ(outcome.status, status) << args[1] << " " << args[2] << ": " << outcome.err;
+    for (const std::string secret : {password, "wrong-Passw0rd-9"}) {
+      EXPECT_EQ(outcome.out.find(secret), std::string::npos) << outcome.out;
+      EXPECT_EQ(outcome.err.find(secret), std::string::npos) << outcome.err;
+    }
+  }
+  const Outcome watch = run_command({"--url", right, "watch", "--once", "--interval", "100ms"});
+  EXPECT_TRUE(has(watch.out, "redis://default:***@127.0.0.1:"));
+  const Outcome refused = run_command({"--url", wrong, "policy", "get", "sms"});
+  EXPECT_TRUE(has(refused.err, "redis://default:***@127.0.0.1:"));
+}
+
+}  // namespace
+}  // namespace redlimit_cli

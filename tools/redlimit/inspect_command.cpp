@@ -1,0 +1,110 @@
+#include "inspect_command.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "exit_status.hpp"
+#include "output.hpp"
+#include "redlimit/limiter.hpp"
+#include "table.hpp"
+#include "text_format.hpp"
+
+namespace redlimit_cli {
+namespace {
+
+bool all_allow(const std::vector<redlimit::LimitState>& states) {
+  return std::all_of(states.begin(), states.end(),
+                     [](const redlimit::LimitState& limit) { return limit.state.allowed; });
+}
+
+std::int64_t policy_version(const std::vector<redlimit::LimitState>& states) {
+  return states.empty() ? 0 : states.front().state.policy_version;
+}
+
+std::string states_text(const std::string& name, const std::string& key,
+                        const std::vector<redlimit::LimitState>& states) {
+  Table table({{"LIMIT"},
+               {"REMAINING", true},
+               {"CAPACITY", true},
+               {"RETRY AFTER", true},
+               {"RESET AFTER", true},
+               {"TTL", true},
+               {"REDIS KEY"}});
+  for (const redlimit::LimitState& limit : states) {
+    table.add_row({redlimit::to_string(limit.limit), std::to_string(limit.state.remaining),
+                   std::to_string(limit.state.limit), format_duration(limit.state.retry_after),
+                   format_duration(limit.state.reset_after),
+                   limit.ttl ? format_duration(*limit.ttl) : "-", printable(limit.redis_key)});
+  }
+  const std::string verdict = all_allow(states) ? "allowed" : "denied";
+  return render_fields({{"name", printable(name)},
+                        {"key", printable(key)},
+                        {"policy version", std::to_string(policy_version(states))},
+                        {"next request", verdict}}) +
+         "\n" + table.render();
+}
+
+void print_states_json(const std::string& name, const std::string& key,
+                       const std::vector<redlimit::LimitState>& states) {
+  JsonWriter json;
+  json.begin_object();
+  json.key("name").string(name);
+  json.key("key").string(key);
+  json.key("policy_version").integer(policy_version(states));
+  json.key("allowed").boolean(all_allow(states));
+  json.key("limits").begin_array();
+  for (const redlimit::LimitState& limit : states) {
+    json.begin_object();
+    json.key("limit").string(redlimit::to_string(limit.limit));
+    json.key("algorithm").string(redlimit::to_string(limit.limit.algorithm));
+    json.key("allowed").boolean(limit.state.allowed);
+    json.key("remaining").integer(limit.state.remaining);
+    json.key("capacity").integer(limit.state.limit);
+    json.key("retry_after_us").integer(limit.state.retry_after.count());
+    json.key("reset_after_us").integer(limit.state.reset_after.count());
+    json.key("ttl_ms");
+    if (limit.ttl) {
+      json.integer(limit.ttl->count());
+    } else {
+      json.null();
+    }
+    json.key("redis_key").string(limit.redis_key);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+  print_json(json);
+}
+
+}  // namespace
+
+redlimit::Task<int> inspect_key(redlimit::Client& client, GlobalOptions global, std::string name,
+                                std::string key) {
+  redlimit::Limiter limiter(client,
+                            redlimit::LimiterOptions{.name = name, .prefix = global.prefix});
+  const std::vector<redlimit::LimitState> states = co_await limiter.inspect(key);
+  if (global.json) {
+    print_states_json(name, key, states);
+  } else {
+    print_out(states_text(name, key, states));
+  }
+  co_return all_allow(states) ? exit_ok : exit_not_found;
+}
+
+redlimit::Task<int> reset_key(redlimit::Client& client, GlobalOptions global, std::string name,
+                              std::string key) {
+  redlimit::Limiter limiter(client,
+                            redlimit::LimiterOptions{.name = name, .prefix = global.prefix});
+  co_await limiter.reset(key);
+  if (global.json) {
+    JsonWriter json;
+    json.begin_object().key("name").string(name).key("key").string(key);
+    json.key("reset").boolean(true).end_object();
+    print_json(json);
+  } else {
+    print_out("reset " + printable(key) + " of " + printable(name) + ": it starts again full\n");
+  }
+  co_return exit_ok;
+}
+
+}  // namespace redlimit_cli

@@ -1,0 +1,29 @@
+#pragma once
+// A bounded sample of a limiter's keys, by SCAN.
+
+#include <cstddef>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "redlimit/client.hpp"
+#include "redlimit/task.hpp"
+
+namespace redlimit_cli {
+
+/// The keys of a limiter that a SCAN found.
+struct KeySample {
+  /// Distinct raw keys, in the order found.
+  std::vector<std::string> keys;
+  /// Keys seen whose raw form is unknown (stored as a digest, being long).
+  std::size_t digests = 0;
+  /// True when the SCAN went through every key: `keys` are all of them.
+  bool complete = false;
+};
+
+/// Up to `limit` distinct keys of limiter `name` (overall scope), by SCAN with MATCH, on one
+/// server. Stops early on a stop request.
+redlimit::Task<KeySample> sample_keys(redlimit::Client& client, std::string prefix,
+                                      std::string name, std::size_t limit, std::stop_token stop);
+
+}  // namespace redlimit_cli
