@@ -35,10 +35,18 @@ bool counts_quota(const redlimit::Decision& decision) {
 
 }  // namespace
 
-Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas)
-    : limiter_(limiter), quotas_(std::move(quotas)), policy_field_(policy_field(quotas_)) {}
+Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas,
+                 const redlimit::Metrics& metrics)
+    : limiter_(limiter),
+      quotas_(std::move(quotas)),
+      metrics_(metrics),
+      policy_field_(policy_field(quotas_)) {}
 
 redlimit::Task<Response> Gateway::handle(Request request) {
+  // Why not limited: a scraper must see the gateway most of all while it denies requests.
+  if (!request.malformed && request.target.substr(0, request.target.find('?')) == "/metrics") {
+    co_return metrics_response(request);
+  }
   if (request.api_key.size() > max_api_key_bytes) {
     request.malformed = true;
   }
@@ -54,6 +62,19 @@ redlimit::Task<Response> Gateway::handle(Request request) {
     std::fprintf(stderr, "http_gateway: the limiter failed: %s\n", e.what());
   }
   co_return answer(request, decision.value_or(failed_decision()), partition);
+}
+
+Response Gateway::metrics_response(const Request& request) const {
+  Response response;
+  if (request.method != "GET" && request.method != "HEAD") {
+    response.status = 405;
+    response.headers.emplace_back("Allow", "GET, HEAD");
+    response.body = "method not allowed\n";
+    return response;
+  }
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = metrics_.prometheus_text();
+  return response;
 }
 
 Response Gateway::answer(const Request& request, const redlimit::Decision& decision,

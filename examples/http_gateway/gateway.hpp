@@ -8,6 +8,7 @@
 #include "http_message.hpp"
 #include "ratelimit_fields.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/metrics.hpp"
 
 namespace http_gateway {
 
@@ -16,21 +17,28 @@ namespace http_gateway {
 /// failed (its fail_closed denials, or an error it raised); 400 for a malformed request the
 /// limit allows (malformed requests count against the client's IP). Every response carries the
 /// RateLimit-Policy and RateLimit fields (see ratelimit_fields.hpp).
+///
+/// `GET /metrics` is not rate limited: it answers the Prometheus text exposition of `metrics`
+/// (what the limiter and its Redis client counted; docs/operations.md lists the metrics).
 class Gateway final : public RequestHandler {
  public:
-  /// `quotas` describes the limits of `limiter`'s policy, in order. The limiter must outlive
-  /// the gateway.
-  Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas);
+  /// `quotas` describes the limits of `limiter`'s policy, in order. The limiter and `metrics`
+  /// must outlive the gateway.
+  Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas,
+          const redlimit::Metrics& metrics);
 
   redlimit::Task<Response> handle(Request request) override;
 
  private:
+  /// The response to a request for /metrics.
+  Response metrics_response(const Request& request) const;
   /// The response for `decision`, taken for `partition`.
   Response answer(const Request& request, const redlimit::Decision& decision,
                   const std::string& partition) const;
 
   redlimit::Limiter& limiter_;
   std::vector<QuotaPolicy> quotas_;
+  const redlimit::Metrics& metrics_;
   std::string policy_field_;  ///< the same on every response
 };
 

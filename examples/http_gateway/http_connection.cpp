@@ -35,6 +35,7 @@ const http_parser_settings& Connection::parser_settings() {
   static const http_parser_settings settings = [] {
     http_parser_settings s;
     http_parser_settings_init(&s);
+    s.on_url = &Connection::on_url;
     s.on_header_field = &Connection::on_header_field;
     s.on_header_value = &Connection::on_header_value;
     s.on_headers_complete = &Connection::on_headers_complete;
@@ -222,6 +223,11 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   }
 }
 
+int Connection::on_url(http_parser* parser, const char* at, size_t length) {
+  connection_of(parser)->request_.target.append(at, length);
+  return 0;
+}
+
 int Connection::on_header_field(http_parser* parser, const char* at, size_t length) {
   Connection& c = *connection_of(parser);
   if (c.in_header_value_) c.end_header();
@@ -239,6 +245,7 @@ int Connection::on_header_value(http_parser* parser, const char* at, size_t leng
 int Connection::on_headers_complete(http_parser* parser) {
   Connection& c = *connection_of(parser);
   if (c.in_header_value_) c.end_header();
+  c.request_.method = http_method_str(static_cast<http_method>(parser->method));
   c.request_.head = parser->method == HTTP_HEAD;
   return 0;
 }

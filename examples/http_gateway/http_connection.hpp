@@ -64,6 +64,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   };
 
   static const http_parser_settings& parser_settings();
+  static int on_url(http_parser* parser, const char* at, size_t length);
   static int on_header_field(http_parser* parser, const char* at, size_t length);
   static int on_header_value(http_parser* parser, const char* at, size_t length);
   static int on_headers_complete(http_parser* parser);

@@ -14,6 +14,8 @@ std::string_view reason_phrase(int status) {
       return "OK";
     case 400:
       return "Bad Request";
+    case 405:
+      return "Method Not Allowed";
     case 429:
       return "Too Many Requests";
     case 503:

@@ -14,6 +14,8 @@ namespace http_gateway {
 /// What the application sees of one request.
 struct Request {
   std::string peer_ip;     ///< the client's address, e.g. "127.0.0.1" or "::1"
+  std::string method;      ///< e.g. "GET"
+  std::string target;      ///< the request target as sent, e.g. "/metrics" or "/a?b=c"
   std::string api_key;     ///< the first non-empty X-API-Key field, trimmed; empty if none
   bool head = false;       ///< a HEAD request: the response goes without its body
   bool malformed = false;  ///< http_parser rejected the bytes; the connection closes after

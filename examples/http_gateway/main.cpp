@@ -1,6 +1,7 @@
 // http_gateway: an HTTP/1.1 server that rate limits every request with redlimit, per API key
 // (X-API-Key) or else per client IP, and tells clients where they stand with the RateLimit-Policy
-// and RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10. SIGINT or SIGTERM stops it.
+// and RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10. GET /metrics answers what the
+// limiter and its Redis client counted, for Prometheus. SIGINT or SIGTERM stops it.
 //
 // usage: http_gateway [--host ADDR] [--port N] [--redis URL | --local] [--rate RATE]
 //                     [--daily N] [--on-failure closed|open|local]
@@ -97,18 +98,21 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   int status = 2;
   {
+    // Why one Metrics given to both: an in-process limiter counts only into the one its options
+    // name; a Redis one and its client count into their client's.
+    const auto metrics = std::make_shared<redlimit::Metrics>();
     std::optional<redlimit::Client> client;
     std::optional<redlimit::Limiter> limiter;
     try {
-      const redlimit::LimiterOptions options{.name = "http_gateway",
-                                             .on_failure = {.kind = on_failure}};
+      const redlimit::LimiterOptions options{
+          .name = "http_gateway", .on_failure = {.kind = on_failure}, .metrics = metrics};
       if (local) {
         limiter.emplace(&loop, policy, options);
       } else {
-        client.emplace(&loop, redlimit::ClientOptions{.url = url});
+        client.emplace(&loop, redlimit::ClientOptions{.url = url, .metrics = metrics});
         limiter.emplace(*client, policy, options);
       }
-      http_gateway::Gateway gateway(*limiter, quotas);
+      http_gateway::Gateway gateway(*limiter, quotas, *metrics);
       // Why not in serve()'s frame: they own uv handles, which must outlive their close
       // callbacks; serve() returns only once both are closed.
       http_gateway::HttpServer server(&loop, gateway);

@@ -10,12 +10,18 @@ gateways share a key's daily quota through Redis; with Redis down the answer is 
 without a RateLimit field (the gateway knows nothing of the quota then);
 SIGTERM stops the gateway with exit status 0 (which main() only returns when uv_loop_close()
 succeeded), also with an idle keep-alive connection open.
+
+GET /metrics, never rate limited, answers the Prometheus text exposition: `promtool check
+metrics` accepts it, prometheus_client parses it, and its decision counts are the requests made
+(each source counted apart). promtool (Debian package prometheus) and the prometheus_client
+module (python3-prometheus-client) are required: without them the test fails.
 """
 
 import base64
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -237,6 +243,77 @@ def check_idle_connection_on_sigterm(gateway):
         check(s.recv(4096) == b"", "idle connection: expected EOF after SIGTERM")
 
 
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+SOURCES = ("redis", "local", "deny_cache", "fallback", "fail_open", "fail_closed")
+
+
+def parse_metrics(text):
+    """Checks `text` with `promtool check metrics` and parses it with prometheus_client; returns
+    {(sample name, frozenset of its labels): value}."""
+    promtool = shutil.which("promtool")
+    check(promtool, "promtool not found: install Debian's prometheus package (scripts/install-deps)")
+    result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
+                            capture_output=True, timeout=30)
+    check(result.returncode == 0,
+          f"promtool check metrics: exit status {result.returncode}:\n"
+          f"{result.stdout.decode()}{result.stderr.decode()}\n--- the text ---\n{text}")
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError as e:
+        raise Failure(f"{sys.executable} cannot import prometheus_client ({e}): install Debian's "
+                      "python3-prometheus-client (scripts/install-deps)") from None
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def scrape(gateway):
+    """GET /metrics of `gateway`: a 200 with the exposition, parsed (see parse_metrics)."""
+    response = curl([gateway.base + "/metrics"])[0]
+    check(response.status == 200 and response.header("Content-Type") == METRICS_TYPE,
+          f"/metrics: expected 200 with Content-Type {METRICS_TYPE!r}:\n{response}")
+    check(response.header("RateLimit") is None, f"/metrics is not rate limited:\n{response}")
+    return parse_metrics(response.body.decode())
+
+
+def decisions(samples, result, source):
+    """The gateway limiter's decisions counted with `result` and `source`."""
+    labels = frozenset({"limiter": "http_gateway", "result": result, "source": source}.items())
+    key = ("redlimit_decisions_total", labels)
+    check(key in samples, f"/metrics: no sample redlimit_decisions_total{dict(labels)}")
+    return samples[key]
+
+
+def check_decisions(samples, what, expected):
+    """Every result x source count is in `samples`: those of `expected` ({(result, source):
+    count}) as given, the others 0."""
+    for result in ("allowed", "denied"):
+        for source in SOURCES:
+            count = decisions(samples, result, source)
+            want = expected.get((result, source), 0)
+            check(count == want,
+                  f"{what}: redlimit_decisions_total{{result={result!r},source={source!r}}} is "
+                  f"{count:g}, expected {want}")
+
+
+def check_metrics_endpoint(gateway, what, expected):
+    """/metrics counts the decisions `expected` ({(result, source): count}); 15 more scrapes on
+    one connection, faster than the rate (10/s) allows, all pass and count no decision; a POST
+    gets 405."""
+    samples = scrape(gateway)
+    check_decisions(samples, what, expected)
+    responses = curl([gateway.base + "/metrics"] * 15)
+    check(all(r.status == 200 for r in responses),
+          f"{what}: a burst of scrapes must never be limited:\n{responses[-1]}")
+    check_decisions(scrape(gateway), f"{what}, after 16 scrapes", expected)
+    response = curl([gateway.base + "/metrics"], "-X", "POST")[0]
+    check(response.status == 405 and response.header("Allow") == "GET, HEAD",
+          f"{what}: POST /metrics: expected 405 with Allow: GET, HEAD:\n{response}")
+    return samples
+
+
 def test_redis():
     check(os.environ.get("REDLIMIT_URL"),
           "REDLIMIT_URL is not set (run through scripts/with-redis)")
@@ -255,6 +332,13 @@ def test_redis():
         check_burst(gateway, "no key", "ip:127.0.0.1")
         response = curl([gateway.base + "/"], "-H", "X-API-Key: C")[0]
         check_fields(gateway, response, "key C after the IP", "key:C", 200)
+        # Allowed: 2 malformed, 10 of A, B, 10 of the IP, C; denied: the 11th of A and of the IP.
+        samples = check_metrics_endpoint(gateway, "Redis",
+                                         {("allowed", "redis"): 24, ("denied", "redis"): 2})
+        check(samples[("redlimit_redis_round_trips_total", frozenset())] >= 26,
+              "Redis: each decision is at least one round trip to Redis")
+        check(samples[("redlimit_redis_circuit_breakers", frozenset({"state": "closed"}.items()))]
+              == 1, "Redis: the server's circuit breaker is closed")
 
         # A second gateway shares key A's state through Redis: once A's rate is full again,
         # 5 of its daily 15 are left, and the daily quota is what denies next.
@@ -279,6 +363,10 @@ def test_local():
         check_burst(gateway, "--local, key A", "key:A", ["-H", "X-API-Key: A"])
         response = curl([gateway.base + "/"], "-H", "X-API-Key: B")[0]
         check_fields(gateway, response, "--local, key B", "key:B", 200)
+        samples = check_metrics_endpoint(gateway, "--local",
+                                         {("allowed", "local"): 11, ("denied", "local"): 1})
+        check(samples[("redlimit_redis_round_trips_total", frozenset())] == 0,
+              "--local: no round trip to Redis")
         gateway.terminate()
     finally:
         gateway.kill()
@@ -308,6 +396,12 @@ def test_redis_down():
                   f"{what}: expected Retry-After: 1:\n{response}")
             check(b"Redis did not answer" in response.body,
                   f"{what}: the body should say why:\n{response}")
+        samples = check_metrics_endpoint(gateway, "Redis down", {("denied", "fail_closed"): 5})
+        errors = sum(value for (name, _), value in samples.items()
+                     if name == "redlimit_redis_errors_total")
+        # At least: the client's own commands (the counts it sends every second) fail too.
+        check(errors >= 5, f"Redis down: {errors:g} Redis errors counted, expected at least one "
+                           "per request")
         gateway.terminate()
     finally:
         gateway.kill()
