@@ -171,4 +171,8 @@ std::string stats_key(std::string_view prefix, std::string_view escaped_name) {
   return out;
 }
 
+std::string stats_names_key(std::string_view prefix) {
+  return std::string(prefix) + ":stats:names";
+}
+
 }  // namespace redlimit::detail

@@ -69,6 +69,10 @@ struct KeyHash {
 /// watch`): `<prefix>:stats:{<escaped name>}`.
 std::string stats_key(std::string_view prefix, std::string_view escaped_name);
 
+/// The sorted set of the limiter names whose fleet counts were published (their raw names),
+/// scored by the Redis time of their last publication in ms: `<prefix>:stats:names`.
+std::string stats_names_key(std::string_view prefix);
+
 /// `<prefix>:{<name>:<key>}`: the common start of every Redis key of one decision. The braces
 /// make `<name>:<key>` the hash tag, so all keys of a decision share one cluster slot.
 KeyBase key_base(std::string_view prefix, std::string_view escaped_name, std::string_view raw_key);

@@ -170,7 +170,8 @@ Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
 Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                                        const scripts::ScriptSource* script,
                                        Clock::time_point deadline, OnTryAgain on_try_again,
-                                       std::size_t calls) {
+                                       std::size_t calls, Caller caller) {
+  const bool counted = caller == Caller::application;
   // Why one handler around the whole body: every error leaves through it as the caller gets
   // it (a failure that opened the breaker as CircuitOpen), and it costs nothing until thrown.
   try {
@@ -178,7 +179,7 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
     Connection* target = &router_->route(slot);
     // Why scripts only: they are what limiters and semaphores run, whose callers have a failure
     // policy for an unavailable server; a plain command() gets the server's own answer.
-    CircuitBreaker* const breaker = script != nullptr ? &breaker_of(*target) : nullptr;
+    CircuitBreaker* const breaker = script != nullptr && counted ? &breaker_of(*target) : nullptr;
     // Why the clock only when not closed: a clock reading is a noticeable part of a decision's
     // client CPU, and a closed breaker needs none.
     if (breaker != nullptr && breaker->open()) {
@@ -189,7 +190,9 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
             std::chrono::ceil<std::chrono::microseconds>(breaker->retry_in(now)));
       }
     }
-    if (script != nullptr) redis_metrics_.batch_size.observe(static_cast<double>(calls));
+    if (script != nullptr && counted) {
+      redis_metrics_.batch_size.observe(static_cast<double>(calls));
+    }
     bool asking = false;
     int redirects = 0;
     int retries = 0;
@@ -270,7 +273,9 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
     if (failure) std::rethrow_exception(failure);
     co_return answer(result, script);
   } catch (...) {
-    if (script != &scripts::batch) count_redis_error(redis_metrics_, std::current_exception());
+    if (script != &scripts::batch && counted) {
+      count_redis_error(redis_metrics_, std::current_exception());
+    }
     throw;
   }
 }
@@ -377,6 +382,16 @@ Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }
+}
+
+Task<Reply> CommandDispatcher::eval_own(const scripts::ScriptSource& script,
+                                        std::span<const std::string_view> keys,
+                                        std::span<const std::string_view> args,
+                                        Clock::time_point deadline) {
+  check_thread();
+  const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
+  co_return co_await execute(slot, scripts_.evalsha(script, keys, args), &script, deadline,
+                             OnTryAgain::retry, 1, Caller::client);
 }
 
 Task<Reply> CommandDispatcher::eval_coalesced(std::optional<std::uint16_t> slot,

@@ -59,6 +59,11 @@ class CommandDispatcher {
   /// ClientOptions::max_batch is 1.
   Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args, Clock::time_point deadline);
+  /// Runs an embedded script for the client's own bookkeeping (the fleet's counts), as eval()
+  /// does but never coalesced, not guarded by a circuit breaker, and without counting its
+  /// error in RedisMetrics: it is nobody's call, and an operator's alerts are about calls.
+  Task<Reply> eval_own(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
+                       std::span<const std::string_view> args, Clock::time_point deadline);
 
   /// The deadline of a command issued now.
   Clock::time_point command_deadline() const noexcept {
@@ -96,6 +101,11 @@ class CommandDispatcher {
     retry,   ///< backs off and retries while the deadline allows
     answer,  ///< raises it at once (a batch, whose calls alone would not meet it)
   };
+  /// Whose script call execute() sends.
+  enum class Caller {
+    application,  ///< a limiter's or a semaphore's: guarded by the breaker, counted
+    client,       ///< the client's own (eval_own()): neither
+  };
   /// Sends `argv` to the node serving `slot` and follows the cluster's answers: MOVED and ASK
   /// (at most max_redirects), TRYAGAIN (as `on_try_again` says), CLUSTERDOWN, LOADING and
   /// MASTERDOWN (backs off and retries while the deadline allows). With `script`, argv is an
@@ -104,10 +114,11 @@ class CommandDispatcher {
   ///
   /// Counts in RedisMetrics: a script call the breaker lets through as one batch of `calls`
   /// calls; the error raised, unless the command is a batch (whose calls the batcher counts,
-  /// each once).
+  /// each once). A script call of the Caller::client is neither guarded nor counted.
   Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                       const scripts::ScriptSource* script, Clock::time_point deadline,
-                      OnTryAgain on_try_again = OnTryAgain::retry, std::size_t calls = 1);
+                      OnTryAgain on_try_again = OnTryAgain::retry, std::size_t calls = 1,
+                      Caller caller = Caller::application);
   /// The reply of `result`, or the exception its error reply becomes (naming the commands of
   /// `script`, if any).
   Reply answer(CommandResult& result, const scripts::ScriptSource* script) const;

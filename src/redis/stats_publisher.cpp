@@ -1,32 +1,49 @@
 #include "redis/stats_publisher.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <array>
+#include <map>
 #include <string_view>
 
+#include "limiter/key_format.hpp"
+#include "metrics/fleet_schema.hpp"
 #include "redis/command_dispatcher.hpp"
-#include "runtime/background_tasks.hpp"
+#include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
 namespace {
 
-constexpr std::array<std::string_view, 4> field_names{"allowed", "denied", "shadow_denied",
-                                                      "failure_policy"};
-
-/// The counts as they are now, by PublishedCount.
+/// The counts as they are now, by FleetCount.
 std::array<std::uint64_t, 4> current_counts(const LimiterMetrics& counters) {
   std::array<std::uint64_t, 4> out{};
   for (std::size_t allowed = 0; allowed < 2; ++allowed) {
     for (std::size_t source = 0; source < source_count; ++source) {
       const std::uint64_t count = counters.decisions[allowed][source].value();
-      out[allowed == 1 ? 0 : 1] += count;
+      out[static_cast<std::size_t>(allowed == 1 ? FleetCount::allowed : FleetCount::denied)] +=
+          count;
       const auto from = static_cast<Source>(source);
       if (from == Source::fallback || from == Source::fail_open || from == Source::fail_closed) {
-        out[3] += count;
+        out[static_cast<std::size_t>(FleetCount::failure_policy)] += count;
       }
     }
   }
-  out[2] = counters.shadow_denials.value();
+  out[static_cast<std::size_t>(FleetCount::shadow_denied)] = counters.shadow_denials.value();
   return out;
+}
+
+/// Moves `published` up to `now` and returns how much it grew; 0 when it was already there or
+/// beyond. Why compare-exchange: clients on other threads sharing the counters publish them
+/// too, and a value written back lower would make the next publication add the same twice.
+std::uint64_t take_growth(std::atomic<std::uint64_t>& published, std::uint64_t now) {
+  std::uint64_t before = published.load(std::memory_order_relaxed);
+  while (now > before && !published.compare_exchange_weak(before, now, std::memory_order_relaxed)) {
+  }
+  return now > before ? now - before : 0;
+}
+
+std::string ttl_ms() {
+  return std::to_string(std::chrono::milliseconds(fleet_counts_ttl).count());
 }
 
 }  // namespace
@@ -35,13 +52,13 @@ StatsPublisher::StatsPublisher(uv_loop_t* loop, CommandDispatcher& redis,
                                std::chrono::milliseconds interval)
     : loop_(loop), redis_(redis), interval_(interval) {}
 
-void StatsPublisher::add(std::string key, std::shared_ptr<Metrics> owner,
+void StatsPublisher::add(std::string prefix, std::string name, std::shared_ptr<Metrics> owner,
                          LimiterMetrics& counters) {
   if (closed_) return;
   for (const Source& source : sources_) {
-    if (source.counters == &counters && source.key == key) return;
+    if (source.counters == &counters && source.prefix == prefix) return;
   }
-  sources_.push_back(Source{std::move(key), std::move(owner), &counters});
+  sources_.push_back(Source{std::move(prefix), std::move(name), std::move(owner), &counters});
   if (!timer_) {
     timer_ = std::make_unique<Timer>(loop_, &on_timer, this, nullptr);
     // Why unref: publishing alone must not keep the loop running.
@@ -54,41 +71,82 @@ void StatsPublisher::on_timer(void* context) {
   auto& self = *static_cast<StatsPublisher*>(context);
   if (self.closed_) return;
   self.timer_->start(static_cast<std::uint64_t>(self.interval_.count()));
-  if (self.publishing_) return;
-  self.redis_.background().start(self.publish());
+  // A slow Redis: the next publication waits for this one.
+  if (self.publication_.running() == 0) self.publication_.add(self.publish());
 }
 
 Task<void> StatsPublisher::publish() {
-  publishing_ = true;
-  const std::string ttl = std::to_string(std::chrono::milliseconds(published_counts_ttl).count());
-  for (const Source& source : sources_) {
-    const std::array<std::uint64_t, 4> now = current_counts(*source.counters);
-    // The script's arguments: the TTL, then a field and its increment for each count that grew.
-    std::vector<std::string> words(1, ttl);
-    for (std::size_t field = 0; field < now.size(); ++field) {
-      const std::uint64_t before = source.counters->published[field].exchange(now[field]);
-      if (now[field] <= before) continue;
-      words.emplace_back(field_names[field]);
-      words.push_back(std::to_string(now[field] - before));
-    }
-    if (words.size() == 1) continue;
-    std::array<std::string_view, 1> keys;
-    keys[0] = source.key;
-    const std::vector<std::string_view> args(words.begin(), words.end());
-    try {
-      co_await redis_.eval(scripts::fleet_counts, keys, args, redis_.command_deadline());
-    } catch (...) {
-      // Unavailable, or refused (an ACL without HINCRBY): this interval's counts are lost.
-    }
+  std::map<std::string, std::vector<std::string>> published;  // names, by prefix
+  // Why by index, each copied: add() may append to sources_ while a send is awaited.
+  for (std::size_t i = 0; i < sources_.size(); ++i) {
+    Source source = sources_[i];
+    if (co_await publish_counts(source)) published[source.prefix].push_back(source.name);
   }
-  publishing_ = false;
+  for (auto& [prefix, names] : published)
+    co_await publish_names(prefix, std::move(names));
+}
+
+Task<bool> StatsPublisher::publish_counts(Source source) {
+  const std::array<std::uint64_t, 4> now = current_counts(*source.counters);
+  // The script's arguments: the TTL, then a field and its increment for each count that grew.
+  std::vector<std::string> words(1, ttl_ms());
+  for (std::size_t field = 0; field < now.size(); ++field) {
+    const std::uint64_t growth = take_growth(source.counters->published[field], now[field]);
+    if (growth == 0) continue;
+    words.emplace_back(fleet_count_fields[field]);
+    words.push_back(std::to_string(growth));
+  }
+  if (words.size() == 1) co_return false;
+  const std::string key = stats_key(source.prefix, escape_key_part(source.name));
+  const std::array<std::string_view, 1> keys{key};
+  const std::vector<std::string_view> args(words.begin(), words.end());
+  std::exception_ptr error;
+  try {
+    co_await redis_.eval_own(scripts::fleet_counts, keys, args, redis_.command_deadline());
+    failing_ = false;
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) failed(error);
+  co_return !error;
+}
+
+Task<void> StatsPublisher::publish_names(std::string prefix, std::vector<std::string> names) {
+  const std::string key = stats_names_key(prefix);
+  const std::array<std::string_view, 1> keys{key};
+  names.insert(names.begin(), ttl_ms());
+  const std::vector<std::string_view> args(names.begin(), names.end());
+  std::exception_ptr error;
+  try {
+    co_await redis_.eval_own(scripts::fleet_names, keys, args, redis_.command_deadline());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) failed(error);
+}
+
+void StatsPublisher::failed(const std::exception_ptr& error) {
+  if (std::exchange(failing_, true)) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    redis_.logger()->warn(
+        "redlimit: the fleet's decision counts were not sent ({}); they are "
+        "dropped until a send succeeds",
+        e.what());
+  } catch (...) {
+    redis_.logger()->warn(
+        "redlimit: the fleet's decision counts were not sent; they are "
+        "dropped until a send succeeds");
+  }
 }
 
 Task<void> StatsPublisher::close() {
   if (closed_) co_return;
   closed_ = true;
   if (timer_) timer_->close();
-  if (!publishing_ && !sources_.empty()) co_await publish();
+  co_await publication_.join();
+  if (!sources_.empty()) co_await publish();
 }
 
 }  // namespace redlimit::detail

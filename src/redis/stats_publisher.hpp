@@ -9,56 +9,60 @@
 
 #include "metrics/instruments.hpp"
 #include "redlimit/task.hpp"
+#include "redlimit/task_group.hpp"
 #include "runtime/uv_handles.hpp"
 
 namespace redlimit::detail {
 
 class CommandDispatcher;
 
-/// The fields of a name's hash of fleet counts, `<prefix>:stats:{<name>}`, in the order of
-/// LimiterMetrics::published.
-enum class PublishedCount { allowed, denied, shadow_denied, failure_policy };
-
-/// How long a hash of fleet counts lives after its last write: a name nobody decides on any
-/// more disappears.
-inline constexpr std::chrono::hours published_counts_ttl{24};
-
 /// Adds a client's decision counts to the fleet's, in Redis, every interval: per limiter name,
 /// one call of lua/fleet_counts.lua adds what was decided since the last time (allowed, denied,
-/// shadow_denied, failure_policy) and renews the hash's TTL. `redlimit watch` reads them. Counts
-/// whose commands fail are not sent again: the fleet's counts are a view for operators, not a
-/// record.
+/// shadow_denied, failure_policy; metrics/fleet_schema.hpp) and renews the hash's TTL; then one
+/// call of lua/fleet_names.lua records the names it published under each prefix.
+/// read_fleet_counts() and `redlimit watch` read them. Counts whose commands fail are not sent
+/// again: the fleet's counts are a view for operators, not a record.
 class StatsPublisher {
  public:
   StatsPublisher(uv_loop_t* loop, CommandDispatcher& redis, std::chrono::milliseconds interval);
   StatsPublisher(const StatsPublisher&) = delete;
   StatsPublisher& operator=(const StatsPublisher&) = delete;
 
-  /// Publishes `counters` under `key` from now on (`owner` keeps them alive). Adding the same
-  /// pair again does nothing. The first call starts the timer: call it on the loop's thread,
-  /// once there is something to publish.
-  void add(std::string key, std::shared_ptr<Metrics> owner, LimiterMetrics& counters);
-  /// Publishes what was decided since the last time, then stops.
+  /// Publishes `counters`, those of limiter `name`, under `prefix` from now on (`owner` keeps
+  /// them alive). Adding the same again does nothing. The first call starts the timer: call it
+  /// on the loop's thread, once there is something to publish.
+  void add(std::string prefix, std::string name, std::shared_ptr<Metrics> owner,
+           LimiterMetrics& counters);
+  /// Waits for a publication under way, publishes what was decided since, then stops.
   Task<void> close();
 
  private:
   struct Source {
-    std::string key;
+    std::string prefix;
+    std::string name;
     std::shared_ptr<Metrics> owner;
     LimiterMetrics* counters;
   };
   static void on_timer(void* self);
   /// Sends the counts decided since the last publication.
   Task<void> publish();
+  /// Sends the counts of `source` that grew since the last publication; whether it sent any.
+  Task<bool> publish_counts(Source source);
+  /// Records `names` as published under `prefix`.
+  Task<void> publish_names(std::string prefix, std::vector<std::string> names);
+  /// Logs the first failure after a success (an ACL without HINCRBY fails every interval).
+  void failed(const std::exception_ptr& error);
 
   uv_loop_t* loop_;
   CommandDispatcher& redis_;
   std::chrono::milliseconds interval_;
+  // Why copied by publish() before each send: add() may append to it while a send is awaited.
   std::vector<Source> sources_;
   // Why made by the first add(): a client without limiters, or whose limiters never decided,
   // opens no handle (and needs no loop iteration to close one).
   std::unique_ptr<Timer> timer_;
-  bool publishing_ = false;  ///< a publication is under way (a slow Redis: the next one waits)
+  TaskGroup publication_;  ///< the publication under way, if any (close() joins it)
+  bool failing_ = false;   ///< the last command failed (its failure was logged)
   bool closed_ = false;
 };
 

@@ -8,6 +8,7 @@
 
 #include "limiter/sha256.hpp"
 #include "redis/key_slot.hpp"
+#include "redlimit/redis_keys.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -128,6 +129,47 @@ TEST(KeyFormat, NoTwoNameKeyPairsShareARedisKeyAndADecisionStaysInOneSlot) {
     EXPECT_EQ(hash_tag(base), base.substr(4, base.size() - 5));  // all of "name:key"
   }
   EXPECT_GT(pairs.size(), 40000u);
+}
+
+TEST(RedisKeys, GlobCharactersOfANameAreLiteralInTheScanPattern) {
+  EXPECT_EQ(state_keys_pattern("rl", R"(a*b?c[d]e\f)"), R"(rl:{a\*b\?c\[d\]e\\f:*)");
+  EXPECT_EQ(state_keys_pattern("rl", "a:b"), "rl:{a%3Ab:*");
+}
+
+TEST(RedisKeys, AStateKeyGivesBackTheApplicationsKey) {
+  for (const std::string key : {"user:42", "k{x}%", "", "with space", "\xc3\xa9", "a*b"}) {
+    const std::string redis_key =
+        key_base("rl", escape_key_part("sms"), key).str() + ":fixed_window:1";
+    const StateKey parsed = parse_state_key(redis_key, "rl", "sms");
+    EXPECT_EQ(parsed.kind, StateKey::Kind::key) << redis_key;
+    EXPECT_EQ(parsed.key, key);
+  }
+}
+
+TEST(RedisKeys, OtherKeysAreNotStateKeys) {
+  const auto kind = [](std::string_view redis_key) {
+    return parse_state_key(redis_key, "rl", "sms").kind;
+  };
+  EXPECT_EQ(kind("rl:{sms:u1}:gcra:0"), StateKey::Kind::key);
+  EXPECT_EQ(kind("rl:{sms:u1}:gcra"), StateKey::Kind::other);
+  EXPECT_EQ(kind("rl:{sms:u1}:lease:0"), StateKey::Kind::other);
+  EXPECT_EQ(kind("rl:{sms:u1}:gcra:x"), StateKey::Kind::other);
+  EXPECT_EQ(kind("rl:{sms%@client7:u1}:gcra:0"), StateKey::Kind::other);  // per_client
+  EXPECT_EQ(kind("rl:{smsx:u1}:gcra:0"), StateKey::Kind::other);
+  EXPECT_EQ(kind("other:{sms:u1}:gcra:0"), StateKey::Kind::other);
+  EXPECT_EQ(kind("rl:{sms:u%3a1}:gcra:0"), StateKey::Kind::other);  // never written: lower case
+  const std::string long_key(300, 'k');
+  const std::string digest = key_base("rl", "sms", long_key).str() + ":token_bucket:0";
+  EXPECT_EQ(kind(digest), StateKey::Kind::digest);
+}
+
+TEST(RedisKeys, APrefixIsOneTo64NameCharacters) {
+  EXPECT_TRUE(is_valid_prefix("rl"));
+  EXPECT_TRUE(is_valid_prefix("a.b-c_D9"));
+  EXPECT_FALSE(is_valid_prefix(""));
+  EXPECT_FALSE(is_valid_prefix("bad prefix"));
+  EXPECT_FALSE(is_valid_prefix("rl:x"));
+  EXPECT_FALSE(is_valid_prefix(std::string(65, 'p')));
 }
 
 }  // namespace

@@ -1,0 +1,161 @@
+// The fleet's decision counts: every client adds its limiters' decisions up in Redis
+// (ClientOptions::stats_interval), and fleet_limiter_names() / read_fleet_counts() read them
+// back, as `redlimit watch` does.
+#include "redlimit/fleet_counts.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/metrics.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/acl_line.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+class FleetCountsTest : public test::LoopTest {
+ protected:
+  test::RedisServer server_;
+};
+
+/// `calls` try_acquire() of "user" on `limiter`; returns how many were allowed.
+Task<int> decide(Limiter& limiter, int calls) {
+  int allowed = 0;
+  for (int i = 0; i < calls; ++i)
+    allowed += (co_await limiter.try_acquire("user")).allowed ? 1 : 0;
+  co_return allowed;
+}
+
+TEST_F(FleetCountsTest, ClientsAddTheirDecisionCountsUpInRedis) {
+  Client first(loop(), {.url = server_.url(), .stats_interval = 100ms});
+  Client second(loop(), {.url = server_.url(), .stats_interval = 100ms});
+  Limiter a(first, Policy::parse("fixed_window 4/1d"), {.name = "fleet:name"});
+  Limiter b(second, Policy::parse("fixed_window 4/1d"), {.name = "fleet:name"});
+  run(loop(), [&]() -> Task<void> {
+    co_await decide(a, 3);
+    co_await sleep_for(loop(), 250ms);  // at least one interval: published while running
+    co_await decide(b, 3);
+    co_await first.close();
+    co_await second.close();  // publishes what is left
+  }());
+  // The name is escaped as in every key: ':' becomes %3A.
+  const std::string key = "rl:stats:{fleet%3Aname}";
+  EXPECT_EQ(server_.command({"HGET", key, "allowed"}).as_string(), "4");
+  EXPECT_EQ(server_.command({"HGET", key, "denied"}).as_string(), "2");
+  EXPECT_GT(server_.integer({"PTTL", key}), 23 * 3600 * 1000LL);
+  EXPECT_GT(server_.integer({"PTTL", "rl:stats:names"}), 23 * 3600 * 1000LL);
+  EXPECT_TRUE(server_.keys_without_ttl().empty());
+}
+
+TEST_F(FleetCountsTest, TheNamesAndCountsReadBackAreThoseDecided) {
+  Client client(loop(), {.url = server_.url(), .stats_interval = 100ms});
+  Limiter sms(client, Policy::parse("fixed_window 2/1d"), {.name = "sms"});
+  Limiter api(client, Policy::parse("fixed_window 5/1d"), {.name = "api"});
+  Limiter shadow(client, Policy::parse("fixed_window 1/1d"), {.name = "trial", .shadow = true});
+  Limiter other_prefix(client, Policy::parse("fixed_window 1/1d"), {.name = "x", .prefix = "o"});
+  std::vector<std::string> names, other_names;
+  std::vector<FleetCounts> counts;
+  // Why named before the coroutine: g++ 12 cannot build this braced list inside one.
+  std::vector<std::string> asked{"sms", "trial", "unknown"};
+  run(loop(), [&]() -> Task<void> {
+    co_await decide(sms, 3);
+    co_await decide(api, 1);
+    co_await decide(shadow, 3);
+    co_await decide(other_prefix, 1);
+    co_await sleep_for(loop(), 300ms);
+    names = co_await fleet_limiter_names(client);
+    other_names = co_await fleet_limiter_names(client, "o");
+    counts = co_await read_fleet_counts(client, std::move(asked));
+    co_await client.close();
+  }());
+  EXPECT_EQ(names, (std::vector<std::string>{"api", "sms", "trial"}));
+  EXPECT_EQ(other_names, std::vector<std::string>{"x"});
+  const std::vector<FleetCounts> expected{
+      {.name = "sms", .allowed = 2, .denied = 1},
+      {.name = "trial", .allowed = 1, .denied = 2, .shadow_denied = 2},
+      {.name = "unknown"}};
+  EXPECT_EQ(counts, expected);
+}
+
+TEST_F(FleetCountsTest, ReadingRefusesAMalformedPrefixBeforeAnyIoAndABadCountAsProtocolError) {
+  Client client(loop(), {.url = server_.url()});
+  server_.command({"HSET", "rl:stats:{bad}", "allowed", "ten"});
+  EXPECT_THROW(run(loop(), fleet_limiter_names(client, "bad prefix")), InvalidArgument);
+  EXPECT_THROW(run(loop(), read_fleet_counts(client, {"sms"}, "")), InvalidArgument);
+  EXPECT_THROW(run(loop(), read_fleet_counts(client, {""})), InvalidArgument);
+  EXPECT_THROW(run(loop(), read_fleet_counts(client, {"bad"})), ProtocolError);
+  run(loop(), client.close());
+}
+
+/// Limiters of `names` names made one after another while `client` publishes, each deciding
+/// `per_name` times as soon as it is made: names keep appearing while counts are being sent.
+Task<void> names_appearing(Client& client, int names, int per_name,
+                           std::vector<std::unique_ptr<Limiter>>& limiters) {
+  for (int i = 0; i < names; ++i) {
+    limiters.push_back(std::make_unique<Limiter>(client, Policy::parse("gcra 1000/s"),
+                                                 LimiterOptions{.name = "n" + std::to_string(i)}));
+    co_await decide(*limiters.back(), per_name);
+    if (i % 100 == 0) co_await sleep_for(client.loop(), 100ms);
+  }
+  // Why close at once: a publication is probably under way (each sends one call per name);
+  // close() waits for it, then sends what was decided since.
+  co_await client.close();
+}
+
+TEST_F(FleetCountsTest, EveryDecisionArrivesWhileNamesAppearAndWhenClosingDuringAPublication) {
+  Client client(loop(), {.url = server_.url(), .stats_interval = 100ms});
+  std::vector<std::unique_ptr<Limiter>> limiters;
+  constexpr int names = 1000;
+  run(loop(), names_appearing(client, names, 2, limiters));
+  for (int i = 0; i < names; ++i) {
+    const Reply allowed =
+        server_.command({"HGET", "rl:stats:{n" + std::to_string(i) + "}", "allowed"});
+    ASSERT_FALSE(allowed.is_nil()) << "n" << i;
+    EXPECT_EQ(allowed.as_string(), "2") << "n" << i;
+  }
+  EXPECT_EQ(server_.integer({"ZCARD", "rl:stats:names"}), names);
+}
+
+TEST_F(FleetCountsTest, CountsRedisRefusesAreNotTheApplicationsErrorsAndOpenNoBreaker) {
+  // A user of the least-privilege line from before fleet counts existed: no HINCRBY.
+  std::string line(test::acl_setuser);
+  line.erase(line.find(" +hincrby"), std::string(" +hincrby").size());
+  server_.command(test::words(line));
+  Client client(loop(),
+                {.url = "redis://redlimit:change-me@127.0.0.1:" + std::to_string(server_.port()),
+                 .stats_interval = 100ms});
+  Limiter limiter(client, Policy::parse("gcra 100/s"), {.name = "api"});
+  int allowed = 0;
+  run(loop(), [&]() -> Task<void> {
+    for (int i = 0; i < 5; ++i) {
+      allowed += co_await decide(limiter, 2);
+      co_await sleep_for(loop(), 100ms);
+    }
+    co_await client.close();
+  }());
+  EXPECT_EQ(allowed, 10) << "the limiter works";
+  EXPECT_TRUE(server_.command({"EXISTS", "rl:stats:{api}"}).integer == 0);
+  const RedisStats redis = client.metrics()->snapshot().redis;
+  EXPECT_EQ(redis.errors, (std::array<std::uint64_t, redis_error_count>{}))
+      << "the refused counts are not an error of any call";
+  EXPECT_EQ(redis.breakers[static_cast<std::size_t>(BreakerState::closed)], 1);
+}
+
+TEST_F(FleetCountsTest, AStatsIntervalBelowTheFloorIsAConfigError) {
+  EXPECT_THROW(Client(loop(), {.url = server_.url(), .stats_interval = 10ms}), ConfigError);
+  Client off(loop(), {.url = server_.url(), .stats_interval = 0ms});
+  run(loop(), off.close());
+}
+
+}  // namespace
+}  // namespace redlimit
