@@ -14,8 +14,9 @@ namespace redlimit {
 enum class DecisionEventKind {
   allowed,         ///< allowed without waiting (also a shadow limiter's would-be denial)
   denied,          ///< denied by the limit (by Redis, the deny cache or the local backend)
-  waited,          ///< acquire(): allowed after suspending (Decision::waited > 0)
-  cancelled,       ///< acquire(): ended by its stop token; no decision
+  waited,          ///< acquire(): allowed after suspending to wait for its permits
+  cancelled,       ///< acquire(): ended by its stop token; no decision (an abandoned call, its
+                   ///< task destroyed, is not told)
   failure_policy,  ///< Redis could not answer; the failure policy answered (allowed or not)
 };
 /// The name of `kind` ("allowed", ...).

@@ -45,7 +45,9 @@ struct LimiterOptions {
   /// Shadow mode: decisions are made and counted as usual, but every request is allowed. A
   /// request the limit denied gets `allowed = true` and `shadow_denied = true`, with the
   /// limit's own remaining and retry_after; it took nothing. acquire() never waits: it decides
-  /// once, as try_acquire() does. For trying a new limit on live traffic before enforcing it.
+  /// once, as try_acquire() does, and a denial it would have waited out (retry_after within
+  /// max_wait) is an admission, not shadow_denied, whose retry_after is the wait it would have
+  /// had. For trying a new limit on live traffic before enforcing it.
   bool shadow = false;
   /// Called when a try_acquire() or acquire() call ends (see DecisionEvent); empty: nothing is
   /// called, and it costs nothing.

@@ -26,9 +26,13 @@ inline constexpr std::size_t source_count = 6;
 /// A histogram as read: per bucket, how many observations were at most its upper bound
 /// (cumulative, as Prometheus counts them; the last bound is +Inf), their count and their sum.
 struct HistogramSnapshot {
+  /// The buckets' upper bounds, ascending; the last is +Inf.
   std::vector<double> upper_bounds;
+  /// Per bucket, the observations at most its bound.
   std::vector<std::uint64_t> cumulative_counts;
+  /// All observations (the +Inf bucket's count).
   std::uint64_t count = 0;
+  /// The sum of the observed values.
   double sum = 0;
 };
 
@@ -46,17 +50,24 @@ std::string_view to_string(CallError error) noexcept;
 
 /// What the limiters of one name did (all limiters of that name counting into one Metrics).
 struct LimiterStats {
+  /// The limiters' name (LimiterOptions::name; limiters of one name under different prefixes
+  /// count together).
   std::string name;
   /// Decisions returned by try_acquire() and acquire(), by [allowed][source]: the limit's
-  /// answer, so a shadow limiter's would-be denial counts as denied (see shadow_denials).
+  /// answer, so a shadow limiter's would-be denial counts as denied (see shadow_denials), and
+  /// a shadow acquire() that would have waited as allowed.
   std::array<std::array<std::uint64_t, source_count>, 2> decisions{};
-  /// Decisions the limit denied that shadow mode allowed (LimiterOptions::shadow).
+  /// Decisions the limit denied that shadow mode allowed (LimiterOptions::shadow); denials of
+  /// the failure policy included.
   std::uint64_t shadow_denials = 0;
-  /// acquire() calls ended by their stop token (or their task destroyed while waiting).
+  /// Calls ended by their stop token (Cancelled), or abandoned: their task destroyed before
+  /// they ended.
   std::uint64_t cancelled = 0;
   /// Calls that ended with an error, by CallError.
   std::array<std::uint64_t, call_error_count> errors{};
-  /// acquire(): each call's Decision::waited, in seconds (from the call to its decision).
+  /// acquire(): each call's Decision::waited, in seconds: from the call to its decision, the
+  /// wait for its permits included (0 for one that did not wait). In shadow mode, the wait it
+  /// would have had.
   HistogramSnapshot wait_seconds;
   /// try_acquire() and acquire() calls under way.
   std::int64_t in_flight = 0;
@@ -121,6 +132,7 @@ struct MetricsSnapshot {
 /// or the exposition may be taken from any thread.
 class Metrics {
  public:
+  /// Everything at zero, no limiter name yet.
   Metrics();
   ~Metrics();
   Metrics(const Metrics&) = delete;

@@ -62,11 +62,16 @@ CallObserver::CallObserver(LimiterMetrics* metrics, const LimiterOptions& option
       logger_(std::move(logger)) {}
 
 void CallObserver::decided(Decision& decision, std::string_view key, std::int64_t permits,
-                           bool acquire, bool slept) {
+                           std::optional<std::chrono::microseconds> max_wait, bool slept) {
+  const bool would_wait = shadow_ && max_wait && !decision.allowed &&
+                          !from_failure_policy(decision.source) &&
+                          decision.retry_after <= *max_wait;
+  if (would_wait) decision.allowed = true;
   if (metrics_ != nullptr) {
     metrics_->decisions[decision.allowed ? 1 : 0][static_cast<std::size_t>(decision.source)].add();
-    if (acquire) {
-      metrics_->wait_seconds.observe(std::chrono::duration<double>(decision.waited).count());
+    if (max_wait) {
+      const auto waited = would_wait ? decision.retry_after : decision.waited;
+      metrics_->wait_seconds.observe(std::chrono::duration<double>(waited).count());
     }
   }
   if (shadow_ && !decision.allowed) {

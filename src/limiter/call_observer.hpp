@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "metrics/instruments.hpp"
@@ -28,11 +30,16 @@ class CallObserver {
   bool wants_key() const noexcept { return static_cast<bool>(listener_); }
   LimiterMetrics* metrics() const noexcept { return metrics_; }
 
-  /// A call ended with `decision` (of acquire() when `acquire`, which suspended to wait for
-  /// its permits when `slept`): counts it, makes a shadow denial an admission, tells the
-  /// listener.
-  void decided(Decision& decision, std::string_view key, std::int64_t permits, bool acquire,
-               bool slept);
+  /// A call ended with `decision` (of acquire() with `max_wait`, which suspended to wait for
+  /// its permits when `slept`; of try_acquire() without): counts it, applies shadow mode, tells
+  /// the listener.
+  ///
+  /// Shadow mode: a denial becomes an admission with `shadow_denied`, except, for acquire()
+  /// (which decides once), a denial it would have waited out (retry_after within max_wait, not
+  /// from the failure policy): that is counted and told as the admission it would have been,
+  /// its retry_after the wait it would have had (observed in wait_seconds).
+  void decided(Decision& decision, std::string_view key, std::int64_t permits,
+               std::optional<std::chrono::microseconds> max_wait, bool slept);
   /// A call ended with `error` (rethrown by the caller): counts it; a Cancelled is told.
   void failed(const std::exception_ptr& error, std::string_view key, std::int64_t permits);
 
@@ -45,6 +52,29 @@ class CallObserver {
   std::string name_;
   DecisionListener listener_;
   std::shared_ptr<spdlog::logger> logger_;
+};
+
+/// One observed call's presence: in flight while it lasts, and counted as cancelled when its
+/// frame goes before the call ended (its task destroyed: abandoned).
+class ObservedCall {
+ public:
+  explicit ObservedCall(LimiterMetrics* metrics) noexcept : metrics_(metrics) {
+    if (metrics_ != nullptr) metrics_->in_flight.add(1);
+  }
+  ~ObservedCall() {
+    if (metrics_ == nullptr) return;
+    metrics_->in_flight.add(-1);
+    if (!ended_) metrics_->cancelled.add();
+  }
+  ObservedCall(const ObservedCall&) = delete;
+  ObservedCall& operator=(const ObservedCall&) = delete;
+
+  /// The call ended, with a decision or an error.
+  void end() noexcept { ended_ = true; }
+
+ private:
+  LimiterMetrics* metrics_;
+  bool ended_ = false;
 };
 
 /// Adds one to a gauge for a scope (nothing when the gauge is null), and marks `slept` (if

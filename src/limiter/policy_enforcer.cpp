@@ -10,6 +10,7 @@
 #include "limiter/validation.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/task_group.hpp"
 #include "runtime/failed_task.hpp"
 
 namespace redlimit::detail {
@@ -99,7 +100,7 @@ void PolicyEnforcer::publish_counts() {
   counts_published_ = true;
   StatsPublisher* publisher = redis_ != nullptr ? redis_->stats_publisher() : nullptr;
   if (publisher == nullptr || observer_.metrics() == nullptr) return;
-  publisher->add(stats_key(options_.prefix, escaped_name_),
+  publisher->add(options_.prefix, options_.name,
                  options_.metrics ? options_.metrics : redis_->metrics(), *observer_.metrics());
 }
 
@@ -224,32 +225,64 @@ Task<Decision> PolicyEnforcer::decide(DecideRequest request,
   co_return decide_on_failure(request, retry_in_after(error));
 }
 
-Task<Decision> PolicyEnforcer::observed(std::shared_ptr<PolicyEnforcer> self, Task<Decision> call,
-                                        std::string key, std::int64_t permits,
-                                        std::unique_ptr<bool> slept) {
-  LimiterMetrics* const metrics = self->observer_.metrics();
-  const GaugeScope in_flight(metrics != nullptr ? &metrics->in_flight : nullptr);
+Decision PolicyEnforcer::finish(ObservedCall& call, const std::exception_ptr& error,
+                                std::optional<Decision>& decision, std::string_view key,
+                                std::int64_t permits,
+                                std::optional<std::chrono::microseconds> max_wait, bool slept) {
+  call.end();
+  if (error) {
+    observer_.failed(error, key, permits);
+    std::rethrow_exception(error);
+  }
+  observer_.decided(*decision, key, permits, max_wait, slept);
+  if (!counts_published_) publish_counts();
+  return *decision;
+}
+
+Task<Decision> PolicyEnforcer::observed_try_acquire(std::shared_ptr<PolicyEnforcer> self,
+                                                    std::string key, std::int64_t permits) {
+  ObservedCall call(self->observer_.metrics());
+  const std::string kept = self->observer_.wants_key() ? key : std::string();
   std::exception_ptr error;
   std::optional<Decision> decision;
   try {
-    decision = co_await std::move(call);
+    decision = co_await self->try_acquire_unobserved(std::move(key), permits);
   } catch (...) {
     error = std::current_exception();
   }
-  if (error) {
-    self->observer_.failed(error, key, permits);
-    std::rethrow_exception(error);
+  co_return self->finish(call, error, decision, kept, permits, std::nullopt, false);
+}
+
+Task<Decision> PolicyEnforcer::observed_acquire(std::shared_ptr<PolicyEnforcer> self,
+                                                std::string key, std::int64_t permits,
+                                                OwnedAcquireOptions options) {
+  ObservedCall call(self->observer_.metrics());
+  const std::string kept = self->observer_.wants_key() ? key : std::string();
+  const std::chrono::microseconds max_wait = options.max_wait;
+  // Why a local: this frame outlives the call it observes.
+  bool slept = false;
+  options.slept = &slept;
+  std::exception_ptr error;
+  std::optional<Decision> decision;
+  try {
+    if (self->options_.shadow) {
+      // Why one decision in shadow mode: nothing is enforced, so nobody waits. The arguments
+      // are checked as an enforcing acquire() checks them.
+      check_max_wait(options.max_wait);
+      if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
+      decision = co_await self->try_acquire_unobserved(std::move(key), permits);
+    } else {
+      decision = co_await acquire_unobserved(self, std::move(key), permits, std::move(options));
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
-  self->observer_.decided(*decision, key, permits, slept != nullptr, slept && *slept);
-  if (!self->counts_published_) self->publish_counts();
-  co_return *decision;
+  co_return self->finish(call, error, decision, kept, permits, max_wait, slept);
 }
 
 Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
   if (!observer_.active()) return try_acquire_unobserved(std::move(key), permits);
-  std::string kept = observer_.wants_key() ? key : std::string();
-  return observed(shared_from_this(), try_acquire_unobserved(std::move(key), permits),
-                  std::move(kept), permits, nullptr);
+  return observed_try_acquire(shared_from_this(), std::move(key), permits);
 }
 
 Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
@@ -257,15 +290,7 @@ Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std
   if (!self->observer_.active()) {
     return acquire_unobserved(std::move(self), std::move(key), permits, std::move(options));
   }
-  std::string kept = self->observer_.wants_key() ? key : std::string();
-  // Why on the heap: the flag outlives this function, and the call's frame is made here.
-  auto slept = std::make_unique<bool>(false);
-  options.slept = slept.get();
-  // Why one decision in shadow mode: nothing is enforced, so nobody waits.
-  Task<Decision> call = self->options_.shadow
-                            ? self->try_acquire_unobserved(std::move(key), permits)
-                            : acquire_unobserved(self, std::move(key), permits, std::move(options));
-  return observed(std::move(self), std::move(call), std::move(kept), permits, std::move(slept));
+  return observed_acquire(std::move(self), std::move(key), permits, std::move(options));
 }
 
 // Why not coroutines: a coroutine layer per call costs a frame and a resumption; an invalid
@@ -310,24 +335,33 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
 
 Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect(
     std::shared_ptr<PolicyEnforcer> self, std::string key) {
-  // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
-  std::optional<DecideRequest> followed;
-  if (self->follower_)
-    followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0,
-                                               self->redis_->command_deadline()));
-  const DecideRequest whole =
-      followed ? std::move(*followed) : self->request(key, Operation::peek, 1);
+  if (self->follower_) co_return co_await inspect_following(self, std::move(key));
+  co_return co_await self->inspect_under(self->request(key, Operation::peek, 1));
+}
+
+Task<void> PolicyEnforcer::inspect_limit(DecideRequest one, redlimit::LimitState* out) {
+  out->state = co_await backend_->decide(one);
+  out->state.policy_version = one.policy->epoch().version;
+}
+
+Task<void> PolicyEnforcer::read_ttl(redlimit::LimitState* out) {
+  out->ttl = co_await backend_->ttl(out->redis_key);
+}
+
+Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_under(DecideRequest whole) {
   const auto& limits = whole.policy->limits();
   std::vector<redlimit::LimitState> states(limits.size());
+  // Why all at once: the peeks go out in one batch and the TTLs with them, so the limits are
+  // read close together (not atomically), in one round trip.
+  TaskGroup group;
   for (std::size_t i = 0; i < limits.size(); ++i) {
-    redlimit::LimitState& state = states[i];
-    state.limit = limits[i].limit;
-    state.redis_key = whole.key_base.str() + limits[i].key_suffix;
-    const DecideRequest one(whole.policy->only(i), whole.key_base, Operation::peek, 1);
-    state.state = co_await self->backend_->decide(one);
-    state.state.policy_version = whole.policy->epoch().version;
-    state.ttl = co_await self->backend_->ttl(state.redis_key);
+    states[i].limit = limits[i].limit;
+    states[i].redis_key = whole.key_base.str() + limits[i].key_suffix;
+    group.add(inspect_limit(
+        DecideRequest(whole.policy->only(i), whole.key_base, Operation::peek, 1), &states[i]));
+    group.add(read_ttl(&states[i]));
   }
+  co_await group.join();
   co_return states;
 }
 

@@ -41,7 +41,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   // Why every call keeps the enforcer alive: a Limiter that is destroyed or assigned to while
   // a call waits drops its reference, and the call's frames still use the enforcer.
   Task<Decision> try_acquire(std::string key, std::int64_t permits);
-  /// In shadow mode (LimiterOptions::shadow), decides once, as try_acquire() does.
+  /// In shadow mode (LimiterOptions::shadow), decides once, as try_acquire() does (see
+  /// CallObserver::decided()).
   static Task<Decision> acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                 std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key);
@@ -73,12 +74,25 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Task<Decision> try_acquire_unobserved(std::string key, std::int64_t permits);
   static Task<Decision> acquire_unobserved(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                            std::int64_t permits, OwnedAcquireOptions options);
-  /// `call` (of try_acquire(), or of acquire() when `slept` is not null: the flag its
-  /// OwnedAcquireOptions::slept points to), whose end `observer_` sees; `key` is the caller's,
-  /// kept only when the listener wants it.
-  static Task<Decision> observed(std::shared_ptr<PolicyEnforcer> self, Task<Decision> call,
-                                 std::string key, std::int64_t permits,
-                                 std::unique_ptr<bool> slept);
+  /// try_acquire() and acquire() as the observer sees them: counted, shadowed and told (see
+  /// CallObserver).
+  static Task<Decision> observed_try_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                             std::int64_t permits);
+  static Task<Decision> observed_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                         std::int64_t permits, OwnedAcquireOptions options);
+  /// The end of an observed call (`error`, or `decision`) as the observer sees it: rethrows the
+  /// error, else returns the decision the caller gets. `max_wait`: acquire()'s; `slept`: it
+  /// suspended to wait.
+  Decision finish(ObservedCall& call, const std::exception_ptr& error,
+                  std::optional<Decision>& decision, std::string_view key, std::int64_t permits,
+                  std::optional<std::chrono::microseconds> max_wait, bool slept);
+  /// Every limit's state under `whole`, a peek of its key (inspect()); StalePolicy when a
+  /// script finds a state newer than the policy.
+  Task<std::vector<redlimit::LimitState>> inspect_under(DecideRequest whole);
+  /// Peeks `one`, a policy of one limit, into out->state.
+  Task<void> inspect_limit(DecideRequest one, redlimit::LimitState* out);
+  /// Reads the TTL of out->redis_key into out->ttl.
+  Task<void> read_ttl(redlimit::LimitState* out);
   /// Has the client add this limiter's decision counts to the fleet's (StatsPublisher): at
   /// the first decision, on the loop's thread.
   void publish_counts();
@@ -116,6 +130,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// script refuses the request as stale (StalePolicy), until the call's deadline.
   static Task<Decision> decide_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                          Operation operation, std::int64_t permits);
+  /// inspect() of a follower, asking again as decide_following() does.
+  static Task<std::vector<redlimit::LimitState>> inspect_following(
+      std::shared_ptr<PolicyEnforcer> self, std::string key);
   /// acquire() of a follower, asking again as decide_following() does.
   static Task<Decision> acquire_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                           std::int64_t permits, OwnedAcquireOptions options);

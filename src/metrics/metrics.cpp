@@ -1,8 +1,18 @@
 #include "redlimit/metrics.hpp"
 
+#include <tuple>
+
 #include "metrics/metrics_registry.hpp"
 
 namespace redlimit {
+
+// Why: the counters are arrays indexed by these enums; an enum that grows must grow them.
+static_assert(static_cast<std::size_t>(Source::fail_closed) + 1 == source_count);
+static_assert(static_cast<std::size_t>(CallError::other) + 1 == call_error_count);
+static_assert(static_cast<std::size_t>(RedisError::protocol) + 1 == redis_error_count);
+static_assert(static_cast<std::size_t>(BreakerState::half_open) + 1 ==
+              std::tuple_size_v<decltype(RedisStats::breakers)>);
+
 namespace detail {
 namespace {
 

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <concepts>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "metrics/label_value.hpp"
 #include "redlimit/metrics.hpp"
@@ -174,7 +176,8 @@ void limiter_families(Exposition& text, const std::vector<LimiterStats>& limiter
                 limiter.shadow_denials);
   }
   text.family("redlimit_cancelled_total", "counter",
-              "acquire() calls ended by their stop token, or destroyed, while waiting.");
+              "Calls ended by their stop token, or abandoned (their task destroyed) before they "
+              "ended.");
   for (const LimiterStats& limiter : limiters) {
     text.sample("redlimit_cancelled_total", {{"limiter", limiter.name}}, limiter.cancelled);
   }
@@ -188,12 +191,11 @@ void limiter_families(Exposition& text, const std::vector<LimiterStats>& limiter
     }
   }
   text.family("redlimit_wait_seconds", "histogram",
-              "Time each acquire() call spent suspended, waiting for its permits.");
+              "Time from each acquire() call to its decision (0 for one that did not wait).");
   for (const LimiterStats& limiter : limiters) {
     text.histogram("redlimit_wait_seconds", Label{"limiter", limiter.name}, limiter.wait_seconds);
   }
-  text.family("redlimit_calls_in_flight", "gauge",
-              "try_acquire(), acquire() and peek() calls under way.");
+  text.family("redlimit_calls_in_flight", "gauge", "try_acquire() and acquire() calls under way.");
   for (const LimiterStats& limiter : limiters) {
     text.sample("redlimit_calls_in_flight", {{"limiter", limiter.name}}, limiter.in_flight);
   }
@@ -234,11 +236,54 @@ void redis_families(Exposition& text, const RedisStats& redis) {
   }
 }
 
+void add_histogram(HistogramSnapshot& sum, const HistogramSnapshot& more) {
+  for (std::size_t i = 0; i < sum.cumulative_counts.size() && i < more.cumulative_counts.size();
+       ++i) {
+    sum.cumulative_counts[i] += more.cumulative_counts[i];
+  }
+  sum.count += more.count;
+  sum.sum += more.sum;
+}
+
+void add_stats(LimiterStats& sum, const LimiterStats& more) {
+  for (std::size_t allowed = 0; allowed < 2; ++allowed) {
+    for (std::size_t source = 0; source < source_count; ++source) {
+      sum.decisions[allowed][source] += more.decisions[allowed][source];
+    }
+  }
+  sum.shadow_denials += more.shadow_denials;
+  sum.cancelled += more.cancelled;
+  for (std::size_t error = 0; error < call_error_count; ++error)
+    sum.errors[error] += more.errors[error];
+  add_histogram(sum.wait_seconds, more.wait_seconds);
+  sum.in_flight += more.in_flight;
+  sum.waiters += more.waiters;
+}
+
+/// `limiters`, those whose names are written as the same label value (names whose bytes that
+/// are not UTF-8 differ) added up under the first. Why: two series with the same labels make
+/// Prometheus refuse the whole scrape.
+std::vector<LimiterStats> one_per_label(const std::vector<LimiterStats>& limiters) {
+  std::vector<LimiterStats> out;
+  std::map<std::string, std::size_t> by_label;
+  for (const LimiterStats& limiter : limiters) {
+    std::string label;
+    detail::append_label_value(label, limiter.name);
+    const auto [at, fresh] = by_label.try_emplace(std::move(label), out.size());
+    if (fresh) {
+      out.push_back(limiter);
+    } else {
+      add_stats(out[at->second], limiter);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string prometheus_text(const MetricsSnapshot& snapshot) {
   Exposition text;
-  limiter_families(text, snapshot.limiters);
+  limiter_families(text, one_per_label(snapshot.limiters));
   redis_families(text, snapshot.redis);
   return text.take();
 }

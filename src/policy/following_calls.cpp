@@ -112,6 +112,22 @@ Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> 
   }
 }
 
+Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_following(
+    std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  const auto deadline = call_deadline(*self->redis_);
+  std::int64_t min_version = 0;
+  for (;;) {
+    DecideRequest request =
+        co_await followed_request(self, key, Operation::peek, 1, min_version, deadline);
+    try {
+      co_return co_await self->inspect_under(std::move(request));
+    } catch (const StalePolicy& stale) {
+      min_version = stale.stored_version();
+    }
+    if (Clock::now() >= deadline) throw_still_stale(self->options_.name, min_version);
+  }
+}
+
 Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer> self,
                                                  std::string key, std::int64_t permits,
                                                  OwnedAcquireOptions options) {

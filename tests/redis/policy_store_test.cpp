@@ -287,6 +287,32 @@ TEST_F(PolicyStoreTest, AFollowerRefusedAsStaleReadsThePolicyAgainAndAsksOnceMor
   EXPECT_EQ(uv_loop_close(&stale_loop), 0);
 }
 
+TEST_F(PolicyStoreTest, AFollowersInspectRefusedAsStaleReadsThePolicyAgain) {
+  PolicyStore store(client());
+  run(loop(), store.set("api", Policy::parse("fixed_window 5/min")));
+  // As above: the stale follower cannot see the change's notice before it inspects.
+  uv_loop_t stale_loop;
+  ASSERT_EQ(uv_loop_init(&stale_loop), 0);
+  {
+    Client stale_client(&stale_loop, ClientOptions{.url = server_.url()});
+    Limiter stale(stale_client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+    run(&stale_loop, stale.try_acquire("k"));
+
+    run(loop(), store.set("api", Policy::parse("fixed_window 50/min")));
+    const std::int64_t new_version = run(loop(), store.record("api"))->version;
+    Limiter current(client(), LimiterOptions{.name = "api"});
+    run(loop(), current.try_acquire("k"));
+
+    const std::vector<LimitState> states = run(&stale_loop, stale.inspect("k"));
+    ASSERT_EQ(states.size(), 1u);
+    EXPECT_EQ(states[0].state.policy_version, new_version);
+    EXPECT_EQ(states[0].state.limit, 50);
+    EXPECT_EQ(states[0].state.remaining, 48);
+    run(&stale_loop, stale_client.close());
+  }
+  EXPECT_EQ(uv_loop_close(&stale_loop), 0);
+}
+
 TEST_F(PolicyStoreTest, AStateNewerThanTheStoredPolicyEndsTheCallTypedAfterOneReadAgain) {
   PolicyStore store(client());
   run(loop(), store.set("api", Policy::parse("gcra 5/min")));

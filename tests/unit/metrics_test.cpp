@@ -82,7 +82,7 @@ redlimit_decisions_total{limiter="sms",result="allowed",source="fail_closed"} 0
 # HELP redlimit_shadow_denials_total Decisions the limit denied that shadow mode allowed.
 # TYPE redlimit_shadow_denials_total counter
 redlimit_shadow_denials_total{limiter="sms"} 1
-# HELP redlimit_cancelled_total acquire() calls ended by their stop token, or destroyed, while waiting.
+# HELP redlimit_cancelled_total Calls ended by their stop token, or abandoned (their task destroyed) before they ended.
 # TYPE redlimit_cancelled_total counter
 redlimit_cancelled_total{limiter="sms"} 2
 # HELP redlimit_call_errors_total Limiter calls that ended with an error instead of a decision, by error.
@@ -91,13 +91,13 @@ redlimit_call_errors_total{limiter="sms",error="invalid_argument"} 0
 redlimit_call_errors_total{limiter="sms",error="policy_not_found"} 0
 redlimit_call_errors_total{limiter="sms",error="unavailable"} 4
 redlimit_call_errors_total{limiter="sms",error="other"} 0
-# HELP redlimit_wait_seconds Time each acquire() call spent suspended, waiting for its permits.
+# HELP redlimit_wait_seconds Time from each acquire() call to its decision (0 for one that did not wait).
 # TYPE redlimit_wait_seconds histogram
 redlimit_wait_seconds_bucket{limiter="sms",le="0.25"} 1
 redlimit_wait_seconds_bucket{limiter="sms",le="+Inf"} 3
 redlimit_wait_seconds_sum{limiter="sms"} 1.5
 redlimit_wait_seconds_count{limiter="sms"} 3
-# HELP redlimit_calls_in_flight try_acquire(), acquire() and peek() calls under way.
+# HELP redlimit_calls_in_flight try_acquire() and acquire() calls under way.
 # TYPE redlimit_calls_in_flight gauge
 redlimit_calls_in_flight{limiter="sms"} 5
 # HELP redlimit_waiters acquire() calls suspended, waiting for their permits.
@@ -196,6 +196,29 @@ TEST(PrometheusText, KeepsValidUtf8AndReplacesEveryInvalidByteWithoutBreakingALi
                 line.starts_with("redlimit_"))
         << line;
   }
+}
+
+TEST(PrometheusText, AddsUpNamesThatDifferOnlyInBytesThatAreNotUtf8) {
+  MetricsSnapshot snapshot;
+  for (const std::string_view name : {"a\x80", "a\xFF", "b"}) {
+    LimiterStats& stats = snapshot.limiters.emplace_back();
+    stats.name = name;
+    stats.decisions[1][0] = 2;
+    stats.waiters = 1;
+    stats.wait_seconds = {{1, inf}, {1, 2}, 2, 1.5};
+  }
+  const std::string text = prometheus_text(snapshot);
+  const std::string fffd = "\xEF\xBF\xBD";
+  // Two series with one label set would make Prometheus refuse the scrape: one of each.
+  EXPECT_EQ(samples_starting(text, "redlimit_waiters"),
+            (std::vector<std::string>{"redlimit_waiters{limiter=\"a" + fffd + "\"} 2",
+                                      "redlimit_waiters{limiter=\"b\"} 1"}));
+  EXPECT_EQ(samples_starting(text, "redlimit_decisions_total{limiter=\"a" + fffd +
+                                       "\",result=\"allowed\",source=\"redis\"}"),
+            (std::vector<std::string>{"redlimit_decisions_total{limiter=\"a" + fffd +
+                                      "\",result=\"allowed\",source=\"redis\"} 4"}));
+  EXPECT_EQ(samples_starting(text, "redlimit_wait_seconds_count{limiter=\"a"),
+            (std::vector<std::string>{"redlimit_wait_seconds_count{limiter=\"a" + fffd + "\"} 4"}));
 }
 
 TEST(PrometheusText, PrintsIntegersAsIntegersAndFloatsInTheShortestFormThatReadsBack) {
