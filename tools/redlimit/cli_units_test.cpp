@@ -1,5 +1,5 @@
 // The pieces of the redlimit command that need no server: JSON, tables, text, URL redaction,
-// key names, rates, and the command line.
+// rates, top's order, and the command line.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,10 +8,7 @@
 #include "decision_rates.hpp"
 #include "json_reader.hpp"
 #include "json_writer.hpp"
-#include "key_names.hpp"
-#include "limiter/key_format.hpp"
 #include "redlimit/errors.hpp"
-#include "stats_reading.hpp"
 #include "table.hpp"
 #include "text_format.hpp"
 #include "top_command.hpp"
@@ -151,68 +148,6 @@ TEST(UrlRedaction, RedactorScrubsThePasswordAsWrittenAndDecoded) {
   EXPECT_EQ(Redactor("redis://db")("nothing to hide"), "nothing to hide");
 }
 
-TEST(KeyNames, GlobMetacharactersOfANameAreLiteralInTheScanPattern) {
-  EXPECT_EQ(glob_literal(R"(a*b?c[d]e\f)"), R"(a\*b\?c\[d\]e\\f)");
-  EXPECT_EQ(limiter_keys_pattern("rl", "api*"), "rl:{api\\*:*");
-  EXPECT_EQ(limiter_keys_pattern("rl", "a:b"), "rl:{a%3Ab:*");
-}
-
-TEST(KeyNames, ALimitKeyGivesBackTheRawKey) {
-  for (const std::string key : {"user:42", "k{x}%", "", "with space", "\xc3\xa9"}) {
-    const std::string redis_key =
-        redlimit::detail::key_base("rl", redlimit::detail::escape_key_part("sms"), key).str() +
-        ":fixed_window:1";
-    const LimiterKey parsed = parse_limiter_key(redis_key, "rl", "sms");
-    EXPECT_EQ(parsed.kind, LimiterKey::Kind::key) << redis_key;
-    EXPECT_EQ(parsed.key, key);
-  }
-}
-
-TEST(KeyNames, OtherKeysAreNotLimitKeys) {
-  const auto kind = [](std::string_view redis_key) {
-    return parse_limiter_key(redis_key, "rl", "sms").kind;
-  };
-  EXPECT_EQ(kind("rl:{sms:u1}:gcra:0"), LimiterKey::Kind::key);
-  EXPECT_EQ(kind("rl:{sms:u1}:gcra"), LimiterKey::Kind::other);
-  EXPECT_EQ(kind("rl:{sms:u1}:lease:0"), LimiterKey::Kind::other);
-  EXPECT_EQ(kind("rl:{sms:u1}:gcra:x"), LimiterKey::Kind::other);
-  EXPECT_EQ(kind("rl:{sms%@client7:u1}:gcra:0"), LimiterKey::Kind::other);  // per_client
-  EXPECT_EQ(kind("rl:{smsx:u1}:gcra:0"), LimiterKey::Kind::other);
-  EXPECT_EQ(kind("other:{sms:u1}:gcra:0"), LimiterKey::Kind::other);
-  const std::string long_key(300, 'k');
-  const std::string digest =
-      redlimit::detail::key_base("rl", "sms", long_key).str() + ":token_bucket:0";
-  EXPECT_EQ(kind(digest), LimiterKey::Kind::digest);
-}
-
-TEST(KeyNames, AStatsKeyGivesBackTheLimiterName) {
-  for (const std::string name : {"sms", "a:b{c}", "x y"})
-    EXPECT_EQ(stats_name_of(stats_key("rl", name), "rl"), name);
-  EXPECT_EQ(stats_name_of("rl:stats:{sms", "rl"), std::nullopt);
-  EXPECT_EQ(stats_name_of("rl:{sms:u}:gcra:0", "rl"), std::nullopt);
-  EXPECT_EQ(stats_keys_pattern("rl"), "rl:stats:{*}");
-}
-
-redlimit::Reply hash_reply(std::vector<std::string> items) {
-  redlimit::Reply reply;
-  reply.type = redlimit::Reply::Type::array;
-  for (std::string& item : items) {
-    redlimit::Reply element;
-    element.type = redlimit::Reply::Type::string;
-    element.str = std::move(item);
-    reply.elements.push_back(std::move(element));
-  }
-  return reply;
-}
-
-TEST(DecisionRates, CountsAreReadFromTheStatsHash) {
-  EXPECT_EQ(counts_of(hash_reply({"denied", "4", "allowed", "10", "other", "x", "failure_policy",
-                                  "2", "shadow_denied", "1"})),
-            (DecisionCounts{.allowed = 10, .denied = 4, .shadow_denied = 1, .failure_policy = 2}));
-  EXPECT_EQ(counts_of(hash_reply({})), DecisionCounts{});
-  EXPECT_THROW(counts_of(hash_reply({"allowed", "ten"})), redlimit::ProtocolError);
-}
-
 TEST(DecisionRates, RatesAreTheDifferencesPerSecond) {
   const CountsByName before{{"sms", {.allowed = 100, .denied = 10}}};
   const CountsByName after{{"sms", {.allowed = 180, .denied = 30, .shadow_denied = 4}}};
@@ -263,25 +198,46 @@ TEST(DecisionRates, NoLimitersAtAllDecideNothing) {
   EXPECT_EQ(total.rates->denied_percent, std::nullopt);
 }
 
+/// A limit's state with `remaining` of `capacity` left, passing again in `retry_us`.
+redlimit::LimitState limit_state(std::int64_t remaining, std::int64_t capacity,
+                                 std::int64_t retry_us) {
+  redlimit::LimitState state;
+  state.state.remaining = remaining;
+  state.state.limit = capacity;
+  state.state.retry_after = std::chrono::microseconds(retry_us);
+  return state;
+}
+
+/// A key whose limits are `limits`, as top_keys() makes it.
+KeyState key_state(std::string key, std::vector<redlimit::LimitState> limits) {
+  KeyState state{.key = std::move(key), .limits = std::move(limits)};
+  state.nearest = nearest_limit(state.limits);
+  return state;
+}
+
 TEST(Top, KeysNearestTheirLimitsComeFirst) {
-  const auto state = [](std::int64_t remaining, std::int64_t limit, std::int64_t retry_us) {
-    redlimit::Decision decision;
-    decision.remaining = remaining;
-    decision.limit = limit;
-    decision.retry_after = std::chrono::microseconds(retry_us);
-    return decision;
-  };
-  std::vector<KeyState> keys{{"half", state(5, 10, 0)},
-                             {"full", state(100, 100, 0)},
-                             {"empty-soon", state(0, 10, 100)},
-                             {"empty-later", state(0, 1000, 900)},
-                             {"tenth", state(10, 100, 0)}};
+  std::vector<KeyState> keys{key_state("half", {limit_state(5, 10, 0)}),
+                             key_state("full", {limit_state(100, 100, 0)}),
+                             key_state("empty-soon", {limit_state(0, 10, 100)}),
+                             key_state("empty-later", {limit_state(0, 1000, 900)}),
+                             key_state("tenth", {limit_state(10, 100, 0)})};
   sort_nearest_first(keys);
   std::vector<std::string> order;
   for (const KeyState& key : keys)
     order.push_back(key.key);
   EXPECT_EQ(order,
             (std::vector<std::string>{"empty-later", "empty-soon", "tenth", "half", "full"}));
+}
+
+TEST(Top, AKeyIsAsNearAsItsNearestLimitNotItsBindingOne) {
+  // The rate limit has the fewest permits left (5), the daily one the smallest share (0.8%).
+  const KeyState daily_nearly_spent =
+      key_state("daily", {limit_state(5, 20, 0), limit_state(8, 1000, 0)});
+  EXPECT_EQ(daily_nearly_spent.nearest, 1u);
+  std::vector<KeyState> keys{key_state("rate", {limit_state(1, 20, 0), limit_state(900, 1000, 0)}),
+                             daily_nearly_spent};
+  sort_nearest_first(keys);
+  EXPECT_EQ(keys.front().key, "daily");
 }
 
 /// Parses `words` as the command line; throws CLI::ParseError as main() would see it.

@@ -159,10 +159,15 @@ void add_key_commands(CLI::App& app, CommandArguments& args, Invocation& invocat
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000}));
   top->add_option("--sample", args.sample, "keys to sample at most")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}));
+  top->add_option("--scan-limit", args.scan_limit,
+                  "Redis keys the SCAN examines at most, the limiter's or not")
+      ->check(CLI::Range(std::size_t{1'000}, std::size_t{100'000'000}));
   top->callback([&] {
     invocation.body =
         [global = invocation.global,
-         request = TopRequest{.name = args.name, .count = args.count, .sample = args.sample}](
+         request = TopRequest{.name = args.name,
+                              .count = args.count,
+                              .sample = {.keys = args.sample, .examined = args.scan_limit}}](
             redlimit::Client& client, std::stop_token stop) {
           return top_keys(client, global, request, std::move(stop));
         };

@@ -20,6 +20,7 @@ struct CommandArguments {
   redlimit::Carry carry = redlimit::Carry::as_is;
   std::size_t count = 10;
   std::size_t sample = 1000;
+  std::size_t scan_limit = 100'000;
   std::vector<std::string> names;
   std::string interval = "1s";
   bool once = false;

@@ -10,6 +10,7 @@
 #include "exit_status.hpp"
 #include "output.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/redis_keys.hpp"
 #include "redlimit/runtime.hpp"
 #include "url_redaction.hpp"
 
@@ -84,7 +85,7 @@ Failure failure_of(std::exception_ptr error, const std::string& shown_url) {
   } catch (const redlimit::Unavailable& e) {
     return {exit_unavailable, "Redis at " + shown_url + " did not answer: " + e.what()};
   } catch (const redlimit::ConfigError& e) {
-    return {exit_unavailable, "Redis at " + shown_url + " refused: " + e.what()};
+    return {exit_unavailable, "Redis at " + shown_url + ": " + e.what()};
   } catch (const std::exception& e) {
     return {exit_failed, e.what()};
   }
@@ -94,6 +95,12 @@ Failure failure_of(std::exception_ptr error, const std::string& shown_url) {
 
 int run_command(const GlobalOptions& options, CommandBody body) {
   const Redactor redact(options.url);
+  // Why here: a prefix no limiter accepts names no key, and every command would find nothing.
+  if (!redlimit::is_valid_prefix(options.prefix)) {
+    print_error("--prefix must be 1 to 64 characters from [A-Za-z0-9_.-], got '" + options.prefix +
+                "'");
+    return exit_usage;
+  }
   uv_loop_t loop;
   uv_loop_init(&loop);
   int status = exit_failed;

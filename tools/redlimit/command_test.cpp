@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -87,7 +89,12 @@ Outcome finish(Started run) {
   std::array<std::string*, 2> into{&outcome.out, &outcome.err};
   int open = 2;
   while (open > 0) {
-    if (poll(fds.data(), fds.size(), 30'000) <= 0) break;
+    if (poll(fds.data(), fds.size(), 30'000) <= 0) {
+      // Why kill: a command that hangs must fail this test, not wait for meson's timeout.
+      ADD_FAILURE() << "the command printed nothing for 30 s; killed";
+      kill(run.pid, SIGKILL);
+      break;
+    }
     for (std::size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       char buffer[4096];
@@ -336,6 +343,7 @@ TEST_F(CommandTest, TopListsTheKeysNearestTheirLimitsFirst) {
   EXPECT_EQ(keys, (std::vector<std::string>{"all:of\x01them", "nine", "five", "two"}));
   EXPECT_EQ(json["keys"][1]["remaining"].number(), 1);
   EXPECT_EQ(json["keys"][1]["capacity"].number(), 10);
+  EXPECT_EQ(json["keys"][1]["limit"].string(), "fixed_window 10/1min anchored");
   EXPECT_FALSE(json["keys"][0]["allowed"].boolean());
 
   const Outcome table = redlimit({"top", "api", "--count", "2"});
@@ -439,6 +447,7 @@ TEST_F(CommandTest, BadArgumentsAndBadPoliciesExit2) {
   EXPECT_EQ(values.status, exit_usage) << values.out;
   EXPECT_EQ(redlimit({"policy", "get", "sms"}).status, exit_not_found);
   EXPECT_EQ(redlimit({"--prefix", "bad prefix", "inspect", "sms", "k"}).status, exit_usage);
+  EXPECT_EQ(redlimit({"--prefix", "bad prefix", "watch", "--once"}).status, exit_usage);
   EXPECT_EQ(run_command({"--url", "redis://127.0.0.1:notaport", "policy", "get", "x"}).status,
             exit_usage);
 }
@@ -456,15 +465,31 @@ TEST_F(CommandTest, AnUnreachableRedisExits3) {
   EXPECT_TRUE(has(outcome.err, "did not answer"));
 }
 
-TEST_F(CommandTest, ClusterUrlsAreRefusedWhereSCANWouldBeNeeded) {
+TEST_F(CommandTest, TopIsRefusedOnAClusterUrlWhereSCANWouldRunPerNode) {
   const std::string url =
       "redis-cluster://127.0.0.1:" + std::to_string(redlimit::test::free_port());
   const Outcome top = run_command({"--url", url, "top", "api"});
   EXPECT_EQ(top.status, exit_usage);
   EXPECT_TRUE(has(top.err, "Redis Cluster"));
-  const Outcome watch = run_command({"--url", url, "watch", "--once"});
-  EXPECT_EQ(watch.status, exit_usage);
-  EXPECT_TRUE(has(watch.err, "name the limiters"));
+}
+
+TEST_F(CommandTest, WatchEndsWithStatus0OnSigint) {
+  redlimit::Client publisher(
+      loop(), redlimit::ClientOptions{.url = server_.url(), .stats_interval = 100ms});
+  {
+    redlimit::Limiter limiter(publisher, redlimit::Policy::parse("gcra 100/s"),
+                              redlimit::LimiterOptions{.name = "busy"});
+    redlimit::run(loop(), limiter.try_acquire("k"));
+    const Started watch = start_redlimit({"watch", "--json", "--interval", "100ms"});
+    // Two refreshes (about 200 ms), then Ctrl-C.
+    redlimit::run(loop(), redlimit::sleep_for(loop(), 500ms));
+    kill(watch.pid, SIGINT);
+    const Outcome outcome = finish(watch);
+    EXPECT_EQ(outcome.status, exit_ok) << outcome.err;
+    EXPECT_GE(std::count(outcome.out.begin(), outcome.out.end(), '\n'), 2) << outcome.out;
+    EXPECT_TRUE(has(outcome.out, "\"busy\"")) << "found by its published name, without SCAN";
+  }
+  redlimit::run(loop(), publisher.close());
 }
 
 TEST_F(CommandTest, TheUrlComesFromREDLIMIT_URLWhenNotGiven) {

@@ -21,9 +21,18 @@ struct KeySample {
   bool complete = false;
 };
 
-/// Up to `limit` distinct keys of limiter `name` (overall scope), by SCAN with MATCH, on one
-/// server. Stops early on a stop request.
+/// What bounds a sample.
+struct SampleBounds {
+  /// Distinct keys at most.
+  std::size_t keys = 1000;
+  /// Redis keys the SCAN examines at most (matching or not; SCAN's COUNT is 1000 a call): what
+  /// bounds the work in a large keyspace where the limiter's keys are few.
+  std::size_t examined = 100'000;
+};
+
+/// Distinct keys of limiter `name` (overall scope), by SCAN with MATCH on one server, within
+/// `bounds`. Stops early on a stop request (the sample is then not complete).
 redlimit::Task<KeySample> sample_keys(redlimit::Client& client, std::string prefix,
-                                      std::string name, std::size_t limit, std::stop_token stop);
+                                      std::string name, SampleBounds bounds, std::stop_token stop);
 
 }  // namespace redlimit_cli

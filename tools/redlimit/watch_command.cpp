@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <optional>
 
 #include "decision_rates.hpp"
 #include "exit_status.hpp"
@@ -116,14 +117,10 @@ void print_activity_json(double seconds, const std::vector<LimiterActivity>& row
 
 redlimit::Task<int> watch_rates(redlimit::Client& client, GlobalOptions global,
                                 WatchRequest request, std::stop_token stop) {
-  if (request.names.empty() && global.url.starts_with("redis-cluster://")) {
-    throw CommandError(exit_usage,
-                       "on a Redis Cluster, name the limiters to watch (finding them would "
-                       "take a SCAN of every node)");
-  }
   // Why only on a terminal: a pipe or a log gets each refresh after the one before.
   const bool in_place = !global.json && isatty(STDOUT_FILENO) == 1;
-  const std::string shown_url = redact_url(global.url);
+  const Redactor redact(global.url);
+  const std::string shown_url = redact.shown_url();
   CountsByName before = co_await read_counts(client, global.prefix, request.names);
   Clock::time_point read_at = Clock::now();
   while (!stop.stop_requested()) {
@@ -132,7 +129,17 @@ redlimit::Task<int> watch_rates(redlimit::Client& client, GlobalOptions global,
     } catch (const redlimit::Cancelled&) {
       break;
     }
-    CountsByName after = co_await read_counts(client, global.prefix, request.names);
+    std::optional<CountsByName> read;
+    try {
+      read = co_await read_counts(client, global.prefix, request.names);
+    } catch (const redlimit::Unavailable& e) {
+      // Why go on: a dashboard outlives a Redis restart; the next reading spans the gap.
+      if (request.once) throw;
+      print_error(redact(std::string("Redis did not answer (") + e.what() +
+                         "); trying again at the next refresh"));
+    }
+    if (!read) continue;
+    CountsByName after = std::move(*read);
     const Clock::time_point now = Clock::now();
     const double seconds = std::chrono::duration<double>(now - read_at).count();
     const std::vector<LimiterActivity> rows = activity_between(before, after, seconds);

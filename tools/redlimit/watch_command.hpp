@@ -13,7 +13,8 @@ namespace redlimit_cli {
 
 /// What `watch` was asked for.
 struct WatchRequest {
-  /// The limiters to show; empty: every one with a stats hash (by SCAN).
+  /// The limiters to show; empty: every one whose counts were published
+  /// (redlimit::fleet_limiter_names(), read again at every refresh).
   std::vector<std::string> names;
   std::chrono::milliseconds interval{1000};
   /// One refresh after one interval, then exit.
@@ -22,7 +23,8 @@ struct WatchRequest {
 
 /// Reads the counts, then every interval reads them again and shows the rates since the reading
 /// before (the first reading is only the base), until a stop request or, with request.once,
-/// after one refresh. Without names on a Redis Cluster URL: exit_usage (SCAN runs per node).
+/// after one refresh. A refresh Redis does not answer is reported on stderr and skipped (with
+/// request.once, it ends the command).
 redlimit::Task<int> watch_rates(redlimit::Client& client, GlobalOptions global,
                                 WatchRequest request, std::stop_token stop);
 
