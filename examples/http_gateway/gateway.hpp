@@ -15,11 +15,12 @@ namespace http_gateway {
 /// Limits each request per API key (X-API-Key) or, without one, per client IP, and answers:
 /// 200 when allowed; 429 with Retry-After when denied; 503 with Retry-After when the limiter
 /// failed (its fail_closed denials, or an error it raised); 400 for a malformed request the
-/// limit allows (malformed requests count against the client's IP). Every response carries the
-/// RateLimit-Policy and RateLimit fields (see ratelimit_fields.hpp).
+/// limit allows (malformed requests count against the client's IP). Every rate-limited
+/// response carries the RateLimit-Policy and RateLimit fields (see ratelimit_fields.hpp).
 ///
-/// `GET /metrics` is not rate limited: it answers the Prometheus text exposition of `metrics`
-/// (what the limiter and its Redis client counted; docs/operations.md lists the metrics).
+/// `GET /metrics` is not rate limited and carries no RateLimit fields: it answers the
+/// Prometheus text exposition of `metrics` (what the limiter and its Redis client counted;
+/// docs/operations.md lists the metrics).
 class Gateway final : public RequestHandler {
  public:
   /// `quotas` describes the limits of `limiter`'s policy, in order. The limiter and `metrics`

@@ -302,6 +302,10 @@ def check_metrics_endpoint(gateway, what, expected):
     """/metrics counts the decisions `expected` ({(result, source): count}); 15 more scrapes on
     one connection, faster than the rate (10/s) allows, all pass and count no decision; a POST
     gets 405."""
+    response = curl([gateway.base + "/metrics"])[0]
+    for key in (b"key:", b"ip:127.0.0.1"):
+        check(key not in response.body, f"{what}: a key ({key!r}) must never be a label:\n"
+                                        f"{response.body.decode()}")
     samples = scrape(gateway)
     check_decisions(samples, what, expected)
     responses = curl([gateway.base + "/metrics"] * 15)
