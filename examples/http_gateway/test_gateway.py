@@ -13,7 +13,8 @@ succeeded), also with an idle keep-alive connection open.
 
 GET /metrics, never rate limited, answers the Prometheus text exposition: `promtool check
 metrics` accepts it, prometheus_client parses it, and its decision counts are the requests made
-(each source counted apart). promtool (Debian package prometheus) and the prometheus_client
+(each source counted apart), and no key is a label. The alert examples of docs/operations.md
+pass `promtool check rules`. promtool (Debian package prometheus) and the prometheus_client
 module (python3-prometheus-client) are required: without them the test fails.
 """
 
@@ -411,8 +412,26 @@ def test_redis_down():
         gateway.kill()
 
 
+def test_alert_rules():
+    """The alert examples of docs/operations.md are rules `promtool check rules` accepts."""
+    docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                        "operations.md")
+    with open(docs, encoding="utf-8") as f:
+        found = re.search(r"```yaml\n(groups:.*?)```", f.read(), re.S)
+    check(found, f"{docs}: no ```yaml block of alert rules")
+    promtool = shutil.which("promtool")
+    check(promtool, "promtool not found: install Debian's prometheus package (scripts/install-deps)")
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as rules:
+        rules.write(found.group(1))
+        rules.flush()
+        result = subprocess.run([promtool, "check", "rules", rules.name], capture_output=True,
+                                timeout=30)
+    check(result.returncode == 0, f"promtool check rules of the alert examples: "
+                                  f"{result.stdout.decode()}{result.stderr.decode()}")
+
+
 def main():
-    tests = [test_redis, test_local, test_redis_down]
+    tests = [test_redis, test_local, test_redis_down, test_alert_rules]
     failed = 0
     for test in tests:
         try:
