@@ -71,9 +71,10 @@ struct ClientOptions {
   /// Where this client and the limiters made from it count what they do; null: a Metrics of
   /// its own (Client::metrics()).
   std::shared_ptr<Metrics> metrics{};
-  /// How often the client adds its limiters' decision counts to the fleet's, in Redis
-  /// (`<prefix>:stats:{<name>}`, a hash read by `redlimit watch`; see docs/operations.md).
-  /// 0: never. Otherwise at least min_stats_interval (else a ConfigError at construction).
+  /// How often the client adds its limiters' decision counts to the fleet's, in Redis: the
+  /// hash `<prefix>:stats:{<name>}` (HINCRBY) and the names in `<prefix>:stats:names` (ZADD),
+  /// read by read_fleet_counts() and `redlimit watch` (see docs/operations.md). 0: never.
+  /// Otherwise at least min_stats_interval (else a ConfigError at construction).
   std::chrono::milliseconds stats_interval{1000};
 };
 

@@ -12,7 +12,8 @@ namespace redlimit {
 
 /// How a call of try_acquire() or acquire() ended.
 enum class DecisionEventKind {
-  allowed,         ///< allowed without waiting (also a shadow limiter's would-be denial)
+  allowed,         ///< allowed without waiting (also a shadow limiter's would-be denial, and
+                   ///< its acquire() that would have waited)
   denied,          ///< denied by the limit (by Redis, the deny cache or the local backend)
   waited,          ///< acquire(): allowed after suspending to wait for its permits
   cancelled,       ///< acquire(): ended by its stop token; no decision (an abandoned call, its

@@ -47,7 +47,9 @@ struct LimiterOptions {
   /// limit's own remaining and retry_after; it took nothing. acquire() never waits: it decides
   /// once, as try_acquire() does, and a denial it would have waited out (retry_after within
   /// max_wait) is an admission, not shadow_denied, whose retry_after is the wait it would have
-  /// had. For trying a new limit on live traffic before enforcing it.
+  /// had (understated under contention: nothing is reserved, so each caller sees the wait for
+  /// the next free slot, not its place in a queue). For trying a new limit on live traffic
+  /// before enforcing it.
   bool shadow = false;
   /// Called when a try_acquire() or acquire() call ends (see DecisionEvent); empty: nothing is
   /// called, and it costs nothing.

@@ -36,8 +36,8 @@ class CallObserver {
   ///
   /// Shadow mode: a denial becomes an admission with `shadow_denied`, except, for acquire()
   /// (which decides once), a denial it would have waited out (retry_after within max_wait, not
-  /// from the failure policy): that is counted and told as the admission it would have been,
-  /// its retry_after the wait it would have had (observed in wait_seconds).
+  /// from the failure policy): that is counted as allowed and told as DecisionEventKind::allowed
+  /// (it did not wait), its retry_after the wait it would have had (observed in wait_seconds).
   void decided(Decision& decision, std::string_view key, std::int64_t permits,
                std::optional<std::chrono::microseconds> max_wait, bool slept);
   /// A call ended with `error` (rethrown by the caller): counts it; a Cancelled is told.

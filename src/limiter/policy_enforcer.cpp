@@ -10,7 +10,6 @@
 #include "limiter/validation.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
-#include "redlimit/task_group.hpp"
 #include "runtime/failed_task.hpp"
 
 namespace redlimit::detail {
@@ -339,29 +338,20 @@ Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect(
   co_return co_await self->inspect_under(self->request(key, Operation::peek, 1));
 }
 
-Task<void> PolicyEnforcer::inspect_limit(DecideRequest one, redlimit::LimitState* out) {
-  out->state = co_await backend_->decide(one);
-  out->state.policy_version = one.policy->epoch().version;
-}
-
-Task<void> PolicyEnforcer::read_ttl(redlimit::LimitState* out) {
-  out->ttl = co_await backend_->ttl(out->redis_key);
-}
-
 Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_under(DecideRequest whole) {
   const auto& limits = whole.policy->limits();
   std::vector<redlimit::LimitState> states(limits.size());
-  // Why all at once: the peeks go out in one batch and the TTLs with them, so the limits are
-  // read close together (not atomically), in one round trip.
-  TaskGroup group;
+  // Why one after another, not in a TaskGroup: a caller may abandon the call (destroy its task)
+  // while it waits, and a group's members would outlive this frame and the states they fill.
   for (std::size_t i = 0; i < limits.size(); ++i) {
-    states[i].limit = limits[i].limit;
-    states[i].redis_key = whole.key_base.str() + limits[i].key_suffix;
-    group.add(inspect_limit(
-        DecideRequest(whole.policy->only(i), whole.key_base, Operation::peek, 1), &states[i]));
-    group.add(read_ttl(&states[i]));
+    redlimit::LimitState& state = states[i];
+    state.limit = limits[i].limit;
+    state.redis_key = whole.key_base.str() + limits[i].key_suffix;
+    const DecideRequest one(whole.policy->only(i), whole.key_base, Operation::peek, 1);
+    state.state = co_await backend_->decide(one);
+    state.state.policy_version = whole.policy->epoch().version;
+    state.ttl = co_await backend_->ttl(state.redis_key);
   }
-  co_await group.join();
   co_return states;
 }
 

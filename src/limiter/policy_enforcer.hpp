@@ -89,10 +89,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// Every limit's state under `whole`, a peek of its key (inspect()); StalePolicy when a
   /// script finds a state newer than the policy.
   Task<std::vector<redlimit::LimitState>> inspect_under(DecideRequest whole);
-  /// Peeks `one`, a policy of one limit, into out->state.
-  Task<void> inspect_limit(DecideRequest one, redlimit::LimitState* out);
-  /// Reads the TTL of out->redis_key into out->ttl.
-  Task<void> read_ttl(redlimit::LimitState* out);
   /// Has the client add this limiter's decision counts to the fleet's (StatsPublisher): at
   /// the first decision, on the loop's thread.
   void publish_counts();

@@ -87,9 +87,10 @@ ScriptBatcher::ScriptBatcher(uv_loop_t* loop, CommandDispatcher& dispatcher, std
     : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
 
 bool ScriptBatcher::coalesces(const scripts::ScriptSource& script) noexcept {
-  // The batch script holds every script but itself and PolicyStore's (lua/meson.build); the
-  // client's own scripts never come here (CommandDispatcher::eval_own()).
-  return &script != &scripts::batch && &script != &scripts::policy_store;
+  // The batch script holds every script but itself, PolicyStore's and the fleet's counts'
+  // (lua/meson.build).
+  return &script != &scripts::batch && &script != &scripts::policy_store &&
+         &script != &scripts::fleet_counts && &script != &scripts::fleet_names;
 }
 
 ScriptBatcher::Call::~Call() {

@@ -76,17 +76,25 @@ void StatsPublisher::on_timer(void* context) {
 }
 
 Task<void> StatsPublisher::publish() {
+  // Why one deadline, and every name at once: a publication, and so close(), ends within one
+  // command timeout however many names there are, also when Redis does not answer.
+  const auto deadline = redis_.command_deadline();
+  // Why copies: add() may append to sources_ while the sends are awaited.
+  const std::vector<Source> sources = sources_;
+  std::vector<char> sent(sources.size(), 0);
+  TaskGroup sends;
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    sends.add(publish_counts(sources[i], deadline, &sent[i]));
+  co_await sends.join();
   std::map<std::string, std::vector<std::string>> published;  // names, by prefix
-  // Why by index, each copied: add() may append to sources_ while a send is awaited.
-  for (std::size_t i = 0; i < sources_.size(); ++i) {
-    Source source = sources_[i];
-    if (co_await publish_counts(source)) published[source.prefix].push_back(source.name);
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    if (sent[i] != 0) published[sources[i].prefix].push_back(sources[i].name);
   }
   for (auto& [prefix, names] : published)
-    co_await publish_names(prefix, std::move(names));
+    co_await publish_names(prefix, std::move(names), deadline);
 }
 
-Task<bool> StatsPublisher::publish_counts(Source source) {
+Task<void> StatsPublisher::publish_counts(Source source, Clock::time_point deadline, char* sent) {
   const std::array<std::uint64_t, 4> now = current_counts(*source.counters);
   // The script's arguments: the TTL, then a field and its increment for each count that grew.
   std::vector<std::string> words(1, ttl_ms());
@@ -96,29 +104,31 @@ Task<bool> StatsPublisher::publish_counts(Source source) {
     words.emplace_back(fleet_count_fields[field]);
     words.push_back(std::to_string(growth));
   }
-  if (words.size() == 1) co_return false;
+  if (words.size() == 1) co_return;
   const std::string key = stats_key(source.prefix, escape_key_part(source.name));
   const std::array<std::string_view, 1> keys{key};
   const std::vector<std::string_view> args(words.begin(), words.end());
   std::exception_ptr error;
   try {
-    co_await redis_.eval_own(scripts::fleet_counts, keys, args, redis_.command_deadline());
+    co_await redis_.eval_own(scripts::fleet_counts, keys, args, deadline);
+    *sent = 1;
     failing_ = false;
   } catch (...) {
     error = std::current_exception();
   }
   if (error) failed(error);
-  co_return !error;
 }
 
-Task<void> StatsPublisher::publish_names(std::string prefix, std::vector<std::string> names) {
+Task<void> StatsPublisher::publish_names(std::string prefix, std::vector<std::string> names,
+                                         Clock::time_point deadline) {
   const std::string key = stats_names_key(prefix);
   const std::array<std::string_view, 1> keys{key};
   names.insert(names.begin(), ttl_ms());
   const std::vector<std::string_view> args(names.begin(), names.end());
   std::exception_ptr error;
   try {
-    co_await redis_.eval_own(scripts::fleet_names, keys, args, redis_.command_deadline());
+    co_await redis_.eval_own(scripts::fleet_names, keys, args, deadline);
+    failing_ = false;
   } catch (...) {
     error = std::current_exception();
   }

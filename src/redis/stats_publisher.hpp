@@ -44,19 +44,22 @@ class StatsPublisher {
     LimiterMetrics* counters;
   };
   static void on_timer(void* self);
+  using Clock = std::chrono::steady_clock;
   /// Sends the counts decided since the last publication.
   Task<void> publish();
-  /// Sends the counts of `source` that grew since the last publication; whether it sent any.
-  Task<bool> publish_counts(Source source);
-  /// Records `names` as published under `prefix`.
-  Task<void> publish_names(std::string prefix, std::vector<std::string> names);
+  /// Sends the counts of `source` that grew since the last publication, by `deadline`; sets
+  /// `*sent` when Redis took some.
+  Task<void> publish_counts(Source source, Clock::time_point deadline, char* sent);
+  /// Records `names` as published under `prefix`, by `deadline`.
+  Task<void> publish_names(std::string prefix, std::vector<std::string> names,
+                           Clock::time_point deadline);
   /// Logs the first failure after a success (an ACL without HINCRBY fails every interval).
   void failed(const std::exception_ptr& error);
 
   uv_loop_t* loop_;
   CommandDispatcher& redis_;
   std::chrono::milliseconds interval_;
-  // Why copied by publish() before each send: add() may append to it while a send is awaited.
+  // Why copied by publish() before its sends: add() may append to it while they are awaited.
   std::vector<Source> sources_;
   // Why made by the first add(): a client without limiters, or whose limiters never decided,
   // opens no handle (and needs no loop iteration to close one).

@@ -151,7 +151,11 @@ TEST_F(Observing, CancelledAndAbandonedCallsAreCountedAndLeaveNothingInFlight) {
                                [](const LimiterStats& stats) { return stats.waiters == 2; }));
     EXPECT_EQ(waiting.in_flight, 2);
     stop.request_stop();
-    run(loop(), sleep_for(loop(), 20ms));
+    // The cancellation gives the reservation back in one round trip, then ends the call.
+    const LimiterStats after_stop =
+        run(loop(), stats_when(loop(), *client.metrics(), "given-up",
+                               [](const LimiterStats& stats) { return stats.cancelled == 1; }));
+    EXPECT_EQ(after_stop.cancelled, 1u);
     EXPECT_TRUE(cancelled.done());
     EXPECT_FALSE(abandoned.done());
   }  // the abandoned call's task is destroyed here, while it waits

@@ -164,12 +164,12 @@ TEST(RedisKeys, OtherKeysAreNotStateKeys) {
 }
 
 TEST(RedisKeys, APrefixIsOneTo64NameCharacters) {
-  EXPECT_TRUE(is_valid_prefix("rl"));
-  EXPECT_TRUE(is_valid_prefix("a.b-c_D9"));
-  EXPECT_FALSE(is_valid_prefix(""));
-  EXPECT_FALSE(is_valid_prefix("bad prefix"));
-  EXPECT_FALSE(is_valid_prefix("rl:x"));
-  EXPECT_FALSE(is_valid_prefix(std::string(65, 'p')));
+  EXPECT_TRUE(redlimit::is_valid_prefix("rl"));
+  EXPECT_TRUE(redlimit::is_valid_prefix("a.b-c_D9"));
+  EXPECT_FALSE(redlimit::is_valid_prefix(""));
+  EXPECT_FALSE(redlimit::is_valid_prefix("bad prefix"));
+  EXPECT_FALSE(redlimit::is_valid_prefix("rl:x"));
+  EXPECT_FALSE(redlimit::is_valid_prefix(std::string(65, 'p')));
 }
 
 }  // namespace
