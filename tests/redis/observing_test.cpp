@@ -34,7 +34,8 @@ void count(Tally& tally, const Decision& decision) {
   ++tally[decision.allowed ? 1 : 0][static_cast<std::size_t>(decision.source)];
 }
 
-const LimiterStats& stats_of(const MetricsSnapshot& snapshot, std::string_view name) {
+/// A copy: the snapshot is often a temporary.
+LimiterStats stats_of(const MetricsSnapshot& snapshot, std::string_view name) {
   for (const LimiterStats& stats : snapshot.limiters) {
     if (stats.name == name) return stats;
   }
@@ -53,7 +54,7 @@ TEST_F(Observing, MetricsCountEachDecisionByResultAndSource) {
   run(loop(), decide_many(limiter, 12, tally));
   run(loop(), client.close());
 
-  const LimiterStats& stats = stats_of(client.metrics()->snapshot(), "api");
+  const LimiterStats stats = stats_of(client.metrics()->snapshot(), "api");
   EXPECT_EQ(stats.decisions, tally);
   EXPECT_EQ(stats.decided(true, Source::redis), 5u);
   EXPECT_EQ(stats.decided(false, Source::redis) + stats.decided(false, Source::deny_cache), 7u);
@@ -187,7 +188,7 @@ TEST_F(Observing, ShadowModeAllowsWhatTheLimitDeniesAndSaysSo) {
     }
   }
   EXPECT_EQ(after.remaining, 0) << "the shadow limiter took the 3 permits the limit allowed";
-  const LimiterStats& stats = stats_of(client.metrics()->snapshot(), "trial");
+  const LimiterStats stats = stats_of(client.metrics()->snapshot(), "trial");
   EXPECT_EQ(stats.shadow_denials, 2u);
   EXPECT_EQ(stats.decided(true, Source::redis), 3u);
   EXPECT_EQ(stats.decided(false, Source::redis) + stats.decided(false, Source::deny_cache), 2u);
@@ -215,7 +216,7 @@ TEST_F(Observing, ShadowAcquireDecidesOnceAndDeniesOnlyWhatItWouldNotHaveWaitedF
   EXPECT_GT(would_wait.retry_after, 500ms) << "the wait it would have had";
   EXPECT_TRUE(would_deny.allowed);
   EXPECT_TRUE(would_deny.shadow_denied) << "enforced, it would have been denied";
-  const LimiterStats& stats = stats_of(client.metrics()->snapshot(), "trial");
+  const LimiterStats stats = stats_of(client.metrics()->snapshot(), "trial");
   EXPECT_EQ(stats.decided(true, Source::redis), 3u);
   EXPECT_EQ(stats.decided(false, Source::redis) + stats.decided(false, Source::deny_cache), 1u);
   EXPECT_EQ(stats.shadow_denials, 1u);
