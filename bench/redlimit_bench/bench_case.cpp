@@ -75,15 +75,14 @@ std::string bench_key(std::uint64_t index) {
   return key;
 }
 
-redlimit::Task<BenchResult> run_case(uv_loop_t* loop, const std::string& url,
+redlimit::Task<BenchResult> run_case(uv_loop_t* loop, redlimit::ClientOptions connection,
                                      redlimit::Client& admin, BenchCase config) {
+  connection.max_batch = static_cast<std::size_t>(config.max_batch);
   const std::string name = "bench-" + std::string(redlimit::to_string(config.algorithm));
   std::vector<std::unique_ptr<redlimit::Client>> clients;
   std::vector<std::unique_ptr<redlimit::Limiter>> limiters;
   for (int i = 0; i < config.connections; ++i) {
-    clients.push_back(std::make_unique<redlimit::Client>(
-        loop, redlimit::ClientOptions{.url = url,
-                                      .max_batch = static_cast<std::size_t>(config.max_batch)}));
+    clients.push_back(std::make_unique<redlimit::Client>(loop, connection));
     limiters.push_back(std::make_unique<redlimit::Limiter>(
         *clients.back(), bench_policy(config.algorithm),
         redlimit::LimiterOptions{.name = name, .prefix = bench_prefix, .deny_cache = false}));

@@ -45,7 +45,8 @@ redlimit::Policy bench_policy(redlimit::Algorithm algorithm);
 /// short enough to need no heap allocation).
 std::string bench_key(std::uint64_t index);
 
-/// Runs one case against `url`; `admin` (connected to the same server) reads the statistics.
-/// The deny cache is off: every decision is a round trip, as the figures intend.
-redlimit::Task<BenchResult> run_case(uv_loop_t* loop, const std::string& url,
+/// Runs one case on clients made with `connection` (its url and tls; the case sets max_batch);
+/// `admin` (connected to the same server) reads the statistics. The deny cache is off: every
+/// decision is a round trip, as the figures intend.
+redlimit::Task<BenchResult> run_case(uv_loop_t* loop, redlimit::ClientOptions connection,
                                      redlimit::Client& admin, BenchCase config);

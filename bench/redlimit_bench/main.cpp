@@ -3,7 +3,8 @@
 // per decision and memory per key. Prints one JSON object per case, then a table (or only the
 // JSON with --json).
 //
-// usage: redlimit_bench [--url URL] [--algorithms gcra,...|all] [--in-flight 1,16,256,1024]
+// usage: redlimit_bench [--url URL [--tls-ca FILE]] [--algorithms gcra,...|all]
+//                       [--in-flight 1,16,256,1024]
 //                       [--keys 100000,1] [--connections 1] [--seconds 2] [--json]
 //        redlimit_bench [--url URL] --print-evalsha
 //        (URL defaults to $REDLIMIT_URL; scripts/with-redis starts a private server)
@@ -80,7 +81,7 @@ redlimit::Task<void> print_evalsha(redlimit::Client& client) {
 }
 
 redlimit::Task<std::vector<BenchResult>> run_all(
-    uv_loop_t* loop, redlimit::Client& admin, std::string url,
+    uv_loop_t* loop, redlimit::Client& admin, redlimit::ClientOptions connection,
     std::vector<redlimit::Algorithm> algorithms, std::vector<int> in_flight, std::vector<int> keys,
     std::vector<int> connections, std::vector<int> max_batches, double seconds, bool json_only) {
   std::vector<BenchResult> results;
@@ -89,8 +90,9 @@ redlimit::Task<std::vector<BenchResult>> run_all(
       for (const int flying : in_flight) {
         for (const int conns : connections) {
           for (const int batch : max_batches) {
-            results.push_back(co_await run_case(
-                loop, url, admin, BenchCase{algorithm, flying, key_count, conns, seconds, batch}));
+            results.push_back(
+                co_await run_case(loop, connection, admin,
+                                  BenchCase{algorithm, flying, key_count, conns, seconds, batch}));
             print_json(results.back());
           }
         }
@@ -136,7 +138,11 @@ int main(int argc, char** argv) {
   double seconds = 2;
   bool json_only = false;
   bool evalsha = false;
+  std::string tls_ca;
   app.add_option("--url", url, "Redis URL (default: $REDLIMIT_URL)");
+  app.add_option("--tls-ca", tls_ca,
+                 "rediss:// URLs: the CA file the server's certificate is "
+                 "checked against (TlsOptions::ca_file)");
   app.add_option("--algorithms", algorithms, "algorithms, or all")->delimiter(',');
   app.add_option("--in-flight", in_flight, "decisions in flight at once")
       ->delimiter(',')
@@ -161,13 +167,15 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   int status = 0;
   try {
-    redlimit::Client admin(&loop, redlimit::ClientOptions{.url = url});
+    redlimit::ClientOptions connection{.url = url};
+    connection.tls.ca_file = tls_ca;
+    redlimit::Client admin(&loop, connection);
     if (evalsha) {
       redlimit::run(&loop, print_evalsha(admin));
     } else {
-      const auto results =
-          redlimit::run(&loop, run_all(&loop, admin, url, parse_algorithms(algorithms), in_flight,
-                                       keys, connections, max_batches, seconds, json_only));
+      const auto results = redlimit::run(
+          &loop, run_all(&loop, admin, connection, parse_algorithms(algorithms), in_flight, keys,
+                         connections, max_batches, seconds, json_only));
       for (const BenchResult& r : results)
         if (r.errors > 0) status = 1;
     }

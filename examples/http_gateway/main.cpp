@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   app.add_option("--port", port, "port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535));
   auto* redis = app.add_option("--redis", url, "Redis URL (default: $REDLIMIT_URL)");
+  std::string tls_ca;
+  app.add_option("--tls-ca", tls_ca, "rediss://: the CA file of the server's certificate");
   app.add_flag("--local", local, "keep the limits in this process, without Redis")->excludes(redis);
   app.add_option("--rate", rate, "gcra rate per key, e.g. 10/s or 100/min (whole seconds)");
   app.add_option("--daily", daily, "fixed_window quota per key and UTC day")
@@ -109,7 +111,9 @@ int main(int argc, char** argv) {
       if (local) {
         limiter.emplace(&loop, policy, options);
       } else {
-        client.emplace(&loop, redlimit::ClientOptions{.url = url, .metrics = metrics});
+        redlimit::ClientOptions connection{.url = url, .metrics = metrics};
+        connection.tls.ca_file = tls_ca;
+        client.emplace(&loop, connection);
         limiter.emplace(*client, policy, options);
       }
       http_gateway::Gateway gateway(*limiter, quotas, *metrics);

@@ -18,6 +18,7 @@ struct DispatchSettings {
   bool no_limit = false;
   bool local = false;
   std::string redis_url;  ///< empty: start a private redis-server
+  std::string tls_ca;     ///< a rediss:// URL's CA file (TlsOptions::ca_file); empty: the system's
 };
 
 /// The rate the limiter enforces: below the provider's, by the margin, so that the small

@@ -150,6 +150,7 @@ redlimit::Task<int> Launcher::run_node_processes(int provider_port, const std::s
       args.push_back("--no-limit");
     } else {
       args.insert(args.end(), {"--redis", redis_url});
+      if (!settings_.tls_ca.empty()) args.insert(args.end(), {"--tls-ca", settings_.tls_ca});
     }
     processes_.push_back(std::make_unique<ChildProcess>(
         loop_, args, [this, i](const std::string& line) { parse_report(line, reported_[i]); }));

@@ -145,6 +145,8 @@ int main(int argc, char** argv) {
   app.add_flag("--local", settings.local, "one process: nodes as coroutines, LocalBackend");
   app.add_option("--redis", settings.redis_url,
                  "use this Redis (default: $REDLIMIT_URL, else a private redis-server)");
+  app.add_option("--tls-ca", settings.tls_ca,
+                 "rediss://: the CA file of the server's certificate (default: the system's)");
 
   NodeSettings node;
   CLI::App* node_command = app.add_subcommand("node", "one node (started by the launcher)");
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
   node_command->add_option("--messages", node.messages)->required();
   node_command->add_option("--provider-port", node.provider_port)->required();
   node_command->add_option("--redis", settings.redis_url);
+  node_command->add_option("--tls-ca", settings.tls_ca);
   add_limit_options(*node_command, settings);
   int provider_rate = 400;
   CLI::App* provider_command =

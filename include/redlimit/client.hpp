@@ -31,12 +31,29 @@ inline constexpr std::chrono::milliseconds min_reservation_lease{100};
 /// The shortest ClientOptions::stats_interval other than 0 (off).
 inline constexpr std::chrono::milliseconds min_stats_interval{100};
 
+/// TLS for `rediss://` URLs (OpenSSL; TLS 1.2 or newer).
+struct TlsOptions {
+  /// PEM file of the certificates that may sign the server's; empty: the system's (the
+  /// default verify paths of OpenSSL, e.g. /etc/ssl/certs).
+  std::string ca_file{};
+  /// PEM files of this client's certificate (chain) and its private key, for servers that
+  /// require one (`tls-auth-clients yes`); both or neither.
+  std::string cert_file{}, key_file{};
+  /// The name the server's certificate must carry, also sent as SNI; empty: the URL's host
+  /// (an IP address is then checked against the certificate's IP addresses, without SNI).
+  std::string server_name{};
+  /// Verify the server's certificate chain and name. false accepts any certificate: the
+  /// connection is encrypted but not authenticated (tests only).
+  bool verify_peer = true;
+};
+
 /// How to reach Redis and how long to wait for it.
 struct ClientOptions {
   /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`
-  /// for one server; `redis-cluster://[user[:password]@]host:port[,host:port...]` for a Redis
-  /// Cluster (the seed nodes the slot map is first read from; every node takes the same
-  /// credentials). User and password may be percent-encoded. The password is never logged.
+  /// for one server, `rediss://...` for one server over TLS (see `tls`);
+  /// `redis-cluster://[user[:password]@]host:port[,host:port...]` for a Redis Cluster (the seed
+  /// nodes the slot map is first read from; every node takes the same credentials). User and
+  /// password may be percent-encoded. The password is never logged.
   std::string url = "redis://127.0.0.1:6379";
   /// A connection attempt (TCP connect plus AUTH, SELECT and PING) that takes longer fails.
   std::chrono::milliseconds connect_timeout{1000};
@@ -76,6 +93,9 @@ struct ClientOptions {
   /// read by read_fleet_counts() and `redlimit watch` (see docs/operations.md). 0: never.
   /// Otherwise at least min_stats_interval (else a ConfigError at construction).
   std::chrono::milliseconds stats_interval{1000};
+  /// TLS settings for a `rediss://` URL; ignored for other URLs. Files that cannot be read,
+  /// or a key that does not match its certificate, are a ConfigError at construction.
+  TlsOptions tls{};
 };
 
 /// The largest ClientOptions::max_batch.

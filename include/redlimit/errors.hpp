@@ -126,4 +126,12 @@ class ProtocolError : public Error {
   using Error::Error;
 };
 
+/// The TLS handshake with the server failed for a reason retrying does not fix: its
+/// certificate did not verify (unknown CA, expired, another name), it refused this client's
+/// (mutual TLS), or it does not speak TLS on that port. The message says which.
+class TlsError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 }  // namespace redlimit

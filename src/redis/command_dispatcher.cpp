@@ -11,6 +11,7 @@
 #include "redis/error_count.hpp"
 #include "redis/key_slot.hpp"
 #include "redis/reply_convert.hpp"
+#include "redis/tls_context.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "runtime/failed_task.hpp"
@@ -76,19 +77,29 @@ ClientOptions validated(ClientOptions options) {
   return options;
 }
 
-ConnectionSettings settings_of(const ClientOptions& options) {
-  return {options.connect_timeout, options.reconnect_min, options.reconnect_max,
-          options.max_pending, &options.metrics->redis()};
+ConnectionSettings settings_of(const ClientOptions& options, std::shared_ptr<TlsContext> tls) {
+  return {options.connect_timeout, options.reconnect_min,     options.reconnect_max,
+          options.max_pending,     &options.metrics->redis(), std::move(tls)};
 }
 
-std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& options) {
+/// The TLS configuration of a `rediss://` URL, loaded now (a ConfigError before any I/O);
+/// null for other URLs.
+std::shared_ptr<TlsContext> tls_of(const ClientOptions& options) {
+  if (!is_cluster_url(options.url) && parse_redis_url(options.url).tls) {
+    return std::make_shared<TlsContext>(options.tls);
+  }
+  return nullptr;
+}
+
+std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& options,
+                                        const std::shared_ptr<TlsContext>& tls) {
   if (is_cluster_url(options.url)) {
     return std::make_unique<ClusterRouter>(loop, parse_cluster_url(options.url),
-                                           settings_of(options), options.command_timeout,
+                                           settings_of(options, tls), options.command_timeout,
                                            options.logger);
   }
   return std::make_unique<SingleNodeRouter>(std::make_unique<Connection>(
-      loop, parse_redis_url(options.url), settings_of(options), options.logger));
+      loop, parse_redis_url(options.url), settings_of(options, tls), options.logger));
 }
 
 /// The pause before retrying a cluster error that says "not now" (a slot migrating, a
@@ -102,7 +113,8 @@ std::chrono::milliseconds retry_delay(int retries) {
 CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
     : loop_(loop),
       options_(validated(std::move(options))),
-      router_(make_router(loop, options_)),
+      tls_(tls_of(options_)),
+      router_(make_router(loop, options_, tls_)),
       batcher_(options_.max_batch > 1
                    ? std::make_unique<ScriptBatcher>(loop, *this, options_.max_batch)
                    : nullptr),
@@ -114,7 +126,7 @@ Subscriber& CommandDispatcher::subscriber() {
   check_thread();
   if (!subscriber_) {
     subscriber_ = std::make_unique<Subscriber>(loop_, router_->subscriber_endpoints(),
-                                               settings_of(options_), options_.logger);
+                                               settings_of(options_, tls_), options_.logger);
   }
   return *subscriber_;
 }

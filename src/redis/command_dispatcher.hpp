@@ -26,6 +26,8 @@
 
 namespace redlimit::detail {
 
+class TlsContext;
+
 /// The implementation behind Client: sends each command to the server that serves its key,
 /// follows the cluster's redirects and retries, and runs the embedded scripts.
 class CommandDispatcher {
@@ -148,7 +150,9 @@ class CommandDispatcher {
   /// point at their breaker, so the breakers outlive them.
   std::unordered_map<std::string, CircuitBreaker> breakers_;
   ScriptRegistry scripts_{&redis_metrics_};
-  std::unique_ptr<SlotRouter> router_;  ///< after options_ and breakers_: made from them
+  /// The TLS configuration of a rediss:// URL (null otherwise), shared by its connections.
+  std::shared_ptr<TlsContext> tls_;
+  std::unique_ptr<SlotRouter> router_;  ///< after options_, breakers_ and tls_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   BackgroundTasks background_{loop_};
   std::unique_ptr<ScriptBatcher> batcher_;  ///< null when max_batch is 1

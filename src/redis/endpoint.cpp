@@ -116,7 +116,9 @@ constexpr std::string_view cluster_scheme = "redis-cluster://";
 }  // namespace
 
 std::string Endpoint::display() const {
-  std::string out = transport == Transport::tcp ? "redis://" : "unix://";
+  std::string out = transport == Transport::unix_socket ? "unix://"
+                    : tls                               ? "rediss://"
+                                                        : "redis://";
   if (!user.empty()) out += user + "@";
   if (transport == Transport::tcp) {
     out += host.find(':') == std::string::npos ? host : "[" + host + "]";
@@ -132,17 +134,21 @@ std::string Endpoint::display() const {
 Endpoint parse_redis_url(std::string_view url) {
   Endpoint endpoint;
   constexpr std::string_view redis_scheme = "redis://";
+  constexpr std::string_view tls_scheme = "rediss://";
   constexpr std::string_view unix_scheme = "unix://";
   if (url.substr(0, redis_scheme.size()) == redis_scheme) {
     parse_tcp(url.substr(redis_scheme.size()), endpoint);
+  } else if (url.substr(0, tls_scheme.size()) == tls_scheme) {
+    parse_tcp(url.substr(tls_scheme.size()), endpoint);
+    endpoint.tls = true;
   } else if (url.substr(0, unix_scheme.size()) == unix_scheme) {
     parse_unix(url.substr(unix_scheme.size()), endpoint);
   } else {
     const auto scheme_end = url.find("://");
     bad_url(scheme_end == std::string_view::npos
-                ? "expected redis://host[:port][/db] or unix:///path"
+                ? "expected redis://host[:port][/db], rediss://... or unix:///path"
                 : "unsupported scheme '" + std::string(url.substr(0, scheme_end)) +
-                      "' (supported: redis, unix, redis-cluster)");
+                      "' (supported: redis, rediss, unix, redis-cluster)");
   }
   return endpoint;
 }

@@ -16,12 +16,13 @@ struct Endpoint {
   std::string user;                ///< empty: the default user (AUTH <password>)
   std::string password;            ///< empty: no AUTH
   int db = 0;                      ///< SELECT when not 0
+  bool tls = false;                ///< tcp: TLS to the server (rediss://)
 
-  /// "redis://user@host:port/db" or "unix:///path": never contains the password.
+  /// "redis://user@host:port/db", "rediss://..." or "unix:///path": never the password.
   std::string display() const;
 };
 
-/// Parses `redis://[user[:password]@]host[:port][/db]` and
+/// Parses `redis://[user[:password]@]host[:port][/db]`, the same with `rediss://` (TLS), and
 /// `unix://[user[:password]@]/path[?db=N]`; throws ConfigError naming what is wrong (never
 /// quoting the password).
 Endpoint parse_redis_url(std::string_view url);

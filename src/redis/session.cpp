@@ -9,6 +9,7 @@
 #include "metrics/instruments.hpp"
 #include "redis/reply_builder.hpp"
 #include "redis/reply_convert.hpp"
+#include "redis/tls_tunnel.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
@@ -57,12 +58,27 @@ Session::~Session() {
     context->data = nullptr;
     redisAsyncFree(context);
   }
+  close_tunnel();
 }
 
 void Session::start_connect() {
   state_ = State::connecting;
-  OpenedContext opened = open_context(endpoint(), loop_, latch_, this, &on_connect, &on_disconnect);
+  Endpoint target = endpoint();
+  if (target.tls) {
+    // hiredis connects to the tunnel's unix socket; the tunnel connects to the server.
+    try {
+      if (!settings_.tls) throw ConfigError("TLS: no TLS settings for " + target.display());
+      tunnel_ = TlsTunnel::open(loop_, settings_.tls, target, latch_, &on_tunnel_failed, this);
+    } catch (...) {
+      attempt_failed(std::current_exception());
+      return;
+    }
+    target.transport = Endpoint::Transport::unix_socket;
+    target.path = tunnel_->path();
+  }
+  OpenedContext opened = open_context(target, loop_, latch_, this, &on_connect, &on_disconnect);
   if (opened.context == nullptr) {
+    close_tunnel();
     attempt_failed(std::make_exception_ptr(ConnectionError(opened.error)));
     return;
   }
@@ -100,6 +116,7 @@ void Session::on_connect(const redisAsyncContext* context, int status) {
   // hiredis frees the context when this returns; its pending handshake replies come as NULL.
   const_cast<redisAsyncContext*>(context)->data = nullptr;
   self->context_ = nullptr;
+  self->close_tunnel();
   self->attempt_failed(std::make_exception_ptr(
       ConnectionError("cannot connect to " + self->endpoint().display() + ": " + why)));
 }
@@ -130,16 +147,40 @@ void Session::on_disconnect(const redisAsyncContext* context, int) {
   if (self == nullptr) return;
   const std::string why = context->err != 0 ? context->errstr : "disconnected";
   self->context_ = nullptr;  // hiredis frees it when this returns
+  self->close_tunnel();
   self->lost(why);
 }
 
 void Session::on_connect_timer(void* argument) {
   auto* self = static_cast<Session*>(argument);
   if (self->state_ != State::connecting || self->context_ == nullptr) return;
+  // Why said: a server that is not TLS on that port may wait silently for more of the hello.
+  const std::string unfinished =
+      self->tunnel_ != nullptr && !self->tunnel_->handshake_done()
+          ? " (the TLS handshake had not finished: is the port a TLS port?)"
+          : "";
   self->drop_context("the connection attempt timed out");
-  self->attempt_failed(std::make_exception_ptr(
-      ConnectionError("connecting to " + self->endpoint().display() + " timed out after " +
-                      std::to_string(self->settings_.connect_timeout.count()) + " ms")));
+  self->attempt_failed(std::make_exception_ptr(ConnectionError(
+      "connecting to " + self->endpoint().display() + " timed out after " +
+      std::to_string(self->settings_.connect_timeout.count()) + " ms" + unfinished)));
+}
+
+void Session::on_tunnel_failed(void* argument, std::exception_ptr error) {
+  auto* self = static_cast<Session*>(argument);
+  self->tunnel_ = nullptr;  // it closed itself before telling
+  const std::string why = describe(error);
+  if (self->state_ == State::connecting) {
+    // Why its own error, not the context's: hiredis would only see its socket closed.
+    self->drop_context(why);
+    self->attempt_failed(std::move(error));
+  } else if (self->state_ == State::ready) {
+    self->drop_context(why);
+    self->lost(why);
+  }
+}
+
+void Session::close_tunnel() noexcept {
+  if (TlsTunnel* tunnel = std::exchange(tunnel_, nullptr)) tunnel->close();
 }
 
 void Session::on_backoff_timer(void* argument) {
@@ -210,6 +251,7 @@ void Session::reconnect_after_failure(const std::string& reason) {
 }
 
 void Session::drop_context(const std::string& reason) {
+  close_tunnel();
   redisAsyncContext* context = std::exchange(context_, nullptr);
   if (context == nullptr) return;
   context->data = nullptr;  // its connect and disconnect callbacks are ours to ignore now

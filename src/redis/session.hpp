@@ -26,6 +26,8 @@ class logger;
 namespace redlimit::detail {
 
 struct RedisMetrics;
+class TlsContext;
+class TlsTunnel;
 
 struct ConnectionSettings {
   std::chrono::milliseconds connect_timeout{1000};
@@ -35,6 +37,8 @@ struct ConnectionSettings {
   /// Where the connection counts what it does (round trips, reconnects, commands in flight);
   /// null: nowhere. Must outlive the connection.
   RedisMetrics* metrics = nullptr;
+  /// The client's TLS configuration, for endpoints with `tls` (rediss://); null without one.
+  std::shared_ptr<TlsContext> tls{};
 };
 
 /// What a Session tells its owner. Called from the loop (inside hiredis or a timer callback):
@@ -130,6 +134,7 @@ class Session {
   static void on_disconnect(const redisAsyncContext* context, int status);
   static void on_handshake_reply(redisAsyncContext* context, void* reply, void* privdata);
   static void on_connect_timer(void* self);
+  static void on_tunnel_failed(void* self, std::exception_ptr error);
   static void on_backoff_timer(void* self);
 
   void start_connect();
@@ -138,6 +143,8 @@ class Session {
   void attempt_failed(std::exception_ptr error);
   void lost(const std::string& reason);
   void drop_context(const std::string& reason);
+  /// Closes the TLS tunnel of the context, if any: it goes with the context.
+  void close_tunnel() noexcept;
   void next_endpoint() noexcept { current_ = (current_ + 1) % endpoints_.size(); }
 
   uv_loop_t* loop_;
@@ -155,6 +162,8 @@ class Session {
   Backoff backoff_;
   State state_ = State::idle;
   redisAsyncContext* context_ = nullptr;  ///< owned; freed with redisAsyncFree, or by hiredis
+  /// The context's TLS tunnel (rediss://): it frees itself once closed (close_tunnel()).
+  TlsTunnel* tunnel_ = nullptr;
   int handshake_replies_ = 0;
   bool was_ready_ = false;  ///< a connection was established before (the next is a reconnect)
   bool owner_logs_failures_ = false;

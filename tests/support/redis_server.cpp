@@ -44,9 +44,11 @@ ReplyPtr send(redisContext* context, const std::vector<std::string>& argv) {
       redisCommandArgv(context, static_cast<int>(argv.size()), pointers.data(), lengths.data()));
 }
 
-ContextPtr connect(int port, const std::string& password) {
+// Why the unix socket: a server may serve TLS only (`--port 0`), and the test's own commands
+// need none.
+ContextPtr connect(const std::string& socket_path, const std::string& password) {
   const timeval timeout{2, 0};
-  ContextPtr context(redisConnectWithTimeout("127.0.0.1", port, timeout));
+  ContextPtr context(redisConnectUnixWithTimeout(socket_path.c_str(), timeout));
   if (!context || context->err != 0) return nullptr;
   context->reader->fn = detail::reply_builder();  // before the first command
   redisSetTimeout(context.get(), timeval{10, 0});
@@ -160,7 +162,7 @@ void RedisServer::wait_until_ready() {
       pid_ = -1;
       throw std::runtime_error("redis-server exited at start; see " + dir_ + "/redis.log");
     }
-    if (ContextPtr context = connect(port_, password_)) {
+    if (ContextPtr context = connect(socket_path(), password_)) {
       ReplyPtr reply = send(context.get(), {"PING"});
       if (reply && detail::built_reply(reply.get()).type == Reply::Type::status) return;
     }
@@ -209,7 +211,7 @@ void RedisServer::start() {
 }
 
 Reply RedisServer::command(const std::vector<std::string>& argv) const {
-  ContextPtr context = connect(port_, password_);
+  ContextPtr context = connect(socket_path(), password_);
   if (!context) throw std::runtime_error("cannot connect to the test redis-server");
   ReplyPtr reply = send(context.get(), argv);
   if (!reply) throw std::runtime_error("no reply from the test redis-server");

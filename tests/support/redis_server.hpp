@@ -39,9 +39,9 @@ class RedisServer {
   /// Starts again on the same port (after stop() or kill()).
   void start();
 
-  /// Sends one command over a short-lived blocking connection (as the default user, with the
-  /// password given by `--requirepass`, if any) and returns the reply; an error reply comes back
-  /// as Reply::Type::error.
+  /// Sends one command over a short-lived blocking connection to the unix socket (as the
+  /// default user, with the password given by `--requirepass`, if any) and returns the reply;
+  /// an error reply comes back as Reply::Type::error.
   Reply command(const std::vector<std::string>& argv) const;
   /// command(), expecting an integer reply.
   long long integer(const std::vector<std::string>& argv) const;

@@ -74,6 +74,16 @@ TEST(RedisUrl, ParsesUnixSocketsWithOptionalCredentialsAndDatabase) {
   EXPECT_EQ(full.db, 4);
 }
 
+TEST(RedisUrl, RedissIsTheSameServerOverTls) {
+  const Endpoint e = parse_redis_url("rediss://app:pw@redis.example.com:6380/2");
+  EXPECT_TRUE(e.tls);
+  EXPECT_EQ(e.host, "redis.example.com");
+  EXPECT_EQ(e.port, 6380);
+  EXPECT_EQ(e.db, 2);
+  EXPECT_EQ(e.display(), "rediss://app@redis.example.com:6380/2");
+  EXPECT_FALSE(parse_redis_url("redis://h").tls);
+}
+
 TEST(RedisUrl, MalformedUrlsAreConfigErrorsNamingTheProblem) {
   EXPECT_NE(config_error_of("http://host").find("unsupported scheme 'http'"), std::string::npos);
   EXPECT_NE(config_error_of("localhost:6379").find("expected redis://"), std::string::npos);
@@ -138,8 +148,9 @@ TEST(ClusterUrl, RejectsADatabaseAnEmptySeedAndABadPort) {
             std::string::npos);
   EXPECT_NE(cluster_error_of("redis-cluster://127.0.0.1:70000").find("the port"),
             std::string::npos);
-  EXPECT_NE(config_error_of("redis-cluster://h:1").find("supported: redis, unix, redis-cluster"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error_of("redis-cluster://h:1").find("supported: redis, rediss, unix, redis-cluster"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -200,12 +200,18 @@ void add_commands(CLI::App& app, Invocation& invocation) {
   app.require_subcommand(1);
   app.add_option("--url", invocation.global.url,
                  "Redis URL (default: $REDLIMIT_URL, else redis://127.0.0.1:6379): "
-                 "redis://[user:password@]host[:port][/db], unix:///path, "
+                 "redis://[user:password@]host[:port][/db], rediss://... (TLS), unix:///path, "
                  "redis-cluster://host:port[,...]")
       ->envname("REDLIMIT_URL");
   app.add_option("--prefix", invocation.global.prefix, "the key prefix (LimiterOptions::prefix)")
       ->capture_default_str();
   app.add_flag("--json", invocation.global.json, "print JSON (watch: one document per line)");
+  app.add_option("--tls-ca", invocation.global.tls.ca_file,
+                 "rediss://: the CA file of the server's certificate (default: the system's)");
+  app.add_option("--tls-cert", invocation.global.tls.cert_file,
+                 "rediss://: this client's certificate, for mutual TLS (with --tls-key)");
+  app.add_option("--tls-key", invocation.global.tls.key_file,
+                 "rediss://: the private key of --tls-cert");
   add_policy_commands(app, invocation.args, invocation);
   add_override_commands(app, invocation.args, invocation);
   add_key_commands(app, invocation.args, invocation);

@@ -55,9 +55,10 @@ class StopSignals {
   uv_signal_t terminate_;
 };
 
-redlimit::ClientOptions client_options(const std::string& url) {
+redlimit::ClientOptions client_options(const GlobalOptions& global) {
   redlimit::ClientOptions options;
-  options.url = url;
+  options.url = global.url;
+  options.tls = global.tls;
   // Why 2 s: a person waits for the answer; a slow link still gets one, a dead one fails soon.
   options.connect_timeout = 2s;
   options.command_timeout = 2s;
@@ -107,7 +108,7 @@ int run_command(const GlobalOptions& options, CommandBody body) {
   {
     std::optional<redlimit::Client> client;
     try {
-      client.emplace(&loop, client_options(options.url));
+      client.emplace(&loop, client_options(options));
     } catch (const std::exception& e) {
       // Why usage: what a Client's construction refuses is its options, here the URL.
       print_error(redact(e.what()));

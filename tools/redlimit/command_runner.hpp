@@ -18,6 +18,9 @@ struct GlobalOptions {
   std::string prefix = "rl";
   /// One JSON document (watch: one per line) instead of tables.
   bool json = false;
+  /// For a rediss:// URL: the CA file, and a client certificate and key (--tls-ca, --tls-cert,
+  /// --tls-key); empty: the system's CAs, no client certificate.
+  redlimit::TlsOptions tls{};
 };
 
 /// A command's work on a connected client; returns the exit status (see ExitStatus). `stop` is
