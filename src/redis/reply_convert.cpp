@@ -21,8 +21,10 @@ ErrorReplyKind classify_error_reply(std::string_view message) {
     return ErrorReplyKind::server_busy;
   }
   if (code == "NOSCRIPT") return ErrorReplyKind::script_missing;
+  // Why two texts: a script's refused command is an ERR, in Redis's words or in Valkey's.
   if (code == "NOPERM" || code == "NOAUTH" || code == "WRONGPASS" ||
-      message.find("The user executing the script can't") != std::string_view::npos) {
+      message.find("The user executing the script can't") != std::string_view::npos ||
+      message.find("ACL failure in script") != std::string_view::npos) {
     return ErrorReplyKind::permission;
   }
   return ErrorReplyKind::other;

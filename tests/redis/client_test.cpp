@@ -121,6 +121,16 @@ Task<void> round_trip(Client& client) {
   }
 }
 
+TEST(TestServer, IsTheBinaryTheSuiteWasGiven) {
+  // Why: the suite also runs against Valkey (meson test --setup valkey), and a run that
+  // silently started another server would prove nothing about it.
+  const std::string binary = test::redis_server_binary();
+  if (binary.empty() || binary.front() != '/') GTEST_SKIP() << "not an absolute path: " << binary;
+  test::RedisServer server;
+  const std::string info = server.command({"INFO", "server"}).as_string();
+  EXPECT_NE(info.find("executable:" + binary + "\r\n"), std::string::npos) << info;
+}
+
 TEST_F(ClientTest, CommandsRoundTripWithTypedReplies) {
   Client client(loop(), options());
   run(loop(), round_trip(client));

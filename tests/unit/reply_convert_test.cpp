@@ -43,6 +43,10 @@ TEST(ErrorReplies, EachCodeHasOneKind) {
             ErrorReplyKind::permission);
   EXPECT_EQ(classify_error_reply("ERR The user executing the script can't run this command"),
             ErrorReplyKind::permission);
+  // Valkey 8's words for the same.
+  EXPECT_EQ(classify_error_reply("ERR ACL failure in script: User limiter has no permissions to "
+                                 "run the 'time' command script: 1c54, on @user_script:1266."),
+            ErrorReplyKind::permission);
   EXPECT_EQ(classify_error_reply("CROSSSLOT Keys in request don't hash to the same slot"),
             ErrorReplyKind::other);
   EXPECT_EQ(classify_error_reply("ERR wrong number of arguments"), ErrorReplyKind::other);
