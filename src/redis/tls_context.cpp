@@ -44,7 +44,9 @@ TlsContext::TlsContext(const TlsOptions& options)
   if (context_ == nullptr) config_error("cannot create an OpenSSL context");
   // Why the destructor's work by hand: a constructor that throws runs no destructor.
   try {
-    SSL_CTX_set_min_proto_version(context_, TLS1_2_VERSION);
+    if (SSL_CTX_set_min_proto_version(context_, TLS1_2_VERSION) != 1) {
+      config_error("cannot require TLS 1.2 or newer");
+    }
     if (!options.ca_file.empty()) {
       if (SSL_CTX_load_verify_locations(context_, options.ca_file.c_str(), nullptr) != 1) {
         config_error("cannot load the CA file '" + options.ca_file + "'");
@@ -69,6 +71,8 @@ TlsContext::TlsContext(const TlsOptions& options)
       }
     }
     SSL_CTX_set_verify(context_, verify_peer_ ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
+    // Why: what loading left in the thread's error queue would be read as a later failure.
+    ERR_clear_error();
   } catch (...) {
     SSL_CTX_free(context_);
     throw;
@@ -84,13 +88,16 @@ TlsContext::~TlsContext() {
 }
 
 std::string TlsContext::new_socket_path() {
-  if (directory_.empty()) {
-    std::error_code error;
-    std::string pattern =
-        (std::filesystem::temp_directory_path(error) / "redlimit-tls-XXXXXX").string();
-    if (error || mkdtemp(pattern.data()) == nullptr) {
+  // Why checked each time: a cleaner of old files in /tmp may remove an empty directory.
+  std::error_code error;
+  if (directory_.empty() || !std::filesystem::is_directory(directory_, error)) {
+    std::filesystem::path base = std::filesystem::temp_directory_path(error);
+    // Why /tmp for a long $TMPDIR: a unix socket's path has room for 107 bytes.
+    if (error || base.string().size() > 64) base = "/tmp";
+    std::string pattern = (base / "redlimit-tls-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
       throw ConnectionError("TLS: cannot make a private directory for hiredis's sockets under " +
-                            pattern);
+                            base.string());
     }
     directory_ = pattern;
   }
@@ -110,6 +117,7 @@ SSL* TlsContext::new_session(const std::string& host) const {
   } else {
     named = SSL_set_tlsext_host_name(session, name.c_str()) == 1 &&
             (!verify_peer_ || SSL_set1_host(session, name.c_str()) == 1);
+    SSL_set_hostflags(session, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
   }
   if (!named) {
     SSL_free(session);

@@ -11,8 +11,8 @@
 namespace redlimit::detail {
 
 /// One client's TLS configuration, loaded once: an OpenSSL SSL_CTX with the CA, the client's
-/// certificate and key, and the verification mode of its TlsOptions. Shared by every TLS
-/// connection of the client; immutable once made.
+/// certificate and key, and the verification mode of its TlsOptions (unchanged once made), and
+/// the private directory of its tunnels' sockets. Shared by every TLS connection of the client.
 class TlsContext {
  public:
   /// Loads `options`' files. Throws ConfigError naming the file and OpenSSL's reason when one

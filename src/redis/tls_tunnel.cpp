@@ -5,26 +5,31 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <string_view>
 
+#include "redis/sigpipe_guard.hpp"
 #include "redlimit/errors.hpp"
-#include "runtime/close_latch.hpp"
 
 namespace redlimit::detail {
 namespace {
 
-/// Bytes read from a socket at a time, and decrypted at a time.
+/// Bytes decrypted, or sent to the server, at a time.
 constexpr std::size_t chunk_size = 16 * 1024;
 
-/// One uv_write of a copy of its bytes: freed by its callback (also when the write is
-/// cancelled because its handle closed).
-struct WriteRequest {
-  uv_write_t request;
-  std::string data;
-};
+/// How long a socket that took only part of a write gets before the next try.
+constexpr std::uint64_t retry_ms = 1;
 
-void on_written(uv_write_t* request, int) {
-  delete reinterpret_cast<WriteRequest*>(request);
+/// `host:port` as one address, when `host` is an address literal (no lookup needed).
+std::optional<sockaddr_storage> literal_address(const Endpoint& server) {
+  sockaddr_storage address{};
+  if (uv_ip4_addr(server.host.c_str(), server.port, reinterpret_cast<sockaddr_in*>(&address)) ==
+          0 ||
+      uv_ip6_addr(server.host.c_str(), server.port, reinterpret_cast<sockaddr_in6*>(&address)) ==
+          0) {
+    return address;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -39,7 +44,12 @@ TlsTunnel* TlsTunnel::open(uv_loop_t* loop, std::shared_ptr<TlsContext> tls, con
     tunnel->close();
     throw;
   }
-  // The name lookup comes last: it may complete (and fail) only from the loop.
+  // Why a literal at once: no thread of the pool, and nothing for close() to wait for.
+  if (const std::optional<sockaddr_storage> literal = literal_address(server)) {
+    tunnel->addresses_.push_back(*literal);
+    tunnel->connect_next("");
+    return tunnel;
+  }
   tunnel->resolving_ = true;
   tunnel->resolve_.data = tunnel;
   ++tunnel->open_;
@@ -67,7 +77,8 @@ TlsTunnel::TlsTunnel(uv_loop_t* loop, std::shared_ptr<TlsContext> tls, const End
       server_(server),
       latch_(std::move(latch)),
       on_failure_(on_failure),
-      owner_(owner) {}
+      owner_(owner),
+      guard_sigpipe_(!sigpipe_ignored()) {}
 
 TlsTunnel::~TlsTunnel() {
   if (session_ != nullptr) SSL_free(session_);
@@ -83,6 +94,8 @@ void TlsTunnel::listen() {
     throw ConnectionError("TLS: cannot allocate the buffers of a connection");
   }
   SSL_set_bio(session_, from_server_, to_server_);  // the session owns both from here on
+  uv_timer_init(loop_, &retry_);
+  open_handle(reinterpret_cast<uv_handle_t*>(&retry_));
   path_ = tls_->new_socket_path();
   uv_pipe_init(loop_, &listener_, 0);
   open_handle(reinterpret_cast<uv_handle_t*>(&listener_));
@@ -99,10 +112,11 @@ void TlsTunnel::listen() {
 
 void TlsTunnel::on_plain_connection(uv_stream_t* listener, int status) {
   auto* self = static_cast<TlsTunnel*>(listener->data);
-  if (self->closed_ || self->accepted_) return;
+  if (self->closed_ || self->plain_open_) return;
   if (status == 0) {
     uv_pipe_init(self->loop_, &self->plain_, 0);
     self->open_handle(reinterpret_cast<uv_handle_t*>(&self->plain_));
+    self->plain_open_ = true;
     status = uv_accept(listener, reinterpret_cast<uv_stream_t*>(&self->plain_));
   }
   // Why close the listener at once: exactly one connection, hiredis's, may come through.
@@ -114,6 +128,7 @@ void TlsTunnel::on_plain_connection(uv_stream_t* listener, int status) {
     return;
   }
   self->accepted_ = true;
+  self->to_plain_backlog_.stream = reinterpret_cast<uv_stream_t*>(&self->plain_);
   if (self->handshake_done_) self->start_plaintext();
 }
 
@@ -127,44 +142,67 @@ void TlsTunnel::on_resolved(uv_getaddrinfo_t* request, int status, addrinfo* add
     CloseLatch& latch;
     ~ReportLookupEnded() { latch.closed(); }
   } report{*latch};
-  if (self->closed_ || status != 0) {
-    if (addresses != nullptr) uv_freeaddrinfo(addresses);
-    if (!self->closed_) {
-      self->fail(std::make_exception_ptr(ConnectionError(
-          "cannot resolve " + self->server_.display() + ": " + uv_strerror(status))));
-    }
+  for (const addrinfo* entry = addresses; entry != nullptr; entry = entry->ai_next) {
+    sockaddr_storage address{};
+    std::memcpy(&address, entry->ai_addr, entry->ai_addrlen);
+    self->addresses_.push_back(address);
+  }
+  if (addresses != nullptr) uv_freeaddrinfo(addresses);
+  if (self->closed_) {
     self->free_when_done();
     return;
   }
-  uv_tcp_init(self->loop_, &self->tcp_);
-  self->open_handle(reinterpret_cast<uv_handle_t*>(&self->tcp_));
-  self->tcp_open_ = true;
-  uv_tcp_nodelay(&self->tcp_, 1);
-  uv_tcp_keepalive(&self->tcp_, 1, 60);
-  const int connecting =
-      uv_tcp_connect(&self->connect_, &self->tcp_, addresses->ai_addr, &on_connected);
-  uv_freeaddrinfo(addresses);
-  if (connecting != 0) {
-    self->fail(std::make_exception_ptr(ConnectionError(
-        "cannot connect to " + self->server_.display() + ": " + uv_strerror(connecting))));
+  if (status != 0) {
+    self->fail(std::make_exception_ptr(
+        ConnectionError("cannot resolve " + self->server_.display() + ": " + uv_strerror(status))));
+    self->free_when_done();
+    return;
   }
+  self->connect_next("");
+}
+
+void TlsTunnel::connect_next(const std::string& why_not_the_last) {
+  if (tcp_ != nullptr) {
+    close_handle(reinterpret_cast<uv_handle_t*>(tcp_));
+    tcp_ = nullptr;
+  }
+  if (next_address_ == addresses_.size()) {
+    fail(std::make_exception_ptr(
+        ConnectionError("cannot connect to " + server_.display() +
+                        (why_not_the_last.empty() ? ": no address" : ": " + why_not_the_last))));
+    return;
+  }
+  const auto* address = reinterpret_cast<const sockaddr*>(&addresses_[next_address_++]);
+  tcp_ = new uv_tcp_t;
+  uv_tcp_init(loop_, tcp_);
+  open_handle(reinterpret_cast<uv_handle_t*>(tcp_));
+  uv_tcp_nodelay(tcp_, 1);
+  uv_tcp_keepalive(tcp_, 1, 60);
+  to_server_backlog_.stream = reinterpret_cast<uv_stream_t*>(tcp_);
+  const int connecting = uv_tcp_connect(&connect_, tcp_, address, &on_connected);
+  if (connecting != 0) connect_next(uv_strerror(connecting));
 }
 
 void TlsTunnel::on_connected(uv_connect_t* request, int status) {
   auto* self = static_cast<TlsTunnel*>(request->handle->data);
-  if (self->closed_) return;
+  // A cancelled connect (its handle closed) needs nothing more.
+  if (self->closed_ || reinterpret_cast<uv_tcp_t*>(request->handle) != self->tcp_) return;
   if (status != 0) {
-    self->fail(std::make_exception_ptr(ConnectionError(
-        "cannot connect to " + self->server_.display() + ": " + uv_strerror(status))));
+    self->connect_next(uv_strerror(status));
     return;
   }
-  uv_read_start(reinterpret_cast<uv_stream_t*>(&self->tcp_), &lend_buffer, &on_server_read);
+  self->connected_ = true;
+  uv_read_start(reinterpret_cast<uv_stream_t*>(self->tcp_), &lend_buffer, &on_server_read);
   self->continue_handshake();
 }
 
 void TlsTunnel::continue_handshake() {
+  // Why cleared first: SSL_get_error reads the thread's queue, which others may have left full.
+  ERR_clear_error();
   const int result = SSL_do_handshake(session_);
+  const int error = SSL_get_error(session_, result);
   flush_to_server();
+  if (closed_) return;
   if (result == 1) {
     handshake_done_ = true;
     if (accepted_) start_plaintext();
@@ -172,7 +210,7 @@ void TlsTunnel::continue_handshake() {
     read_from_server();
     return;
   }
-  if (SSL_get_error(session_, result) == SSL_ERROR_WANT_READ) return;
+  if (error == SSL_ERROR_WANT_READ) return;
   fail(tls_failure(result, "during the handshake"));
 }
 
@@ -207,15 +245,17 @@ void TlsTunnel::on_server_read(uv_stream_t* stream, ssize_t size, const uv_buf_t
 
 void TlsTunnel::read_from_server() {
   char plain[chunk_size];
-  for (;;) {
+  while (!closed_) {
+    ERR_clear_error();
     const int size = SSL_read(session_, plain, sizeof plain);
     if (size > 0) {
-      if (accepted_) write_to(reinterpret_cast<uv_stream_t*>(&plain_), plain, size);
+      // Why nothing is lost before the accept: the server answers only what hiredis sent.
+      if (accepted_) send(to_plain_backlog_, plain, static_cast<std::size_t>(size));
       continue;
     }
     const int error = SSL_get_error(session_, size);
     flush_to_server();  // what reading made OpenSSL answer (a key update, an alert)
-    if (error == SSL_ERROR_WANT_READ) return;
+    if (closed_ || error == SSL_ERROR_WANT_READ) return;
     if (error == SSL_ERROR_ZERO_RETURN) {
       fail(std::make_exception_ptr(
           ConnectionError("redis " + server_.display() + " ended the TLS session")));
@@ -230,10 +270,12 @@ void TlsTunnel::on_plain_read(uv_stream_t* stream, ssize_t size, const uv_buf_t*
   auto* self = static_cast<TlsTunnel*>(stream->data);
   if (self->closed_ || size == 0) return;
   if (size < 0) {
-    // hiredis closed its end: its context was dropped, and the owner closes the tunnel too.
-    self->close();
+    // hiredis closed its end first (the owner normally closes the tunnel before): said, so
+    // that the owner forgets the tunnel.
+    self->fail(std::make_exception_ptr(ConnectionError("TLS: hiredis closed its connection")));
     return;
   }
+  ERR_clear_error();
   // Why all of it at once: a memory BIO takes every byte (no partial writes).
   const int written = SSL_write(self->session_, buffer->base, static_cast<int>(size));
   if (written <= 0) {
@@ -245,33 +287,48 @@ void TlsTunnel::on_plain_read(uv_stream_t* stream, ssize_t size, const uv_buf_t*
 
 void TlsTunnel::flush_to_server() {
   char cipher[chunk_size];
-  for (;;) {
+  while (!closed_ && connected_) {
     const int size = BIO_read(to_server_, cipher, sizeof cipher);
     if (size <= 0) return;
-    if (tcp_open_) write_to(reinterpret_cast<uv_stream_t*>(&tcp_), cipher, size);
+    send(to_server_backlog_, cipher, static_cast<std::size_t>(size));
   }
 }
 
-void TlsTunnel::write_to(uv_stream_t* stream, const char* data, std::size_t size) {
-  // Why try first: mostly the socket takes it all at once, with no copy and no request; while
-  // an earlier write is queued, uv_try_write takes nothing, so the order is kept.
-  uv_buf_t now = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(size));
-  const int taken = uv_try_write(stream, &now, 1);
-  if (taken == static_cast<int>(size)) return;
-  if (taken < 0 && taken != UV_EAGAIN) {
-    fail(std::make_exception_ptr(
-        ConnectionError(std::string("TLS: cannot write: ") + uv_strerror(taken))));
+void TlsTunnel::send(Backlog& backlog, const char* data, std::size_t size) {
+  // Why behind the backlog: bytes must reach the socket in order.
+  if (!backlog.bytes.empty()) {
+    backlog.bytes.append(data, size);
     return;
   }
-  const std::size_t done = taken > 0 ? static_cast<std::size_t>(taken) : 0;
-  auto* write = new WriteRequest{{}, std::string(data + done, size - done)};
-  const uv_buf_t buffer =
-      uv_buf_init(write->data.data(), static_cast<unsigned>(write->data.size()));
-  const int result = uv_write(&write->request, stream, &buffer, 1, &on_written);
-  if (result != 0) {
-    delete write;
-    fail(std::make_exception_ptr(
-        ConnectionError(std::string("TLS: cannot write: ") + uv_strerror(result))));
+  const std::size_t taken = try_write(backlog.stream, data, size);
+  if (closed_ || taken == size) return;
+  backlog.bytes.assign(data + taken, size - taken);
+  uv_timer_start(&retry_, &on_retry, retry_ms, 0);
+}
+
+std::size_t TlsTunnel::try_write(uv_stream_t* stream, const char* data, std::size_t size) {
+  SigpipeGuard guard(guard_sigpipe_);
+  uv_buf_t buffer = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(size));
+  const int taken = uv_try_write(stream, &buffer, 1);
+  if (taken >= 0) return static_cast<std::size_t>(taken);
+  if (taken == UV_EAGAIN) return 0;
+  guard.write_failed();
+  fail(std::make_exception_ptr(ConnectionError("TLS with redis " + server_.display() +
+                                               ": cannot write: " + uv_strerror(taken))));
+  return 0;
+}
+
+void TlsTunnel::on_retry(uv_timer_t* timer) {
+  auto* self = static_cast<TlsTunnel*>(timer->data);
+  for (Backlog* backlog : {&self->to_server_backlog_, &self->to_plain_backlog_}) {
+    if (self->closed_ || backlog->bytes.empty()) continue;
+    const std::size_t taken =
+        self->try_write(backlog->stream, backlog->bytes.data(), backlog->bytes.size());
+    backlog->bytes.erase(0, taken);
+  }
+  if (self->closed_) return;
+  if (!self->to_server_backlog_.bytes.empty() || !self->to_plain_backlog_.bytes.empty()) {
+    uv_timer_start(&self->retry_, &on_retry, retry_ms, 0);
   }
 }
 
@@ -306,10 +363,12 @@ void TlsTunnel::fail(std::exception_ptr error) {
 void TlsTunnel::close() {
   if (closed_) return;
   closed_ = true;
-  if (listening_) unlink_path();
+  unlink_path();
   close_handle(reinterpret_cast<uv_handle_t*>(&listener_));
-  if (accepted_) close_handle(reinterpret_cast<uv_handle_t*>(&plain_));
-  if (tcp_open_) close_handle(reinterpret_cast<uv_handle_t*>(&tcp_));
+  if (plain_open_) close_handle(reinterpret_cast<uv_handle_t*>(&plain_));
+  if (tcp_ != nullptr) close_handle(reinterpret_cast<uv_handle_t*>(tcp_));
+  tcp_ = nullptr;
+  close_handle(reinterpret_cast<uv_handle_t*>(&retry_));
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_));
   free_when_done();
 }
@@ -327,6 +386,8 @@ void TlsTunnel::close_handle(uv_handle_t* handle) {
 
 void TlsTunnel::on_closed(uv_handle_t* handle) {
   auto* self = static_cast<TlsTunnel*>(handle->data);
+  // Why: each TCP handle was made for one address tried (connect_next()).
+  if (handle->type == UV_TCP) delete reinterpret_cast<uv_tcp_t*>(handle);
   --self->open_;
   // Why a copy: the latch may outlive this object, which may free itself below.
   const std::shared_ptr<CloseLatch> latch = self->latch_;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <netdb.h>
 #include <openssl/ssl.h>
 #include <uv.h>
 
@@ -8,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "redis/endpoint.hpp"
 #include "redis/tls_context.hpp"
@@ -20,6 +22,10 @@ namespace redlimit::detail {
 /// private directory, accepted once), and the tunnel speaks TLS to the server on a TCP
 /// connection of its own, through OpenSSL memory BIOs, all on the loop's thread.
 ///
+/// Writes never raise SIGPIPE: the tunnel writes only with uv_try_write under a SigpipeGuard,
+/// and keeps what a socket did not take for a retry timer (libuv's own queued writes would
+/// run unguarded inside uv_run).
+///
 /// Lifetime: made by open(), ended by close() or by its own failure; it frees itself once its
 /// uv handles (and its name lookup) have closed, each of which reports to the latch.
 class TlsTunnel {
@@ -30,8 +36,9 @@ class TlsTunnel {
   using FailureCallback = void (*)(void* owner, std::exception_ptr error);
 
   /// Starts a tunnel to `server`: listens on a new unix socket path, resolves the server's host
-  /// and connects to it, then shakes hands. Throws ConnectionError when the listening socket
-  /// cannot be made (nothing is left open then).
+  /// (an address literal at once, a name by uv_getaddrinfo) and connects to its addresses in
+  /// turn, then shakes hands. Throws ConnectionError when the listening socket cannot be made
+  /// (nothing is left open then).
   static TlsTunnel* open(uv_loop_t* loop, std::shared_ptr<TlsContext> tls, const Endpoint& server,
                          std::shared_ptr<CloseLatch> latch, FailureCallback on_failure,
                          void* owner);
@@ -44,6 +51,12 @@ class TlsTunnel {
   void close();
 
  private:
+  /// Bytes one socket did not take yet, sent by the retry timer.
+  struct Backlog {
+    uv_stream_t* stream = nullptr;
+    std::string bytes;
+  };
+
   TlsTunnel(uv_loop_t* loop, std::shared_ptr<TlsContext> tls, const Endpoint& server,
             std::shared_ptr<CloseLatch> latch, FailureCallback on_failure, void* owner);
   ~TlsTunnel();
@@ -51,15 +64,18 @@ class TlsTunnel {
   TlsTunnel& operator=(const TlsTunnel&) = delete;
 
   static void on_plain_connection(uv_stream_t* listener, int status);
-  /// Lends read_buffer_ to a read: each read is handled whole in its callback.
-  static void lend_buffer(uv_handle_t* handle, std::size_t, uv_buf_t* buffer);
   static void on_resolved(uv_getaddrinfo_t* request, int status, addrinfo* addresses);
   static void on_connected(uv_connect_t* request, int status);
+  /// Lends read_buffer_ to a read: each read is handled whole in its callback.
+  static void lend_buffer(uv_handle_t* handle, std::size_t, uv_buf_t* buffer);
   static void on_server_read(uv_stream_t* stream, ssize_t size, const uv_buf_t* buffer);
   static void on_plain_read(uv_stream_t* stream, ssize_t size, const uv_buf_t* buffer);
+  static void on_retry(uv_timer_t* timer);
   static void on_closed(uv_handle_t* handle);
 
   void listen();
+  /// Connects to the next address of the lookup (or fails when none is left).
+  void connect_next(const std::string& why_not_the_last);
   void continue_handshake();
   /// The handshake is done: plaintext flows from hiredis once its connection is accepted.
   void start_plaintext();
@@ -67,7 +83,11 @@ class TlsTunnel {
   void read_from_server();
   /// Sends what OpenSSL has written for the server.
   void flush_to_server();
-  void write_to(uv_stream_t* stream, const char* data, std::size_t size);
+  /// Writes what `backlog`'s socket takes now, keeps the rest for the retry timer.
+  void send(Backlog& backlog, const char* data, std::size_t size);
+  /// uv_try_write under a SigpipeGuard: the bytes taken (0 when the socket is full); a failed
+  /// write fails the tunnel.
+  std::size_t try_write(uv_stream_t* stream, const char* data, std::size_t size);
   /// Why the TLS session failed, after an OpenSSL call returned `result`.
   std::exception_ptr tls_failure(int result, const char* during);
   void fail(std::exception_ptr error);
@@ -83,22 +103,31 @@ class TlsTunnel {
   FailureCallback on_failure_;
   void* owner_;
   std::string path_;
-  SSL* session_ = nullptr;      ///< owned (SSL_free in the destructor), with both BIOs
-  BIO* from_server_ = nullptr;  ///< ciphertext received, for OpenSSL to read
-  BIO* to_server_ = nullptr;    ///< ciphertext OpenSSL wrote, to send
+  bool guard_sigpipe_;
+  SSL* session_ = nullptr;                   ///< owned (SSL_free in the destructor), with both BIOs
+  BIO* from_server_ = nullptr;               ///< ciphertext received, for OpenSSL to read
+  BIO* to_server_ = nullptr;                 ///< ciphertext OpenSSL wrote, to send
+  std::vector<sockaddr_storage> addresses_;  ///< the server's, from the lookup
+  std::size_t next_address_ = 0;             ///< the one connect_next() tries
   // Why members: each handle and request lives as long as this object, which frees itself
-  // only after every close callback (and the name lookup's callback) has run.
+  // only after every close callback (and the name lookup's callback) has run. Why the TCP
+  // handle on the heap: each address tried needs a fresh one, and a closed one is freed in its
+  // close callback.
   uv_pipe_t listener_{};
   uv_pipe_t plain_{};
-  uv_tcp_t tcp_{};
+  uv_tcp_t* tcp_ = nullptr;
+  uv_timer_t retry_{};
   uv_getaddrinfo_t resolve_{};
   uv_connect_t connect_{};
+  Backlog to_server_backlog_;
+  Backlog to_plain_backlog_;
   std::array<char, 16 * 1024> read_buffer_;  ///< what a read of either socket fills
   int open_ = 0;  ///< handles not yet closed, plus the name lookup while it runs
   bool listening_ = false;
+  bool plain_open_ = false;
   bool accepted_ = false;
   bool resolving_ = false;
-  bool tcp_open_ = false;
+  bool connected_ = false;
   bool handshake_done_ = false;
   bool closed_ = false;
 };
