@@ -51,6 +51,9 @@ struct TlsOptions {
 struct ClientOptions {
   /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`
   /// for one server, `rediss://...` for one server over TLS (see `tls`);
+  /// `redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#name` for the
+  /// primary that Redis Sentinel monitors under `name` (sentinels on 26379 unless given;
+  /// `rediss-sentinel://` for TLS to the sentinels and the primary; see sentinel_password);
   /// `redis-cluster://[user[:password]@]host:port[,host:port...]` for a Redis Cluster (the seed
   /// nodes the slot map is first read from; every node takes the same credentials). User and
   /// password may be percent-encoded. The password is never logged.
@@ -93,9 +96,15 @@ struct ClientOptions {
   /// read by read_fleet_counts() and `redlimit watch` (see docs/operations.md). 0: never.
   /// Otherwise at least min_stats_interval (else a ConfigError at construction).
   std::chrono::milliseconds stats_interval{1000};
-  /// TLS settings for a `rediss://` URL; ignored for other URLs. Files that cannot be read,
-  /// or a key that does not match its certificate, are a ConfigError at construction.
+  /// TLS settings for a `rediss://` (or `rediss-sentinel://`) URL; ignored for other URLs.
+  /// Files that cannot be read, or a key that does not match its certificate, are a
+  /// ConfigError at construction.
   TlsOptions tls{};
+  /// For a `redis-sentinel://` URL: how to log in to the sentinels (a sentinel's own
+  /// `requirepass`, or an ACL user of it); empty: no AUTH. The URL's credentials are the
+  /// primary's.
+  std::string sentinel_user{};
+  std::string sentinel_password{};
 };
 
 /// The largest ClientOptions::max_batch.

@@ -11,6 +11,7 @@
 #include "redis/error_count.hpp"
 #include "redis/key_slot.hpp"
 #include "redis/reply_convert.hpp"
+#include "redis/sentinel_router.hpp"
 #include "redis/tls_context.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -85,10 +86,10 @@ ConnectionSettings settings_of(const ClientOptions& options, std::shared_ptr<Tls
 /// The TLS configuration of a `rediss://` URL, loaded now (a ConfigError before any I/O);
 /// null for other URLs.
 std::shared_ptr<TlsContext> tls_of(const ClientOptions& options) {
-  if (!is_cluster_url(options.url) && parse_redis_url(options.url).tls) {
-    return std::make_shared<TlsContext>(options.tls);
-  }
-  return nullptr;
+  const bool tls = is_sentinel_url(options.url)   ? parse_sentinel_url(options.url).primary.tls
+                   : !is_cluster_url(options.url) ? parse_redis_url(options.url).tls
+                                                  : false;
+  return tls ? std::make_shared<TlsContext>(options.tls) : nullptr;
 }
 
 std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& options,
@@ -97,6 +98,16 @@ std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& op
     return std::make_unique<ClusterRouter>(loop, parse_cluster_url(options.url),
                                            settings_of(options, tls), options.command_timeout,
                                            options.logger);
+  }
+  if (is_sentinel_url(options.url)) {
+    SentinelConfig config = parse_sentinel_url(options.url);
+    for (Endpoint& sentinel : config.sentinels) {
+      sentinel.user = options.sentinel_user;
+      sentinel.password = options.sentinel_password;
+    }
+    return std::make_unique<SentinelRouter>(loop, std::move(config), settings_of(options, tls),
+                                            settings_of(options, tls), options.command_timeout,
+                                            options.logger);
   }
   return std::make_unique<SingleNodeRouter>(std::make_unique<Connection>(
       loop, parse_redis_url(options.url), settings_of(options, tls), options.logger));
@@ -125,8 +136,10 @@ CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
 Subscriber& CommandDispatcher::subscriber() {
   check_thread();
   if (!subscriber_) {
-    subscriber_ = std::make_unique<Subscriber>(loop_, router_->subscriber_endpoints(),
-                                               settings_of(options_, tls_), options_.logger);
+    ConnectionSettings settings = settings_of(options_, tls_);
+    settings.endpoint_source = router_->endpoint_source();
+    subscriber_ = std::make_unique<Subscriber>(loop_, router_->subscriber_endpoints(), settings,
+                                               options_.logger);
   }
   return *subscriber_;
 }
@@ -255,7 +268,12 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
         router_->suspect_topology();
         break;
       }
-      if (result.reply.type != Reply::Type::error || !router_->is_cluster()) break;
+      // Why also a found primary (Sentinel): after a failover, the old one answers READONLY
+      // until the connection has moved, and the command never ran.
+      if (result.reply.type != Reply::Type::error ||
+          (!router_->is_cluster() && router_->endpoint_source() == nullptr)) {
+        break;
+      }
 
       const ErrorReplyKind kind = classify_error_reply(result.reply.str);
       if (kind == ErrorReplyKind::redirect) {

@@ -31,11 +31,12 @@ CommandResult CommandAwaiter::await_resume() {
 }
 
 Connection::Connection(uv_loop_t* loop, Endpoint endpoint, ConnectionSettings settings,
-                       std::shared_ptr<spdlog::logger> logger)
+                       std::shared_ptr<spdlog::logger> logger, std::string name)
     : max_pending_(settings.max_pending),
       metrics_(settings.metrics),
       session_(loop, {std::move(endpoint)}, settings, std::move(logger), "connection",
                Session::Replies::built, *this),
+      name_(name.empty() ? session_.endpoint().display() : std::move(name)),
       deadlines_(loop, &on_deadline, this, session_.latch()),
       ready_(loop, session_.latch()),
       pending_(metrics_ != nullptr ? &metrics_->commands_in_flight : nullptr) {}

@@ -46,8 +46,11 @@ class Connection final : private SessionEvents {
  public:
   using Clock = std::chrono::steady_clock;
 
+  /// `name`: the server's name in logs and errors (and its circuit breaker's key); empty:
+  /// endpoint.display(). A connection whose server is found (ConnectionSettings::
+  /// endpoint_source) names what it stands for instead, as the server may change.
   Connection(uv_loop_t* loop, Endpoint endpoint, ConnectionSettings settings,
-             std::shared_ptr<spdlog::logger> logger);
+             std::shared_ptr<spdlog::logger> logger, std::string name = {});
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -126,7 +129,7 @@ class Connection final : private SessionEvents {
   std::size_t max_pending_;
   RedisMetrics* metrics_;  ///< null: counts nowhere
   Session session_;
-  std::string name_ = session_.endpoint().display();
+  std::string name_;
   DeadlineList deadlines_;  ///< after session_: its timer reports to the session's latch
   ReadyQueue ready_;
   std::uint64_t sequence_ = 0;

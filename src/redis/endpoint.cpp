@@ -112,6 +112,8 @@ void parse_unix(std::string_view rest, Endpoint& endpoint) {
 }
 
 constexpr std::string_view cluster_scheme = "redis-cluster://";
+constexpr std::string_view sentinel_scheme = "redis-sentinel://";
+constexpr std::string_view tls_sentinel_scheme = "rediss-sentinel://";
 
 }  // namespace
 
@@ -148,13 +150,55 @@ Endpoint parse_redis_url(std::string_view url) {
     bad_url(scheme_end == std::string_view::npos
                 ? "expected redis://host[:port][/db], rediss://... or unix:///path"
                 : "unsupported scheme '" + std::string(url.substr(0, scheme_end)) +
-                      "' (supported: redis, rediss, unix, redis-cluster)");
+                      "' (supported: redis, rediss, unix, redis-cluster, redis-sentinel, "
+                      "rediss-sentinel)");
   }
   return endpoint;
 }
 
 bool is_cluster_url(std::string_view url) noexcept {
   return url.substr(0, cluster_scheme.size()) == cluster_scheme;
+}
+
+bool is_sentinel_url(std::string_view url) noexcept {
+  return url.starts_with(sentinel_scheme) || url.starts_with(tls_sentinel_scheme);
+}
+
+SentinelConfig parse_sentinel_url(std::string_view url) {
+  if (!is_sentinel_url(url)) bad_url("expected redis-sentinel://host:port[,host:port...]#master");
+  const bool tls = url.starts_with(tls_sentinel_scheme);
+  std::string_view rest = url.substr(tls ? tls_sentinel_scheme.size() : sentinel_scheme.size());
+  SentinelConfig config;
+  config.primary.tls = tls;
+  rest = take_credentials(rest, config.primary);
+  const auto hash = rest.rfind('#');
+  if (hash == std::string_view::npos || hash + 1 == rest.size()) {
+    bad_url("a redis-sentinel:// URL names the monitored primary after '#' (e.g. #mymaster)");
+  }
+  config.master = percent_decode(rest.substr(hash + 1), "primary's name");
+  rest = rest.substr(0, hash);
+  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
+    const std::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) config.primary.db = parse_int(db, 0, 1'000'000, "the database number");
+    rest = rest.substr(0, slash);
+  }
+  for (;;) {
+    const auto comma = rest.find(',');
+    Endpoint sentinel;
+    sentinel.tls = tls;
+    sentinel.port = 26379;
+    const std::string_view address = rest.substr(0, comma);
+    // Why not parse_tcp's default port: a sentinel's is 26379.
+    parse_tcp(address, sentinel);
+    if (address.find(':') == std::string_view::npos ||
+        (address.front() == '[' && address.find("]:") == std::string_view::npos)) {
+      sentinel.port = 26379;
+    }
+    config.sentinels.push_back(std::move(sentinel));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return config;
 }
 
 std::vector<Endpoint> parse_cluster_url(std::string_view url) {

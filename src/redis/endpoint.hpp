@@ -30,6 +30,26 @@ Endpoint parse_redis_url(std::string_view url);
 /// True when `url` names a Redis Cluster (`redis-cluster://`).
 bool is_cluster_url(std::string_view url) noexcept;
 
+/// A primary found through Redis Sentinel.
+struct SentinelConfig {
+  /// The sentinels to ask, in order (port 26379 unless given); their credentials are the
+  /// client's sentinel_user and sentinel_password, their TLS the primary's.
+  std::vector<Endpoint> sentinels;
+  /// The name the sentinels monitor the primary under.
+  std::string master;
+  /// The primary as the client logs in to it: credentials, database and TLS; its host and port
+  /// are what the sentinels say.
+  Endpoint primary;
+};
+
+/// True when `url` names a primary through Sentinel (`redis-sentinel://`, `rediss-sentinel://`).
+bool is_sentinel_url(std::string_view url) noexcept;
+
+/// Parses `redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#master` (Lettuce's
+/// form; `rediss-sentinel://` for TLS to the sentinels and the primary). The credentials are the
+/// primary's. Throws ConfigError as parse_redis_url does.
+SentinelConfig parse_sentinel_url(std::string_view url);
+
 /// Parses `redis-cluster://[user[:password]@]host[:port][,host[:port]...]`: one Endpoint per
 /// seed node, each with the credentials. A cluster has only database 0, so no /db part is
 /// accepted. Throws ConfigError as parse_redis_url does.

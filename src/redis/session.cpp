@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "metrics/instruments.hpp"
+#include "redis/endpoint_source.hpp"
 #include "redis/reply_builder.hpp"
 #include "redis/reply_convert.hpp"
 #include "redis/tls_tunnel.hpp"
@@ -51,9 +52,11 @@ Session::Session(uv_loop_t* loop, std::vector<Endpoint> endpoints, ConnectionSet
   // Why: nothing waits on the backoff timer (commands fail fast meanwhile), so it must not
   // keep an otherwise finished loop running.
   backoff_timer_.unref();
+  if (settings_.endpoint_source != nullptr) settings_.endpoint_source->watch(*this);
 }
 
 Session::~Session() {
+  if (settings_.endpoint_source != nullptr) settings_.endpoint_source->forget(*this);
   if (redisAsyncContext* context = std::exchange(context_, nullptr)) {
     context->data = nullptr;
     redisAsyncFree(context);
@@ -63,6 +66,16 @@ Session::~Session() {
 
 void Session::start_connect() {
   state_ = State::connecting;
+  if (settings_.endpoint_source != nullptr) {
+    std::optional<Endpoint> found = settings_.endpoint_source->current();
+    if (!found) {
+      // Queued commands wait (by their deadlines) for endpoint_changed() or endpoint_unknown().
+      awaiting_endpoint_ = true;
+      return;
+    }
+    endpoints_.assign(1, std::move(*found));
+    current_ = 0;
+  }
   Endpoint target = endpoint();
   if (target.tls) {
     // hiredis connects to the tunnel's unix socket; the tunnel connects to the server.
@@ -107,6 +120,14 @@ void Session::send_handshake() {
   // Why PING: a TCP connect succeeds even when the server is stopped (the kernel accepts);
   // only an answer shows the server is alive.
   send({"PING"});
+  // Why ROLE for a server found by a source: a sentinel's answer may be stale, and writes to
+  // a replica would be refused (or, with replica-read-only off, lost).
+  if (settings_.endpoint_source != nullptr) {
+    if (send_argv(context_, &on_handshake_reply, this,
+                  std::initializer_list<std::string_view>{"ROLE"}, command_buffer_)) {
+      ++handshake_replies_;
+    }
+  }
 }
 
 void Session::on_connect(const redisAsyncContext* context, int status) {
@@ -121,10 +142,18 @@ void Session::on_connect(const redisAsyncContext* context, int status) {
       ConnectionError("cannot connect to " + self->endpoint().display() + ": " + why)));
 }
 
-void Session::on_handshake_reply(redisAsyncContext* context, void* reply, void*) {
+void Session::on_handshake_reply(redisAsyncContext* context, void* reply, void* role) {
   auto* self = static_cast<Session*>(context->data);
   // Dropped, or closing (close() drops the context); a disconnect reports itself.
   if (self == nullptr || reply == nullptr || self->state_ != State::connecting) return;
+  if (role != nullptr) {
+    if (const std::optional<std::string> why = self->not_a_primary(reply)) {
+      self->drop_context("not the primary");
+      self->attempt_failed(std::make_exception_ptr(
+          ConnectionError("redis " + self->endpoint().display() + " " + *why)));
+      return;
+    }
+  }
   if (const std::optional<std::string> message = error_of(reply, self->replies_)) {
     const Endpoint& server = self->endpoint();
     const std::string who = server.user.empty() ? "the default user" : "user '" + server.user + "'";
@@ -199,9 +228,66 @@ void Session::become_ready() {
   events_.session_ready();
 }
 
+std::optional<std::string> Session::not_a_primary(void* reply) const {
+  if (error_of(reply, replies_)) return std::nullopt;  // an error reply is judged as the others
+  std::string role;
+  if (replies_ == Replies::built) {
+    const Reply& answer = built_reply(reply);
+    if (answer.type == Reply::Type::array && !answer.elements.empty()) {
+      role = answer.elements.front().str;
+    }
+  } else {
+    const auto* answer = static_cast<const redisReply*>(reply);
+    if (answer->type == REDIS_REPLY_ARRAY && answer->elements > 0) {
+      role = std::string(answer->element[0]->str, answer->element[0]->len);
+    }
+  }
+  if (role == "master") return std::nullopt;
+  return "is not the primary (ROLE: " + (role.empty() ? "unreadable" : role) + ")";
+}
+
+void Session::endpoint_changed() {
+  switch (state_) {
+    case State::connecting:
+      if (awaiting_endpoint_) {
+        awaiting_endpoint_ = false;
+        start_connect();
+        return;
+      }
+      // An attempt to the old server: dropped, and the next one starts from the loop.
+      drop_context("the server moved");
+      backoff_timer_.start(0);
+      return;
+    case State::ready:
+      logger_->info("redis {}: the {} moves to the new primary", endpoint().display(), role_);
+      drop_context("the server moved");
+      state_ = State::connecting;
+      backoff_timer_.start(0);
+      events_.session_lost("the server moved");
+      return;
+    case State::backoff:
+      backoff_timer_.start(0);
+      return;
+    default:
+      return;
+  }
+}
+
+void Session::endpoint_unknown(const std::exception_ptr& error) {
+  if (state_ != State::connecting || !awaiting_endpoint_) return;
+  awaiting_endpoint_ = false;
+  // Why not attempt_failed(): the source looks again by itself; this only fails the waiting.
+  const auto delay = backoff_.next();
+  last_error_ = error;
+  state_ = State::backoff;
+  events_.session_failed(error);
+  backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));
+}
+
 void Session::attempt_failed(std::exception_ptr error) {
   connect_timer_.stop();
   if (!accepting()) return;
+  if (settings_.endpoint_source != nullptr) settings_.endpoint_source->trouble_with(endpoint());
   last_error_ = error;
   const auto delay = backoff_.next();
   logger_->log(failure_level(owner_logs_failures_),
@@ -219,6 +305,9 @@ void Session::lost(const std::string& reason) {
     case State::ready:
       logger_->log(failure_level(owner_logs_failures_), "redis {}: {} lost ({}); reconnecting",
                    endpoint().display(), role_, reason);
+      if (settings_.endpoint_source != nullptr) {
+        settings_.endpoint_source->trouble_with(endpoint());
+      }
       next_endpoint();
       // Why a timer: a new context is not created inside the old one's callbacks. Why before
       // the event: the owner may delay it (back_off_after_loss).

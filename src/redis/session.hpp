@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@ class logger;
 namespace redlimit::detail {
 
 struct RedisMetrics;
+class EndpointSource;
 class TlsContext;
 class TlsTunnel;
 
@@ -39,6 +41,9 @@ struct ConnectionSettings {
   RedisMetrics* metrics = nullptr;
   /// The client's TLS configuration, for endpoints with `tls` (rediss://); null without one.
   std::shared_ptr<TlsContext> tls{};
+  /// Where the server is found before each attempt (a Sentinel's primary; see EndpointSource),
+  /// instead of the session's endpoints; null: they are given. Must outlive the session.
+  EndpointSource* endpoint_source = nullptr;
 };
 
 /// What a Session tells its owner. Called from the loop (inside hiredis or a timer callback):
@@ -120,6 +125,12 @@ class Session {
   /// Drops a ready connection whose replies can no longer be trusted (one missed its
   /// deadline) and connects again after a backoff: the server counts as failing.
   void reconnect_after_failure(const std::string& reason);
+  /// From the EndpointSource: the server moved (a failover). A connection to the old one is
+  /// dropped, and the next attempt starts at once.
+  void endpoint_changed();
+  /// From the EndpointSource: no server could be found (`error`); an attempt waiting for one
+  /// fails with it, and the next one asks again after a backoff step.
+  void endpoint_unknown(const std::exception_ptr& error);
   /// Stops connecting: no attempt starts from now on. The context stays until release().
   void begin_close();
   /// Drops the context (its pending callbacks run with NULL replies before this returns) and
@@ -135,6 +146,9 @@ class Session {
   static void on_handshake_reply(redisAsyncContext* context, void* reply, void* privdata);
   static void on_connect_timer(void* self);
   static void on_tunnel_failed(void* self, std::exception_ptr error);
+  /// The reply to the handshake's ROLE, for a server found by an EndpointSource: nullopt when
+  /// it is a primary, else why it will not do.
+  std::optional<std::string> not_a_primary(void* reply) const;
   static void on_backoff_timer(void* self);
 
   void start_connect();
@@ -165,6 +179,8 @@ class Session {
   /// The context's TLS tunnel (rediss://): it frees itself once closed (close_tunnel()).
   TlsTunnel* tunnel_ = nullptr;
   int handshake_replies_ = 0;
+  /// Waiting for the EndpointSource to find the server (connecting, without a context).
+  bool awaiting_endpoint_ = false;
   bool was_ready_ = false;  ///< a connection was established before (the next is a reconnect)
   bool owner_logs_failures_ = false;
   std::exception_ptr last_error_;

@@ -12,6 +12,8 @@
 
 namespace redlimit::detail {
 
+class EndpointSource;
+
 /// Picks the connection that serves a hash slot: one server for every slot, or a Redis Cluster
 /// slot map with one connection per primary.
 class SlotRouter {
@@ -37,6 +39,9 @@ class SlotRouter {
   /// A configuration error found while routing (a cluster seed that is no cluster node), which
   /// every call then fails with; null if none.
   virtual std::exception_ptr config_error() const noexcept { return nullptr; }
+  /// Where the pub/sub connection finds its server, when it is found rather than given (a
+  /// Sentinel's primary); null otherwise.
+  virtual EndpointSource* endpoint_source() noexcept { return nullptr; }
 };
 
 /// Every slot on one server.

@@ -234,20 +234,6 @@ using test::hammer_binary;
 using test::start_process;
 
 /// The admitted decisions a hammer process wrote ("<server_time_us> <permits>" lines).
-std::vector<test::Admit> read_admits(const std::string& path) {
-  std::vector<test::Admit> admits;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#' || line.starts_with("deny ")) continue;
-    std::istringstream fields(line);
-    test::Admit admit;
-    fields >> admit.time_us >> admit.permits;
-    admits.push_back(admit);
-  }
-  return admits;
-}
-
 long long calls_of(const test::RedisCluster& cluster, const std::string& command) {
   long long calls = 0;
   for (std::size_t i = 0; i < cluster.size(); ++i) {
@@ -301,7 +287,7 @@ TEST_F(ClusterTest, SlotsMovingBackAndForthUnderLoadNeverBreakALimit) {
   }
   EXPECT_GE(moves, 2) << "the slots did not move back and forth while the load ran";
   for (const std::string& output : outputs) {
-    const auto admits = read_admits(output);
+    const auto admits = test::read_hammer_admits(output);
     EXPECT_GT(admits.size(), 100u);
     const test::CheckResult check = test::check_admits(limit, admits);
     EXPECT_TRUE(check) << check.description;

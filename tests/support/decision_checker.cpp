@@ -1,9 +1,11 @@
 #include "support/decision_checker.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 
 namespace redlimit::test {
 namespace {
@@ -610,6 +612,20 @@ CheckResult check_transitions(std::vector<PolicyVersion> history,
     }
   }
   return {};
+}
+
+std::vector<Admit> read_hammer_admits(const std::string& path) {
+  std::vector<Admit> admits;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.starts_with("deny ")) continue;
+    std::istringstream fields(line);
+    Admit admit;
+    fields >> admit.time_us >> admit.permits;
+    admits.push_back(admit);
+  }
+  return admits;
 }
 
 CheckResult check_admits(const Limit& limit, std::vector<Admit> admits) {

@@ -37,6 +37,9 @@ struct CheckResult {
 /// Admits at the same microsecond count in the system's favour where their order matters.
 CheckResult check_admits(const Limit& limit, std::vector<Admit> admits);
 
+/// The admits a hammer process (tests/redis/hammer.cpp) wrote to `path`.
+std::vector<Admit> read_hammer_admits(const std::string& path);
+
 /// The most permits `limit` could ever admit between the first and the last admit's time, for
 /// efficiency figures (admitted / possible).
 std::int64_t most_admissible(const Limit& limit, std::int64_t first_us, std::int64_t last_us);

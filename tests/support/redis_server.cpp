@@ -44,11 +44,8 @@ ReplyPtr send(redisContext* context, const std::vector<std::string>& argv) {
       redisCommandArgv(context, static_cast<int>(argv.size()), pointers.data(), lengths.data()));
 }
 
-// Why the unix socket: a server may serve TLS only (`--port 0`), and the test's own commands
-// need none.
-ContextPtr connect(const std::string& socket_path, const std::string& password) {
-  const timeval timeout{2, 0};
-  ContextPtr context(redisConnectUnixWithTimeout(socket_path.c_str(), timeout));
+/// A blocking connection, logged in with `password` if not empty; null when none could be made.
+ContextPtr logged_in(ContextPtr context, const std::string& password) {
   if (!context || context->err != 0) return nullptr;
   context->reader->fn = detail::reply_builder();  // before the first command
   redisSetTimeout(context.get(), timeval{10, 0});
@@ -59,7 +56,24 @@ ContextPtr connect(const std::string& socket_path, const std::string& password) 
   return context;
 }
 
+// Why the unix socket: a server may serve TLS only (`--port 0`), and the test's own commands
+// need none.
+ContextPtr connect(const std::string& socket_path, const std::string& password) {
+  const timeval timeout{2, 0};
+  return logged_in(ContextPtr(redisConnectUnixWithTimeout(socket_path.c_str(), timeout)), password);
+}
+
 }  // namespace
+
+Reply tcp_command(int port, const std::string& password, const std::vector<std::string>& argv) {
+  const timeval timeout{2, 0};
+  ContextPtr context =
+      logged_in(ContextPtr(redisConnectWithTimeout("127.0.0.1", port, timeout)), password);
+  if (!context) throw std::runtime_error("cannot connect to 127.0.0.1:" + std::to_string(port));
+  ReplyPtr reply = send(context.get(), argv);
+  if (!reply) throw std::runtime_error("no reply from 127.0.0.1:" + std::to_string(port));
+  return std::move(detail::built_reply(reply.get()));
+}
 
 std::string redis_server_binary() {
   const char* configured = std::getenv("REDIS_SERVER");

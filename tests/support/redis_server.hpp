@@ -69,4 +69,9 @@ std::string redis_server_binary();
 /// A TCP port on 127.0.0.1 that nothing listens on right now.
 int free_port();
 
+/// One command to the server (or sentinel) on 127.0.0.1:`port`, logged in with `password` if
+/// not empty, over a short-lived blocking connection; an error reply comes back as
+/// Reply::Type::error. Throws std::runtime_error when nothing answers.
+Reply tcp_command(int port, const std::string& password, const std::vector<std::string>& argv);
+
 }  // namespace redlimit::test

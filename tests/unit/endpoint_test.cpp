@@ -84,6 +84,39 @@ TEST(RedisUrl, RedissIsTheSameServerOverTls) {
   EXPECT_FALSE(parse_redis_url("redis://h").tls);
 }
 
+TEST(SentinelUrl, NamesTheSentinelsThePrimarysNameAndHowToLogInToThePrimary) {
+  const SentinelConfig config =
+      parse_sentinel_url("redis-sentinel://app:pw@10.0.0.1:26380,sentinel-b,[::1]/3#my%20master");
+  ASSERT_EQ(config.sentinels.size(), 3u);
+  EXPECT_EQ(config.sentinels[0].host, "10.0.0.1");
+  EXPECT_EQ(config.sentinels[0].port, 26380);
+  EXPECT_EQ(config.sentinels[1].host, "sentinel-b");
+  EXPECT_EQ(config.sentinels[1].port, 26379) << "a sentinel's own default port";
+  EXPECT_EQ(config.sentinels[2].host, "::1");
+  EXPECT_EQ(config.sentinels[2].port, 26379);
+  EXPECT_TRUE(config.sentinels[0].password.empty()) << "the URL's credentials are the primary's";
+  EXPECT_EQ(config.master, "my master");
+  EXPECT_EQ(config.primary.user, "app");
+  EXPECT_EQ(config.primary.password, "pw");
+  EXPECT_EQ(config.primary.db, 3);
+  EXPECT_FALSE(config.primary.tls);
+  EXPECT_TRUE(is_sentinel_url("redis-sentinel://h#m"));
+  EXPECT_FALSE(is_sentinel_url("redis://h"));
+}
+
+TEST(SentinelUrl, RedissSentinelIsTlsToTheSentinelsAndThePrimary) {
+  const SentinelConfig config = parse_sentinel_url("rediss-sentinel://h:1#m");
+  EXPECT_TRUE(config.primary.tls);
+  EXPECT_TRUE(config.sentinels.at(0).tls);
+}
+
+TEST(SentinelUrl, WithoutThePrimarysNameItIsAConfigError) {
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://h:1"), ConfigError);
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://h:1#"), ConfigError);
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://#m"), ConfigError);
+  EXPECT_THROW(parse_sentinel_url("redis-sentinel://h:99999#m"), ConfigError);
+}
+
 TEST(RedisUrl, MalformedUrlsAreConfigErrorsNamingTheProblem) {
   EXPECT_NE(config_error_of("http://host").find("unsupported scheme 'http'"), std::string::npos);
   EXPECT_NE(config_error_of("localhost:6379").find("expected redis://"), std::string::npos);

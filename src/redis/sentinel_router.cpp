@@ -1,0 +1,197 @@
+#include "redis/sentinel_router.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <random>
+#include <sstream>
+
+#include "redis/reply_convert.hpp"
+#include "redis/session.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+/// The channel on which sentinels announce that a primary moved.
+constexpr std::string_view switch_channel = "+switch-master";
+
+std::optional<int> port_of(std::string_view text) {
+  int port = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
+  if (ec != std::errc{} || end != text.data() + text.size() || port < 1 || port > 65535) {
+    return std::nullopt;
+  }
+  return port;
+}
+
+}  // namespace
+
+SentinelRouter::SentinelRouter(uv_loop_t* loop, SentinelConfig config, ConnectionSettings settings,
+                               ConnectionSettings sentinel_settings,
+                               std::chrono::milliseconds command_timeout,
+                               std::shared_ptr<spdlog::logger> logger)
+    : loop_(loop),
+      config_(std::move(config)),
+      sentinel_settings_(std::move(sentinel_settings)),
+      command_timeout_(command_timeout),
+      logger_(std::move(logger)),
+      name_("sentinel primary '" + config_.master + "'"),
+      backoff_(settings.reconnect_min, settings.reconnect_max,
+               std::random_device{}() ^ reinterpret_cast<std::uintptr_t>(this)) {
+  for (const Endpoint& sentinel : config_.sentinels)
+    sentinels_.push_back(
+        std::make_unique<Connection>(loop_, sentinel, sentinel_settings_, logger_));
+  settings.endpoint_source = this;
+  primary_ = std::make_unique<Connection>(loop_, config_.primary, settings, logger_, name_);
+}
+
+std::optional<Endpoint> SentinelRouter::current() {
+  if (!primary_at_) start_lookup();
+  return primary_at_;
+}
+
+void SentinelRouter::trouble_with(const Endpoint&) {
+  start_lookup();
+}
+
+void SentinelRouter::watch(Session& session) {
+  sessions_.push_back(&session);
+}
+
+void SentinelRouter::forget(Session& session) {
+  std::erase(sessions_, &session);
+}
+
+void SentinelRouter::start_lookup() {
+  if (looking_ || closing_) return;
+  looking_ = true;
+  // Why here: the announcements matter from the first lookup on, and a subscription (re)made
+  // may have missed a switch, so it looks again.
+  if (!announcements_) {
+    announcements_ =
+        std::make_unique<Subscriber>(loop_, config_.sentinels, sentinel_settings_, logger_);
+    announcements_->subscribe(
+        std::string(switch_channel), [this](std::string_view message) { on_switch(message); },
+        [this] { start_lookup(); });
+  }
+  spawn(loop_, look_up());
+}
+
+Task<void> SentinelRouter::look_up() {
+  // Why not a member flag alone: close() waits for this task, which ends here.
+  struct Ended {
+    SentinelRouter& router;
+    ~Ended() {
+      router.looking_ = false;
+      if (router.closing_) router.lookups_done_.set();
+    }
+  } ended{*this};
+  while (!closing_) {
+    std::exception_ptr failure;
+    std::optional<Endpoint> primary;
+    for (const auto& sentinel : sentinels_) {
+      try {
+        primary = co_await ask(*sentinel);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      if (primary || closing_) break;
+    }
+    if (closing_) co_return;
+    if (primary) {
+      backoff_.reset();
+      found(std::move(*primary));
+      co_return;
+    }
+    if (!failure) {
+      failure = std::make_exception_ptr(ConfigError("no sentinel knows a primary named '" +
+                                                    config_.master + "' (SENTINEL monitor)"));
+    }
+    const auto delay = backoff_.next();
+    logger_->warn("redis {}: no sentinel named the primary ({}); asking again in {} ms", name_,
+                  describe(failure), delay.count());
+    // Why a copy: a session told may end its wait, and forget itself, while this walks.
+    for (Session* session : std::vector<Session*>(sessions_))
+      session->endpoint_unknown(failure);
+    try {
+      co_await sleep_for(loop_, delay, stop_.get_token());
+    } catch (const Cancelled&) {
+      co_return;
+    }
+  }
+}
+
+Task<std::optional<Endpoint>> SentinelRouter::ask(Connection& sentinel) {
+  const std::array<std::string_view, 3> question{"SENTINEL", "get-master-addr-by-name",
+                                                 config_.master};
+  const auto deadline = Clock::now() + sentinel_settings_.connect_timeout + command_timeout_;
+  CommandResult answer = co_await sentinel.send(question, deadline);
+  const Reply& reply = answer.reply;
+  if (reply.type == Reply::Type::error) {
+    std::rethrow_exception(exception_from_error(reply.str));
+  }
+  if (reply.is_nil()) co_return std::nullopt;
+  if (reply.type != Reply::Type::array || reply.elements.size() != 2 ||
+      reply.elements[0].type != Reply::Type::string) {
+    throw ProtocolError("redis " + sentinel.name() + ": an answer to SENTINEL " +
+                        "get-master-addr-by-name that is no address");
+  }
+  const std::optional<int> port = port_of(reply.elements[1].str);
+  if (!port) {
+    throw ProtocolError("redis " + sentinel.name() + " named a port that is none: '" +
+                        reply.elements[1].str + "'");
+  }
+  Endpoint primary = config_.primary;
+  primary.host = reply.elements[0].str;
+  primary.port = *port;
+  co_return primary;
+}
+
+void SentinelRouter::on_switch(std::string_view message) {
+  std::istringstream words{std::string(message)};
+  std::string master, old_host, old_port, host, port;
+  if (!(words >> master >> old_host >> old_port >> host >> port) || master != config_.master) {
+    return;
+  }
+  const std::optional<int> number = port_of(port);
+  if (!number) return;
+  Endpoint primary = config_.primary;
+  primary.host = host;
+  primary.port = *number;
+  found(std::move(primary));
+}
+
+void SentinelRouter::found(Endpoint primary) {
+  if (closing_) return;
+  if (primary_at_ && primary_at_->host == primary.host && primary_at_->port == primary.port) {
+    return;
+  }
+  logger_->info("redis {}: at {}:{}", name_, primary.host, primary.port);
+  primary_at_ = std::move(primary);
+  for (Session* session : std::vector<Session*>(sessions_))
+    session->endpoint_changed();
+}
+
+Task<void> SentinelRouter::connect(Clock::time_point deadline) {
+  static constexpr std::array<std::string_view, 1> ping = {"PING"};
+  CommandResult result = co_await primary_->send(ping, deadline);
+  if (result.reply.type == Reply::Type::error) {
+    std::rethrow_exception(exception_from_error(result.reply.str));
+  }
+}
+
+Task<void> SentinelRouter::close() {
+  closing_ = true;
+  stop_.request_stop();
+  if (looking_) co_await lookups_done_.wait();
+  co_await primary_->close();
+  if (announcements_) co_await announcements_->close();
+  for (const auto& sentinel : sentinels_)
+    co_await sentinel->close();
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,82 @@
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/backoff.hpp"
+#include "redis/endpoint_source.hpp"
+#include "redis/slot_router.hpp"
+#include "redis/subscriber.hpp"
+#include "runtime/completion.hpp"
+
+namespace redlimit::detail {
+
+/// Every slot on the primary that Redis Sentinel names (redis-sentinel:// URLs). The primary is
+/// found by asking the sentinels in order (SENTINEL get-master-addr-by-name; the first that
+/// answers) before the first connection, again whenever a connection to it fails or is lost,
+/// and at once when a sentinel announces +switch-master. The connections to it (commands and
+/// pub/sub) check its ROLE at each connect, and move when it moves (see EndpointSource).
+class SentinelRouter final : public SlotRouter, private EndpointSource {
+ public:
+  /// `settings` are the primary's, `sentinel_settings` the sentinels' (their credentials).
+  SentinelRouter(uv_loop_t* loop, SentinelConfig config, ConnectionSettings settings,
+                 ConnectionSettings sentinel_settings, std::chrono::milliseconds command_timeout,
+                 std::shared_ptr<spdlog::logger> logger);
+
+  Connection& route(std::optional<std::uint16_t>) override { return *primary_; }
+  bool is_cluster() const noexcept override { return false; }
+  Connection* follow(const Redirect&) override { return nullptr; }
+  /// The primary may have moved (READONLY, a lost connection): look again.
+  void suspect_topology() override { start_lookup(); }
+  Task<void> connect(Clock::time_point deadline) override;
+  Task<void> close() override;
+  std::vector<Endpoint> subscriber_endpoints() const override { return {config_.primary}; }
+  EndpointSource* endpoint_source() noexcept override { return this; }
+
+ private:
+  // EndpointSource
+  std::optional<Endpoint> current() override;
+  void trouble_with(const Endpoint& endpoint) override;
+  void watch(Session& session) override;
+  void forget(Session& session) override;
+
+  /// Starts a lookup unless one runs (or the router closes).
+  void start_lookup();
+  /// Asks the sentinels until one names the primary; while none does, tells the waiting
+  /// sessions and asks again after a backoff step.
+  Task<void> look_up();
+  /// One sentinel's answer: the primary, or nullopt when it does not know it (an error for a
+  /// sentinel that fails or refuses).
+  Task<std::optional<Endpoint>> ask(Connection& sentinel);
+  /// A sentinel's +switch-master announcement: "<name> <old ip> <old port> <new ip> <new port>".
+  void on_switch(std::string_view message);
+  /// The primary is at `primary`: sessions connected elsewhere move.
+  void found(Endpoint primary);
+
+  uv_loop_t* loop_;
+  SentinelConfig config_;
+  ConnectionSettings sentinel_settings_;
+  std::chrono::milliseconds command_timeout_;
+  std::shared_ptr<spdlog::logger> logger_;
+  std::string name_;  ///< "sentinel primary '<master>'", for logs and errors
+  std::vector<std::unique_ptr<Connection>> sentinels_;
+  std::unique_ptr<Subscriber> announcements_;  ///< +switch-master, from any sentinel
+  std::vector<Session*> sessions_;             ///< sessions whose server is the primary
+  std::optional<Endpoint> primary_at_;         ///< where the primary was last found
+  Backoff backoff_;                            ///< between lookup rounds no sentinel answered
+  std::stop_source stop_;                      ///< close(): a lookup's backoff sleep ends
+  bool looking_ = false;
+  bool closing_ = false;
+  Completion lookups_done_;  ///< set when no lookup runs after close() began
+  // Why last: its sessions register with this router (watch) as they are made.
+  std::unique_ptr<Connection> primary_;
+};
+
+}  // namespace redlimit::detail

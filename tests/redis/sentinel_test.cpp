@@ -1,0 +1,240 @@
+// redis-sentinel://: the primary found through Redis Sentinel (one primary, one replica, three
+// sentinels of the same redis-server binary), its ROLE checked at each connect, passwords for
+// the primary and for the sentinels, and SENTINEL FAILOVER under load from several processes:
+// the limit holds but for what asynchronous replication can lose, and admissions resume within
+// 2 s of the switch.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
+#include "support/child_process.hpp"
+#include "support/decision_checker.hpp"
+#include "support/fake_sentinel.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+#include "support/sentinel_group.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class SentinelTest : public test::LoopTest {};
+
+std::int64_t system_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// What a PING through `client` fails with, or "no error".
+std::string ping_error(uv_loop_t* loop, Client& client) {
+  try {
+    run(loop, client.command("PING"));
+  } catch (const std::exception& e) {
+    return std::string(typeid(e).name()) + ": " + e.what();
+  }
+  return "no error";
+}
+
+TEST_F(SentinelTest, ALimiterDecidesOnThePrimaryTheSentinelsName) {
+  test::SentinelGroup group;
+  Client client(loop(), {.url = group.url()});
+  Limiter limiter(client, Policy::parse("fixed_window 3/1d anchored"), {.name = "found"});
+  int allowed = 0;
+  for (int i = 0; i < 5; ++i)
+    allowed += run(loop(), limiter.try_acquire("user")).allowed ? 1 : 0;
+  run(loop(), client.close());
+  EXPECT_EQ(allowed, 3);
+  const Reply stored = group.primary().command({"GET", "rl:{found:user}:fixed_window:0"});
+  EXPECT_FALSE(stored.is_nil()) << "the decisions are on the primary";
+}
+
+TEST_F(SentinelTest, PasswordsOfThePrimaryAndOfTheSentinelsAreEachTheirOwn) {
+  test::SentinelGroup group({.password = "data-pw", .sentinel_password = "sentinel-pw"});
+  {
+    Client client(loop(), {.url = group.url(), .sentinel_password = "sentinel-pw"});
+    EXPECT_EQ(ping_error(loop(), client), "no error");
+    run(loop(), client.close());
+  }
+  {
+    // Without the sentinels' password, no sentinel names the primary: a typed error, by the
+    // command's deadline.
+    Client client(loop(), {.url = group.url(), .command_timeout = 500ms});
+    const auto started = Clock::now();
+    const std::string error = ping_error(loop(), client);
+    EXPECT_NE(error.find("NOAUTH"), std::string::npos) << error;
+    EXPECT_LT(Clock::now() - started, 500ms + test::deadline_slack);
+    run(loop(), client.close());
+  }
+}
+
+TEST_F(SentinelTest, APrimaryNameNoSentinelKnowsIsAConfigError) {
+  test::SentinelGroup group;
+  std::string url = group.url();
+  url = url.substr(0, url.find('#')) + "#unknown";
+  Client client(loop(), {.url = url, .command_timeout = 500ms});
+  const std::string error = ping_error(loop(), client);
+  EXPECT_NE(error.find("ConfigError"), std::string::npos) << error;
+  EXPECT_NE(error.find("no sentinel knows a primary named 'unknown'"), std::string::npos) << error;
+  run(loop(), client.close());
+}
+
+TEST_F(SentinelTest, NoSentinelAnsweringFailsEachCallByItsDeadline) {
+  const std::string url = "redis-sentinel://127.0.0.1:" + std::to_string(test::free_port()) +
+                          ",127.0.0.1:" + std::to_string(test::free_port()) + "#mymaster";
+  Client client(loop(), {.url = url, .connect_timeout = 200ms, .command_timeout = 300ms});
+  const auto started = Clock::now();
+  const std::string error = ping_error(loop(), client);
+  EXPECT_NE(error, "no error");
+  EXPECT_LT(Clock::now() - started, 300ms + test::deadline_slack) << error;
+  run(loop(), client.close());
+}
+
+TEST_F(SentinelTest, APrimaryThatIsAReplicaIsRefusedByItsRoleAndTheSentinelsAskedAgain) {
+  test::RedisServer primary;
+  test::RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  // A sentinel whose answer is stale: it names the replica.
+  test::FakeSentinel sentinel(replica.port());
+  Client client(
+      loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "#mymaster",
+               .command_timeout = 300ms});
+  const std::string refused = ping_error(loop(), client);
+  EXPECT_NE(refused.find("is not the primary (ROLE: slave)"), std::string::npos) << refused;
+  const int asked = sentinel.questions();
+  sentinel.name_primary(primary.port());
+  // Each failed attempt makes the client ask again: the calls reach the primary soon.
+  const auto until = Clock::now() + 5s;
+  std::string error;
+  for (;;) {
+    error = ping_error(loop(), client);
+    if (error == "no error" || Clock::now() > until) break;
+    run(loop(), sleep_for(loop(), 20ms));  // the loop runs: backoff, reconnect, asking again
+  }
+  EXPECT_EQ(error, "no error");
+  EXPECT_GT(sentinel.questions(), asked);
+  run(loop(), client.close());
+}
+
+/// One decision of the in-process load: when it completed, and whether Redis made it.
+struct Outcome {
+  Clock::time_point at;
+  bool from_redis = false;
+};
+
+Task<void> keep_deciding(uv_loop_t* loop, Limiter& limiter, const std::atomic<bool>& stop,
+                         std::vector<Outcome>* outcomes) {
+  while (!stop.load()) {
+    const Decision decision = co_await limiter.try_acquire("probe");
+    outcomes->push_back({Clock::now(), decision.source == Source::redis});
+    co_await sleep_for(loop, 2ms);
+  }
+}
+
+TEST_F(SentinelTest, AFailoverUnderLoadHoldsTheLimitButForWhatReplicationLosesAndResumesIn2s) {
+  test::SentinelGroup group;
+  // Four processes share one key at twice its limit, through the sentinels.
+  const Limit limit{Algorithm::gcra, {200, 1s}, 20};
+  constexpr int processes = 4;
+  std::vector<pid_t> pids;
+  std::vector<std::string> outputs;
+  for (int p = 0; p < processes; ++p) {
+    outputs.push_back(group.node(0).dir() + "/admits-" + std::to_string(p) + ".txt");
+    pids.push_back(test::start_process({test::hammer_binary(), group.url(), "shared", "gcra", "200",
+                                        "1000000", "20", "aligned", "24", "7000", "100",
+                                        outputs.back(), "failures-expected"}));
+  }
+  Client client(loop(), {.url = group.url()});
+  Limiter open(client, Policy::of(Limit{Algorithm::gcra, {100'000, 1s}}), {.name = "open"});
+  std::atomic<bool> stop = false;
+  std::int64_t failover_started_us = 0;
+  std::int64_t failover_done_us = 0;
+  Clock::time_point switched_at;
+  std::string failover_error;
+  std::thread failover([&] {
+    try {
+      std::this_thread::sleep_for(2500ms);
+      failover_started_us = system_now_us();
+      group.failover();
+      switched_at = Clock::now();
+      failover_done_us = system_now_us();
+      std::this_thread::sleep_for(3000ms);
+    } catch (const std::exception& e) {
+      failover_error = e.what();
+    }
+    stop = true;
+  });
+  std::vector<Outcome> outcomes;
+  run(loop(), keep_deciding(loop(), open, stop, &outcomes));
+  failover.join();
+  run(loop(), client.close());
+  for (const pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a hammer process failed";
+  }
+  ASSERT_TRUE(failover_error.empty()) << failover_error;
+
+  // Resumed: the first decision Redis made after the sentinels named the new primary.
+  std::optional<Clock::time_point> resumed;
+  for (const Outcome& outcome : outcomes) {
+    if (outcome.at >= switched_at && outcome.from_redis) {
+      resumed = outcome.at;
+      break;
+    }
+  }
+  ASSERT_TRUE(resumed) << "no decision from Redis after the failover";
+  EXPECT_LE(*resumed - switched_at, 2s);
+  // What the failover cost the limiter: the longest pause between two decisions Redis made.
+  Clock::duration longest_pause{};
+  std::optional<Clock::time_point> previous;
+  for (const Outcome& outcome : outcomes) {
+    if (!outcome.from_redis) continue;
+    if (previous) longest_pause = std::max(longest_pause, outcome.at - *previous);
+    previous = outcome.at;
+  }
+  EXPECT_LE(longest_pause, 2s);
+
+  // The bound: writes the old primary took after the replica was promoted, before it was made a
+  // replica itself, are lost, so those permits may be admitted again. They all lie within the
+  // failover (from SENTINEL FAILOVER until the sentinels named the new primary, and 200 ms).
+  std::vector<test::Admit> admits;
+  for (const std::string& output : outputs) {
+    const std::vector<test::Admit> some = test::read_hammer_admits(output);
+    admits.insert(admits.end(), some.begin(), some.end());
+  }
+  std::int64_t during_failover = 0;
+  for (const test::Admit& admit : admits) {
+    if (admit.time_us >= failover_started_us && admit.time_us <= failover_done_us + 200'000) {
+      during_failover += admit.permits;
+    }
+  }
+  const test::CheckResult check = test::check_admits(limit, admits);
+  const std::int64_t over = check ? 0 : check.admitted - check.allowed;
+  std::printf(
+      "[ sentinel ] %zu admitted by %d processes; failover %.3f s; longest pause "
+      "between decisions from Redis %.3f s, back %.3f s after the switch; over-admitted "
+      "%lld (bound: %lld admitted during the failover)\n",
+      admits.size(), processes, (failover_done_us - failover_started_us) / 1e6,
+      std::chrono::duration<double>(longest_pause).count(),
+      std::chrono::duration<double>(*resumed - switched_at).count(), static_cast<long long>(over),
+      static_cast<long long>(during_failover));
+  EXPECT_GT(admits.size(), 500u);
+  EXPECT_LE(over, during_failover) << check.description;
+}
+
+}  // namespace
+}  // namespace redlimit

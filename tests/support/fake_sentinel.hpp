@@ -1,0 +1,40 @@
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+namespace redlimit::test {
+
+/// A scripted sentinel on a free loopback port, served by a thread: it answers PING, SENTINEL
+/// get-master-addr-by-name with the address it is told (for any name), and SUBSCRIBE with a
+/// confirmation; anything else with an error. For what real sentinels do not do on demand, such
+/// as naming a replica as the primary.
+class FakeSentinel {
+ public:
+  /// Names 127.0.0.1:`port` as the primary.
+  explicit FakeSentinel(int port);
+  ~FakeSentinel();
+  FakeSentinel(const FakeSentinel&) = delete;
+  FakeSentinel& operator=(const FakeSentinel&) = delete;
+
+  /// Names 127.0.0.1:`port` from now on.
+  void name_primary(int port);
+  /// SENTINEL get-master-addr-by-name questions answered so far.
+  int questions() const { return questions_.load(); }
+  int port() const { return port_; }
+
+ private:
+  void serve();
+  /// The answers to the whole commands at the start of `received` (removed from it).
+  std::string answer(std::string& received);
+
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<int> primary_port_;
+  std::atomic<int> questions_{0};
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace redlimit::test

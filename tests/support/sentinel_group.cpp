@@ -1,0 +1,200 @@
+#include "support/sentinel_group.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+namespace redlimit::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* master_name = "mymaster";
+
+/// The role a data node answers ROLE with ("master", "slave"), or "" when it does not answer.
+std::string role_of(RedisServer& node) {
+  try {
+    const Reply role = node.command({"ROLE"});
+    if (role.type == Reply::Type::array && !role.elements.empty()) {
+      return role.elements.front().str;
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+/// The arguments of a data node: its password, and the primary's to replicate with.
+std::vector<std::string> data_node_args(const std::string& password) {
+  if (password.empty()) return {};
+  return {"--requirepass", password, "--masterauth", password};
+}
+
+}  // namespace
+
+SentinelGroup::SentinelGroup(Options options) : options_(std::move(options)) {
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "redlimit-sentinel-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = pattern;
+  nodes_.push_back(std::make_unique<RedisServer>(data_node_args(options_.password)));
+  std::vector<std::string> replica_args = data_node_args(options_.password);
+  replica_args.insert(replica_args.end(),
+                      {"--replicaof", "127.0.0.1", std::to_string(nodes_[0]->port())});
+  nodes_.push_back(std::make_unique<RedisServer>(replica_args));
+  sentinels_.resize(3);
+  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+    Sentinel& sentinel = sentinels_[i];
+    sentinel.port = free_port();
+    std::string config = "port " + std::to_string(sentinel.port) +
+                         "\nbind 127.0.0.1\ndaemonize no\ndir " + dir_ + "\nlogfile " + dir_ +
+                         "/sentinel-" + std::to_string(i) + ".log\n" + "sentinel monitor " +
+                         master_name + " 127.0.0.1 " + std::to_string(nodes_[0]->port()) +
+                         " 2\nsentinel down-after-milliseconds " + master_name +
+                         " 1000\nsentinel failover-timeout " + master_name +
+                         " 10000\nsentinel parallel-syncs " + master_name + " 1\n";
+    if (!options_.password.empty()) {
+      config += std::string("sentinel auth-pass ") + master_name + " " + options_.password + "\n";
+    }
+    if (!options_.sentinel_password.empty()) {
+      config += "requirepass " + options_.sentinel_password + "\n";
+    }
+    start_sentinel(sentinel, config);
+  }
+  wait_until_monitoring();
+}
+
+SentinelGroup::~SentinelGroup() {
+  for (Sentinel& sentinel : sentinels_) {
+    if (sentinel.pid < 0) continue;
+    ::kill(sentinel.pid, SIGKILL);
+    waitpid(sentinel.pid, nullptr, 0);
+  }
+  nodes_.clear();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+void SentinelGroup::start_sentinel(Sentinel& sentinel, const std::string& config) {
+  const std::string path = dir_ + "/sentinel-" + std::to_string(sentinel.port) + ".conf";
+  std::ofstream(path) << config;
+  std::vector<std::string> args{redis_server_binary(), path, "--sentinel"};
+  std::vector<char*> argv;
+  for (std::string& arg : args)
+    argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) throw std::runtime_error("fork failed");
+  if (child == 0) {
+    // The sentinel dies with the test process, even if the test process is killed.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    const int null_fd = open("/dev/null", O_RDWR);
+    dup2(null_fd, STDIN_FILENO);
+    dup2(null_fd, STDOUT_FILENO);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  sentinel.pid = child;
+}
+
+void SentinelGroup::wait_until_monitoring() const {
+  const auto give_up = Clock::now() + 30s;
+  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+    for (;;) {
+      bool ready = false;
+      try {
+        const Reply replicas = sentinel_command(i, {"SENTINEL", "replicas", master_name});
+        const Reply others = sentinel_command(i, {"SENTINEL", "sentinels", master_name});
+        bool replica_up = false;
+        for (const Reply& replica : replicas.elements) {
+          // Each is a flat list of field, value.
+          for (std::size_t f = 0; f + 1 < replica.elements.size(); f += 2) {
+            if (replica.elements[f].str == "flags" && replica.elements[f + 1].str == "slave") {
+              replica_up = true;
+            }
+          }
+        }
+        ready = replica_up && others.elements.size() >= sentinels_.size() - 1;
+      } catch (const std::exception&) {
+      }
+      if (ready) break;
+      if (Clock::now() > give_up) {
+        throw std::runtime_error("sentinel " + std::to_string(i) +
+                                 " did not see the replica and the other sentinels within 30 s; "
+                                 "see " +
+                                 dir_);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+}
+
+std::string SentinelGroup::url() const {
+  std::string url = "redis-sentinel://";
+  if (!options_.password.empty()) url += options_.password + "@";
+  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+    if (i > 0) url += ",";
+    url += "127.0.0.1:" + std::to_string(sentinels_[i].port);
+  }
+  return url + "#" + master_name;
+}
+
+Reply SentinelGroup::sentinel_command(std::size_t index,
+                                      const std::vector<std::string>& argv) const {
+  return tcp_command(sentinels_.at(index).port, options_.sentinel_password, argv);
+}
+
+int SentinelGroup::primary_port_by_sentinels() const {
+  const Reply address = sentinel_command(0, {"SENTINEL", "get-master-addr-by-name", master_name});
+  if (address.type != Reply::Type::array || address.elements.size() != 2) {
+    throw std::runtime_error("sentinel 0 names no primary");
+  }
+  return std::stoi(address.elements[1].str);
+}
+
+RedisServer& SentinelGroup::primary() {
+  for (const auto& node : nodes_)
+    if (role_of(*node) == "master") return *node;
+  throw std::runtime_error("no data node is a primary");
+}
+
+RedisServer& SentinelGroup::replica() {
+  for (const auto& node : nodes_)
+    if (role_of(*node) == "slave") return *node;
+  throw std::runtime_error("no data node is a replica");
+}
+
+int SentinelGroup::failover() {
+  const int before = primary_port_by_sentinels();
+  const auto give_up = Clock::now() + 20s;
+  // Why retried: until the sentinel has seen the replica catch up, it answers NOGOODSLAVE.
+  for (;;) {
+    const Reply asked = sentinel_command(0, {"SENTINEL", "failover", master_name});
+    if (asked.type != Reply::Type::error) break;
+    if (Clock::now() > give_up) throw std::runtime_error("SENTINEL FAILOVER: " + asked.str);
+    std::this_thread::sleep_for(100ms);
+  }
+  for (;;) {
+    const int now = primary_port_by_sentinels();
+    if (now != before) {
+      for (const auto& node : nodes_) {
+        if (node->port() == now && role_of(*node) == "master") return now;
+      }
+    }
+    if (Clock::now() > give_up) throw std::runtime_error("the failover did not finish in 20 s");
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+}  // namespace redlimit::test

@@ -1,0 +1,63 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlimit/reply.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit::test {
+
+/// A private Redis Sentinel deployment on loopback: one primary, one replica, and three
+/// sentinels (the same redis-server binary in sentinel mode) monitoring the primary as
+/// "mymaster", with a quorum of 2 and a 1 s down-after. Every process is stopped by its PID.
+class SentinelGroup {
+ public:
+  struct Options {
+    /// requirepass (and masterauth) of the primary and the replica.
+    std::string password{};
+    /// requirepass of the sentinels.
+    std::string sentinel_password{};
+  };
+
+  SentinelGroup() : SentinelGroup(Options{}) {}
+  /// Starts everything and waits until every sentinel knows the replica and the other
+  /// sentinels (a failover can then be asked for). Throws std::runtime_error otherwise.
+  explicit SentinelGroup(Options options);
+  ~SentinelGroup();
+  SentinelGroup(const SentinelGroup&) = delete;
+  SentinelGroup& operator=(const SentinelGroup&) = delete;
+
+  /// "redis-sentinel://[password@]127.0.0.1:<s1>,127.0.0.1:<s2>,127.0.0.1:<s3>#mymaster"
+  std::string url() const;
+  /// The data node that is the primary now (by ROLE), and the other one.
+  RedisServer& primary();
+  RedisServer& replica();
+  /// The data nodes, in the order they were started (the first was the primary).
+  RedisServer& node(std::size_t index) { return *nodes_.at(index); }
+  /// A command to sentinel `index` (0-2), on a short-lived connection.
+  Reply sentinel_command(std::size_t index, const std::vector<std::string>& argv) const;
+  /// SENTINEL FAILOVER, then waits (up to 20 s) until the sentinels name the other node and
+  /// it answers ROLE as a primary. Returns the port of the new primary.
+  int failover();
+  /// The port the sentinels name for the primary now.
+  int primary_port_by_sentinels() const;
+
+ private:
+  struct Sentinel {
+    int port = 0;
+    pid_t pid = -1;
+  };
+  void start_sentinel(Sentinel& sentinel, const std::string& config);
+  void wait_until_monitoring() const;
+
+  Options options_;
+  std::string dir_;
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::vector<Sentinel> sentinels_;
+};
+
+}  // namespace redlimit::test
