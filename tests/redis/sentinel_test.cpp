@@ -82,6 +82,37 @@ TEST_F(SentinelTest, PasswordsOfThePrimaryAndOfTheSentinelsAreEachTheirOwn) {
   }
 }
 
+Task<void> decide_across(uv_loop_t* loop, Limiter& limiter, test::SentinelGroup& group, int* before,
+                         int* after) {
+  for (int i = 0; i < 3; ++i)
+    *before += (co_await limiter.try_acquire("user")).allowed ? 1 : 0;
+  group.failover();
+  const auto until = Clock::now() + 5s;
+  while (Clock::now() < until) {
+    const Decision decision = co_await limiter.try_acquire("user");
+    if (decision.source == Source::redis) {
+      *after += decision.allowed ? 1 : 0;
+      co_return;
+    }
+    co_await sleep_for(loop, 20ms);
+  }
+}
+
+TEST_F(SentinelTest, OverTlsTheSentinelsAndThePrimaryAreReachedAndFollowed) {
+  test::SentinelGroup group({.tls = true});
+  ClientOptions options{.url = group.url()};
+  options.tls.ca_file = group.certificates().ca;
+  Client client(loop(), options);
+  Limiter limiter(client, Policy::parse("fixed_window 100/1d anchored"), {.name = "tls"});
+  int before = 0;
+  int after = 0;
+  run(loop(), decide_across(loop(), limiter, group, &before, &after));
+  run(loop(), client.close());
+  EXPECT_EQ(before, 3);
+  EXPECT_EQ(after, 1) << "decided by the new primary, over TLS";
+  EXPECT_FALSE(group.primary().command({"GET", "rl:{tls:user}:fixed_window:0"}).is_nil());
+}
+
 TEST_F(SentinelTest, APrimaryNameNoSentinelKnowsIsAConfigError) {
   test::SentinelGroup group;
   std::string url = group.url();

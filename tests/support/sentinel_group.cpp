@@ -33,24 +33,48 @@ std::string role_of(RedisServer& node) {
   return "";
 }
 
-/// The arguments of a data node: its password, and the primary's to replicate with.
-std::vector<std::string> data_node_args(const std::string& password) {
-  if (password.empty()) return {};
-  return {"--requirepass", password, "--masterauth", password};
+/// The TLS settings of a node or sentinel of a TLS group, in redis-server's words.
+std::vector<std::string> tls_settings(const TestCertificates& certificates) {
+  return {"tls-cert-file",    certificates.server.cert,
+          "tls-key-file",     certificates.server.key,
+          "tls-ca-cert-file", certificates.ca,
+          "tls-auth-clients", "no",
+          "tls-replication",  "yes"};
 }
 
 }  // namespace
+
+std::vector<std::string> SentinelGroup::data_node_args(int port) const {
+  std::vector<std::string> args;
+  if (!options_.password.empty()) {
+    args.insert(args.end(),
+                {"--requirepass", options_.password, "--masterauth", options_.password});
+  }
+  if (certificates_) {
+    args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port)});
+    const std::vector<std::string> settings = tls_settings(*certificates_);
+    for (std::size_t i = 0; i + 1 < settings.size(); i += 2)
+      args.insert(args.end(), {"--" + settings[i], settings[i + 1]});
+  }
+  return args;
+}
 
 SentinelGroup::SentinelGroup(Options options) : options_(std::move(options)) {
   std::string pattern =
       (std::filesystem::temp_directory_path() / "redlimit-sentinel-XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = pattern;
-  nodes_.push_back(std::make_unique<RedisServer>(data_node_args(options_.password)));
-  std::vector<std::string> replica_args = data_node_args(options_.password);
+  if (options_.tls) certificates_ = std::make_unique<TestCertificates>(dir_);
+  // Why chosen here: a TLS node's clients use a port of its own, which RedisServer does not know.
+  const int primary_port = options_.tls ? free_port() : 0;
+  nodes_.push_back(std::make_unique<RedisServer>(data_node_args(primary_port)));
+  node_ports_.push_back(options_.tls ? primary_port : nodes_[0]->port());
+  const int replica_port = options_.tls ? free_port() : 0;
+  std::vector<std::string> replica_args = data_node_args(replica_port);
   replica_args.insert(replica_args.end(),
-                      {"--replicaof", "127.0.0.1", std::to_string(nodes_[0]->port())});
+                      {"--replicaof", "127.0.0.1", std::to_string(node_ports_[0])});
   nodes_.push_back(std::make_unique<RedisServer>(replica_args));
+  node_ports_.push_back(options_.tls ? replica_port : nodes_[1]->port());
   sentinels_.resize(3);
   for (std::size_t i = 0; i < sentinels_.size(); ++i) {
     Sentinel& sentinel = sentinels_[i];
@@ -58,7 +82,7 @@ SentinelGroup::SentinelGroup(Options options) : options_(std::move(options)) {
     std::string config = "port " + std::to_string(sentinel.port) +
                          "\nbind 127.0.0.1\ndaemonize no\ndir " + dir_ + "\nlogfile " + dir_ +
                          "/sentinel-" + std::to_string(i) + ".log\n" + "sentinel monitor " +
-                         master_name + " 127.0.0.1 " + std::to_string(nodes_[0]->port()) +
+                         master_name + " 127.0.0.1 " + std::to_string(node_ports_[0]) +
                          " 2\nsentinel down-after-milliseconds " + master_name +
                          " 1000\nsentinel failover-timeout " + master_name +
                          " 10000\nsentinel parallel-syncs " + master_name + " 1\n";
@@ -67,6 +91,13 @@ SentinelGroup::SentinelGroup(Options options) : options_(std::move(options)) {
     }
     if (!options_.sentinel_password.empty()) {
       config += "requirepass " + options_.sentinel_password + "\n";
+    }
+    if (certificates_) {
+      sentinel.tls_port = free_port();
+      config += "tls-port " + std::to_string(sentinel.tls_port) + "\n";
+      const std::vector<std::string> settings = tls_settings(*certificates_);
+      for (std::size_t s = 0; s + 1 < settings.size(); s += 2)
+        config += settings[s] + " " + settings[s + 1] + "\n";
     }
     start_sentinel(sentinel, config);
   }
@@ -141,11 +172,12 @@ void SentinelGroup::wait_until_monitoring() const {
 }
 
 std::string SentinelGroup::url() const {
-  std::string url = "redis-sentinel://";
+  std::string url = certificates_ ? "rediss-sentinel://" : "redis-sentinel://";
   if (!options_.password.empty()) url += options_.password + "@";
   for (std::size_t i = 0; i < sentinels_.size(); ++i) {
     if (i > 0) url += ",";
-    url += "127.0.0.1:" + std::to_string(sentinels_[i].port);
+    url +=
+        "127.0.0.1:" + std::to_string(certificates_ ? sentinels_[i].tls_port : sentinels_[i].port);
   }
   return url + "#" + master_name;
 }
@@ -188,8 +220,8 @@ int SentinelGroup::failover() {
   for (;;) {
     const int now = primary_port_by_sentinels();
     if (now != before) {
-      for (const auto& node : nodes_) {
-        if (node->port() == now && role_of(*node) == "master") return now;
+      for (std::size_t n = 0; n < nodes_.size(); ++n) {
+        if (node_ports_[n] == now && role_of(*nodes_[n]) == "master") return now;
       }
     }
     if (Clock::now() > give_up) throw std::runtime_error("the failover did not finish in 20 s");

@@ -8,6 +8,7 @@
 
 #include "redlimit/reply.hpp"
 #include "support/redis_server.hpp"
+#include "support/test_certificates.hpp"
 
 namespace redlimit::test {
 
@@ -21,6 +22,10 @@ class SentinelGroup {
     std::string password{};
     /// requirepass of the sentinels.
     std::string sentinel_password{};
+    /// Every node and sentinel speaks TLS only to clients and to each other (`--port 0
+    /// --tls-port`, `tls-replication yes`), with certificates() (a sentinel keeps a plain port
+    /// for the fixture's own commands); url() is then rediss-sentinel://.
+    bool tls = false;
   };
 
   SentinelGroup() : SentinelGroup(Options{}) {}
@@ -45,18 +50,25 @@ class SentinelGroup {
   int failover();
   /// The port the sentinels name for the primary now.
   int primary_port_by_sentinels() const;
+  /// The certificates of a TLS group (Options::tls).
+  const TestCertificates& certificates() const { return *certificates_; }
 
  private:
   struct Sentinel {
-    int port = 0;
+    int port = 0;      ///< plain: the fixture's commands
+    int tls_port = 0;  ///< a TLS group's: the client's
     pid_t pid = -1;
   };
+  /// The arguments of a data node serving clients (and replication) on `port`.
+  std::vector<std::string> data_node_args(int port) const;
   void start_sentinel(Sentinel& sentinel, const std::string& config);
   void wait_until_monitoring() const;
 
   Options options_;
   std::string dir_;
+  std::unique_ptr<TestCertificates> certificates_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::vector<int> node_ports_;  ///< the port the sentinels know each node by
   std::vector<Sentinel> sentinels_;
 };
 

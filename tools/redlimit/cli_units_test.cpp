@@ -148,6 +148,12 @@ TEST(UrlRedaction, RedactorScrubsThePasswordAsWrittenAndDecoded) {
   EXPECT_EQ(Redactor("redis://db")("nothing to hide"), "nothing to hide");
 }
 
+TEST(UrlRedaction, TheSentinelsPasswordIsScrubbedToo) {
+  const Redactor redact("redis-sentinel://data-pw@s1:26379,s2#mymaster", "sentinel-pw");
+  EXPECT_EQ(redact.shown_url(), "redis-sentinel://***@s1:26379,s2#mymaster");
+  EXPECT_EQ(redact("NOAUTH sentinel-pw; WRONGPASS data-pw"), "NOAUTH ***; WRONGPASS ***");
+}
+
 TEST(DecisionRates, RatesAreTheDifferencesPerSecond) {
   const CountsByName before{{"sms", {.allowed = 100, .denied = 10}}};
   const CountsByName after{{"sms", {.allowed = 180, .denied = 30, .shadow_denied = 4}}};

@@ -201,7 +201,7 @@ void add_commands(CLI::App& app, Invocation& invocation) {
   app.add_option("--url", invocation.global.url,
                  "Redis URL (default: $REDLIMIT_URL, else redis://127.0.0.1:6379): "
                  "redis://[user:password@]host[:port][/db], rediss://... (TLS), unix:///path, "
-                 "redis-cluster://host:port[,...]")
+                 "redis-sentinel://host:port[,...]#name, redis-cluster://host:port[,...]")
       ->envname("REDLIMIT_URL");
   app.add_option("--prefix", invocation.global.prefix, "the key prefix (LimiterOptions::prefix)")
       ->capture_default_str();
@@ -212,6 +212,10 @@ void add_commands(CLI::App& app, Invocation& invocation) {
                  "rediss://: this client's certificate, for mutual TLS (with --tls-key)");
   app.add_option("--tls-key", invocation.global.tls.key_file,
                  "rediss://: the private key of --tls-cert");
+  app.add_option("--sentinel-password", invocation.global.sentinel_password,
+                 "redis-sentinel://: the sentinels' own password (default: "
+                 "$REDLIMIT_SENTINEL_PASSWORD)")
+      ->envname("REDLIMIT_SENTINEL_PASSWORD");
   add_policy_commands(app, invocation.args, invocation);
   add_override_commands(app, invocation.args, invocation);
   add_key_commands(app, invocation.args, invocation);

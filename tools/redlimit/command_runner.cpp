@@ -59,6 +59,7 @@ redlimit::ClientOptions client_options(const GlobalOptions& global) {
   redlimit::ClientOptions options;
   options.url = global.url;
   options.tls = global.tls;
+  options.sentinel_password = global.sentinel_password;
   // Why 2 s: a person waits for the answer; a slow link still gets one, a dead one fails soon.
   options.connect_timeout = 2s;
   options.command_timeout = 2s;
@@ -95,7 +96,7 @@ Failure failure_of(std::exception_ptr error, const std::string& shown_url) {
 }  // namespace
 
 int run_command(const GlobalOptions& options, CommandBody body) {
-  const Redactor redact(options.url);
+  const Redactor redact(options.url, options.sentinel_password);
   // Why here: a prefix no limiter accepts names no key, and every command would find nothing.
   if (!redlimit::is_valid_prefix(options.prefix)) {
     print_error("--prefix must be 1 to 64 characters from [A-Za-z0-9_.-], got '" + options.prefix +

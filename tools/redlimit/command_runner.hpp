@@ -21,6 +21,9 @@ struct GlobalOptions {
   /// For a rediss:// URL: the CA file, and a client certificate and key (--tls-ca, --tls-cert,
   /// --tls-key); empty: the system's CAs, no client certificate.
   redlimit::TlsOptions tls{};
+  /// For a redis-sentinel:// URL: the sentinels' own password (--sentinel-password, else
+  /// $REDLIMIT_SENTINEL_PASSWORD); never printed.
+  std::string sentinel_password{};
 };
 
 /// A command's work on a connected client; returns the exit status (see ExitStatus). `stop` is

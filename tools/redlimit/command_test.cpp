@@ -24,6 +24,7 @@
 #include "redlimit/runtime.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
+#include "support/sentinel_group.hpp"
 #include "support/tls_redis_server.hpp"
 
 namespace redlimit_cli {
@@ -507,22 +508,34 @@ TEST_F(CommandTest, WatchEndsWithStatus0OnSigint) {
 
 TEST(TlsCommandTest, ARedissUrlWorksWithTheServersCaAndFailsTypedWithout) {
   redlimit::test::TlsRedisServer tls;
-  const Outcome stored = run_command({"--url", tls.url(), "--tls-ca", tls.certificates().ca,
-                                      "policy", "set", "sms", "gcra 10/s"});
+  const Outcome stored = run_command(
+      {"--url", tls.url(), "--tls-ca", tls.certificates().ca, "policy", "set", "sms", "gcra 10/s"});
   EXPECT_EQ(stored.status, exit_ok) << stored.err;
-  const Outcome read = run_command({"policy", "get", "sms", "--json", "--tls-ca",
-                                    tls.certificates().ca},
-                                   {"REDLIMIT_URL=" + tls.url()});
+  const Outcome read =
+      run_command({"policy", "get", "sms", "--json", "--tls-ca", tls.certificates().ca},
+                  {"REDLIMIT_URL=" + tls.url()});
   EXPECT_EQ(read.status, exit_ok) << read.err;
   EXPECT_EQ(parse_json(read.out)["policy"]["text"].string(), "gcra 10/1s");
   // The test CA is not among the system's: the server's certificate does not verify.
   const Outcome unverified = run_command({"--url", tls.url(), "policy", "get", "sms"});
   EXPECT_EQ(unverified.status, exit_unavailable);
   EXPECT_TRUE(has(unverified.err, "did not verify"));
-  const Outcome missing = run_command({"--url", tls.url(), "--tls-ca", "/nonexistent/ca.pem",
-                                       "policy", "get", "sms"});
+  const Outcome missing =
+      run_command({"--url", tls.url(), "--tls-ca", "/nonexistent/ca.pem", "policy", "get", "sms"});
   EXPECT_EQ(missing.status, exit_usage);
   EXPECT_TRUE(has(missing.err, "/nonexistent/ca.pem"));
+}
+
+TEST(SentinelCommandTest, ASentinelUrlReachesThePrimaryWithTheSentinelsPasswordFromTheEnvironment) {
+  redlimit::test::SentinelGroup group({.sentinel_password = "sentinel-pw"});
+  const Outcome stored = run_command({"--url", group.url(), "policy", "set", "sms", "gcra 10/s"},
+                                     {"REDLIMIT_SENTINEL_PASSWORD=sentinel-pw"});
+  EXPECT_EQ(stored.status, exit_ok) << stored.err;
+  EXPECT_FALSE(group.primary().command({"HGETALL", "rl:policy:{sms}"}).elements.empty());
+  const Outcome refused = run_command({"--url", group.url(), "policy", "get", "sms"});
+  EXPECT_NE(refused.status, exit_ok);
+  EXPECT_TRUE(has(refused.err, "NOAUTH"));
+  EXPECT_FALSE(has(refused.err + refused.out, "sentinel-pw"));
 }
 
 TEST_F(CommandTest, TheUrlComesFromREDLIMIT_URLWhenNotGiven) {

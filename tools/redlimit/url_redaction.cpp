@@ -70,7 +70,9 @@ std::string redact_url(std::string_view url) {
          std::string(url.substr(credentials.end));
 }
 
-Redactor::Redactor(std::string_view url) : url_(url), shown_url_(redact_url(url)) {
+Redactor::Redactor(std::string_view url, std::string_view other_secret)
+    : url_(url), shown_url_(redact_url(url)) {
+  if (!other_secret.empty()) secrets_.emplace_back(other_secret);
   const std::string_view written = written_password(url);
   if (written.empty()) return;
   secrets_.emplace_back(written);
@@ -80,7 +82,7 @@ Redactor::Redactor(std::string_view url) : url_(url), shown_url_(redact_url(url)
 
 std::string Redactor::operator()(std::string_view text) const {
   std::string out(text);
-  if (!secrets_.empty()) replace_all(out, url_, shown_url_);
+  if (url_ != shown_url_) replace_all(out, url_, shown_url_);
   for (const std::string& secret : secrets_)
     replace_all(out, secret, "***");
   return out;

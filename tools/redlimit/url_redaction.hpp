@@ -14,10 +14,11 @@ std::string redact_url(std::string_view url);
 
 /// Removes one URL's password from any text the command prints (an error message may quote
 /// the URL, or a library may quote the password): the URL becomes redact_url(url), and the
-/// password, as written in the URL and percent-decoded, becomes "***".
+/// password, as written in the URL and percent-decoded, becomes "***"; so does `other_secret`
+/// (the sentinels' password), if not empty.
 class Redactor {
  public:
-  explicit Redactor(std::string_view url);
+  explicit Redactor(std::string_view url, std::string_view other_secret = {});
   /// `text` without the password.
   std::string operator()(std::string_view text) const;
   /// The URL as it may be shown.

@@ -119,7 +119,7 @@ redlimit::Task<int> watch_rates(redlimit::Client& client, GlobalOptions global,
                                 WatchRequest request, std::stop_token stop) {
   // Why only on a terminal: a pipe or a log gets each refresh after the one before.
   const bool in_place = !global.json && isatty(STDOUT_FILENO) == 1;
-  const Redactor redact(global.url);
+  const Redactor redact(global.url, global.sentinel_password);
   const std::string shown_url = redact.shown_url();
   CountsByName before = co_await read_counts(client, global.prefix, request.names);
   Clock::time_point read_at = Clock::now();
