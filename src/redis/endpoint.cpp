@@ -170,13 +170,13 @@ SentinelConfig parse_sentinel_url(std::string_view url) {
   std::string_view rest = url.substr(tls ? tls_sentinel_scheme.size() : sentinel_scheme.size());
   SentinelConfig config;
   config.primary.tls = tls;
-  rest = take_credentials(rest, config.primary);
-  const auto hash = rest.rfind('#');
+  // Why the name first: it may hold an '@', which must not be read as credentials.
+  const auto hash = rest.find('#');
   if (hash == std::string_view::npos || hash + 1 == rest.size()) {
     bad_url("a redis-sentinel:// URL names the monitored primary after '#' (e.g. #mymaster)");
   }
   config.master = percent_decode(rest.substr(hash + 1), "primary's name");
-  rest = rest.substr(0, hash);
+  rest = take_credentials(rest.substr(0, hash), config.primary);
   if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
     const std::string_view db = rest.substr(slash + 1);
     if (!db.empty()) config.primary.db = parse_int(db, 0, 1'000'000, "the database number");

@@ -15,7 +15,11 @@ ErrorReplyKind classify_error_reply(std::string_view message) {
   if (code == "TRYAGAIN" || code == "CLUSTERDOWN" || code == "LOADING" || code == "MASTERDOWN") {
     return ErrorReplyKind::retry_soon;
   }
-  if (code == "READONLY") return ErrorReplyKind::stale_primary;
+  // Why the text too: Redis 6.2 reports a script's write on a replica inside an ERR.
+  if (code == "READONLY" || message.find("READONLY You can't write against a read only replica") !=
+                                std::string_view::npos) {
+    return ErrorReplyKind::stale_primary;
+  }
   if (code == "BUSY" || code == "OOM" || code == "NOREPLICAS" ||
       message.starts_with("ERR max number of clients reached")) {
     return ErrorReplyKind::server_busy;

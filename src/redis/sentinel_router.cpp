@@ -19,6 +19,11 @@ namespace {
 /// The channel on which sentinels announce that a primary moved.
 constexpr std::string_view switch_channel = "+switch-master";
 
+/// True when `a` and `b` are the same server.
+bool same_server(const Endpoint& a, const Endpoint& b) {
+  return a.host == b.host && a.port == b.port;
+}
+
 std::optional<int> port_of(std::string_view text) {
   int port = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), port);
@@ -54,7 +59,14 @@ std::optional<Endpoint> SentinelRouter::current() {
   return primary_at_;
 }
 
-void SentinelRouter::trouble_with(const Endpoint&) {
+void SentinelRouter::trouble_with(const Endpoint& endpoint) {
+  troubled_ = endpoint;
+  start_lookup();
+}
+
+void SentinelRouter::suspect_topology() {
+  if (primary_at_) troubled_ = primary_at_;
+  recheck_ = true;
   start_lookup();
 }
 
@@ -67,7 +79,11 @@ void SentinelRouter::forget(Session& session) {
 }
 
 void SentinelRouter::start_lookup() {
-  if (looking_ || closing_) return;
+  if (closing_) return;
+  if (looking_) {
+    again_ = true;
+    return;
+  }
   looking_ = true;
   // Why here: the announcements matter from the first lookup on, and a subscription (re)made
   // may have missed a switch, so it looks again.
@@ -90,39 +106,69 @@ Task<void> SentinelRouter::look_up() {
       if (router.closing_) router.lookups_done_.set();
     }
   } ended{*this};
-  while (!closing_) {
-    std::exception_ptr failure;
-    std::optional<Endpoint> primary;
-    for (const auto& sentinel : sentinels_) {
-      try {
-        primary = co_await ask(*sentinel);
-      } catch (...) {
-        failure = std::current_exception();
-      }
-      if (primary || closing_) break;
-    }
-    if (closing_) co_return;
-    if (primary) {
-      backoff_.reset();
-      found(std::move(*primary));
-      co_return;
-    }
-    if (!failure) {
-      failure = std::make_exception_ptr(ConfigError("no sentinel knows a primary named '" +
-                                                    config_.master + "' (SENTINEL monitor)"));
-    }
-    const auto delay = backoff_.next();
-    logger_->warn("redis {}: no sentinel named the primary ({}); asking again in {} ms", name_,
-                  describe(failure), delay.count());
-    // Why a copy: a session told may end its wait, and forget itself, while this walks.
-    for (Session* session : std::vector<Session*>(sessions_))
-      session->endpoint_unknown(failure);
+  for (;;) {
+    const auto wait = last_lookup_ + lookup_interval - Clock::now();
     try {
-      co_await sleep_for(loop_, delay, stop_.get_token());
+      if (wait > Clock::duration::zero()) {
+        co_await sleep_for(loop_, std::chrono::ceil<std::chrono::microseconds>(wait),
+                           stop_.get_token());
+      }
     } catch (const Cancelled&) {
       co_return;
     }
+    if (closing_) co_return;
+    last_lookup_ = Clock::now();
+    again_ = false;
+    const std::uint64_t switches = switches_;
+    const bool recheck = std::exchange(recheck_, false);
+    std::exception_ptr failure;
+    std::optional<Endpoint> primary = co_await ask_sentinels(std::exchange(troubled_, {}), failure);
+    if (closing_) co_return;
+    if (switches_ != switches) {
+      // Why dropped: a +switch-master came while asking, and it is newer than these answers.
+    } else if (primary) {
+      backoff_.reset();
+      found(std::move(*primary), recheck);
+    } else {
+      if (!failure) {
+        failure = std::make_exception_ptr(ConfigError("no sentinel knows a primary named '" +
+                                                      config_.master + "' (SENTINEL monitor)"));
+      }
+      const auto delay = backoff_.next();
+      logger_->warn("redis {}: no sentinel named the primary ({}); asking again in {} ms", name_,
+                    describe(failure), delay.count());
+      // Why a copy: a session told may end its wait, and forget itself, while this walks.
+      for (Session* session : std::vector<Session*>(sessions_))
+        session->endpoint_unknown(failure);
+      last_lookup_ = Clock::now() + delay - lookup_interval;
+      continue;
+    }
+    if (!again_) co_return;
   }
+}
+
+Task<std::optional<Endpoint>> SentinelRouter::ask_sentinels(std::optional<Endpoint> avoid,
+                                                            std::exception_ptr& failure) {
+  std::optional<Endpoint> fallback;
+  for (std::size_t i = 0; i < sentinels_.size() && !closing_; ++i) {
+    std::optional<Endpoint> answer;
+    try {
+      answer = co_await ask(*sentinels_[i]);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!answer) continue;
+    if (avoid && same_server(*answer, *avoid)) {
+      if (!fallback) fallback = std::move(answer);
+      continue;
+    }
+    // Why first from now on: the Sentinel client guidelines; a sentinel that answered is
+    // likely up, and in the majority.
+    std::rotate(sentinels_.begin(), sentinels_.begin() + static_cast<std::ptrdiff_t>(i),
+                sentinels_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    co_return answer;
+  }
+  co_return fallback;
 }
 
 Task<std::optional<Endpoint>> SentinelRouter::ask(Connection& sentinel) {
@@ -162,16 +208,18 @@ void SentinelRouter::on_switch(std::string_view message) {
   Endpoint primary = config_.primary;
   primary.host = host;
   primary.port = *number;
-  found(std::move(primary));
+  ++switches_;
+  found(std::move(primary), false);
 }
 
-void SentinelRouter::found(Endpoint primary) {
+void SentinelRouter::found(Endpoint primary, bool recheck) {
   if (closing_) return;
-  if (primary_at_ && primary_at_->host == primary.host && primary_at_->port == primary.port) {
-    return;
+  if (primary_at_ && same_server(*primary_at_, primary)) {
+    if (!recheck) return;
+  } else {
+    logger_->info("redis {}: at {}:{}", name_, primary.host, primary.port);
+    primary_at_ = std::move(primary);
   }
-  logger_->info("redis {}: at {}:{}", name_, primary.host, primary.port);
-  primary_at_ = std::move(primary);
   for (Session* session : std::vector<Session*>(sessions_))
     session->endpoint_changed();
 }

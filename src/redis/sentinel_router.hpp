@@ -33,8 +33,9 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   Connection& route(std::optional<std::uint16_t>) override { return *primary_; }
   bool is_cluster() const noexcept override { return false; }
   Connection* follow(const Redirect&) override { return nullptr; }
-  /// The primary may have moved (READONLY, a lost connection): look again.
-  void suspect_topology() override { start_lookup(); }
+  /// The primary may have moved (READONLY, a lost connection): look again, and have the
+  /// connections check the ROLE of the primary again even if the sentinels still name it.
+  void suspect_topology() override;
   Task<void> connect(Clock::time_point deadline) override;
   Task<void> close() override;
   std::vector<Endpoint> subscriber_endpoints() const override { return {config_.primary}; }
@@ -47,18 +48,25 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   void watch(Session& session) override;
   void forget(Session& session) override;
 
-  /// Starts a lookup unless one runs (or the router closes).
+  /// Starts a lookup unless one runs (or the router closes); a lookup asked for while one runs
+  /// follows it.
   void start_lookup();
-  /// Asks the sentinels until one names the primary; while none does, tells the waiting
-  /// sessions and asks again after a backoff step.
+  /// Asks the sentinels (at most once per lookup_interval) until one names the primary; while
+  /// none does, tells the waiting sessions and asks again after a backoff step.
   Task<void> look_up();
+  /// One round: the first answer, in order, that does not name `avoid` (an address that just
+  /// failed: a stale sentinel must not pin the client to it), else the first answer; the
+  /// sentinel that answered is asked first from then on. Sets `failure` to why none answered.
+  Task<std::optional<Endpoint>> ask_sentinels(std::optional<Endpoint> avoid,
+                                              std::exception_ptr& failure);
   /// One sentinel's answer: the primary, or nullopt when it does not know it (an error for a
   /// sentinel that fails or refuses).
   Task<std::optional<Endpoint>> ask(Connection& sentinel);
   /// A sentinel's +switch-master announcement: "<name> <old ip> <old port> <new ip> <new port>".
   void on_switch(std::string_view message);
-  /// The primary is at `primary`: sessions connected elsewhere move.
-  void found(Endpoint primary);
+  /// The primary is at `primary`: sessions connected elsewhere move; with `recheck`, the
+  /// others reconnect too (and check its ROLE again).
+  void found(Endpoint primary, bool recheck);
 
   uv_loop_t* loop_;
   SentinelConfig config_;
@@ -72,6 +80,14 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   std::optional<Endpoint> primary_at_;         ///< where the primary was last found
   Backoff backoff_;                            ///< between lookup rounds no sentinel answered
   std::stop_source stop_;                      ///< close(): a lookup's backoff sleep ends
+  /// Lookups start at most this often: every failed command of every caller suspects the
+  /// primary, and one lookup answers them all.
+  static constexpr std::chrono::milliseconds lookup_interval{100};
+  Clock::time_point last_lookup_{};
+  std::optional<Endpoint> troubled_;  ///< an address that failed since the last lookup
+  bool recheck_ = false;              ///< READONLY came from the primary: reconnect to check
+  std::uint64_t switches_ = 0;        ///< +switch-master announcements taken
+  bool again_ = false;                ///< a lookup was asked for while one ran
   bool looking_ = false;
   bool closing_ = false;
   Completion lookups_done_;  ///< set when no lookup runs after close() began

@@ -614,6 +614,27 @@ CheckResult check_transitions(std::vector<PolicyVersion> history,
   return {};
 }
 
+std::int64_t largest_excess(const Limit& limit, std::vector<Admit> admits) {
+  std::stable_sort(admits.begin(), admits.end(),
+                   [](const Admit& a, const Admit& b) { return a.time_us < b.time_us; });
+  // Scaled by the period P: excess(i, j) x P = (F(j) - F(i - 1)) x P - R x (t_j - t_i) - B x P,
+  // with F the running sum of permits and R the permits per period; so the largest is
+  // max over j of h(j) - min over i <= j of g(i), less B x P, with h(j) = F(j) x P - R x t_j
+  // and g(i) = F(i - 1) x P - R x t_i.
+  const Int128 period = limit.rate.period.count();
+  const Int128 rate = limit.rate.permits;
+  Int128 before = 0;  // F(i - 1)
+  Int128 lowest = std::numeric_limits<std::int64_t>::max();
+  Int128 largest = 0;
+  for (const Admit& admit : admits) {
+    lowest = std::min(lowest, before * period - rate * admit.time_us);
+    before += admit.permits;
+    largest = std::max(largest, before * period - rate * admit.time_us - lowest);
+  }
+  const Int128 excess = largest - static_cast<Int128>(capacity(limit)) * period;
+  return excess > 0 ? static_cast<std::int64_t>(excess / period) : 0;
+}
+
 std::vector<Admit> read_hammer_admits(const std::string& path) {
   std::vector<Admit> admits;
   std::ifstream in(path);

@@ -37,6 +37,12 @@ struct CheckResult {
 /// Admits at the same microsecond count in the system's favour where their order matters.
 CheckResult check_admits(const Limit& limit, std::vector<Admit> admits);
 
+/// For a gcra or token_bucket `limit`: the most permits any window [t_i, t_j] of `admits`
+/// admitted beyond burst + rate x (t_j - t_i), rounded down; 0 when the limit held. (A failed
+/// check_admits() names the shortest violating window, whose excess is mostly 1: this is how
+/// far the limit was exceeded.)
+std::int64_t largest_excess(const Limit& limit, std::vector<Admit> admits);
+
 /// The admits a hammer process (tests/redis/hammer.cpp) wrote to `path`.
 std::vector<Admit> read_hammer_admits(const std::string& path);
 

@@ -84,7 +84,7 @@ SentinelGroup::SentinelGroup(Options options) : options_(std::move(options)) {
                          "/sentinel-" + std::to_string(i) + ".log\n" + "sentinel monitor " +
                          master_name + " 127.0.0.1 " + std::to_string(node_ports_[0]) +
                          " 2\nsentinel down-after-milliseconds " + master_name +
-                         " 1000\nsentinel failover-timeout " + master_name +
+                         " 5000\nsentinel failover-timeout " + master_name +
                          " 10000\nsentinel parallel-syncs " + master_name + " 1\n";
     if (!options_.password.empty()) {
       config += std::string("sentinel auth-pass ") + master_name + " " + options_.password + "\n";

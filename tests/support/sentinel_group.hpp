@@ -13,8 +13,10 @@
 namespace redlimit::test {
 
 /// A private Redis Sentinel deployment on loopback: one primary, one replica, and three
-/// sentinels (the same redis-server binary in sentinel mode) monitoring the primary as
-/// "mymaster", with a quorum of 2 and a 1 s down-after. Every process is stopped by its PID.
+/// sentinels (the same redis-server binary in sentinel mode, as Debian's redis-sentinel is)
+/// monitoring the primary as "mymaster", with a quorum of 2 and a 5 s down-after (a busy machine
+/// must not fail over on its own: tests fail over with failover()). Every process is stopped
+/// by its PID.
 class SentinelGroup {
  public:
   struct Options {

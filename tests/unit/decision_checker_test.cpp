@@ -28,6 +28,23 @@ TEST(DecisionChecker, AcceptsAnExactGcraScheduleAndFindsTheSmallestViolatingWind
   EXPECT_NE(result.description.find("burst + rate"), std::string::npos);
 }
 
+TEST(DecisionChecker, MeasuresHowFarAGcraLimitWasExceededAtMost) {
+  const Limit ten_per_second = limit(Algorithm::gcra, {10, 1s}, 2);
+  std::vector<Admit> exact = {{0, 1}, {0, 1}, {100'000, 1}, {200'000, 1}, {1'000'000, 2}};
+  EXPECT_EQ(largest_excess(ten_per_second, exact), 0);
+  exact.push_back({1'050'000, 1});  // 3 in [1000, 1050] ms against 2.5
+  EXPECT_EQ(largest_excess(ten_per_second, exact), 0) << "rounded down: half a permit";
+  // Twice the rate for 1 s: 20 in [0, 950] ms against 2 + 9.5; check_admits names a window with
+  // one too many, the excess is 8.
+  std::vector<Admit> doubled;
+  for (std::int64_t t = 0; t < 1'000'000; t += 50'000)
+    doubled.push_back({t, 1});
+  EXPECT_EQ(check_admits(ten_per_second, doubled).admitted -
+                check_admits(ten_per_second, doubled).allowed,
+            1);
+  EXPECT_EQ(largest_excess(ten_per_second, doubled), 8);
+}
+
 TEST(DecisionChecker, FindsALeakyBucketDepartureThatCameTooSoon) {
   const Limit four_per_second = limit(Algorithm::leaky_bucket, {4, 1s});
   EXPECT_TRUE(check_admits(four_per_second, {{0, 1}, {250'000, 2}, {750'000, 1}}));

@@ -96,6 +96,7 @@ TEST(SentinelUrl, NamesTheSentinelsThePrimarysNameAndHowToLogInToThePrimary) {
   EXPECT_EQ(config.sentinels[2].port, 26379);
   EXPECT_TRUE(config.sentinels[0].password.empty()) << "the URL's credentials are the primary's";
   EXPECT_EQ(config.master, "my master");
+  EXPECT_EQ(parse_sentinel_url("redis-sentinel://h#team@prod").master, "team@prod");
   EXPECT_EQ(config.primary.user, "app");
   EXPECT_EQ(config.primary.password, "pw");
   EXPECT_EQ(config.primary.db, 3);

@@ -43,6 +43,10 @@ TEST(ErrorReplies, EachCodeHasOneKind) {
             ErrorReplyKind::permission);
   EXPECT_EQ(classify_error_reply("ERR The user executing the script can't run this command"),
             ErrorReplyKind::permission);
+  EXPECT_EQ(classify_error_reply("ERR Error running script (call to f_1): @user_script:1: "
+                                 "@user_script: 1: -READONLY You can't write against a read only "
+                                 "replica."),
+            ErrorReplyKind::stale_primary);
   // Valkey 8's words for the same.
   EXPECT_EQ(classify_error_reply("ERR ACL failure in script: User limiter has no permissions to "
                                  "run the 'time' command script: 1c54, on @user_script:1266."),

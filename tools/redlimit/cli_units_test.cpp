@@ -152,6 +152,8 @@ TEST(UrlRedaction, TheSentinelsPasswordIsScrubbedToo) {
   const Redactor redact("redis-sentinel://data-pw@s1:26379,s2#mymaster", "sentinel-pw");
   EXPECT_EQ(redact.shown_url(), "redis-sentinel://***@s1:26379,s2#mymaster");
   EXPECT_EQ(redact("NOAUTH sentinel-pw; WRONGPASS data-pw"), "NOAUTH ***; WRONGPASS ***");
+  // One password inside the other: the longer goes first, nothing of it is left.
+  EXPECT_EQ(Redactor("redis-sentinel://pw@s1#m", "pw-longer")("pw-longer and pw"), "*** and ***");
 }
 
 TEST(DecisionRates, RatesAreTheDifferencesPerSecond) {

@@ -1,5 +1,7 @@
 #include "url_redaction.hpp"
 
+#include <algorithm>
+
 namespace redlimit_cli {
 namespace {
 
@@ -83,8 +85,14 @@ Redactor::Redactor(std::string_view url, std::string_view other_secret)
 std::string Redactor::operator()(std::string_view text) const {
   std::string out(text);
   if (url_ != shown_url_) replace_all(out, url_, shown_url_);
+  // Why the longest first: one secret may hold another, whose replacement would leave the rest.
+  std::vector<const std::string*> longest_first;
   for (const std::string& secret : secrets_)
-    replace_all(out, secret, "***");
+    longest_first.push_back(&secret);
+  std::sort(longest_first.begin(), longest_first.end(),
+            [](const std::string* a, const std::string* b) { return a->size() > b->size(); });
+  for (const std::string* secret : longest_first)
+    replace_all(out, *secret, "***");
   return out;
 }
 
