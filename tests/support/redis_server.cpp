@@ -1,10 +1,8 @@
 #include "support/redis_server.hpp"
 
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include <thread>
 
 #include "redis/reply_builder.hpp"
+#include "support/child_process.hpp"
 
 namespace redlimit::test {
 namespace {
@@ -147,25 +146,7 @@ void RedisServer::spawn() {
                                    "--daemonize",
                                    "no"};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
-  std::vector<char*> argv;
-  for (auto& arg : args)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
-  const pid_t parent = getpid();
-  const pid_t child = fork();
-  if (child < 0) throw std::runtime_error("fork failed");
-  if (child == 0) {
-    // The server dies with the test process, even if the test process is killed.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    const int null_fd = open("/dev/null", O_RDWR);
-    dup2(null_fd, STDIN_FILENO);
-    dup2(null_fd, STDOUT_FILENO);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  pid_ = child;
+  pid_ = start_server_process(std::move(args));
 }
 
 void RedisServer::wait_until_ready() {

@@ -1,9 +1,7 @@
 #include "support/sentinel_group.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +10,8 @@
 #include <fstream>
 #include <stdexcept>
 #include <thread>
+
+#include "support/child_process.hpp"
 
 namespace redlimit::test {
 namespace {
@@ -118,25 +118,7 @@ SentinelGroup::~SentinelGroup() {
 void SentinelGroup::start_sentinel(Sentinel& sentinel, const std::string& config) {
   const std::string path = dir_ + "/sentinel-" + std::to_string(sentinel.port) + ".conf";
   std::ofstream(path) << config;
-  std::vector<std::string> args{redis_server_binary(), path, "--sentinel"};
-  std::vector<char*> argv;
-  for (std::string& arg : args)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t child = fork();
-  if (child < 0) throw std::runtime_error("fork failed");
-  if (child == 0) {
-    // The sentinel dies with the test process, even if the test process is killed.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    const int null_fd = open("/dev/null", O_RDWR);
-    dup2(null_fd, STDIN_FILENO);
-    dup2(null_fd, STDOUT_FILENO);
-    execvp(argv[0], argv.data());
-    _exit(127);
-  }
-  sentinel.pid = child;
+  sentinel.pid = start_server_process({redis_server_binary(), path, "--sentinel"});
 }
 
 void SentinelGroup::wait_until_monitoring() const {
