@@ -86,7 +86,9 @@ class DenyCache : public test::LoopTest, public ::testing::WithParamInterface<Ca
 TEST_P(DenyCache, SavesRoundTripsUnderOverloadWithoutChangingWhatIsAdmitted) {
   // The same overload on two keys at the same time (same windows, same machine load): one
   // limiter with the cache, one without.
-  Client client(loop(), {.url = server_.url()});
+  // Why max_batch 1: every call is then one EVALSHA, so the server's count of them is the count
+  // of round trips (a batch would count as one).
+  Client client(loop(), {.url = server_.url(), .max_batch = 1});
   Limiter cached(client, GetParam().policy, {.name = "cached", .deny_cache = true});
   Limiter cached_truth(client, GetParam().policy, {.name = "cached", .deny_cache = false});
   Limiter plain(client, GetParam().policy, {.name = "plain", .deny_cache = false});
@@ -111,11 +113,12 @@ TEST_P(DenyCache, SavesRoundTripsUnderOverloadWithoutChangingWhatIsAdmitted) {
   EXPECT_EQ(with_cache.cache_too_long, 0) << "a cached denial outlasted Redis's own";
   EXPECT_GT(with_cache.denied_by_cache, 0);
   EXPECT_EQ(without_cache.denied_by_cache, 0);
-  // The cache changes nothing Redis admits: the same share of the load gets through.
+  // The cache takes nothing from what Redis admits: at least the same share of the load gets
+  // through. (More is not over-admission, which check_admits() rules out: on a busy machine the
+  // limiter without the cache, a round trip per request, falls behind the load.)
   const double ratio = static_cast<double>(with_cache.admits.size()) /
                        static_cast<double>(without_cache.admits.size());
   EXPECT_GT(ratio, 0.9);
-  EXPECT_LT(ratio, 1.1);
   // How much it saves depends on retry_after: a window's denial lasts until its end, a 100/s
   // gcra denial about 10 ms.
   EXPECT_LT(with_cache_trips, without_cache_trips) << "the cache saves round trips";

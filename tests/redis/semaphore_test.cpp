@@ -133,7 +133,9 @@ TEST_F(SemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
   run(loop(),
       both(hold_then_release(loop(), semaphore, 100ms), wait_for_permit(semaphore, &waited)));
   EXPECT_GE(waited, 95ms);
-  EXPECT_LT(waited, 100ms + deadline_slack) << "woken by the release notice";
+  // Why not closer to 100 ms: a busy machine delays the notice; without it, the waiter would
+  // ask again only after its fallback poll (1 s and more) or the lease's 20 s.
+  EXPECT_LT(waited, 900ms) << "woken by the release notice";
 }
 
 TEST_F(SemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
