@@ -165,6 +165,8 @@ struct Decision {
   /// Index in Policy::limits of the deciding limit: for a denial the one with the longest
   /// retry_after, for an admission the one with the fewest permits remaining.
   std::size_t binding = 0;
+  /// try_acquire_all(): the index of the claim whose limit `binding` decided (0 otherwise).
+  std::size_t claim = 0;
   Source source = Source::redis;
   /// The version of the stored policy the decision was made under (see PolicyStore); 0 for a
   /// limiter given its policy in process.

@@ -27,7 +27,8 @@ class Metrics;
 
 namespace detail {
 class PolicyEnforcer;
-}
+struct LimiterAccess;
+}  // namespace detail
 
 /// How a limiter names its keys and what it does when Redis cannot answer.
 struct LimiterOptions {
@@ -196,7 +197,35 @@ class Limiter {
   Policy policy() const;
 
  private:
+  friend struct detail::LimiterAccess;
   std::shared_ptr<detail::PolicyEnforcer> enforcer_;
 };
+
+/// One part of a decision over several keys: `permits` of `key` under `limiter`'s policy.
+struct Claim {
+  Limiter* limiter = nullptr;
+  std::string key;
+  std::int64_t permits = 1;
+};
+
+/// Takes every claim's permits now if every limit of every claim allows them, else none (a
+/// request limited per user and for the whole service spends nothing of the user's quota when
+/// the service's limit denies it); never waits.
+///
+/// The claims' limiters use one Client (or are all in process), and each (limiter, key) appears
+/// once. On one Redis server, and on a cluster when every claim's key is in one hash slot, this
+/// is one script call, atomic. The decision is bound by the claim (Decision::claim) and its
+/// limit (Decision::binding) with the longest retry_after when denied, the fewest permits
+/// remaining when allowed. Each limiter counts the decision and tells its listener as its own
+/// try_acquire() would. When Redis cannot answer, each limiter's failure policy answers for
+/// its claim, and the request passes only when every one allows it.
+///
+/// Throws InvalidArgument before any I/O for bad input: no claims, a null or moved-from
+/// limiter, a bad key or permit count, a key claimed twice, limiters of different clients, a
+/// limiter in shadow mode, or (not yet supported) claims across hash slots of a cluster.
+///
+/// With g++ 12, build the vector before a co_await: `co_await try_acquire_all({{...}, {...}})`
+/// does not compile there (an initializer list inside a co_await expression).
+Task<Decision> try_acquire_all(std::vector<Claim> claims);
 
 }  // namespace redlimit

@@ -1,6 +1,7 @@
 #include "algorithms/policy_model.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "algorithms/leaky_bucket.hpp"
 
@@ -55,38 +56,52 @@ LimitOutcome decide_limit(const LimitSpec& spec, const PolicyChange& change,
 PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
                             std::int64_t n, Mode mode, PolicyChange change) {
-  // As the scripts resolve it: an unknown or future change takes effect now.
-  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
+  const std::array<ClaimModel, 1> claim{ClaimModel{limits, states, n, change}};
+  return decide_claims(claim, now, mode);
+}
+
+PolicyOutcome decide_claims(std::span<const ClaimModel> claims, std::int64_t now, Mode mode) {
+  std::vector<ClaimModel> resolved(claims.begin(), claims.end());
+  std::size_t limit_count = 0;
+  for (ClaimModel& claim : resolved) {
+    // As the scripts resolve it: an unknown or future change takes effect now.
+    if (claim.change.since_us == 0 || claim.change.since_us > now) claim.change.since_us = now;
+    limit_count += claim.limits.size();
+  }
   PolicyOutcome out;
   out.allowed = true;
-  out.limits.reserve(limits.size());
-  for (std::size_t i = 0; i < limits.size(); ++i) {
-    out.limits.push_back(decide_limit(limits[i], change, states[i], now, n, false));
-    if (out.limits.back().stale_version != 0) {  // refused before any write
-      out.allowed = false;
-      out.stale_version = out.limits.back().stale_version;
-      return out;
+  out.limits.reserve(limit_count);
+  for (std::size_t c = 0; c < resolved.size(); ++c) {
+    const ClaimModel& claim = resolved[c];
+    for (std::size_t i = 0; i < claim.limits.size(); ++i) {
+      out.limits.push_back(
+          decide_limit(claim.limits[i], claim.change, claim.states[i], now, claim.n, false));
+      if (out.limits.back().stale_version != 0) {  // refused before any write
+        out.allowed = false;
+        out.stale_version = out.limits.back().stale_version;
+        out.stale_claim = c;
+        return out;
+      }
+      out.allowed = out.allowed && out.limits.back().allowed;
+      out.now_us = std::max(out.now_us, out.limits.back().now_us);
     }
-    out.allowed = out.allowed && out.limits.back().allowed;
-    out.now_us = std::max(out.now_us, out.limits.back().now_us);
   }
-  if (mode == Mode::acquire) {
-    for (std::size_t i = 0; i < limits.size(); ++i) {
-      LimitOutcome& limit = out.limits[i];
-      if (out.allowed) {
-        decide_limit(limits[i], change, states[i], now, n, true);
+  std::size_t at = 0;
+  for (const ClaimModel& claim : resolved) {
+    for (std::size_t i = 0; i < claim.limits.size(); ++i, ++at) {
+      LimitOutcome& limit = out.limits[at];
+      if (mode == Mode::peek) {  // every field as the state now: nothing was taken
+        if (limit.allowed) limit.remaining += claim.n;
+        limit.reset_after_us = limit.idle_after_us;
+      } else if (out.allowed) {
+        decide_limit(claim.limits[i], claim.change, claim.states[i], now, claim.n, true);
       } else if (limit.rewritten) {  // carried over to this policy, with nothing taken
-        limit.ttl_us = decide_limit(limits[i], change, states[i], now, 0, true).ttl_us;
+        limit.ttl_us =
+            decide_limit(claim.limits[i], claim.change, claim.states[i], now, 0, true).ttl_us;
       }
     }
   }
-  if (mode == Mode::peek) {  // every field as the state now: nothing was taken
-    for (LimitOutcome& limit : out.limits) {
-      if (limit.allowed) limit.remaining += n;
-      limit.reset_after_us = limit.idle_after_us;
-    }
-  }
-  for (std::size_t i = 1; i < limits.size(); ++i) {
+  for (std::size_t i = 1; i < out.limits.size(); ++i) {
     const LimitOutcome& candidate = out.limits[i];
     const LimitOutcome& best = out.limits[out.binding];
     if (out.allowed ? candidate.remaining < best.remaining

@@ -40,8 +40,9 @@ struct PolicyOutcome {
   /// A limit's state was written under a newer policy version than the request's: the request
   /// was refused and nothing was written (a script's stale reply).
   std::int64_t stale_version = 0;
-  std::int64_t now_us = 0;  ///< the latest time any limit used
-  std::size_t binding = 0;  ///< denied: longest retry_after; allowed: fewest remaining
+  std::int64_t now_us = 0;      ///< the latest time any limit used
+  std::size_t binding = 0;      ///< denied: longest retry_after; allowed: fewest remaining
+  std::size_t stale_claim = 0;  ///< decide_claims(): the claim whose limit was stale
   std::vector<LimitOutcome> limits;
   const LimitOutcome& binding_outcome() const { return limits[binding]; }
 };
@@ -57,5 +58,21 @@ enum class Mode { acquire, peek };
 PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
                             std::int64_t n, Mode mode, PolicyChange change = {});
+
+/// One claim of a decision over several keys: a policy's limits, their states for the claim's
+/// key, the permits asked for, and the policy in force.
+struct ClaimModel {
+  std::span<const LimitSpec> limits;
+  std::span<std::optional<LimitState>> states;
+  std::int64_t n = 1;
+  PolicyChange change{};
+};
+
+/// Decides every claim at `now`, all or nothing, as the decide script's multi-claim form does
+/// (lua/shapes/general.lua): the limits of all claims in order are the outcome's `limits`, and
+/// `binding` indexes them; an acquire writes every claim's new state when every limit of every
+/// claim allows, else only the states carried over, holding nothing more. The claims' states
+/// must be distinct.
+PolicyOutcome decide_claims(std::span<const ClaimModel> claims, std::int64_t now, Mode mode);
 
 }  // namespace redlimit::detail

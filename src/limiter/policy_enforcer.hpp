@@ -13,6 +13,7 @@
 #include "limiter/deny_cache.hpp"
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
+#include "limiter/redis_backend.hpp"
 #include "limiter/waiters.hpp"
 #include "policy/policy_follower.hpp"
 #include "redis/command_dispatcher.hpp"
@@ -63,6 +64,26 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
     if (redis_) redis_->check_thread();
   }
 
+  /// The request for `key` under the policy in force: for a follower, the stored policy for
+  /// the key, of at least `min_version`, read by `deadline` (PolicyNotFound when none is stored);
+  /// else request().
+  static Task<DecideRequest> request_in_force(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                              Operation operation, std::int64_t permits,
+                                              std::int64_t min_version,
+                                              std::chrono::steady_clock::time_point deadline);
+  /// Whether this limiter follows a PolicyStore.
+  bool follows() const noexcept { return follower_ != nullptr; }
+  /// The backend of a limiter in Redis; null in process.
+  RedisBackend* redis_backend() const noexcept;
+  /// The backend of a limiter in process; null in Redis.
+  LocalBackend* local_backend() const noexcept;
+  /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
+  /// again (the server's circuit breaker), 0 when unknown.
+  Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
+  /// A decision of try_acquire_all() on `key`: counted and told as this limiter's
+  /// try_acquire() of it would be.
+  void observe(Decision decision, std::string_view key, std::int64_t permits);
+
   /// A validated request for `key` under the current policy; throws InvalidArgument.
   DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const;
   /// A validated request for `key` under `policy`; throws InvalidArgument.
@@ -101,9 +122,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// answer (or the breaker is open), from the failure policy. `keep_alive` holds the enforcer
   /// for a call that no other call of it awaits (null inside one that does).
   Task<Decision> decide(DecideRequest request, std::shared_ptr<PolicyEnforcer> keep_alive);
-  /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
-  /// again (the server's circuit breaker), 0 when unknown.
-  Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
   /// The request that gives back a reservation made with `reserved` on `backend` for `key`:

@@ -40,6 +40,8 @@ class RedisBackend final : public Backend {
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
   void unwatch_releases(std::uint64_t id) override;
   BackgroundTasks* background() noexcept override { return &client_.background(); }
+  /// The client it sends through.
+  CommandDispatcher& dispatcher() noexcept { return client_; }
 
  private:
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").

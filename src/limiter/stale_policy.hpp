@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -11,15 +12,19 @@ namespace redlimit::detail {
 /// PolicyStore reads the policy again and asks once more. Never reaches a caller.
 class StalePolicy : public std::runtime_error {
  public:
-  explicit StalePolicy(std::int64_t stored_version)
-      : std::runtime_error("a key holds state of policy version " +
-                           std::to_string(stored_version) + ", newer than the request's"),
-        stored_version_(stored_version) {}
+  explicit StalePolicy(std::int64_t stored_version, std::size_t claim = 0)
+      : std::runtime_error("a key holds state of policy version " + std::to_string(stored_version) +
+                           ", newer than the request's"),
+        stored_version_(stored_version),
+        claim_(claim) {}
   /// The version the key's state was written under.
   std::int64_t stored_version() const noexcept { return stored_version_; }
+  /// Of a decision over several claims (try_acquire_all()): the claim refused.
+  std::size_t claim() const noexcept { return claim_; }
 
  private:
   std::int64_t stored_version_;
+  std::size_t claim_;
 };
 
 }  // namespace redlimit::detail

@@ -82,6 +82,15 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
   co_return self->request_under(policy, key, operation, permits);
 }
 
+Task<DecideRequest> PolicyEnforcer::request_in_force(std::shared_ptr<PolicyEnforcer> self,
+                                                     std::string key, Operation operation,
+                                                     std::int64_t permits, std::int64_t min_version,
+                                                     Clock::time_point deadline) {
+  if (!self->follower_) co_return self->request(key, operation, permits);
+  co_return co_await followed_request(self, std::move(key), operation, permits, min_version,
+                                      deadline);
+}
+
 Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> self,
                                                 std::string key, Operation operation,
                                                 std::int64_t permits) {

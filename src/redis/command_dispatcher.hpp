@@ -77,6 +77,8 @@ class CommandDispatcher {
   /// Where this client counts (ClientOptions::metrics, or its own).
   const std::shared_ptr<Metrics>& metrics() const noexcept { return options_.metrics; }
   SlotRouter& router() noexcept { return *router_; }
+  /// Whether the keys of one script call must share a hash slot (a cluster).
+  bool is_cluster() const noexcept { return router_->is_cluster(); }
   /// The library's own background work on this client (lease releases, refunds): close()
   /// waits for it before closing the connections.
   BackgroundTasks& background() noexcept { return background_; }
