@@ -228,4 +228,10 @@ struct Claim {
 /// does not compile there (an initializer list inside a co_await expression).
 Task<Decision> try_acquire_all(std::vector<Claim> claims);
 
+/// The claims' state now, as one decision over them; consumes nothing and writes nothing:
+/// `allowed` when try_acquire_all(claims) would pass now, and the binding claim's fields as its
+/// limiter's peek() reports them (remaining: the permits available now). Checked as
+/// try_acquire_all() checks its claims.
+Task<Decision> peek_all(std::vector<Claim> claims);
+
 }  // namespace redlimit

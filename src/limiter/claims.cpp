@@ -96,7 +96,7 @@ void check_keys(std::span<const DecideRequest> requests, bool cluster) {
 
 /// In process: nothing else runs between the peeks and the takes, and time passing only frees
 /// permits, so when every claim's peek allows, every take does.
-Decision decide_in_process(const std::vector<HeldClaim>& claims) {
+Decision decide_in_process(const std::vector<HeldClaim>& claims, Operation operation) {
   std::vector<DecideRequest> requests;
   requests.reserve(claims.size());
   for (std::size_t i = 0; i < claims.size(); ++i) {
@@ -115,7 +115,10 @@ Decision decide_in_process(const std::vector<HeldClaim>& claims) {
   decisions.reserve(claims.size());
   for (std::size_t i = 0; i < claims.size(); ++i)
     decisions.push_back(claims[i].enforcer->local_backend()->decide_now(requests[i]));
-  if (const Decision peeked = binding_decision(decisions); !peeked.allowed) return peeked;
+  if (const Decision peeked = binding_decision(decisions);
+      !peeked.allowed || operation == Operation::peek) {
+    return peeked;
+  }
   decisions.clear();
   for (std::size_t i = 0; i < claims.size(); ++i) {
     requests[i].operation = Operation::acquire;
@@ -127,7 +130,7 @@ Decision decide_in_process(const std::vector<HeldClaim>& claims) {
 /// In Redis: one script call; a follower's claim refused as stale is asked again under its
 /// policy read again, until the call's deadline; when Redis cannot answer, each claim's
 /// failure policy answers for it.
-Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims) {
+Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation operation) {
   CommandDispatcher& client = claims.front().enforcer->redis_backend()->dispatcher();
   const auto deadline = client.command_deadline();
   std::vector<std::int64_t> min_versions(claims.size(), 0);
@@ -137,12 +140,12 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims) {
     for (std::size_t i = 0; i < claims.size(); ++i) {
       const HeldClaim& claim = claims[i];
       requests.push_back(co_await PolicyEnforcer::request_in_force(
-          claim.enforcer, claim.key, Operation::acquire, claim.permits, min_versions[i], deadline));
+          claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
     }
     check_keys(requests, client.is_cluster());
     std::exception_ptr error;
     try {
-      co_return co_await decide_claims_in_redis(client, requests, Operation::acquire);
+      co_return co_await decide_claims_in_redis(client, requests, operation);
     } catch (const StalePolicy& stale) {
       min_versions.at(stale.claim()) = stale.stored_version();
     } catch (...) {
@@ -163,13 +166,16 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims) {
   }
 }
 
-Task<Decision> decide_all(std::vector<Claim> claims) {
+Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
   const std::vector<HeldClaim> held = checked(claims);
   Decision decision = held.front().enforcer->redis_backend() != nullptr
-                          ? co_await decide_in_redis(held)
-                          : decide_in_process(held);
-  for (const HeldClaim& claim : held)
-    claim.enforcer->observe(decision, claim.key, claim.permits);
+                          ? co_await decide_in_redis(held, operation)
+                          : decide_in_process(held, operation);
+  // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
+  if (operation == Operation::acquire) {
+    for (const HeldClaim& claim : held)
+      claim.enforcer->observe(decision, claim.key, claim.permits);
+  }
   co_return decision;
 }
 
@@ -198,7 +204,11 @@ Decision binding_decision(std::span<const Decision> decisions) {
 }  // namespace detail
 
 Task<Decision> try_acquire_all(std::vector<Claim> claims) {
-  return detail::decide_all(std::move(claims));
+  return detail::decide_all(std::move(claims), detail::Operation::acquire);
+}
+
+Task<Decision> peek_all(std::vector<Claim> claims) {
+  return detail::decide_all(std::move(claims), detail::Operation::peek);
 }
 
 }  // namespace redlimit

@@ -94,6 +94,29 @@ TEST_F(ClaimsTest, AnAdmissionTakesEveryClaimsPermitsAndNamesTheTightest) {
   EXPECT_EQ(run(loop(), per_ip.peek("10.0.0.1")).remaining, 8);
 }
 
+TEST_F(ClaimsTest, PeekAllTellsWhetherTheClaimsWouldPassAndTakesNothing) {
+  Limiter per_user(client(), Policy::of(Limit::gcra({100, 60s})), {.name = "per-user"});
+  Limiter global(client(), Policy::of(Limit::fixed_window({2, 60s})), {.name = "global"});
+  Limiter local_user(loop(), Policy::of(Limit::gcra({100, 60s})), {.name = "per-user"});
+  Limiter local_global(loop(), Policy::of(Limit::fixed_window({2, 60s})), {.name = "global"});
+  const std::pair<Limiter*, Limiter*> pairs[] = {{&per_user, &global},
+                                                 {&local_user, &local_global}};
+  for (const auto& [user, all] : pairs) {
+    const Decision fresh = run(loop(), peek_all({{user, "a", 2}, {all, "all", 2}}));
+    EXPECT_TRUE(fresh.allowed);
+    EXPECT_EQ(fresh.claim, 1u);
+    EXPECT_EQ(fresh.remaining, 2) << "the permits available now";
+    EXPECT_TRUE(run(loop(), try_acquire_all({{user, "a"}, {all, "all"}})).allowed);
+    const Decision one_left = run(loop(), peek_all({{user, "a", 2}, {all, "all", 2}}));
+    EXPECT_FALSE(one_left.allowed);
+    EXPECT_EQ(one_left.claim, 1u);
+    EXPECT_EQ(one_left.remaining, 1);
+    EXPECT_GT(one_left.retry_after, 0us);
+    EXPECT_EQ(run(loop(), user->peek("a")).remaining, 99) << "peek_all took nothing";
+    EXPECT_EQ(run(loop(), all->peek("all")).remaining, 1);
+  }
+}
+
 TEST_F(ClaimsTest, InProcessLimitersDecideAllOrNothingToo) {
   Limiter per_user(loop(), Policy::of(Limit::gcra({100, 60s})), {.name = "per-user"});
   Limiter global(loop(), Policy::of(Limit::fixed_window({2, 60s})), {.name = "global"});
