@@ -168,6 +168,7 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
 
 Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
   const std::vector<HeldClaim> held = checked(claims);
+  co_await held.front().enforcer->turn().yield_if_due();
   Decision decision = held.front().enforcer->redis_backend() != nullptr
                           ? co_await decide_in_redis(held, operation)
                           : decide_in_process(held, operation);

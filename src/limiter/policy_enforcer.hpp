@@ -71,6 +71,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                               Operation operation, std::int64_t permits,
                                               std::int64_t min_version,
                                               std::chrono::steady_clock::time_point deadline);
+  /// What every call checks first (see LoopTurn); try_acquire_all() too, whose answers in
+  /// process or from failure policies need no I/O either.
+  LoopTurn& turn() noexcept { return turn_; }
   /// Whether this limiter follows a PolicyStore.
   bool follows() const noexcept { return follower_ != nullptr; }
   /// The backend of a limiter in Redis; null in process.

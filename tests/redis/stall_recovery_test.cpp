@@ -237,6 +237,28 @@ INSTANTIATE_TEST_SUITE_P(
                       StarvationCase{"in_process", Answerer::in_process}),
     starvation_name);
 
+/// try_acquire_all() over a per-key and a global limiter, asked as a Limiter's try_acquire().
+struct ClaimsAsker {
+  Limiter& per_key;
+  Limiter& global;
+  Task<Decision> try_acquire(std::string key) {
+    std::vector<Claim> claims{{&per_key, std::move(key)}, {&global, "all"}};
+    return try_acquire_all(std::move(claims));
+  }
+};
+
+using ClaimsInProcess = test::LoopTest;
+
+TEST_F(ClaimsInProcess, ATimerFiresOnTimeWhileCallersLoopOnTryAcquireAll) {
+  Limiter per_key(loop(), Policy{Limit::fixed_window("5/min")}, {.name = "starve"});
+  Limiter global(loop(), Policy{Limit::fixed_window("5/min")}, {.name = "global"});
+  ClaimsAsker asker{per_key, global};
+  Starvation seen;
+  run(loop(), timer_among_loopers(loop(), asker, &seen));
+  ASSERT_TRUE(seen.timer_fired_after.has_value());
+  EXPECT_LT(*seen.timer_fired_after, timer_bound);
+}
+
 class LoopOnAnotherThread : public test::LoopTest {};
 
 // The loop's thread is not the one that built the limiter: the callers must still yield.
