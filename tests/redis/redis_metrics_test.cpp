@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <typeinfo>
@@ -192,7 +193,9 @@ TEST_F(RedisMetricsTest, CountsEachFailedCommandOnceUnderTheErrorItsCallerGot) {
     co_await group.join();
   }());
   EXPECT_EQ(outcomes[0], "timeout");
-  EXPECT_EQ(outcomes[1], "timeout");
+  // Why either: the first's timeout drops the connection, and on a slow machine (a sanitizer
+  // build) that comes before the second's own deadline, which then fails with the connection.
+  EXPECT_TRUE(outcomes[1] == "timeout" || outcomes[1] == "connection") << outcomes[1];
   EXPECT_EQ(outcomes[2], "overloaded");
   run(loop(), sleep_for(loop(), 400ms));  // the server is awake; the client reconnected
   run(loop(), command_into(client, {"INCR", "k0"}, &outcomes[3]));
@@ -202,10 +205,13 @@ TEST_F(RedisMetricsTest, CountsEachFailedCommandOnceUnderTheErrorItsCallerGot) {
   EXPECT_EQ(outcomes[4], "reply");
 
   const RedisStats stats = redis();
-  EXPECT_EQ(errors_of(stats, RedisError::timeout), 2u);
+  const auto got = [&](std::string_view error) {
+    return static_cast<std::uint64_t>(std::count(outcomes.begin(), outcomes.end(), error));
+  };
+  EXPECT_EQ(errors_of(stats, RedisError::timeout), got("timeout"));
   EXPECT_EQ(errors_of(stats, RedisError::overloaded), 1u);
   EXPECT_EQ(errors_of(stats, RedisError::reply), 1u);
-  EXPECT_EQ(errors_of(stats, RedisError::connection), 0u);
+  EXPECT_EQ(errors_of(stats, RedisError::connection), got("connection"));
   EXPECT_EQ(stats.reconnects, 1u) << "a reply that missed its deadline drops the connection";
   EXPECT_EQ(stats.commands_in_flight, 0);
   run(loop(), client.close());
