@@ -22,6 +22,10 @@ Each algorithm is written once, in lua/algorithms/<name>.lua, as statement fragm
   --!section write     after decide, when allowed or rewriting: writes the new state holding
                        `taken` permits more (n when allowed, 0 when rewriting a denial), with
                        its stamp, and a TTL until the written state is idle
+  --!section adjust    (shapes/adjust.lua) refund, penalize or block `key`: `op` is 'refund'
+                       or 'penalize' (`n` permits) or 'block' (until `until_us`); sets
+                       `refused` to a reason (nothing is written), or `apply` to a function that
+                       writes the adjusted state (called once every limit has agreed)
   --!section reserve   (gcra, leaky_bucket, token_bucket) for acquire(): as decide, but admits
                        the permits at the earliest slot they fit if the wait is within max_wait,
                        and also sets wait, slot and slot_f; write follows when allowed (or
@@ -61,7 +65,7 @@ import re
 CALL = re.compile(r"redis\.p?call\(\s*['\"]([A-Za-z|]+)['\"]")
 MACRO_LINE = re.compile(r"^(\s*)(local\s+)?([A-Za-z_]\w*)\s*=\s*(IDIV|CEIL_DIV)\(")
 SIMPLE = re.compile(r"[\w.]+")
-SECTIONS = ("decide", "idle", "write")
+SECTIONS = ("decide", "idle", "write", "adjust")
 RESERVATION_SECTIONS = ("reserve", "cancel")
 
 

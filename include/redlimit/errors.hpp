@@ -21,6 +21,17 @@ class InvalidArgument : public Error {
   using Error::Error;
 };
 
+/// Limiter::refund(), penalize() or block() cannot apply to a key, and nothing was changed: a
+/// limit's algorithm cannot do it (block() under fixed_window or sliding_window_counter, or
+/// under sliding_window_log for longer than its window; raised before any I/O), or the key's
+/// state does not hold what a refund gives back (a window algorithm's current window holds
+/// fewer permits than refunded: a past window's permits cannot be given back). The message
+/// names the limit.
+class AdjustmentRefused : public Error {
+ public:
+  using Error::Error;
+};
+
 /// The configuration cannot work: a malformed URL, a wrong password, a missing ACL permission,
 /// a database index the server does not have. Retrying does not help until it is fixed.
 class ConfigError : public Error {

@@ -184,6 +184,33 @@ class Limiter {
   Task<std::vector<LimitState>> inspect(std::string key);
   /// Forgets the state of `key`: it starts again full.
   Task<void> reset(std::string key);
+  /// Gives `permits` of `key` back under every limit of its policy: a request that turned out
+  /// not to count (the backend failed, the response was cached). Never beyond the capacity.
+  /// gcra, token_bucket and leaky_bucket: exact (the TAT, level or queue moves back by
+  /// `permits`, at most to full). Window algorithms give back to the window holding now, which
+  /// must hold the permits: fixed_window and sliding_window_counter exactly; sliding_window_log
+  /// drops the oldest permits in its window (if the refunded ones were newer, permits come free
+  /// later than exact, never earlier). All limits or none: AdjustmentRefused, changing nothing,
+  /// when a window holds fewer permits than refunded (a past window's cannot be given back).
+  /// Checked as try_acquire() checks (1 <= permits <= the policy's capacity). Forgets the key's
+  /// remembered denial (LimiterOptions::deny_cache). A follower applies it under the key's stored
+  /// policy. Redis errors are thrown (the failure policy does not apply: nothing is decided).
+  Task<void> refund(std::string key, std::int64_t permits);
+  /// Takes `permits` of `key` under every limit of its policy without asking: what is not
+  /// available becomes a debt the key pays off (at the limit's rate, or as its window passes)
+  /// before it admits again. gcra and leaky_bucket keep the debt in the time they store (at
+  /// most until 2^52 us since the epoch), token_bucket in its level (at most what it holds
+  /// exactly), the window algorithms in their current window's count. Checked as try_acquire()
+  /// checks (1 <= permits <= the policy's capacity: penalize again for more).
+  Task<void> penalize(std::string key, std::int64_t permits);
+  /// Denies `key` until `duration` from now (Redis's clock): the first permit passes then, none
+  /// before; afterwards the key starts empty and fills at its rate. Exact for gcra,
+  /// token_bucket and leaky_bucket (up to four years) and for sliding_window_log up to its
+  /// window; fixed_window and sliding_window_counter cannot represent it: AdjustmentRefused
+  /// before any I/O (as for a sliding_window_log block longer than its window). A block
+  /// shorter than the key's current wait changes nothing. The deny cache takes the block's
+  /// denial from the next decision on.
+  Task<void> block(std::string key, std::chrono::microseconds duration);
   /// Replaces the policy from the next call on. State carries over per limit position and
   /// algorithm (see docs/algorithms.md, "Changing a policy"), as `carry` says, from the moment
   /// of this call: Carry::as_is keeps the permits available then, capped at the new capacity
@@ -227,6 +254,14 @@ struct Claim {
 /// With g++ 12, build the vector before a co_await: `co_await try_acquire_all({{...}, {...}})`
 /// does not compile there (an initializer list inside a co_await expression).
 Task<Decision> try_acquire_all(std::vector<Claim> claims);
+
+/// Takes every claim's permits, waiting (on a uv timer) until every limit of every claim
+/// allows them or `max_wait` would be exceeded (then a denial: nothing is taken). It asks again
+/// at each denial's retry_after (the longest of the claims'), as acquire() does for policies it
+/// cannot reserve on: nothing is reserved, so waiters are not served first come, first served.
+/// A stop request ends the wait with Cancelled. Checked as try_acquire_all() checks; the
+/// limiters' state lives until the call ends. Each limiter counts the final decision.
+Task<Decision> acquire_all(std::vector<Claim> claims, AcquireOptions options = {});
 
 /// The claims' state now, as one decision over them; consumes nothing and writes nothing:
 /// `allowed` when try_acquire_all(claims) would pass now, and the binding claim's fields as its

@@ -78,3 +78,22 @@ if count == 0 then reset = 0 end
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
 redis.call('SET', key, string.format('%d:%d', start, count + taken) .. stamp, 'PX',
            string.format('%d', ms + TTL_EXTRA_MS))
+
+--!section adjust
+-- refund: n permits back to the window holding now, which must hold them (a past window's
+-- permits cannot be given back); penalize: n permits more in it, beyond the limit if so. block
+-- is refused: one window's count cannot deny until an arbitrary time (the caller says so first).
+--!use decide
+if op == 'block' then
+  refused = 'a fixed_window limit cannot block'
+elseif op == 'refund' and count < n then
+  refused = string.format('the current window holds %d permits, fewer than the %d refunded ' ..
+                          '(permits of a past window cannot be given back)', count, n)
+else
+  local delta = n
+  if op == 'refund' then delta = -n end
+  apply = function()
+    local taken = delta
+    --!use write
+  end
+end

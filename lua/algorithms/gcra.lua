@@ -81,3 +81,29 @@ allowed = wait <= max_wait
 --!section cancel
 local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/reserve.lua)
 --!include ../reservations/cancel_frac_time.lua
+
+--!section adjust
+-- refund: the TAT moves back by n*T, never before now (the limit full); penalize: on by n*T,
+-- beyond now + tau as a debt (the write time keeps it: lib/load_frac_time.lua), at most to
+-- 2^52 us; block: to at least until + tau - T, so that a first permit passes at until and none
+-- before.
+--!use schedule
+local to, to_f = tat, tat_f
+if op == 'refund' then
+  to, to_f = tat - step, tat_f - step_f
+  if to_f < 0 then to, to_f = to - 1, to_f + p end
+  if to < now then to, to_f = now, 0 end
+elseif op == 'penalize' then
+  to, to_f = new, new_f
+  if to >= MAX_EXACT then to, to_f = MAX_EXACT, 0 end
+else
+  local span = (burst - 1) * d
+  local q = IDIV(span, p)
+  local from, from_f = until_us + q, span - q * p
+  if from > to or (from == to and from_f > to_f) then to, to_f = from, from_f end
+end
+apply = function()
+  local taken = 0
+  stored_time, stored_f = to, to_f
+  --!use write
+end

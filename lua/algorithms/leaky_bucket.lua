@@ -85,3 +85,28 @@ end
 --!section cancel
 local reserved_reach = 0
 --!include ../reservations/cancel_frac_time.lua
+
+--!section adjust
+-- refund: the next departure moves back by n*T, never before now (the queue empty); penalize:
+-- on by n*T, beyond the queue's burst*T as a debt (the write time keeps it), at most to 2^52
+-- us; block: to at least until, when a first permit may leave.
+--!use load
+--!use step
+local to, to_f = free, free_f
+if op == 'refund' then
+  to, to_f = free - step, free_f - step_f
+  if to_f < 0 then to, to_f = to - 1, to_f + p end
+  if to < now then to, to_f = now, 0 end
+elseif op == 'penalize' then
+  to, to_f = free + step, free_f + step_f
+  if to_f >= p then to, to_f = to + 1, to_f - p end
+  if to >= MAX_EXACT then to, to_f = MAX_EXACT, 0 end
+elseif until_us > to then
+  to, to_f = until_us, 0
+end
+apply = function()
+  local taken = 0
+  local new, new_f = to, to_f
+  stored_time, stored_f = to, to_f
+  --!use write
+end

@@ -113,3 +113,23 @@ elseif previous > 0 then reset = period - elapsed end
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
 redis.call('SET', key, string.format('%d:%d:%d', start, current + taken, previous) .. stamp, 'PX',
            string.format('%d', ms + TTL_EXTRA_MS))
+
+--!section adjust
+-- refund: n permits back to the window holding now, which must hold them (a past window's
+-- permits cannot be given back); penalize: n permits more in it, beyond the limit if so. block
+-- is refused: the counters cannot deny until an arbitrary time (the caller says so first).
+--!use decide
+if op == 'block' then
+  refused = 'a sliding_window_counter limit cannot block'
+elseif op == 'refund' and current < n then
+  refused = string.format('the current window holds %d permits, fewer than the %d refunded ' ..
+                          '(permits of a past window cannot be given back)', current, n)
+else
+  local delta = n
+  if op == 'refund' then delta = -n end
+  reset = 2 * period - elapsed
+  apply = function()
+    local taken = delta
+    --!use write
+  end
+end

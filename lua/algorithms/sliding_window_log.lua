@@ -89,3 +89,57 @@ for i = 1, adding do
 end
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
 redis.call('PEXPIRE', key, string.format('%d', ms + TTL_EXTRA_MS))
+
+--!section adjust
+-- refund: the n oldest permits in the window leave it (which must hold n: a past window's
+-- permits cannot be given back); when the refunded ones were newer, this frees permits later
+-- than exact, never earlier; penalize: n permits admitted now; block (until at most a window
+-- ahead: the caller checks): `limit` permits admitted at until - window, which leave at until.
+--!use decide
+if op == 'refund' and count < n then
+  refused = string.format('the window holds %d permits, fewer than the %d refunded ' ..
+                          '(permits of a past window cannot be given back)', count, n)
+else
+  reset = window
+  apply = function()
+    local taken = 0
+    if op == 'penalize' then taken = n end
+    --!use write
+    if op == 'refund' then
+      -- The n oldest (rank 0 is the stamp, score 0). Why by name: of the c members at a time s,
+      -- named s:0 .. s:(c-1), the last r go, so that the next member added at s (named s:c-r)
+      -- is new.
+      local oldest = redis.call('ZRANGE', key, 1, n, 'WITHSCORES')
+      local i = 2
+      while i <= #oldest do
+        local score = oldest[i]
+        local r = 0
+        while i <= #oldest and oldest[i] == score do r, i = r + 1, i + 2 end
+        local at_s = string.format('%d', tonumber(score))
+        local c = redis.call('ZCOUNT', key, at_s, at_s)
+        local names, size = {}, 0
+        for k = c - r, c - 1 do
+          size = size + 1
+          names[size] = at_s .. ':' .. string.format('%d', k)
+          if size == 1000 or k == c - 1 then  -- bounded ZREM calls (Lua's unpack limit)
+            redis.call('ZREM', key, unpack(names, 1, size))
+            names, size = {}, 0
+          end
+        end
+      end
+    elseif op == 'block' then
+      local from = string.format('%d', until_us - window)
+      local from_t = redis.call('ZCOUNT', key, from, from)
+      local blockers, size = {}, 0
+      for i = 1, limit do
+        blockers[size + 1] = from
+        blockers[size + 2] = from .. ':' .. string.format('%d', from_t + i - 1)
+        size = size + 2
+        if size == 2000 or i == limit then  -- bounded ZADD calls (Lua's unpack limit)
+          redis.call('ZADD', key, unpack(blockers, 1, size))
+          blockers, size = {}, 0
+        end
+      end
+    end
+  end
+end

@@ -93,3 +93,25 @@ if verdict == 'returned' then
   if reset < 1 then reset = 1 end
   --!use write
 end
+
+--!section adjust
+-- refund: n tokens back, never beyond full; penalize: n tokens taken, below zero as a debt (at
+-- most the debt a level may carry); block: the level at most d - (until - now) * p, so that one
+-- token is there at until and none before (the caller checks that the debt fits).
+--!use load
+local to = level
+if op == 'refund' then
+  to = level + cost
+  if to > full then to = full end
+elseif op == 'penalize' then
+  to = level - cost
+  if to < full - MAX_EXACT then to = full - MAX_EXACT end
+else
+  local lowest = d - (until_us - now) * p
+  if lowest < to then to = lowest end
+end
+apply = function()
+  local taken = 0
+  level = to
+  --!use write
+end

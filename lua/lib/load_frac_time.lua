@@ -15,19 +15,21 @@
 -- A clock step backwards: a value records the time it was written (its `now`); one written
 -- later than now is a clock step, and the stored time moves back by (written - now): the
 -- backlog it held at the write is kept, measured from the write, nothing is freed, and the
--- state is written back (`rewrite`) so that the backlog drains from now on. A value of the
--- previous release (9 fields, no write time) keeps the horizon rule: the latest time this
--- policy can store at now is now + burst*T, and on a key acquire() reserved on (version > 0)
--- up to `reserved_reach` us more (the includer sets it: the longest reservation wait for GCRA,
--- 0 for the leaky bucket, whose queue holds reservations too). A later stored time can only
--- come from a clock that stepped back: it is taken as that latest time (the state's own
--- horizon: nothing is freed, the key is full) and written back, so that the lock lasts at most
--- that horizon, not the whole step.
+-- state is written back (`rewrite`) so that the backlog drains from now on; a time far ahead
+-- in such a value is a debt (Limiter::penalize, block) and is kept. A value of the previous
+-- release (9 fields, no write time), or of an older one, keeps the horizon rule: the latest
+-- time this policy can store at now is now + burst*T, and on a key acquire() reserved on
+-- (version > 0) up to `reserved_reach` us more (the includer sets it: the longest reservation
+-- wait for GCRA, 0 for the leaky bucket, whose queue holds reservations too). A later stored
+-- time can only come from a clock that stepped back: it is taken as that latest time (the
+-- state's own horizon: nothing is freed, the key is full) and written back, so that the lock
+-- lasts at most that horizon, not the whole step.
 --
 -- Leaves stored (the value read), stored_time and stored_f (whole us, fraction in 1/p us),
 -- version, cancels and epoch (0 on a key nobody reserved on).
 local stored_time, stored_f = now, 0
 local version, cancels, epoch = 0, 0, 0
+local timed = false  -- the value records its write time: no horizon rule (a debt is kept)
 local stored = redis.call('GET', key)
 if stored then
   local us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written = string.match(stored,
@@ -35,6 +37,7 @@ if stored then
   if us then
     us, f, den = tonumber(us), tonumber(f), tonumber(den)
     written = tonumber(written)  -- nil in a value of the previous release
+    timed = written ~= nil
     local stepped = written and written > now
     if stepped then us = us - (written - now) end  -- a clock step: the write's backlog, from now
     version, cancels, epoch = tonumber(s_version), tonumber(s_cancels), tonumber(s_epoch)
@@ -78,6 +81,8 @@ if stored then
   end
   if us > now or (us == now and f > 0) then
     stored_time, stored_f = us, f
+  end
+  if not timed and (us > now or (us == now and f > 0)) then
     -- Beyond now + burst*T (+ reserved_reach), compared in 1/p us without a division (a
     -- product past 2^53 is inexact, but then far beyond burst*d <= 2^52).
     local beyond = us - now

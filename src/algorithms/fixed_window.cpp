@@ -51,7 +51,7 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyCh
     out.remaining = std::max<std::int64_t>(0, params.limit - count);
     out.retry_after_us = out.reset_after_us;
   }
-  if (out.allowed || out.rewritten) {
+  if (out.allowed || out.rewritten || n == 0) {
     out.ttl_us = out.reset_after_us;
     if (next != nullptr) *next = FixedWindowState{start, count + (out.allowed ? n : 0), stamp};
   }

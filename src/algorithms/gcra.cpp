@@ -44,7 +44,9 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
   }
   out.rewritten = out.rewritten || stepped;
   if (FracTime{now, 0} < stored) out.time = stored;
-  // A clock step back: later than any time this policy stores at now.
+  // A value that records its write time keeps a time far ahead (a debt: penalize, block); in
+  // one that does not, that is a clock step back: later than any time this policy stores at now.
+  if (state->written_us) return out;
   const FracTime capacity = scaled(params.burst, params.d, p);
   FracTime reach{now + capacity.us, capacity.frac};
   if (state->book.version > 0) reach.us += reserved_reach_us;
@@ -86,7 +88,7 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
     out.retry_after_us = subtract(after, latest, p).ceil_us();
     out.reset_after_us = out.idle_after_us;
   }
-  if (out.allowed || out.rewritten) {
+  if (out.allowed || out.rewritten || n == 0) {
     out.ttl_us = std::max<std::int64_t>(1, subtract(left, {now, 0}, p).ceil_us());
     if (next != nullptr) {
       if (next != state) *next = state != nullptr ? *state : GcraState{};

@@ -37,9 +37,10 @@ struct GcraState {
 /// at most now); when allowed and `next` is not null, writes the new state there (it may be
 /// `state` itself). A state stamped with other parameters is carried over to these
 /// (`rewritten`; with `next`, written even when denied); one stamped with a newer policy
-/// version refuses the request (`stale_version`, nothing written). decide_policy writes a
-/// rewritten state of a denied request by deciding again with n = 0 (the state carried over,
-/// nothing taken). The other algorithms follow the same convention.
+/// version refuses the request (`stale_version`, nothing written). With n = 0, `next` is always
+/// written: the state as loaded (carried over, nothing taken). decide_policy writes a rewritten
+/// state of a denied request so, and adjust_policy loads the state it adjusts so. The other
+/// algorithms follow the same convention.
 LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
                          const GcraState* state, std::int64_t now, std::int64_t n, GcraState* next);
 

@@ -34,7 +34,7 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyCh
     out.reset_after_us = out.retry_after_us;
     out.idle_after_us = out.retry_after_us;
   }
-  if (out.allowed || out.rewritten) {
+  if (out.allowed || out.rewritten || n == 0) {
     out.ttl_us = std::max<std::int64_t>(1, subtract(written, {now, 0}, p).ceil_us());
     if (next != nullptr) {
       if (next != state) *next = state != nullptr ? *state : LeakyBucketState{};

@@ -8,9 +8,7 @@
 namespace redlimit::detail {
 namespace {
 
-/// Decides one limit with its algorithm; with `commit`, writes the new state in place (a state
-/// that is absent or of another algorithm is replaced): the taken permits when allowed, the
-/// state carried over to `change` when rewritten.
+/// decide_limit() for the algorithm whose state is `State`.
 template <class State, class Params, class Decide>
 LimitOutcome evaluate(Decide decide, const Params& params, const PolicyChange& change,
                       std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
@@ -20,6 +18,8 @@ LimitOutcome evaluate(Decide decide, const Params& params, const PolicyChange& c
   if (commit) next = current != nullptr ? current : &std::get<State>(state.emplace(State{}));
   return decide(params, change, current, now, n, next);
 }
+
+}  // namespace
 
 LimitOutcome decide_limit(const LimitSpec& spec, const PolicyChange& change,
                           std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
@@ -50,8 +50,6 @@ LimitOutcome decide_limit(const LimitSpec& spec, const PolicyChange& change,
   }
   return {};
 }
-
-}  // namespace
 
 PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,

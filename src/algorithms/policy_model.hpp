@@ -47,6 +47,13 @@ struct PolicyOutcome {
   const LimitOutcome& binding_outcome() const { return limits[binding]; }
 };
 
+/// Decides `n` permits of one limit with its algorithm; with `commit`, writes the new state in
+/// place (a state that is absent or of another algorithm is replaced): the taken permits when
+/// allowed, the state carried over to `change` when rewritten, the state as loaded when n = 0.
+LimitOutcome decide_limit(const LimitSpec& spec, const PolicyChange& change,
+                          std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
+                          bool commit);
+
 /// Acquire writes the new states when every limit allows; peek never writes and reports, as
 /// `remaining`, the permits available now (rather than after taking n).
 enum class Mode { acquire, peek };

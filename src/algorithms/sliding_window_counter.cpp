@@ -86,7 +86,7 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
     }
   }
   out.reset_after_us = current > 0 ? 2 * period - elapsed : (previous > 0 ? period - elapsed : 0);
-  if (out.rewritten) {
+  if (out.rewritten || n == 0) {
     out.ttl_us = out.reset_after_us;
     if (next != nullptr) *next = SlidingWindowCounterState{start, current, previous, stamp};
   }

@@ -42,7 +42,7 @@ LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
     out.retry_after_us = at_most_now(*(first_inside + (must_leave - 1))) + params.window_us - now;
     out.reset_after_us = at_most_now(times.back()) + params.window_us - now;
   }
-  if (!out.allowed && !out.rewritten) return out;
+  if (!out.allowed && !out.rewritten && n != 0) return out;
   out.ttl_us = out.reset_after_us;
   if (next != nullptr) {
     const auto dropped = first_inside - times.begin();

@@ -104,7 +104,7 @@ LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyCh
     out.retry_after_us = ceil_div(cost - level, params.p);
     out.reset_after_us = out.idle_after_us;
   }
-  if (out.allowed || out.rewritten) {
+  if (out.allowed || out.rewritten || n == 0) {
     out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - left, params.p));
     if (next != nullptr) {
       if (next != state) *next = state != nullptr ? *state : TokenBucketState{};

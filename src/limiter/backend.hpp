@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "algorithms/adjustments.hpp"
 #include "algorithms/exact.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/compiled_policy.hpp"
@@ -112,6 +113,11 @@ class Backend {
   /// Why a reference: the caller keeps the request for its own later steps, and a copy per
   /// layer would be a copy of the key per decision.
   virtual Task<Decision> decide(const DecideRequest& request) = 0;
+  /// Refunds, penalizes or blocks the request's key under every limit of its policy, all or
+  /// nothing (lua/shapes/adjust.lua): `amount` is the permits, or the block's duration in us;
+  /// the request's operation and permits are not used. `request` as for decide().
+  virtual Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
+                                     std::int64_t amount) = 0;
   /// Forgets the state of every limit of `policy` for `key_base`.
   virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
   /// The time to live of the state kept under `key` (a key base and a limit's suffix): none

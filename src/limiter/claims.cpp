@@ -6,12 +6,14 @@
 #include <unordered_map>
 
 #include "limiter/local_backend.hpp"
+#include "limiter/owned_acquire_options.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
 #include "limiter/validation.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
 
 namespace redlimit {
 namespace detail {
@@ -166,18 +168,45 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
   }
 }
 
+/// Each claim's limiter counts `decision` and tells its listener, as its own call would.
+void observe_all(const std::vector<HeldClaim>& held, const Decision& decision) {
+  for (const HeldClaim& claim : held)
+    claim.enforcer->observe(decision, claim.key, claim.permits);
+}
+
+Task<Decision> decide_held(const std::vector<HeldClaim>& held, Operation operation) {
+  co_await held.front().enforcer->turn().yield_if_due();
+  co_return held.front().enforcer->redis_backend() != nullptr
+      ? co_await decide_in_redis(held, operation)
+      : decide_in_process(held, operation);
+}
+
 Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
   const std::vector<HeldClaim> held = checked(claims);
-  co_await held.front().enforcer->turn().yield_if_due();
-  Decision decision = held.front().enforcer->redis_backend() != nullptr
-                          ? co_await decide_in_redis(held, operation)
-                          : decide_in_process(held, operation);
+  Decision decision = co_await decide_held(held, operation);
   // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
-  if (operation == Operation::acquire) {
-    for (const HeldClaim& claim : held)
-      claim.enforcer->observe(decision, claim.key, claim.permits);
-  }
+  if (operation == Operation::acquire) observe_all(held, decision);
   co_return decision;
+}
+
+Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions options) {
+  // Why the held claims across the waits: they keep each limiter's state alive, whatever the
+  // caller does with the Limiter objects meanwhile.
+  const std::vector<HeldClaim> held = checked(claims);
+  check_max_wait(options.max_wait);
+  if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
+  const auto started = Clock::now();
+  for (;;) {
+    Decision decision = co_await decide_held(held, Operation::acquire);
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+    decision.waited = waited;
+    if (decision.allowed || decision.retry_after > options.max_wait - waited) {
+      observe_all(held, decision);
+      co_return decision;
+    }
+    co_await sleep_for(held.front().enforcer->loop(), decision.retry_after, options.stop);
+  }
 }
 
 }  // namespace
@@ -206,6 +235,12 @@ Decision binding_decision(std::span<const Decision> decisions) {
 
 Task<Decision> try_acquire_all(std::vector<Claim> claims) {
   return detail::decide_all(std::move(claims), detail::Operation::acquire);
+}
+
+Task<Decision> acquire_all(std::vector<Claim> claims, AcquireOptions options) {
+  // Why built here, not in the coroutine: the stop token is copied before this returns.
+  detail::OwnedAcquireOptions owned(options);
+  return detail::acquire_all_owned(std::move(claims), std::move(owned));
 }
 
 Task<Decision> peek_all(std::vector<Claim> claims) {

@@ -89,6 +89,21 @@ Task<void> Limiter::reset(std::string key) {
   return detail::PolicyEnforcer::reset(enforcer_, std::move(key));
 }
 
+Task<void> Limiter::refund(std::string key, std::int64_t permits) {
+  return detail::PolicyEnforcer::adjust(enforcer_, std::move(key), detail::Adjustment::refund,
+                                        permits);
+}
+
+Task<void> Limiter::penalize(std::string key, std::int64_t permits) {
+  return detail::PolicyEnforcer::adjust(enforcer_, std::move(key), detail::Adjustment::penalize,
+                                        permits);
+}
+
+Task<void> Limiter::block(std::string key, std::chrono::microseconds duration) {
+  return detail::PolicyEnforcer::adjust(enforcer_, std::move(key), detail::Adjustment::block,
+                                        duration.count());
+}
+
 void Limiter::set_policy(Policy policy, Carry carry) {
   enforcer_->set_policy(std::move(policy), carry);
 }

@@ -132,6 +132,24 @@ Task<Decision> LocalBackend::decide(const DecideRequest& request) {
   co_return decide_now(request);
 }
 
+Task<AdjustOutcome> LocalBackend::adjust(const DecideRequest& request, Adjustment adjustment,
+                                         std::int64_t amount) {
+  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  bool created = false;
+  Entry& entry = entry_for(request, now, &created);
+  AdjustOutcome outcome = adjust_policy(request.policy->specs(), entry.states, now, adjustment,
+                                        amount, request.policy->change());
+  if (outcome.applied) {
+    touch(request.key_base.view(), entry, created,
+          std::vector<std::optional<std::int64_t>>(outcome.ttl_us.begin(), outcome.ttl_us.end()),
+          now);
+  } else if (created) {
+    entries_.erase(entries_.find(request.key_base.view()));  // nothing was stored for this key
+  }
+  if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
+  co_return outcome;
+}
+
 Task<Reservation> LocalBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
   co_return reserve_now(request, max_wait_us);
 }

@@ -51,6 +51,10 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   static Task<std::vector<redlimit::LimitState>> inspect(std::shared_ptr<PolicyEnforcer> self,
                                                          std::string key);
   static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
+  /// refund(), penalize() and block(): `amount` is the permits, or the block's duration in us
+  /// (src/limiter/adjust.cpp).
+  static Task<void> adjust(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                           Adjustment adjustment, std::int64_t amount);
   /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}. Throws
   /// InvalidArgument for a follower: its store is the source of truth.
   void set_policy(Policy policy, Carry carry);
@@ -147,6 +151,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// script refuses the request as stale (StalePolicy), until the call's deadline.
   static Task<Decision> decide_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                          Operation operation, std::int64_t permits);
+  /// adjust() of a follower, asking again as decide_following() does.
+  static Task<void> adjust_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                     Adjustment adjustment, std::int64_t amount);
+  /// Applies `adjustment` to `request`'s key (checked before any I/O), in the fallback's state
+  /// too when there is one; StalePolicy when a script finds a state newer than the policy.
+  Task<void> adjust_under(DecideRequest request, Adjustment adjustment, std::int64_t amount);
   /// inspect() of a follower, asking again as decide_following() does.
   static Task<std::vector<redlimit::LimitState>> inspect_following(
       std::shared_ptr<PolicyEnforcer> self, std::string key);

@@ -24,6 +24,8 @@ class RedisBackend final : public Backend {
   /// What decide() runs for peeks and policies of several limits, for any request: the
   /// differential test mixes it with the lean scripts on one key.
   Task<Decision> decide_with_general_script(const DecideRequest& request);
+  Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
+                             std::int64_t amount) override;
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
@@ -71,6 +73,9 @@ class RedisBackend final : public Backend {
 /// `decide_<algorithm>`), or nullptr. The same decision and stored state, at 0.4-0.9 x the
 /// server time (docs/performance.md).
 const scripts::ScriptSource* lean_decide_script(const DecideRequest& request);
+
+/// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
+AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
 
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count);

@@ -137,6 +137,24 @@ Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_following(
   }
 }
 
+Task<void> PolicyEnforcer::adjust_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                            Adjustment adjustment, std::int64_t amount) {
+  const auto deadline = call_deadline(*self->redis_);
+  const std::int64_t permits = adjustment == Adjustment::block ? 1 : amount;
+  std::int64_t min_version = 0;
+  for (;;) {
+    DecideRequest request =
+        co_await followed_request(self, key, Operation::acquire, permits, min_version, deadline);
+    try {
+      co_await self->adjust_under(std::move(request), adjustment, amount);
+      co_return;
+    } catch (const StalePolicy& stale) {
+      min_version = stale.stored_version();
+    }
+    if (Clock::now() >= deadline) throw_still_stale(self->options_.name, min_version);
+  }
+}
+
 Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer> self,
                                                  std::string key, std::int64_t permits,
                                                  OwnedAcquireOptions options) {

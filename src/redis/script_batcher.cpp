@@ -87,10 +87,11 @@ ScriptBatcher::ScriptBatcher(uv_loop_t* loop, CommandDispatcher& dispatcher, std
     : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
 
 bool ScriptBatcher::coalesces(const scripts::ScriptSource& script) noexcept {
-  // The batch script holds every script but itself, PolicyStore's and the fleet's counts'
-  // (lua/meson.build).
+  // The batch script holds every script but itself, PolicyStore's, the fleet's counts' and
+  // the adjust script (lua/meson.build).
   return &script != &scripts::batch && &script != &scripts::policy_store &&
-         &script != &scripts::fleet_counts && &script != &scripts::fleet_names;
+         &script != &scripts::fleet_counts && &script != &scripts::fleet_names &&
+         &script != &scripts::adjust;
 }
 
 ScriptBatcher::Call::~Call() {

@@ -7,7 +7,9 @@
 // reads the state the other wrote. Sequences change their policy on the way, with a policy
 // version (sometimes an older one: the scripts refuse it as stale), a since and a carry; for the
 // bucket algorithms the value stored in Redis must equal the model's state after every step.
-// The clock also steps backwards, within a period or by up to an hour.
+// The clock also steps backwards, within a period or by up to an hour. Refunds, penalties and
+// blocks (lua/shapes/adjust.lua) come between the decisions, against their model
+// (src/algorithms/adjustments.cpp).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <random>
 #include <sstream>
 
+#include "algorithms/adjustments.hpp"
 #include "algorithms/policy_model.hpp"
 #include "algorithms/reservation_leases.hpp"
 #include "algorithms/reservations.hpp"
@@ -97,7 +100,10 @@ enum class Kind {
   renew,
   claim,
   change_policy,
-  reset
+  reset,
+  refund,
+  penalize,
+  block
 };
 
 /// The owner lease of the differential's client: short, so that sequences register, renew,
@@ -110,6 +116,7 @@ struct Step {
   Kind kind;
   std::int64_t max_wait_us = 0;  ///< reserve
   std::size_t reservation = 0;   ///< cancel, renew, claim: which earlier granted reservation
+  std::int64_t block_us = 0;     ///< block: the duration
   std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy (with its epoch)
 };
 
@@ -201,6 +208,12 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       step.kind = roll < 16 ? Kind::renew : Kind::claim;
       step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
     }
+    if ((step.kind == Kind::acquire || step.kind == Kind::peek) && pick(random, 0, 5) == 0) {
+      static constexpr Kind adjustments[] = {Kind::refund, Kind::penalize, Kind::block};
+      step.kind = adjustments[pick(random, 0, 2)];
+      step.block_us =
+          pick(random, 0, 2) == 0 ? pick(random, 1, 1'000) : pick(random, 1, 2 * period);
+    }
     sequence.steps.push_back(step);
   }
   return sequence;
@@ -214,14 +227,18 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
     out << "  " << limit.description << " burst " << limit.limit.burst << " window "
         << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
   }
-  static const char* const kinds[] = {
-      "acquire", "acquire by decide", "peek", "reserve", "cancel", "renew", "claim", "policy",
-      "reset"};
+  static const char* const kinds[] = {"acquire",  "acquire by decide",
+                                      "peek",     "reserve",
+                                      "cancel",   "renew",
+                                      "claim",    "policy",
+                                      "reset",    "refund",
+                                      "penalize", "block"};
   for (std::size_t i = 0; i <= upto && i < sequence.steps.size(); ++i) {
     const Step& step = sequence.steps[i];
     out << "  step " << i << ": now " << step.now << " permits " << step.permits << " "
         << kinds[static_cast<int>(step.kind)];
     if (step.kind == Kind::reserve) out << " max_wait " << step.max_wait_us;
+    if (step.kind == Kind::block) out << " for " << step.block_us << "us";
     if (step.kind == Kind::cancel || step.kind == Kind::renew || step.kind == Kind::claim)
       out << " reservation " << step.reservation;
     if (step.kind == Kind::change_policy) {
@@ -245,6 +262,8 @@ struct Tally {
   int reclaimed = 0;             ///< lapsed reservations the model gave back
   int renewed = 0;               ///< renewals of a reservation still held
   int stale = 0;                 ///< requests refused as stale (a newer policy version stored)
+  int adjusted = 0;              ///< refunds, penalties and blocks applied
+  int adjust_refused = 0;        ///< ... refused by a limit (nothing written)
 };
 
 struct Granted {
@@ -353,6 +372,61 @@ Task<void> compare_stored(Client& client, const Sequence& sequence, std::size_t 
   }
 }
 
+/// A block as long as every limit of `policy` can hold (Limiter::block() checks it before any
+/// I/O): a sliding_window_log's at most its window, a token_bucket's debt at most what its level
+/// holds exactly.
+std::int64_t blockable(const CompiledPolicy& policy, std::int64_t duration_us) {
+  for (const LimitSpec& spec : policy.specs()) {
+    if (spec.algorithm == Algorithm::sliding_window_log)
+      duration_us = std::min(duration_us, spec.b);
+    if (spec.algorithm == Algorithm::token_bucket)
+      duration_us = std::min(duration_us, (max_exact - spec.c * spec.b + spec.b) / spec.a);
+  }
+  return duration_us;
+}
+
+/// Runs the step's refund, penalty or block in the script and the model, and compares what
+/// they answer and store.
+Task<void> compare_adjustment(Client& client, RedisBackend& backend, const Sequence& sequence,
+                              std::size_t index, std::vector<std::optional<LimitState>>& states,
+                              const std::string& key_base, Tally* tally) {
+  const Step& step = sequence.steps[index];
+  const Adjustment adjustment = step.kind == Kind::refund     ? Adjustment::refund
+                                : step.kind == Kind::penalize ? Adjustment::penalize
+                                                              : Adjustment::block;
+  const std::int64_t amount =
+      adjustment == Adjustment::block ? blockable(*sequence.policy, step.block_us) : step.permits;
+  if (amount < 1) co_return;  // no block this policy can hold
+  const DecideRequest request(sequence.policy, KeyBase(key_base), Operation::acquire, 1, step.now);
+  AdjustOutcome script;
+  try {
+    script = co_await backend.adjust(request, adjustment, amount);
+  } catch (const StalePolicy& stale) {
+    script.stale_version = stale.stored_version();
+  }
+  const AdjustOutcome model = adjust_policy(sequence.policy->specs(), states, step.now, adjustment,
+                                            amount, sequence.policy->change());
+  ++tally->decisions;
+  if (model.stale_version != 0) ++tally->stale;
+  tally->adjusted += model.applied ? 1 : 0;
+  tally->adjust_refused += !model.applied && model.stale_version == 0 ? 1 : 0;
+  const bool same =
+      script.applied == model.applied && script.stale_version == model.stale_version &&
+      (!model.applied || script.now_us == model.now_us) &&
+      (model.applied || model.stale_version != 0 || script.refused_limit == model.refused_limit);
+  if (!same) {
+    report(tally, sequence, index,
+           std::string("  ") + adjustment_name(adjustment) + " of " + std::to_string(amount) +
+               ": script {applied " + std::to_string(script.applied) + ", stale " +
+               std::to_string(script.stale_version) + ", refused by " +
+               std::to_string(script.refused_limit) + " '" + script.refusal +
+               "'}\n  model  {applied " + std::to_string(model.applied) + ", stale " +
+               std::to_string(model.stale_version) + ", refused by " +
+               std::to_string(model.refused_limit) + "}");
+  }
+  co_await compare_stored(client, sequence, index, states, key_base, tally);
+}
+
 Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence, Tally* tally) {
   std::vector<std::optional<LimitState>> states(sequence.policy->specs().size());
   std::vector<Granted> granted;
@@ -406,6 +480,10 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
     // The limiter never sends more permits than every limit holds (it checks before any I/O).
     for (const auto& limit : sequence.policy->limits()) {
       step.permits = std::min(step.permits, limit.capacity);
+    }
+    if (step.kind == Kind::refund || step.kind == Kind::penalize || step.kind == Kind::block) {
+      co_await compare_adjustment(client, backend, sequence, i, states, key_base, tally);
+      continue;
     }
     if (step.kind == Kind::reserve) {
       const LimitSpec& spec = sequence.policy->specs().front();
@@ -597,6 +675,7 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   EXPECT_GT(tally.allowed, 0);
   EXPECT_LT(tally.allowed, tally.decisions) << "sequences must also reach denials";
   EXPECT_EQ(tally.lean > 0, GetParam().lean) << tally.lean << " decisions by a lean script";
+  EXPECT_GT(tally.adjusted, 0) << "sequences must also refund, penalize and block";
   if (reservable(GetParam().algorithms)) {
     for (const int count : tally.cancels)
       EXPECT_GT(count, 0) << "cancellations must be returned, due and refused";
@@ -608,10 +687,11 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   }
   std::printf(
       "[ %-22s ] %d decisions, %d allowed, %d by a lean script, cancels %d returned %d due "
-      "%d refused %d already returned, %d reclaimed, %d renewed, %d stale, seed %llu\n",
+      "%d refused %d already returned, %d reclaimed, %d renewed, %d stale, %d adjusted, %d "
+      "adjustments refused, seed %llu\n",
       GetParam().name, tally.decisions, tally.allowed, tally.lean, tally.cancels[0],
       tally.cancels[1], tally.cancels[2], tally.cancels[3], tally.reclaimed, tally.renewed,
-      tally.stale, static_cast<unsigned long long>(seed));
+      tally.stale, tally.adjusted, tally.adjust_refused, static_cast<unsigned long long>(seed));
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -1,0 +1,160 @@
+#include "algorithms/adjustments.hpp"
+
+#include <algorithm>
+
+#include "algorithms/exact.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+/// What one limit answers: a refusal, or the state to write and how long it matters.
+struct LimitAdjustment {
+  std::string refusal;
+  std::optional<LimitState> state;
+  std::int64_t ttl_us = 0;
+};
+
+/// GCRA's TAT or the leaky bucket's next departure after the adjustment (lua/algorithms/gcra.lua
+/// and leaky_bucket.lua, section adjust). `time` is the loaded one (at least now).
+FracTime adjust_time(FracTime time, const GcraParams& params, Adjustment adjustment,
+                     std::int64_t amount, std::int64_t now, bool leaky) {
+  const std::int64_t p = params.p;
+  switch (adjustment) {
+    case Adjustment::refund:
+      return std::max(subtract(time, scaled(amount, params.d, p), p), FracTime{now, 0});
+    case Adjustment::penalize: {
+      const FracTime later = add(time, scaled(amount, params.d, p), p);
+      return later.us >= max_exact ? FracTime{max_exact, 0} : later;
+    }
+    case Adjustment::block: {
+      const FracTime until{now + amount, 0};
+      // GCRA: until + tau - T, when one permit passes; the leaky bucket: until, when it leaves.
+      const FracTime from = leaky ? until : add(until, scaled(params.burst - 1, params.d, p), p);
+      return std::max(time, from);
+    }
+  }
+  return time;
+}
+
+LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> state,
+                             std::int64_t now, Adjustment adjustment, std::int64_t amount) {
+  LimitAdjustment out;
+  switch (spec.algorithm) {
+    case Algorithm::gcra:
+    case Algorithm::leaky_bucket: {
+      const GcraParams params{spec.a, spec.b, spec.c};
+      auto& loaded = std::get<GcraState>(*state);
+      loaded.tat = adjust_time(loaded.tat, params, adjustment, amount, now,
+                               spec.algorithm == Algorithm::leaky_bucket);
+      out.ttl_us = std::max<std::int64_t>(1, subtract(loaded.tat, {now, 0}, params.p).ceil_us());
+      break;
+    }
+    case Algorithm::token_bucket: {
+      const std::int64_t p = spec.a, d = spec.b, full = spec.c * spec.b;
+      auto& loaded = std::get<TokenBucketState>(*state);
+      if (adjustment == Adjustment::refund) {
+        loaded.level = std::min(full, loaded.level + amount * d);
+      } else if (adjustment == Adjustment::penalize) {
+        loaded.level = std::max(full - max_exact, loaded.level - amount * d);
+      } else {
+        loaded.level = std::min(loaded.level, d - amount * p);
+      }
+      out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - loaded.level, p));
+      break;
+    }
+    case Algorithm::fixed_window: {
+      auto& loaded = std::get<FixedWindowState>(*state);
+      if (adjustment == Adjustment::block) {
+        out.refusal = "a fixed_window limit cannot block";
+      } else if (adjustment == Adjustment::refund && loaded.count < amount) {
+        out.refusal = "the current window holds fewer permits than refunded";
+      }
+      loaded.count += adjustment == Adjustment::refund ? -amount : amount;
+      out.ttl_us = loaded.start_us + spec.b - now;
+      break;
+    }
+    case Algorithm::sliding_window_counter: {
+      auto& loaded = std::get<SlidingWindowCounterState>(*state);
+      if (adjustment == Adjustment::block) {
+        out.refusal = "a sliding_window_counter limit cannot block";
+      } else if (adjustment == Adjustment::refund && loaded.current < amount) {
+        out.refusal = "the current window holds fewer permits than refunded";
+      }
+      loaded.current += adjustment == Adjustment::refund ? -amount : amount;
+      out.ttl_us = 2 * spec.b - (now - loaded.start_us);
+      break;
+    }
+    case Algorithm::sliding_window_log: {
+      auto& times = std::get<SlidingWindowLogState>(*state).times;
+      const auto count = static_cast<std::int64_t>(times.size());
+      if (adjustment == Adjustment::refund) {
+        if (count < amount) {
+          out.refusal = "the window holds fewer permits than refunded";
+        } else {
+          times.erase(times.begin(), times.begin() + amount);  // the oldest leave
+        }
+      } else if (adjustment == Adjustment::penalize) {
+        times.insert(times.end(), static_cast<std::size_t>(amount), now);
+      } else {
+        // `limit` permits admitted at until - window: they leave at until.
+        const std::int64_t at = now + amount - spec.b;
+        times.insert(std::upper_bound(times.begin(), times.end(), at),
+                     static_cast<std::size_t>(spec.a), at);
+      }
+      out.ttl_us = spec.b;
+      break;
+    }
+  }
+  if (out.refusal.empty()) out.state = std::move(state);
+  return out;
+}
+
+}  // namespace
+
+const char* adjustment_name(Adjustment adjustment) noexcept {
+  switch (adjustment) {
+    case Adjustment::refund:
+      return "refund";
+    case Adjustment::penalize:
+      return "penalize";
+    case Adjustment::block:
+      return "block";
+  }
+  return "";
+}
+
+AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
+                            std::span<std::optional<LimitState>> states, std::int64_t now,
+                            Adjustment adjustment, std::int64_t amount, PolicyChange change) {
+  // As the scripts resolve it: an unknown or future change takes effect now.
+  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
+  AdjustOutcome out;
+  out.now_us = now;
+  std::vector<LimitAdjustment> adjusted;
+  adjusted.reserve(limits.size());
+  bool refused = false;
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    // The state as a decision at now loads it (carried over to `change`, nothing taken).
+    std::optional<LimitState> loaded = states[i];
+    const LimitOutcome load = decide_limit(limits[i], change, loaded, now, 0, true);
+    if (load.stale_version != 0) {  // refused before any write
+      out.stale_version = load.stale_version;
+      return out;
+    }
+    adjusted.push_back(adjust_limit(limits[i], std::move(loaded), now, adjustment, amount));
+    if (!refused && !adjusted.back().refusal.empty()) {
+      refused = true;
+      out.refused_limit = i;
+      out.refusal = adjusted.back().refusal;
+    }
+  }
+  if (refused) return out;
+  out.applied = true;
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    states[i] = std::move(adjusted[i].state);
+    out.ttl_us.push_back(adjusted[i].ttl_us);
+  }
+  return out;
+}
+
+}  // namespace redlimit::detail

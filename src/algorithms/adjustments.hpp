@@ -1,0 +1,43 @@
+#pragma once
+// The C++ model of the adjust script (lua/shapes/adjust.lua and every algorithm's adjust
+// section): refund, penalize or block one key under every limit of its policy, all or nothing.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "algorithms/policy_model.hpp"
+
+namespace redlimit::detail {
+
+/// What an adjustment does to a key (Limiter::refund, penalize, block).
+enum class Adjustment { refund, penalize, block };
+
+/// The adjust script's name for `adjustment` (its ARGV[1]).
+const char* adjustment_name(Adjustment adjustment) noexcept;
+
+struct AdjustOutcome {
+  bool applied = false;
+  /// A limit's state was written under a newer policy version: refused, nothing written.
+  std::int64_t stale_version = 0;
+  /// Not applied, not stale: the limit that refused it, and why (a window that does not hold
+  /// the permits refunded, or an algorithm that cannot block).
+  std::size_t refused_limit = 0;
+  std::string refusal;
+  std::int64_t now_us = 0;
+  /// Applied: per limit, how long its new state matters (its TTL in Redis).
+  std::vector<std::int64_t> ttl_us;
+};
+
+/// Applies `adjustment` at `now` to every limit's state, as the adjust script does: `amount` is
+/// the permits (refund, penalize; at most the smallest capacity) or the block's duration in
+/// microseconds. Every limit is checked first; the states are written only when every limit
+/// applies it. `states[i]` belongs to `limits[i]`, as for decide_policy().
+AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
+                            std::span<std::optional<LimitState>> states, std::int64_t now,
+                            Adjustment adjustment, std::int64_t amount, PolicyChange change = {});
+
+}  // namespace redlimit::detail
