@@ -176,9 +176,10 @@ void observe_all(const std::vector<HeldClaim>& held, const Decision& decision) {
 
 Task<Decision> decide_held(const std::vector<HeldClaim>& held, Operation operation) {
   co_await held.front().enforcer->turn().yield_if_due();
-  co_return held.front().enforcer->redis_backend() != nullptr
-      ? co_await decide_in_redis(held, operation)
-      : decide_in_process(held, operation);
+  // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
+  if (held.front().enforcer->redis_backend() == nullptr)
+    co_return decide_in_process(held, operation);
+  co_return co_await decide_in_redis(held, operation);
 }
 
 Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {

@@ -34,7 +34,9 @@ LimiterOptions validated(LimiterOptions options) {
 // limit passes, and the script binds a denial to the limit with the longest retry_after; until
 // then that limit's key only gets more used (time passing is what retry_after counts), so it
 // alone denies the request, and the other limits can only deny more. Capacity comes back only
-// through a reset (handled by the generation) or a cancelled acquire() reservation. Only a
+// through a reset or a refund (this process's are handled by the generation; another
+// process's are seen when the remembered denial ends: until then the cache may under-admit,
+// never over-admit) or a cancelled acquire() reservation. Only a
 // bucket algorithm's key at index 0 can hold reservations (it is the key of a single-limit
 // policy, here or in another limiter of the same name): a denial bound by it is not remembered.
 bool cacheable(const CompiledPolicy& policy, std::size_t binding) {
