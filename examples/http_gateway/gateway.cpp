@@ -10,6 +10,9 @@ namespace {
 /// Longer X-API-Key values are not used as limiter keys: such a request counts as malformed.
 constexpr std::size_t max_api_key_bytes = 256;
 
+/// The global limiter's one key, and the partition its RateLimit field names.
+constexpr std::string_view global_key = "all";
+
 /// What the gateway answers when the limiter raised instead of deciding: what fail_closed
 /// answers, with a retry in a second.
 redlimit::Decision failed_decision() {
@@ -42,6 +45,25 @@ Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas,
       metrics_(metrics),
       policy_field_(policy_field(quotas_)) {}
 
+Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas,
+                 redlimit::Limiter& global, QuotaPolicy global_quota,
+                 const redlimit::Metrics& metrics)
+    : Gateway(limiter, std::move(quotas), metrics) {
+  global_ = &global;
+  global_quota_ = std::move(global_quota);
+  std::vector<QuotaPolicy> all = quotas_;
+  all.push_back(global_quota_);
+  policy_field_ = policy_field(all);
+}
+
+redlimit::Task<redlimit::Decision> Gateway::decide(std::string partition) {
+  if (global_ == nullptr) co_return co_await limiter_.try_acquire(std::move(partition));
+  // Why the vector first: g++ 12 cannot build an initializer list inside a co_await.
+  std::vector<redlimit::Claim> claims{{&limiter_, std::move(partition)},
+                                      {global_, std::string(global_key)}};
+  co_return co_await redlimit::try_acquire_all(std::move(claims));
+}
+
 redlimit::Task<Response> Gateway::handle(Request request) {
   // Why not limited: a scraper must see the gateway most of all while it denies requests.
   if (!request.malformed && request.target.substr(0, request.target.find('?')) == "/metrics") {
@@ -56,7 +78,7 @@ redlimit::Task<Response> Gateway::handle(Request request) {
                                     : "key:" + request.api_key;
   std::optional<redlimit::Decision> decision;
   try {
-    redlimit::Task<redlimit::Decision> pending = limiter_.try_acquire(partition);
+    redlimit::Task<redlimit::Decision> pending = decide(partition);
     decision = co_await std::move(pending);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http_gateway: the limiter failed: %s\n", e.what());
@@ -79,13 +101,16 @@ Response Gateway::metrics_response(const Request& request) const {
 
 Response Gateway::answer(const Request& request, const redlimit::Decision& decision,
                          const std::string& partition) const {
-  const QuotaPolicy& binding = quotas_.at(decision.binding);
+  // Claim 1 is the global limit's (claim 0, the key's, is also every single-limiter decision).
+  const bool global = global_ != nullptr && decision.claim == 1;
+  const QuotaPolicy& binding = global ? global_quota_ : quotas_.at(decision.binding);
   Response response;
   response.headers.emplace_back("RateLimit-Policy", policy_field_);
   // Why only then: a RateLimit field states the partition's quota (r=0: used up), which an
   // answer made without Redis does not know; RateLimit-Policy still describes the quotas.
   if (counts_quota(decision)) {
-    response.headers.emplace_back("RateLimit", limit_field(binding, decision, partition));
+    response.headers.emplace_back(
+        "RateLimit", limit_field(binding, decision, global ? std::string(global_key) : partition));
   }
   if (decision.allowed) {
     response.status = request.malformed ? 400 : 200;

@@ -4,7 +4,7 @@
 // limiter and its Redis client counted, for Prometheus. SIGINT or SIGTERM stops it.
 //
 // usage: http_gateway [--host ADDR] [--port N] [--redis URL | --local] [--rate RATE]
-//                     [--daily N] [--on-failure closed|open|local]
+//                     [--daily N] [--global-rate RATE] [--on-failure closed|open|local]
 //        (URL defaults to $REDLIMIT_URL, else redis://127.0.0.1:6379)
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -74,6 +74,10 @@ int main(int argc, char** argv) {
   app.add_option("--rate", rate, "gcra rate per key, e.g. 10/s or 100/min (whole seconds)");
   app.add_option("--daily", daily, "fixed_window quota per key and UTC day")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000000}));
+  std::string global_rate;
+  app.add_option("--global-rate", global_rate,
+                 "gcra rate of all keys together, e.g. 1000/s, in the same decision as each "
+                 "key's limits (default: none)");
   app.add_option("--on-failure", on_failure, "what to answer when Redis cannot")
       ->transform(CLI::CheckedTransformer(failure_policies))
       ->option_text("closed|open|local (default: closed)");
@@ -91,6 +95,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "http_gateway: --rate: %s\n", e.what());
     return 2;
   }
+  std::optional<redlimit::Policy> global_policy;
+  std::optional<QuotaPolicy> global_quota;
+  if (!global_rate.empty()) {
+    try {
+      global_policy = redlimit::Policy::of(redlimit::Limit::gcra(global_rate));
+      global_quota = http_gateway::describe("global", global_policy->limits[0]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "http_gateway: --global-rate: %s\n", e.what());
+      return 2;
+    }
+  }
 
   // Why: a client that resets its connection makes our next uv_write() raise SIGPIPE, which
   // kills the process by default; redlimit's guard covers only its own Redis sockets.
@@ -105,21 +120,31 @@ int main(int argc, char** argv) {
     const auto metrics = std::make_shared<redlimit::Metrics>();
     std::optional<redlimit::Client> client;
     std::optional<redlimit::Limiter> limiter;
+    std::optional<redlimit::Limiter> global;
     try {
       const redlimit::LimiterOptions options{
           .name = "http_gateway", .on_failure = {.kind = on_failure}, .metrics = metrics};
+      const redlimit::LimiterOptions global_options{
+          .name = "http_gateway_global", .on_failure = {.kind = on_failure}, .metrics = metrics};
       if (local) {
         limiter.emplace(&loop, policy, options);
+        if (global_policy) global.emplace(&loop, *global_policy, global_options);
       } else {
         redlimit::ClientOptions connection{.url = url, .metrics = metrics};
         connection.tls.ca_file = tls_ca;
         client.emplace(&loop, connection);
         limiter.emplace(*client, policy, options);
+        if (global_policy) global.emplace(*client, *global_policy, global_options);
       }
-      http_gateway::Gateway gateway(*limiter, quotas, *metrics);
+      std::optional<http_gateway::Gateway> gateway;
+      if (global) {
+        gateway.emplace(*limiter, quotas, *global, *global_quota, *metrics);
+      } else {
+        gateway.emplace(*limiter, quotas, *metrics);
+      }
       // Why not in serve()'s frame: they own uv handles, which must outlive their close
       // callbacks; serve() returns only once both are closed.
-      http_gateway::HttpServer server(&loop, gateway);
+      http_gateway::HttpServer server(&loop, *gateway);
       http_gateway::StopSignals signals(&loop);
       status = redlimit::run(&loop, serve(&loop, &server, &signals, host, port));
     } catch (const std::exception& e) {

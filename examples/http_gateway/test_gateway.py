@@ -362,6 +362,40 @@ def test_redis():
         gateway.kill()
 
 
+def test_global_limit():
+    """--global-rate: each key's limits and the limit of all keys together are one decision.
+    RateLimit names the binding quota (the global one, with its own partition, once it has the
+    fewest permits left), and a request the global limit denies spends nothing of its key's."""
+    # Why: the daily quota is a UTC-aligned window; the test must not straddle midnight.
+    seconds_left = 86400 - time.time() % 86400
+    if seconds_left < 60:
+        time.sleep(seconds_left + 1)
+    gateway = Gateway("--global-rate", "5/min", daily=6)
+    gateway.policy += ', "global";q=5;w=60'
+    try:
+        urls = [gateway.base + f"/{i}" for i in range(5)]
+        last = check_allowed(gateway, urls, "key G, global 5/min", "all", "global", 4,
+                             ["-H", "X-API-Key: G"])
+        check_denied(gateway, last, "key G, request 6", "all", "global")
+        for response in curl([gateway.base + "/"] * 2, "-H", "X-API-Key: G"):
+            check_denied(gateway, response, "key G, requests 7 and 8", "all", "global")
+        # Without the global limit, key G has 1 of its daily 6 left: the 3 requests the global
+        # limit denied took none of them.
+        per_key = Gateway(daily=6)
+        try:
+            response = curl([per_key.base + "/"], "-H", "X-API-Key: G")[0]
+            fields = check_fields(per_key, response, "key G without the global limit", "key:G",
+                                  200)
+            check(fields["name"] == "daily" and fields["r"] == "0",
+                  f"key G's daily quota should have 0 left after its 6th request:\n{response}")
+            per_key.terminate()
+        finally:
+            per_key.kill()
+        gateway.terminate()
+    finally:
+        gateway.kill()
+
+
 def test_local():
     gateway = Gateway("--local")
     try:
@@ -431,7 +465,7 @@ def test_alert_rules():
 
 
 def main():
-    tests = [test_redis, test_local, test_redis_down, test_alert_rules]
+    tests = [test_redis, test_global_limit, test_local, test_redis_down, test_alert_rules]
     failed = 0
     for test in tests:
         try:
