@@ -186,15 +186,18 @@ class Limiter {
   Task<void> reset(std::string key);
   /// Gives `permits` of `key` back under every limit of its policy: a request that turned out
   /// not to count (the backend failed, the response was cached). Never beyond the capacity.
-  /// gcra, token_bucket and leaky_bucket: exact (the TAT, level or queue moves back by
-  /// `permits`, at most to full). Window algorithms give back to the window holding now, which
-  /// must hold the permits: fixed_window and sliding_window_counter exactly; sliding_window_log
-  /// drops the oldest permits in its window (if the refunded ones were newer, permits come free
-  /// later than exact, never earlier). All limits or none: AdjustmentRefused, changing nothing,
-  /// when a window holds fewer permits than refunded (a past window's cannot be given back).
-  /// Checked as try_acquire() checks (1 <= permits <= the policy's capacity). Forgets the key's
-  /// remembered denial (LimiterOptions::deny_cache). A follower applies it under the key's stored
-  /// policy. Redis errors are thrown (the failure policy does not apply: nothing is decided).
+  /// gcra, token_bucket and leaky_bucket: the TAT, level or queue moves back by `permits`, at
+  /// most to full; exact when the key could not have refilled them since they were taken (a
+  /// refund within permits x T of the take, or no moment full since), else up to `permits` more
+  /// than exact, never beyond the capacity. Window algorithms give back to the window holding now,
+  /// which must hold the permits: fixed_window and sliding_window_counter exactly;
+  /// sliding_window_log drops the oldest permits in its window (if the refunded ones were newer,
+  /// permits come free later than exact, never earlier). All limits or none: AdjustmentRefused,
+  /// changing nothing, when a window holds fewer permits than refunded (a past window's cannot be
+  /// given back). Checked as try_acquire() checks (1 <= permits <= the policy's capacity). Forgets
+  /// the key's remembered denial (LimiterOptions::deny_cache). A follower applies it under the
+  /// key's stored policy. Redis errors are thrown (the failure policy does not apply: nothing is
+  /// decided).
   Task<void> refund(std::string key, std::int64_t permits);
   /// Takes `permits` of `key` under every limit of its policy without asking: what is not
   /// available becomes a debt the key pays off (at the limit's rate, or as its window passes)
@@ -241,15 +244,20 @@ struct Claim {
 ///
 /// The claims' limiters use one Client (or are all in process), and each (limiter, key) appears
 /// once. On one Redis server, and on a cluster when every claim's key is in one hash slot, this
-/// is one script call, atomic. The decision is bound by the claim (Decision::claim) and its
+/// is one script call, atomic. Across a cluster's slots, each slot's claims are one script call,
+/// slot after slot (in the order of their first claim); when a slot denies (or fails), the
+/// slots that took give back what their take still holds: permits are held, unused, for the
+/// later slots' round trips and the give-back's own, and a bucket limit gets back its permits
+/// less the refill since the take (never more than exact: it may under-admit, never
+/// over-admit). The decision is bound by the claim (Decision::claim) and its
 /// limit (Decision::binding) with the longest retry_after when denied, the fewest permits
 /// remaining when allowed. Each limiter counts the decision and tells its listener as its own
 /// try_acquire() would. When Redis cannot answer, each limiter's failure policy answers for
 /// its claim, and the request passes only when every one allows it.
 ///
 /// Throws InvalidArgument before any I/O for bad input: no claims, a null or moved-from
-/// limiter, a bad key or permit count, a key claimed twice, limiters of different clients, a
-/// limiter in shadow mode, or (not yet supported) claims across hash slots of a cluster.
+/// limiter, a bad key or permit count, a key claimed twice, limiters of different clients, or a
+/// limiter in shadow mode.
 ///
 /// With g++ 12, build the vector before a co_await: `co_await try_acquire_all({{...}, {...}})`
 /// does not compile there (an initializer list inside a co_await expression).

@@ -81,10 +81,22 @@ redis.call('SET', key, string.format('%d:%d', start, count + taken) .. stamp, 'P
 
 --!section adjust
 -- refund: n permits back to the window holding now, which must hold them (a past window's
--- permits cannot be given back); penalize: n permits more in it, beyond the limit if so. block
+-- permits cannot be given back); give_back: the take at taken_at's permits, if that window holds
+-- it; penalize: n permits more in it, beyond the limit if so. block
 -- is refused: one window's count cannot deny until an arbitrary time (the caller says so first).
 --!use decide
-if op == 'block' then
+if op == 'give_back' then
+  -- The window holding now holds the take only if it began by then; else it went with its
+  -- window, and nothing comes back.
+  if start <= taken_at then
+    local back = n
+    if back > count then back = count end
+    apply = function()
+      local taken = -back
+      --!use write
+    end
+  end
+elseif op == 'block' then
   refused = 'a fixed_window limit cannot block'
 elseif op == 'refund' and count < n then
   refused = string.format('the current window holds %d permits, fewer than the %d refunded ' ..

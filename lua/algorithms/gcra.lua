@@ -83,7 +83,8 @@ local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/res
 --!include ../reservations/cancel_frac_time.lua
 
 --!section adjust
--- refund: the TAT moves back by n*T, never before now (the limit full); penalize: on by n*T,
+-- refund: the TAT moves back by n*T, never before now (the limit full); give_back: by what the
+-- take at taken_at may still hold, n*T less the time since (never more than exact); penalize: on by n*T,
 -- beyond now + tau as a debt (the write time keeps it: lib/load_frac_time.lua), at most to
 -- 2^52 us; block: to at least until + tau - T, so that a first permit passes at until and none
 -- before.
@@ -93,6 +94,15 @@ if op == 'refund' then
   to, to_f = tat - step, tat_f - step_f
   if to_f < 0 then to, to_f = to - 1, to_f + p end
   if to < now then to, to_f = now, 0 end
+elseif op == 'give_back' then
+  -- What the take may still hold: n*T less the time since (the TAT moves back by at most what
+  -- it was moved on, less what time took back of it while the key may have been idle).
+  local back, back_f = step - elapsed_since_take, step_f
+  if back >= 0 then
+    to, to_f = tat - back, tat_f - back_f
+    if to_f < 0 then to, to_f = to - 1, to_f + p end
+    if to < now then to, to_f = now, 0 end
+  end
 elseif op == 'penalize' then
   to, to_f = new, new_f
   if to >= MAX_EXACT then to, to_f = MAX_EXACT, 0 end

@@ -87,7 +87,8 @@ local reserved_reach = 0
 --!include ../reservations/cancel_frac_time.lua
 
 --!section adjust
--- refund: the next departure moves back by n*T, never before now (the queue empty); penalize:
+-- refund: the next departure moves back by n*T, never before now (the queue empty); give_back:
+-- by what the take at taken_at may still hold, n*T less the time since; penalize:
 -- on by n*T, beyond the queue's burst*T as a debt (the write time keeps it), at most to 2^52
 -- us; block: to at least until, when a first permit may leave.
 --!use load
@@ -97,6 +98,13 @@ if op == 'refund' then
   to, to_f = free - step, free_f - step_f
   if to_f < 0 then to, to_f = to - 1, to_f + p end
   if to < now then to, to_f = now, 0 end
+elseif op == 'give_back' then
+  local back, back_f = step - elapsed_since_take, step_f  -- what the take may still hold
+  if back >= 0 then
+    to, to_f = free - back, free_f - back_f
+    if to_f < 0 then to, to_f = to - 1, to_f + p end
+    if to < now then to, to_f = now, 0 end
+  end
 elseif op == 'penalize' then
   to, to_f = free + step, free_f + step_f
   if to_f >= p then to, to_f = to + 1, to_f - p end

@@ -116,10 +116,28 @@ redis.call('SET', key, string.format('%d:%d:%d', start, current + taken, previou
 
 --!section adjust
 -- refund: n permits back to the window holding now, which must hold them (a past window's
--- permits cannot be given back); penalize: n permits more in it, beyond the limit if so. block
+-- permits cannot be given back); give_back: the take at taken_at's permits, from the window
+-- that holds them (this one or the one before); penalize: n permits more in it, beyond the
+-- limit if so. block
 -- is refused: the counters cannot deny until an arbitrary time (the caller says so first).
 --!use decide
-if op == 'block' then
+if op == 'give_back' then
+  -- The take counts in the window that held taken_at: this one, or the one before, whose
+  -- weight still decays; an older one is gone.
+  local delta = 0
+  if start <= taken_at then
+    delta = -n
+    if current < n then delta = -current end
+  elseif start - period <= taken_at then
+    previous = previous - n
+    if previous < 0 then previous = 0 end
+  end
+  reset = 2 * period - elapsed
+  apply = function()
+    local taken = delta
+    --!use write
+  end
+elseif op == 'block' then
   refused = 'a sliding_window_counter limit cannot block'
 elseif op == 'refund' and current < n then
   refused = string.format('the current window holds %d permits, fewer than the %d refunded ' ..

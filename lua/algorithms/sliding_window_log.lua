@@ -93,7 +93,8 @@ redis.call('PEXPIRE', key, string.format('%d', ms + TTL_EXTRA_MS))
 --!section adjust
 -- refund: the n oldest permits in the window leave it (which must hold n: a past window's
 -- permits cannot be given back); when the refunded ones were newer, this frees permits later
--- than exact, never earlier; penalize: n permits admitted now; block (until at most a window
+-- than exact, never earlier; give_back: the permits admitted at taken_at, the take's own (none
+-- once they left the window); penalize: n permits admitted now; block (until at most a window
 -- ahead: the caller checks): `limit` permits admitted at until - window, which leave at until.
 --!use decide
 if op == 'refund' and count < n then
@@ -105,7 +106,22 @@ else
     local taken = 0
     if op == 'penalize' then taken = n end
     --!use write
-    if op == 'refund' then
+    if op == 'give_back' then
+      -- The take's own permits: those admitted at taken_at (the last names there go).
+      local at_s = string.format('%d', taken_at)
+      local c = redis.call('ZCOUNT', key, at_s, at_s)
+      local r = n
+      if r > c then r = c end
+      local names, size = {}, 0
+      for k = c - r, c - 1 do
+        size = size + 1
+        names[size] = at_s .. ':' .. string.format('%d', k)
+        if size == 1000 or k == c - 1 then  -- bounded ZREM calls (Lua's unpack limit)
+          redis.call('ZREM', key, unpack(names, 1, size))
+          names, size = {}, 0
+        end
+      end
+    elseif op == 'refund' then
       -- The n oldest (rank 0 is the stamp, score 0). Why by name: of the c members at a time s,
       -- named s:0 .. s:(c-1), the last r go, so that the next member added at s (named s:c-r)
       -- is new.

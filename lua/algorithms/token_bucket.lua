@@ -95,7 +95,8 @@ if verdict == 'returned' then
 end
 
 --!section adjust
--- refund: n tokens back, never beyond full; penalize: n tokens taken, below zero as a debt (at
+-- refund: n tokens back, never beyond full; give_back: what the take at taken_at may still hold,
+-- n tokens less the refill since; penalize: n tokens taken, below zero as a debt (at
 -- most the debt a level may carry); block: the level at most d - (until - now) * p, so that one
 -- token is there at until and none before (the caller checks that the debt fits).
 --!use load
@@ -103,6 +104,13 @@ local to = level
 if op == 'refund' then
   to = level + cost
   if to > full then to = full end
+elseif op == 'give_back' then
+  -- What the take may still hold: n tokens less the refill since (elapsed * p in 1/d token).
+  local refilled_by = CEIL_DIV(cost, p)  -- the refill has returned the whole take after this
+  if elapsed_since_take < refilled_by then
+    to = level + cost - elapsed_since_take * p
+    if to > full then to = full end
+  end
 elseif op == 'penalize' then
   to = level - cost
   if to < full - MAX_EXACT then to = full - MAX_EXACT end

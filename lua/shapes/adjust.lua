@@ -4,7 +4,9 @@
 -- adjust shape (lua/shapes/adjust.lua). Model: src/algorithms/adjustments.cpp.
 --
 -- KEYS[i]   the state key of limit i (one hash tag)
--- ARGV[1]   'refund' (give n permits back, never beyond the capacity), 'penalize' (take n
+-- ARGV[1]   'refund' (give n permits back, never beyond the capacity), 'give_back' (give back
+--           what a take of n permits at ARGV[7 + 4 * #KEYS], a Redis time, still holds: never
+--           more than exact, so less when time has returned part of it), 'penalize' (take n
 --           permits whether or not they are available: what is missing is a debt the key pays
 --           off before it admits again) or 'block' (deny until now + ARGV[2] us: the first
 --           permit passes then, none before)
@@ -12,7 +14,8 @@
 --           block: the duration in microseconds
 -- ARGV[3]   now in microseconds, for tests only, or '' to use the server's TIME
 -- ARGV[4..6] the policy epoch pv, since and carry, as lua/shapes/general.lua takes them
--- ARGV[7..] per limit, 4 fields, as lua/shapes/general.lua takes them
+-- ARGV[7..] per limit, 4 fields, as lua/shapes/general.lua takes them; then, for give_back
+--           only, the time of the take (in microseconds)
 --
 -- Returns {1, now_us} when applied; {0, limit (0-based), reason} when a limit refused it
 -- (nothing was written; a window algorithm cannot give back permits its current window does
@@ -21,12 +24,13 @@
 
 local ALGORITHMS = {}
 local TTL_EXTRA_MS = 0
+local elapsed_since_take = 0  -- give_back: now - the take's time (set below, before any call)
 --!include ../lib/numbers.lua
 --!include ../lib/integer_arg.lua
 --!needs
 
 --!each-algorithm
-ALGORITHMS['@ALG@'] = function(key, now, n, until_us, @PARAMS@, op, pv, since, carry)
+ALGORITHMS['@ALG@'] = function(key, now, n, until_us, taken_at, @PARAMS@, op, pv, since, carry)
   local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
   local rewrite, stale, refused, apply = false, nil, nil, nil
   --!section adjust
@@ -36,16 +40,21 @@ end
 --!end
 local FIELDS = 4
 local op = ARGV[1]
-if op ~= 'refund' and op ~= 'penalize' and op ~= 'block' then
-  error('redlimit: operation must be refund, penalize or block, got ' .. tostring(op))
+if op ~= 'refund' and op ~= 'give_back' and op ~= 'penalize' and op ~= 'block' then
+  error('redlimit: operation must be refund, give_back, penalize or block, got ' .. tostring(op))
 end
-if #KEYS == 0 or #ARGV ~= 6 + FIELDS * #KEYS then
+local extra = 0
+if op == 'give_back' then extra = 1 end
+if #KEYS == 0 or #ARGV ~= 6 + FIELDS * #KEYS + extra then
   error('redlimit: expected ' .. FIELDS .. ' arguments per key')
 end
 --!include ../lib/permits_and_now.lua
 --!include ../lib/policy_epoch.lua
-local n, until_us = permits, now
+local n, until_us, taken_at = permits, now, 0
 if op == 'block' then n, until_us = 1, now + permits end
+if op == 'give_back' then taken_at = integer_arg(ARGV[#ARGV], 'time of the take', 0, MAX_EXACT) end
+-- Time the take has had to be returned by the refill (0 after a clock step back).
+if taken_at < now then elapsed_since_take = now - taken_at end
 
 -- Every limit decides before any writes; a stale state refuses the whole call first.
 local applies, refusal = {}, nil
@@ -56,8 +65,8 @@ for i = 1, #KEYS do
   local a = integer_arg(ARGV[base + 2], 'parameter 1', 1, MAX_EXACT)
   local b = integer_arg(ARGV[base + 3], 'parameter 2', 1, MAX_EXACT)
   local c = integer_arg(ARGV[base + 4], 'parameter 3', 0, MAX_EXACT)
-  local stale, refused, apply = algorithm(KEYS[i], now, n, until_us, a, b, c, op, pv, since,
-                                          carry)
+  local stale, refused, apply = algorithm(KEYS[i], now, n, until_us, taken_at, a, b, c, op, pv,
+                                          since, carry)
   if stale then return {-1, stale} end
   if refused and not refusal then refusal = {0, i - 1, refused} end
   applies[i] = apply

@@ -7,21 +7,29 @@
 namespace redlimit::detail {
 namespace {
 
-/// What one limit answers: a refusal, or the state to write and how long it matters.
+/// What one limit answers: a refusal, or the state to write (none: nothing to write) and how
+/// long it matters.
 struct LimitAdjustment {
   std::string refusal;
   std::optional<LimitState> state;
   std::int64_t ttl_us = 0;
+  bool writes = true;
 };
 
 /// GCRA's TAT or the leaky bucket's next departure after the adjustment (lua/algorithms/gcra.lua
 /// and leaky_bucket.lua, section adjust). `time` is the loaded one (at least now).
 FracTime adjust_time(FracTime time, const GcraParams& params, Adjustment adjustment,
-                     std::int64_t amount, std::int64_t now, bool leaky) {
+                     std::int64_t amount, std::int64_t now, std::int64_t elapsed, bool leaky) {
   const std::int64_t p = params.p;
   switch (adjustment) {
     case Adjustment::refund:
       return std::max(subtract(time, scaled(amount, params.d, p), p), FracTime{now, 0});
+    case Adjustment::give_back: {
+      // What the take may still hold: n*T less the time since.
+      const FracTime step = scaled(amount, params.d, p);
+      const FracTime back{step.us - elapsed, step.frac};
+      return back.us < 0 ? time : std::max(subtract(time, back, p), FracTime{now, 0});
+    }
     case Adjustment::penalize: {
       const FracTime later = add(time, scaled(amount, params.d, p), p);
       return later.us >= max_exact ? FracTime{max_exact, 0} : later;
@@ -37,14 +45,16 @@ FracTime adjust_time(FracTime time, const GcraParams& params, Adjustment adjustm
 }
 
 LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> state,
-                             std::int64_t now, Adjustment adjustment, std::int64_t amount) {
+                             std::int64_t now, Adjustment adjustment, std::int64_t amount,
+                             std::int64_t taken_at) {
   LimitAdjustment out;
+  const std::int64_t elapsed = std::max<std::int64_t>(0, now - taken_at);  // give_back
   switch (spec.algorithm) {
     case Algorithm::gcra:
     case Algorithm::leaky_bucket: {
       const GcraParams params{spec.a, spec.b, spec.c};
       auto& loaded = std::get<GcraState>(*state);
-      loaded.tat = adjust_time(loaded.tat, params, adjustment, amount, now,
+      loaded.tat = adjust_time(loaded.tat, params, adjustment, amount, now, elapsed,
                                spec.algorithm == Algorithm::leaky_bucket);
       out.ttl_us = std::max<std::int64_t>(1, subtract(loaded.tat, {now, 0}, params.p).ceil_us());
       break;
@@ -54,6 +64,10 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
       auto& loaded = std::get<TokenBucketState>(*state);
       if (adjustment == Adjustment::refund) {
         loaded.level = std::min(full, loaded.level + amount * d);
+      } else if (adjustment == Adjustment::give_back) {
+        const std::int64_t cost = amount * d;  // less the refill since
+        if (elapsed < ceil_div(cost, p))
+          loaded.level = std::min(full, loaded.level + cost - elapsed * p);
       } else if (adjustment == Adjustment::penalize) {
         loaded.level = std::max(full - max_exact, loaded.level - amount * d);
       } else {
@@ -64,24 +78,42 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
     }
     case Algorithm::fixed_window: {
       auto& loaded = std::get<FixedWindowState>(*state);
+      out.ttl_us = loaded.start_us + spec.b - now;
+      if (adjustment == Adjustment::give_back) {
+        // The window holding now holds the take only if it began by then; else nothing.
+        if (loaded.start_us <= taken_at) {
+          loaded.count -= std::min(amount, loaded.count);
+        } else {
+          out.writes = false;
+        }
+        break;
+      }
       if (adjustment == Adjustment::block) {
         out.refusal = "a fixed_window limit cannot block";
       } else if (adjustment == Adjustment::refund && loaded.count < amount) {
         out.refusal = "the current window holds fewer permits than refunded";
       }
       loaded.count += adjustment == Adjustment::refund ? -amount : amount;
-      out.ttl_us = loaded.start_us + spec.b - now;
       break;
     }
     case Algorithm::sliding_window_counter: {
       auto& loaded = std::get<SlidingWindowCounterState>(*state);
+      out.ttl_us = 2 * spec.b - (now - loaded.start_us);
+      if (adjustment == Adjustment::give_back) {
+        // From the window that holds the take: this one, or the one before.
+        if (loaded.start_us <= taken_at) {
+          loaded.current -= std::min(amount, loaded.current);
+        } else if (loaded.start_us - spec.b <= taken_at) {
+          loaded.previous -= std::min(amount, loaded.previous);
+        }
+        break;
+      }
       if (adjustment == Adjustment::block) {
         out.refusal = "a sliding_window_counter limit cannot block";
       } else if (adjustment == Adjustment::refund && loaded.current < amount) {
         out.refusal = "the current window holds fewer permits than refunded";
       }
       loaded.current += adjustment == Adjustment::refund ? -amount : amount;
-      out.ttl_us = 2 * spec.b - (now - loaded.start_us);
       break;
     }
     case Algorithm::sliding_window_log: {
@@ -93,6 +125,11 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
         } else {
           times.erase(times.begin(), times.begin() + amount);  // the oldest leave
         }
+      } else if (adjustment == Adjustment::give_back) {
+        // The take's own permits: those admitted at its time.
+        const auto [first, last] = std::equal_range(times.begin(), times.end(), taken_at);
+        const auto gone = std::min<std::int64_t>(amount, last - first);
+        times.erase(last - gone, last);
       } else if (adjustment == Adjustment::penalize) {
         times.insert(times.end(), static_cast<std::size_t>(amount), now);
       } else {
@@ -115,6 +152,8 @@ const char* adjustment_name(Adjustment adjustment) noexcept {
   switch (adjustment) {
     case Adjustment::refund:
       return "refund";
+    case Adjustment::give_back:
+      return "give_back";
     case Adjustment::penalize:
       return "penalize";
     case Adjustment::block:
@@ -125,7 +164,8 @@ const char* adjustment_name(Adjustment adjustment) noexcept {
 
 AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
-                            Adjustment adjustment, std::int64_t amount, PolicyChange change) {
+                            Adjustment adjustment, std::int64_t amount, PolicyChange change,
+                            std::int64_t taken_at) {
   // As the scripts resolve it: an unknown or future change takes effect now.
   if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   AdjustOutcome out;
@@ -141,7 +181,8 @@ AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
       out.stale_version = load.stale_version;
       return out;
     }
-    adjusted.push_back(adjust_limit(limits[i], std::move(loaded), now, adjustment, amount));
+    adjusted.push_back(
+        adjust_limit(limits[i], std::move(loaded), now, adjustment, amount, taken_at));
     if (!refused && !adjusted.back().refusal.empty()) {
       refused = true;
       out.refused_limit = i;
@@ -151,8 +192,12 @@ AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
   if (refused) return out;
   out.applied = true;
   for (std::size_t i = 0; i < limits.size(); ++i) {
+    if (!adjusted[i].writes) {
+      out.ttl_us.emplace_back();
+      continue;
+    }
     states[i] = std::move(adjusted[i].state);
-    out.ttl_us.push_back(adjusted[i].ttl_us);
+    out.ttl_us.emplace_back(adjusted[i].ttl_us);
   }
   return out;
 }

@@ -13,8 +13,10 @@
 
 namespace redlimit::detail {
 
-/// What an adjustment does to a key (Limiter::refund, penalize, block).
-enum class Adjustment { refund, penalize, block };
+/// What an adjustment does to a key (Limiter::refund, penalize, block). give_back returns what a
+/// take of n permits at a known time still holds (a decision over claims across a cluster's
+/// slots gives back the slots that took when another denied): never more than exact.
+enum class Adjustment { refund, give_back, penalize, block };
 
 /// The adjust script's name for `adjustment` (its ARGV[1]).
 const char* adjustment_name(Adjustment adjustment) noexcept;
@@ -28,16 +30,19 @@ struct AdjustOutcome {
   std::size_t refused_limit = 0;
   std::string refusal;
   std::int64_t now_us = 0;
-  /// Applied: per limit, how long its new state matters (its TTL in Redis).
-  std::vector<std::int64_t> ttl_us;
+  /// Applied: per limit, how long its new state matters (its TTL in Redis); none when it wrote
+  /// nothing.
+  std::vector<std::optional<std::int64_t>> ttl_us;
 };
 
 /// Applies `adjustment` at `now` to every limit's state, as the adjust script does: `amount` is
-/// the permits (refund, penalize; at most the smallest capacity) or the block's duration in
-/// microseconds. Every limit is checked first; the states are written only when every limit
-/// applies it. `states[i]` belongs to `limits[i]`, as for decide_policy().
+/// the permits (refund, give_back, penalize; at most the smallest capacity) or the block's
+/// duration in microseconds; `taken_at` is give_back's time of the take. Every limit is checked
+/// first; the states are written only when every limit applies it. `states[i]` belongs to
+/// `limits[i]`, as for decide_policy().
 AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
-                            Adjustment adjustment, std::int64_t amount, PolicyChange change = {});
+                            Adjustment adjustment, std::int64_t amount, PolicyChange change = {},
+                            std::int64_t taken_at = 0);
 
 }  // namespace redlimit::detail

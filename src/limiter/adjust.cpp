@@ -77,8 +77,8 @@ Task<void> PolicyEnforcer::adjust_under(DecideRequest request, Adjustment adjust
   // in flight from before this call out of the cache.
   ++generation_;
   deny_cache_.forget(request.key_base.view());
-  if (fallback_) co_await fallback_->adjust(fallback_request(request), adjustment, amount);
-  const AdjustOutcome outcome = co_await backend_->adjust(request, adjustment, amount);
+  if (fallback_) co_await fallback_->adjust(fallback_request(request), adjustment, amount, 0);
+  const AdjustOutcome outcome = co_await backend_->adjust(request, adjustment, amount, 0);
   if (!outcome.applied) {
     const auto& limits = request.policy->limits();
     const std::string limit = outcome.refused_limit < limits.size()

@@ -115,9 +115,10 @@ class Backend {
   virtual Task<Decision> decide(const DecideRequest& request) = 0;
   /// Refunds, penalizes or blocks the request's key under every limit of its policy, all or
   /// nothing (lua/shapes/adjust.lua): `amount` is the permits, or the block's duration in us;
-  /// the request's operation and permits are not used. `request` as for decide().
+  /// `taken_at_us` is give_back's time of the take (else 0); the request's operation and
+  /// permits are not used. `request` as for decide().
   virtual Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
-                                     std::int64_t amount) = 0;
+                                     std::int64_t amount, std::int64_t taken_at_us) = 0;
   /// Forgets the state of every limit of `policy` for `key_base`.
   virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
   /// The time to live of the state kept under `key` (a key base and a limit's suffix): none

@@ -2,7 +2,9 @@
 
 #include "limiter/claims.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <unordered_map>
 
 #include "limiter/local_backend.hpp"
@@ -73,8 +75,8 @@ std::vector<HeldClaim> checked(std::vector<Claim>& claims) {
 }
 
 /// Throws InvalidArgument when two requests name one key (the second would overwrite the
-/// first's permits), or, on a cluster, keys of different hash slots.
-void check_keys(std::span<const DecideRequest> requests, bool cluster) {
+/// first's permits).
+void check_keys(std::span<const DecideRequest> requests) {
   std::unordered_map<std::string, std::size_t> claimed;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     for (const CompiledLimit& limit : requests[i].policy->limits()) {
@@ -86,14 +88,84 @@ void check_keys(std::span<const DecideRequest> requests, bool cluster) {
                               "': claim a (limiter, key) once, with the permits of both");
       }
     }
-    if (cluster && key_slot(requests[i].key_base.view()) != key_slot(requests[0].key_base.view())) {
-      throw InvalidArgument(
-          claim_name(i) +
-          "'s key is in another hash slot than claim 0's: on a cluster, "
-          "try_acquire_all takes claims of one slot (give the keys one hash tag, or use one "
-          "server); claims across slots are not supported yet");
+  }
+}
+
+/// The requests' indexes by hash slot, each slot where its first request is; one group on a
+/// single server.
+std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
+                                                  bool cluster) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::uint16_t> slots;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::uint16_t slot = cluster ? key_slot(requests[i].key_base.view()) : 0;
+    const auto at = std::find(slots.begin(), slots.end(), slot);
+    if (at == slots.end()) {
+      slots.push_back(slot);
+      groups.push_back({i});
+    } else {
+      groups[static_cast<std::size_t>(at - slots.begin())].push_back(i);
     }
   }
+  return groups;
+}
+
+/// Gives back what the take of `request` at `taken_at_us` (Redis time) still holds. Why errors
+/// are dropped: a take that cannot be given back stays taken (under-admission, never over).
+Task<void> give_back(const HeldClaim& claim, const DecideRequest& request,
+                     std::int64_t taken_at_us) {
+  try {
+    co_await claim.enforcer->redis_backend()->adjust(request, Adjustment::give_back,
+                                                     request.permits, taken_at_us);
+  } catch (...) {
+  }
+}
+
+/// Claims in several hash slots of a cluster: each slot's claims are one script call, atomic
+/// there, slot after slot. When a slot's claims are denied, or its call fails, every slot that
+/// took gives back what its take still holds (Adjustment::give_back: never more than exact),
+/// and the decision is that denial (or the error). Until then its permits are held, unused: for
+/// the later slots' round trips and the give-back's own (under-admission, never over). A peek
+/// asks every slot and takes nothing.
+Task<Decision> decide_across_slots(const std::vector<HeldClaim>& claims,
+                                   const std::vector<DecideRequest>& requests,
+                                   const std::vector<std::vector<std::size_t>>& groups,
+                                   Operation operation) {
+  CommandDispatcher& client = claims.front().enforcer->redis_backend()->dispatcher();
+  std::vector<Decision> decided;  // per group, its claim index mapped to the requests'
+  std::optional<Decision> denial;
+  std::exception_ptr error;
+  for (const std::vector<std::size_t>& group : groups) {
+    std::vector<DecideRequest> group_requests;
+    for (const std::size_t i : group)
+      group_requests.push_back(requests[i]);
+    try {
+      Decision decision = co_await decide_claims_in_redis(client, group_requests, operation);
+      decision.claim = group[decision.claim];
+      if (!decision.allowed && operation == Operation::acquire) {
+        denial = decision;
+        break;
+      }
+      decided.push_back(decision);
+    } catch (const StalePolicy& stale) {
+      error = std::make_exception_ptr(StalePolicy(stale.stored_version(), group[stale.claim()]));
+      break;
+    } catch (...) {
+      error = std::current_exception();
+      break;
+    }
+  }
+  if (operation == Operation::acquire && (denial || error)) {
+    for (std::size_t g = 0; g < decided.size(); ++g) {
+      for (const std::size_t i : groups[g])
+        co_await give_back(claims[i], requests[i], decided[g].server_time_us);
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  if (denial) co_return *denial;
+  Decision decision = binding_decision(decided);
+  decision.claim = decided[decision.claim].claim;
+  co_return decision;
 }
 
 /// In process: nothing else runs between the peeks and the takes, and time passing only frees
@@ -144,10 +216,13 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
       requests.push_back(co_await PolicyEnforcer::request_in_force(
           claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
     }
-    check_keys(requests, client.is_cluster());
+    check_keys(requests);
+    const auto groups = slot_groups(requests, client.is_cluster());
     std::exception_ptr error;
     try {
-      co_return co_await decide_claims_in_redis(client, requests, operation);
+      if (groups.size() == 1)
+        co_return co_await decide_claims_in_redis(client, requests, operation);
+      co_return co_await decide_across_slots(claims, requests, groups, operation);
     } catch (const StalePolicy& stale) {
       min_versions.at(stale.claim()) = stale.stored_version();
     } catch (...) {

@@ -133,16 +133,14 @@ Task<Decision> LocalBackend::decide(const DecideRequest& request) {
 }
 
 Task<AdjustOutcome> LocalBackend::adjust(const DecideRequest& request, Adjustment adjustment,
-                                         std::int64_t amount) {
+                                         std::int64_t amount, std::int64_t taken_at_us) {
   const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   AdjustOutcome outcome = adjust_policy(request.policy->specs(), entry.states, now, adjustment,
-                                        amount, request.policy->change());
+                                        amount, request.policy->change(), taken_at_us);
   if (outcome.applied) {
-    touch(request.key_base.view(), entry, created,
-          std::vector<std::optional<std::int64_t>>(outcome.ttl_us.begin(), outcome.ttl_us.end()),
-          now);
+    touch(request.key_base.view(), entry, created, outcome.ttl_us, now);
   } else if (created) {
     entries_.erase(entries_.find(request.key_base.view()));  // nothing was stored for this key
   }

@@ -25,7 +25,7 @@ class LocalBackend final : public Backend {
   explicit LocalBackend(Clock clock = system_clock);
   Task<Decision> decide(const DecideRequest& request) override;
   Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
-                             std::int64_t amount) override;
+                             std::int64_t amount, std::int64_t taken_at_us) override;
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;

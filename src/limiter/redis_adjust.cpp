@@ -34,7 +34,7 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
 }
 
 Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustment adjustment,
-                                         std::int64_t amount) {
+                                         std::int64_t amount, std::int64_t taken_at_us) {
   const auto& limits = request.policy->limits();
   std::vector<std::string> keys;
   keys.reserve(limits.size());
@@ -45,7 +45,8 @@ Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustmen
   const std::string amount_text = std::to_string(amount);
   const std::string now = request.now_us != 0 ? std::to_string(request.now_us) : std::string();
   std::vector<std::string_view> args;
-  args.reserve(6 + 4 * limits.size());
+  const std::string taken_at = std::to_string(taken_at_us);
+  args.reserve(7 + 4 * limits.size());
   args.push_back(adjustment_name(adjustment));
   args.push_back(amount_text);
   args.push_back(now);
@@ -53,6 +54,7 @@ Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustmen
   args.insert(args.end(), epoch.begin(), epoch.end());
   for (const CompiledLimit& limit : limits)
     args.insert(args.end(), limit.fields.begin(), limit.fields.end());
+  if (adjustment == Adjustment::give_back) args.push_back(taken_at);
 
   const Reply reply =
       co_await client_.eval(scripts::adjust, key_views, args, client_.command_deadline());

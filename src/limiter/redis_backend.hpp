@@ -25,7 +25,7 @@ class RedisBackend final : public Backend {
   /// differential test mixes it with the lean scripts on one key.
   Task<Decision> decide_with_general_script(const DecideRequest& request);
   Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
-                             std::int64_t amount) override;
+                             std::int64_t amount, std::int64_t taken_at_us) override;
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;

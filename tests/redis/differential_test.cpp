@@ -7,8 +7,9 @@
 // reads the state the other wrote. Sequences change their policy on the way, with a policy
 // version (sometimes an older one: the scripts refuse it as stale), a since and a carry; for the
 // bucket algorithms the value stored in Redis must equal the model's state after every step.
-// The clock also steps backwards, within a period or by up to an hour. Refunds, penalties and
-// blocks (lua/shapes/adjust.lua) come between the decisions, against their model
+// The clock also steps backwards, within a period or by up to an hour. Refunds (also of a take at
+// an earlier step's time), penalties and blocks (lua/shapes/adjust.lua) come between the
+// decisions, against their model
 // (src/algorithms/adjustments.cpp).
 #include <gtest/gtest.h>
 
@@ -102,6 +103,7 @@ enum class Kind {
   change_policy,
   reset,
   refund,
+  give_back,
   penalize,
   block
 };
@@ -117,6 +119,7 @@ struct Step {
   std::int64_t max_wait_us = 0;  ///< reserve
   std::size_t reservation = 0;   ///< cancel, renew, claim: which earlier granted reservation
   std::int64_t block_us = 0;     ///< block: the duration
+  std::int64_t taken_at_us = 0;  ///< give_back: the time of the take (an earlier step's)
   std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy (with its epoch)
 };
 
@@ -209,8 +212,12 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
     }
     if ((step.kind == Kind::acquire || step.kind == Kind::peek) && pick(random, 0, 5) == 0) {
-      static constexpr Kind adjustments[] = {Kind::refund, Kind::penalize, Kind::block};
-      step.kind = adjustments[pick(random, 0, 2)];
+      static constexpr Kind adjustments[] = {Kind::refund, Kind::give_back, Kind::penalize,
+                                             Kind::block};
+      step.kind = adjustments[pick(random, 0, 3)];
+      step.taken_at_us = sequence.steps.empty()
+                             ? now
+                             : sequence.steps[pick(random, 0, sequence.steps.size() - 1)].now;
       step.block_us =
           pick(random, 0, 2) == 0 ? pick(random, 1, 1'000) : pick(random, 1, 2 * period);
     }
@@ -227,18 +234,20 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
     out << "  " << limit.description << " burst " << limit.limit.burst << " window "
         << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
   }
-  static const char* const kinds[] = {"acquire",  "acquire by decide",
-                                      "peek",     "reserve",
-                                      "cancel",   "renew",
-                                      "claim",    "policy",
-                                      "reset",    "refund",
-                                      "penalize", "block"};
+  static const char* const kinds[] = {"acquire",   "acquire by decide",
+                                      "peek",      "reserve",
+                                      "cancel",    "renew",
+                                      "claim",     "policy",
+                                      "reset",     "refund",
+                                      "give back", "penalize",
+                                      "block"};
   for (std::size_t i = 0; i <= upto && i < sequence.steps.size(); ++i) {
     const Step& step = sequence.steps[i];
     out << "  step " << i << ": now " << step.now << " permits " << step.permits << " "
         << kinds[static_cast<int>(step.kind)];
     if (step.kind == Kind::reserve) out << " max_wait " << step.max_wait_us;
     if (step.kind == Kind::block) out << " for " << step.block_us << "us";
+    if (step.kind == Kind::give_back) out << " taken at " << step.taken_at_us;
     if (step.kind == Kind::cancel || step.kind == Kind::renew || step.kind == Kind::claim)
       out << " reservation " << step.reservation;
     if (step.kind == Kind::change_policy) {
@@ -391,21 +400,22 @@ Task<void> compare_adjustment(Client& client, RedisBackend& backend, const Seque
                               std::size_t index, std::vector<std::optional<LimitState>>& states,
                               const std::string& key_base, Tally* tally) {
   const Step& step = sequence.steps[index];
-  const Adjustment adjustment = step.kind == Kind::refund     ? Adjustment::refund
-                                : step.kind == Kind::penalize ? Adjustment::penalize
-                                                              : Adjustment::block;
+  const Adjustment adjustment = step.kind == Kind::refund      ? Adjustment::refund
+                                : step.kind == Kind::give_back ? Adjustment::give_back
+                                : step.kind == Kind::penalize  ? Adjustment::penalize
+                                                               : Adjustment::block;
   const std::int64_t amount =
       adjustment == Adjustment::block ? blockable(*sequence.policy, step.block_us) : step.permits;
   if (amount < 1) co_return;  // no block this policy can hold
   const DecideRequest request(sequence.policy, KeyBase(key_base), Operation::acquire, 1, step.now);
   AdjustOutcome script;
   try {
-    script = co_await backend.adjust(request, adjustment, amount);
+    script = co_await backend.adjust(request, adjustment, amount, step.taken_at_us);
   } catch (const StalePolicy& stale) {
     script.stale_version = stale.stored_version();
   }
   const AdjustOutcome model = adjust_policy(sequence.policy->specs(), states, step.now, adjustment,
-                                            amount, sequence.policy->change());
+                                            amount, sequence.policy->change(), step.taken_at_us);
   ++tally->decisions;
   if (model.stale_version != 0) ++tally->stale;
   tally->adjusted += model.applied ? 1 : 0;
@@ -481,7 +491,8 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
     for (const auto& limit : sequence.policy->limits()) {
       step.permits = std::min(step.permits, limit.capacity);
     }
-    if (step.kind == Kind::refund || step.kind == Kind::penalize || step.kind == Kind::block) {
+    if (step.kind == Kind::refund || step.kind == Kind::give_back || step.kind == Kind::penalize ||
+        step.kind == Kind::block) {
       co_await compare_adjustment(client, backend, sequence, i, states, key_base, tally);
       continue;
     }
