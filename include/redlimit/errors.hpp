@@ -23,7 +23,8 @@ class InvalidArgument : public Error {
 
 /// Limiter::refund(), penalize() or block() cannot apply to a key, and nothing was changed: a
 /// limit's algorithm cannot do it (block() under fixed_window or sliding_window_counter, or
-/// under sliding_window_log for longer than its window; raised before any I/O), or the key's
+/// under sliding_window_log for longer than its window; raised before any I/O, or for a
+/// limiter that follows a PolicyStore once it has read the key's policy), or the key's
 /// state does not hold what a refund gives back (a window algorithm's current window holds
 /// fewer permits than refunded: a past window's permits cannot be given back). The message
 /// names the limit.

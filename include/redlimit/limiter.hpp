@@ -207,12 +207,14 @@ class Limiter {
   /// checks (1 <= permits <= the policy's capacity: penalize again for more).
   Task<void> penalize(std::string key, std::int64_t permits);
   /// Denies `key` until `duration` from now (Redis's clock): the first permit passes then, none
-  /// before; afterwards the key starts empty and fills at its rate. Exact for gcra,
-  /// token_bucket and leaky_bucket (up to four years) and for sliding_window_log up to its
-  /// window; fixed_window and sliding_window_counter cannot represent it: AdjustmentRefused
-  /// before any I/O (as for a sliding_window_log block longer than its window). A block
-  /// shorter than the key's current wait changes nothing. The deny cache takes the block's
-  /// denial from the next decision on.
+  /// before; afterwards a bucket starts empty and fills at its rate (a sliding_window_log still
+  /// counts the permits of its window). Exact for gcra and leaky_bucket (up to four years), for
+  /// token_bucket while the debt fits its exact level (duration x rate at most about 2^52 / d
+  /// tokens: InvalidArgument beyond, e.g. after about 21 days at 12,345/s), and for
+  /// sliding_window_log up to its window; fixed_window and sliding_window_counter cannot represent
+  /// it: AdjustmentRefused before any I/O (as for a sliding_window_log block longer than its
+  /// window). A block shorter than the key's current wait changes nothing. The deny cache takes the
+  /// block's denial from the next decision on.
   Task<void> block(std::string key, std::chrono::microseconds duration);
   /// Replaces the policy from the next call on. State carries over per limit position and
   /// algorithm (see docs/algorithms.md, "Changing a policy"), as `carry` says, from the moment
@@ -247,8 +249,9 @@ struct Claim {
 /// is one script call, atomic. Across a cluster's slots, each slot's claims are one script call,
 /// slot after slot (in the order of their first claim); when a slot denies (or fails), the
 /// slots that took give back what their take still holds: permits are held, unused, for the
-/// later slots' round trips and the give-back's own, and a bucket limit gets back its permits
-/// less the refill since the take (never more than exact: it may under-admit, never
+/// later slots' round trips and the give-backs' (one round trip per claim that took), and a
+/// bucket limit gets back its permits less the refill since the take; after a clock step back
+/// or a policy change since the take, nothing (never more than exact: it may under-admit, never
 /// over-admit). The decision is bound by the claim (Decision::claim) and its
 /// limit (Decision::binding) with the longest retry_after when denied, the fewest permits
 /// remaining when allowed. Each limiter counts the decision and tells its listener as its own

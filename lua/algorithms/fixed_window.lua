@@ -88,7 +88,7 @@ redis.call('SET', key, string.format('%d:%d', start, count + taken) .. stamp, 'P
 if op == 'give_back' then
   -- The window holding now holds the take only if it began by then; else it went with its
   -- window, and nothing comes back.
-  if start <= taken_at then
+  if start <= taken_at and taken_at <= now and not rewrite then
     local back = n
     if back > count then back = count end
     apply = function()

@@ -26,8 +26,13 @@ if p > 1 then
 end
 
 --!part queued
--- Permits queued in the time ahead (ahead, ahead_f): ceil(ahead / T), at most burst.
-local queued = CEIL_DIV(ahead * p + ahead_f, d)
+-- Permits queued in the time ahead (ahead, ahead_f): ceil(ahead / T), at most burst. Why the
+-- test first: a debt (penalize, block) may lie far beyond burst*T, where ahead * p is inexact.
+local queued = burst
+local reach = IDIV(burst * d, p)
+if ahead <= reach then
+  queued = CEIL_DIV(ahead * p + ahead_f, d)
+end
 remaining = burst - queued
 if remaining < 0 then remaining = 0 end
 
@@ -100,7 +105,7 @@ if op == 'refund' then
   if to < now then to, to_f = now, 0 end
 elseif op == 'give_back' then
   local back, back_f = step - elapsed_since_take, step_f  -- what the take may still hold
-  if back >= 0 then
+  if back >= 0 and taken_at <= now and not rewrite then
     to, to_f = free - back, free_f - back_f
     if to_f < 0 then to, to_f = to - 1, to_f + p end
     if to < now then to, to_f = now, 0 end

@@ -125,7 +125,9 @@ if op == 'give_back' then
   -- The take counts in the window that held taken_at: this one, or the one before, whose
   -- weight still decays; an older one is gone.
   local delta = 0
-  if start <= taken_at then
+  if taken_at > now or rewrite then
+    delta = 0  -- a clock step back or a policy change since: nothing is known to come back
+  elseif start <= taken_at then
     delta = -n
     if current < n then delta = -current end
   elseif start - period <= taken_at then

@@ -106,7 +106,7 @@ else
     local taken = 0
     if op == 'penalize' then taken = n end
     --!use write
-    if op == 'give_back' then
+    if op == 'give_back' and taken_at <= now and not rewrite then
       -- The take's own permits: those admitted at taken_at (the last names there go).
       local at_s = string.format('%d', taken_at)
       local c = redis.call('ZCOUNT', key, at_s, at_s)

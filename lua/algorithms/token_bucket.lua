@@ -107,7 +107,7 @@ if op == 'refund' then
 elseif op == 'give_back' then
   -- What the take may still hold: n tokens less the refill since (elapsed * p in 1/d token).
   local refilled_by = CEIL_DIV(cost, p)  -- the refill has returned the whole take after this
-  if elapsed_since_take < refilled_by then
+  if elapsed_since_take < refilled_by and taken_at <= now and not rewrite then
     to = level + cost - elapsed_since_take * p
     if to > full then to = full end
   end

@@ -53,7 +53,9 @@ end
 local n, until_us, taken_at = permits, now, 0
 if op == 'block' then n, until_us = 1, now + permits end
 if op == 'give_back' then taken_at = integer_arg(ARGV[#ARGV], 'time of the take', 0, MAX_EXACT) end
--- Time the take has had to be returned by the refill (0 after a clock step back).
+-- Time the take has had to be returned by the refill. After a clock step back (a take later
+-- than now, or a state written later than now: the algorithm's `rewrite`, which a policy change
+-- also sets) that time cannot be told, and give_back returns nothing (under-admission only).
 if taken_at < now then elapsed_since_take = now - taken_at end
 
 -- Every limit decides before any writes; a stale state refuses the whole call first.

@@ -44,19 +44,44 @@ FracTime adjust_time(FracTime time, const GcraParams& params, Adjustment adjustm
   return time;
 }
 
+/// How long `state` (of `spec`'s algorithm) matters from `now`: the TTL the adjust script
+/// writes with it.
+std::int64_t ttl_of(const LimitSpec& spec, const LimitState& state, std::int64_t now) {
+  switch (spec.algorithm) {
+    case Algorithm::gcra:
+    case Algorithm::leaky_bucket:
+      return std::max<std::int64_t>(
+          1, subtract(std::get<GcraState>(state).tat, {now, 0}, spec.a).ceil_us());
+    case Algorithm::token_bucket:
+      return std::max<std::int64_t>(
+          1, ceil_div(spec.c * spec.b - std::get<TokenBucketState>(state).level, spec.a));
+    case Algorithm::fixed_window:
+      return std::get<FixedWindowState>(state).start_us + spec.b - now;
+    case Algorithm::sliding_window_counter:
+      return 2 * spec.b - (now - std::get<SlidingWindowCounterState>(state).start_us);
+    case Algorithm::sliding_window_log:
+      return spec.b;
+  }
+  return 1;
+}
+
+/// The adjustment of one limit's loaded state (lua/algorithms/*.lua, section adjust).
+/// `rewritten`: the state was carried over or stepped back as it loaded; a give_back then
+/// returns nothing, since the time that returned the take cannot be told.
 LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> state,
                              std::int64_t now, Adjustment adjustment, std::int64_t amount,
-                             std::int64_t taken_at) {
+                             std::int64_t taken_at, bool rewritten) {
   LimitAdjustment out;
+  const bool giving = adjustment == Adjustment::give_back && taken_at <= now && !rewritten;
   const std::int64_t elapsed = std::max<std::int64_t>(0, now - taken_at);  // give_back
   switch (spec.algorithm) {
     case Algorithm::gcra:
     case Algorithm::leaky_bucket: {
-      const GcraParams params{spec.a, spec.b, spec.c};
       auto& loaded = std::get<GcraState>(*state);
-      loaded.tat = adjust_time(loaded.tat, params, adjustment, amount, now, elapsed,
-                               spec.algorithm == Algorithm::leaky_bucket);
-      out.ttl_us = std::max<std::int64_t>(1, subtract(loaded.tat, {now, 0}, params.p).ceil_us());
+      if (adjustment != Adjustment::give_back || giving) {
+        loaded.tat = adjust_time(loaded.tat, GcraParams{spec.a, spec.b, spec.c}, adjustment, amount,
+                                 now, elapsed, spec.algorithm == Algorithm::leaky_bucket);
+      }
       break;
     }
     case Algorithm::token_bucket: {
@@ -66,54 +91,49 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
         loaded.level = std::min(full, loaded.level + amount * d);
       } else if (adjustment == Adjustment::give_back) {
         const std::int64_t cost = amount * d;  // less the refill since
-        if (elapsed < ceil_div(cost, p))
+        if (giving && elapsed < ceil_div(cost, p))
           loaded.level = std::min(full, loaded.level + cost - elapsed * p);
       } else if (adjustment == Adjustment::penalize) {
         loaded.level = std::max(full - max_exact, loaded.level - amount * d);
       } else {
         loaded.level = std::min(loaded.level, d - amount * p);
       }
-      out.ttl_us = std::max<std::int64_t>(1, ceil_div(full - loaded.level, p));
       break;
     }
     case Algorithm::fixed_window: {
       auto& loaded = std::get<FixedWindowState>(*state);
-      out.ttl_us = loaded.start_us + spec.b - now;
       if (adjustment == Adjustment::give_back) {
         // The window holding now holds the take only if it began by then; else nothing.
-        if (loaded.start_us <= taken_at) {
+        if (giving && loaded.start_us <= taken_at) {
           loaded.count -= std::min(amount, loaded.count);
         } else {
           out.writes = false;
         }
-        break;
-      }
-      if (adjustment == Adjustment::block) {
+      } else if (adjustment == Adjustment::block) {
         out.refusal = "a fixed_window limit cannot block";
       } else if (adjustment == Adjustment::refund && loaded.count < amount) {
         out.refusal = "the current window holds fewer permits than refunded";
+      } else {
+        loaded.count += adjustment == Adjustment::refund ? -amount : amount;
       }
-      loaded.count += adjustment == Adjustment::refund ? -amount : amount;
       break;
     }
     case Algorithm::sliding_window_counter: {
       auto& loaded = std::get<SlidingWindowCounterState>(*state);
-      out.ttl_us = 2 * spec.b - (now - loaded.start_us);
       if (adjustment == Adjustment::give_back) {
         // From the window that holds the take: this one, or the one before.
-        if (loaded.start_us <= taken_at) {
+        if (giving && loaded.start_us <= taken_at) {
           loaded.current -= std::min(amount, loaded.current);
-        } else if (loaded.start_us - spec.b <= taken_at) {
+        } else if (giving && loaded.start_us - spec.b <= taken_at) {
           loaded.previous -= std::min(amount, loaded.previous);
         }
-        break;
-      }
-      if (adjustment == Adjustment::block) {
+      } else if (adjustment == Adjustment::block) {
         out.refusal = "a sliding_window_counter limit cannot block";
       } else if (adjustment == Adjustment::refund && loaded.current < amount) {
         out.refusal = "the current window holds fewer permits than refunded";
+      } else {
+        loaded.current += adjustment == Adjustment::refund ? -amount : amount;
       }
-      loaded.current += adjustment == Adjustment::refund ? -amount : amount;
       break;
     }
     case Algorithm::sliding_window_log: {
@@ -127,9 +147,11 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
         }
       } else if (adjustment == Adjustment::give_back) {
         // The take's own permits: those admitted at its time.
-        const auto [first, last] = std::equal_range(times.begin(), times.end(), taken_at);
-        const auto gone = std::min<std::int64_t>(amount, last - first);
-        times.erase(last - gone, last);
+        if (giving) {
+          const auto [first, last] = std::equal_range(times.begin(), times.end(), taken_at);
+          const auto gone = std::min<std::int64_t>(amount, last - first);
+          times.erase(last - gone, last);
+        }
       } else if (adjustment == Adjustment::penalize) {
         times.insert(times.end(), static_cast<std::size_t>(amount), now);
       } else {
@@ -138,11 +160,12 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
         times.insert(std::upper_bound(times.begin(), times.end(), at),
                      static_cast<std::size_t>(spec.a), at);
       }
-      out.ttl_us = spec.b;
       break;
     }
   }
-  if (out.refusal.empty()) out.state = std::move(state);
+  if (!out.refusal.empty()) return out;
+  out.ttl_us = ttl_of(spec, *state, now);
+  out.state = std::move(state);
   return out;
 }
 
@@ -181,8 +204,8 @@ AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
       out.stale_version = load.stale_version;
       return out;
     }
-    adjusted.push_back(
-        adjust_limit(limits[i], std::move(loaded), now, adjustment, amount, taken_at));
+    adjusted.push_back(adjust_limit(limits[i], std::move(loaded), now, adjustment, amount, taken_at,
+                                    load.rewritten));
     if (!refused && !adjusted.back().refusal.empty()) {
       refused = true;
       out.refused_limit = i;

@@ -27,9 +27,7 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyCh
     written = add({now, 0}, step, p);  // it leaves now and occupies the next n*T
   } else {
     const FracTime wait = subtract(next_free, {now, 0}, p);
-    // Permits queued ahead: ceil(wait / T), at most burst.
-    const std::int64_t queued = ceil_div(wait.us * p + wait.frac, params.d);
-    out.remaining = std::max<std::int64_t>(0, params.burst - queued);
+    out.remaining = leaky_remaining(wait, params);
     out.retry_after_us = wait.ceil_us();
     out.reset_after_us = out.retry_after_us;
     out.idle_after_us = out.retry_after_us;

@@ -248,8 +248,7 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const Polic
   out.decision.limit = params.burst;
   out.decision.now_us = now;
   if (wait > max_wait || FracTime{now + capacity.us, capacity.frac} < after) {
-    const std::int64_t queued = ceil_div((free.us - now) * p + free.frac, params.d);
-    out.decision.remaining = std::max<std::int64_t>(0, params.burst - queued);
+    out.decision.remaining = leaky_remaining({free.us - now, free.frac}, params);
     out.decision.retry_after_us = wait;
     out.decision.reset_after_us = wait;
     if (loaded.rewritten) rewrite_time(out, state, free, params, change, now);

@@ -69,6 +69,21 @@ Task<void> PolicyEnforcer::adjust(std::shared_ptr<PolicyEnforcer> self, std::str
   co_await self->adjust_under(self->request(key, Operation::acquire, permits), adjustment, amount);
 }
 
+Task<void> PolicyEnforcer::adjust_fallback(const DecideRequest& request, Adjustment adjustment,
+                                           std::int64_t amount) {
+  DecideRequest local = fallback_request(request);
+  // Why checked again: the fallback's scaled limits may not hold a block the policy's do (a
+  // token bucket's faster rate, a larger debt); the fallback then keeps its state.
+  if (adjustment == Adjustment::block) {
+    try {
+      check_can_block(*local.policy, amount);
+    } catch (const Error&) {
+      co_return;
+    }
+  }
+  co_await fallback_->adjust(local, adjustment, amount, 0);
+}
+
 Task<void> PolicyEnforcer::adjust_under(DecideRequest request, Adjustment adjustment,
                                         std::int64_t amount) {
   if (adjustment == Adjustment::block) check_can_block(*request.policy, amount);
@@ -77,8 +92,10 @@ Task<void> PolicyEnforcer::adjust_under(DecideRequest request, Adjustment adjust
   // in flight from before this call out of the cache.
   ++generation_;
   deny_cache_.forget(request.key_base.view());
-  if (fallback_) co_await fallback_->adjust(fallback_request(request), adjustment, amount, 0);
   const AdjustOutcome outcome = co_await backend_->adjust(request, adjustment, amount, 0);
+  // Why after Redis applied it, and only then: a refused or failed call changes nothing, and a
+  // follower's call asked again (StalePolicy) must not adjust the fallback twice.
+  if (outcome.applied && fallback_) co_await adjust_fallback(request, adjustment, amount);
   if (!outcome.applied) {
     const auto& limits = request.policy->limits();
     const std::string limit = outcome.refused_limit < limits.size()

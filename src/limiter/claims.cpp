@@ -125,8 +125,8 @@ Task<void> give_back(const HeldClaim& claim, const DecideRequest& request,
 /// there, slot after slot. When a slot's claims are denied, or its call fails, every slot that
 /// took gives back what its take still holds (Adjustment::give_back: never more than exact),
 /// and the decision is that denial (or the error). Until then its permits are held, unused: for
-/// the later slots' round trips and the give-back's own (under-admission, never over). A peek
-/// asks every slot and takes nothing.
+/// the later slots' round trips and the give-backs', one per claim that took (under-admission,
+/// never over). A peek asks every slot and takes nothing.
 Task<Decision> decide_across_slots(const std::vector<HeldClaim>& claims,
                                    const std::vector<DecideRequest>& requests,
                                    const std::vector<std::vector<std::size_t>>& groups,
@@ -156,6 +156,8 @@ Task<Decision> decide_across_slots(const std::vector<HeldClaim>& claims,
     }
   }
   if (operation == Operation::acquire && (denial || error)) {
+    // Why one after another, not in a TaskGroup: a caller may abandon the call (destroy its
+    // task) while it waits, and a group's members would outlive this frame.
     for (std::size_t g = 0; g < decided.size(); ++g) {
       for (const std::size_t i : groups[g])
         co_await give_back(claims[i], requests[i], decided[g].server_time_us);

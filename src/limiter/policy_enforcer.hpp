@@ -157,6 +157,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// Applies `adjustment` to `request`'s key (checked before any I/O), in the fallback's state
   /// too when there is one; StalePolicy when a script finds a state newer than the policy.
   Task<void> adjust_under(DecideRequest request, Adjustment adjustment, std::int64_t amount);
+  /// The same adjustment in the fallback's state (LocalBackend), after Redis applied it.
+  Task<void> adjust_fallback(const DecideRequest& request, Adjustment adjustment,
+                             std::int64_t amount);
   /// inspect() of a follower, asking again as decide_following() does.
   static Task<std::vector<redlimit::LimitState>> inspect_following(
       std::shared_ptr<PolicyEnforcer> self, std::string key);

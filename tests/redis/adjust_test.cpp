@@ -39,6 +39,14 @@ class AdjustTest : public test::LoopTest {
   Client client_{loop(), ClientOptions{.url = server_.url()}};
 };
 
+/// A fixed window of `permits` a minute, anchored at its first request, so that a test never
+/// crosses a window's end.
+Limit minute_window(std::int64_t permits) {
+  Limit limit = Limit::fixed_window({permits, 60s});
+  limit.window = Window::anchored;
+  return limit;
+}
+
 /// Added to a wait for the end of a block: a uv timer counts whole milliseconds.
 constexpr auto slack = 2ms;
 
@@ -90,8 +98,7 @@ TEST_F(AdjustTest, ALeakyBucketRefundLetsTheNextPermitLeaveNow) {
 }
 
 TEST_F(AdjustTest, AWindowRefundsOnlyWhatItsCurrentWindowHoldsAndAllLimitsOrNone) {
-  Limiter limiter(client(), Policy{Limit::gcra({10, 10s}), Limit::fixed_window({5, 60s})},
-                  {.name = "windows"});
+  Limiter limiter(client(), Policy{Limit::gcra({10, 10s}), minute_window(5)}, {.name = "windows"});
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 3)).allowed);
   run(loop(), limiter.refund("k", 2));
   EXPECT_EQ(remaining(limiter, "k"), 4) << "the window holds 1 of 5";
@@ -133,7 +140,7 @@ TEST_F(AdjustTest, APenaltyBeyondTheCapacityIsADebtPaidAtTheRate) {
 }
 
 TEST_F(AdjustTest, AWindowPenaltyFillsItsCurrentWindow) {
-  Limiter limiter(client(), Policy::of(Limit::fixed_window({5, 60s})), {.name = "penalty-w"});
+  Limiter limiter(client(), Policy::of(minute_window(5)), {.name = "penalty-w"});
   run(loop(), limiter.penalize("k", 5));
   run(loop(), limiter.penalize("k", 5));
   const Decision denied = run(loop(), limiter.try_acquire("k"));
@@ -175,7 +182,7 @@ TEST_F(AdjustTest, ASlidingLogBlockWithinItsWindowIsExactAndTheDenyCacheHonoursI
 }
 
 TEST_F(AdjustTest, ARefundClearsTheDenyCache) {
-  Limiter limiter(client(), Policy::of(Limit::fixed_window({3, 60s})), {.name = "cached"});
+  Limiter limiter(client(), Policy::of(minute_window(3)), {.name = "cached"});
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 3)).allowed);
   EXPECT_EQ(run(loop(), limiter.try_acquire("k")).source, Source::redis);
   EXPECT_EQ(run(loop(), limiter.try_acquire("k")).source, Source::deny_cache);
@@ -214,7 +221,7 @@ TEST_F(AdjustTest, InProcessLimitersRefundPenalizeAndBlockAlike) {
   run(loop(), limiter.penalize("k", 10));
   const Decision denied = run(loop(), limiter.try_acquire("k"));
   EXPECT_GT(denied.retry_after, 500ms) << "a debt of 6 permits, paid at 100 ms each";
-  Limiter windows(loop(), Policy::of(Limit::fixed_window({5, 60s})), {.name = "local-w"});
+  Limiter windows(loop(), Policy::of(minute_window(5)), {.name = "local-w"});
   EXPECT_TRUE(error_of(loop(), windows.refund("k", 1)).starts_with("AdjustmentRefused: "));
   Limiter blocked(loop(), Policy::of(Limit::token_bucket({10, 1s})), {.name = "local-b"});
   run(loop(), blocked.block("k", 200ms));

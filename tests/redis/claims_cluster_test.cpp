@@ -36,6 +36,14 @@ class ClaimsCluster : public test::LoopTest {
   Client client_{loop(), ClientOptions{.url = cluster_.url()}};
 };
 
+/// A fixed window of `permits` a minute, anchored at its first request, so that a test never
+/// crosses a window's end.
+Limit minute_window(std::int64_t permits) {
+  Limit limit = Limit::fixed_window({permits, 60s});
+  limit.window = Window::anchored;
+  return limit;
+}
+
 /// The hash slot of `key` under a limiter named `name` (the default prefix).
 std::uint16_t slot_of(const std::string& name, const std::string& key) {
   return detail::key_slot(detail::key_base("rl", detail::escape_key_part(name), key).view());
@@ -52,8 +60,8 @@ std::vector<std::string> users_apart_from_global(int count) {
 }
 
 TEST_F(ClaimsCluster, AGlobalDenialInAnotherSlotGivesTheUsersPermitBack) {
-  Limiter per_user(client(), Policy::of(Limit::fixed_window({100, 60s})), {.name = "per-user"});
-  Limiter global(client(), Policy::of(Limit::fixed_window({3, 60s})), {.name = "global"});
+  Limiter per_user(client(), Policy::of(minute_window(100)), {.name = "per-user"});
+  Limiter global(client(), Policy::of(minute_window(3)), {.name = "global"});
   const std::vector<std::string> users = users_apart_from_global(2);
   ASSERT_NE(slot_of("per-user", users[0]), slot_of("global", "all"));
   for (int i = 0; i < 3; ++i) {
@@ -84,7 +92,7 @@ TEST_F(ClaimsCluster, ABucketsGiveBackIsNeverMoreThanExact) {
   // returns the permit less that time: the user sees 99 of 100 at first (under-admission
   // while the take was held), and never more than 100.
   Limiter per_user(client(), Policy::of(Limit::gcra({100, 60s})), {.name = "per-user"});
-  Limiter global(client(), Policy::of(Limit::fixed_window({1, 60s})), {.name = "global"});
+  Limiter global(client(), Policy::of(minute_window(1)), {.name = "global"});
   const std::string user = users_apart_from_global(1).front();
   std::vector<Claim> first{{&global, "all"}};
   EXPECT_TRUE(run(loop(), try_acquire_all(std::move(first))).allowed);
@@ -99,8 +107,8 @@ TEST_F(ClaimsCluster, ConcurrentDecisionsAcrossSlotsNeitherOverAdmitNorLosePermi
   // 4 users of 30 per minute each and a global 50 per minute, 240 concurrent requests: the
   // global limit admits exactly 50, each user's count in Redis equals its admissions (a take
   // the global limit denied went back whole: fixed windows give back exactly).
-  Limiter per_user(client(), Policy::of(Limit::fixed_window({30, 60s})), {.name = "per-user"});
-  Limiter global(client(), Policy::of(Limit::fixed_window({50, 60s})), {.name = "global"});
+  Limiter per_user(client(), Policy::of(minute_window(30)), {.name = "per-user"});
+  Limiter global(client(), Policy::of(minute_window(50)), {.name = "global"});
   const std::vector<std::string> users = users_apart_from_global(4);
   std::map<std::string, int> admitted;
   run(loop(), [&]() -> Task<void> {
