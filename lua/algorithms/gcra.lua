@@ -90,19 +90,8 @@ local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/res
 -- before.
 --!use schedule
 local to, to_f = tat, tat_f
-if op == 'refund' then
-  to, to_f = tat - step, tat_f - step_f
-  if to_f < 0 then to, to_f = to - 1, to_f + p end
-  if to < now then to, to_f = now, 0 end
-elseif op == 'give_back' then
-  -- What the take may still hold: n*T less the time since (the TAT moves back by at most what
-  -- it was moved on, less what time took back of it while the key may have been idle).
-  local back, back_f = step - elapsed_since_take, step_f
-  if back >= 0 and taken_at <= now and not rewrite then
-    to, to_f = tat - back, tat_f - back_f
-    if to_f < 0 then to, to_f = to - 1, to_f + p end
-    if to < now then to, to_f = now, 0 end
-  end
+if op == 'refund' or op == 'give_back' then
+  --!include ../lib/time_back.lua
 elseif op == 'penalize' then
   to, to_f = new, new_f
   if to >= MAX_EXACT then to, to_f = MAX_EXACT, 0 end

@@ -99,17 +99,8 @@ local reserved_reach = 0
 --!use load
 --!use step
 local to, to_f = free, free_f
-if op == 'refund' then
-  to, to_f = free - step, free_f - step_f
-  if to_f < 0 then to, to_f = to - 1, to_f + p end
-  if to < now then to, to_f = now, 0 end
-elseif op == 'give_back' then
-  local back, back_f = step - elapsed_since_take, step_f  -- what the take may still hold
-  if back >= 0 and taken_at <= now and not rewrite then
-    to, to_f = free - back, free_f - back_f
-    if to_f < 0 then to, to_f = to - 1, to_f + p end
-    if to < now then to, to_f = now, 0 end
-  end
+if op == 'refund' or op == 'give_back' then
+  --!include ../lib/time_back.lua
 elseif op == 'penalize' then
   to, to_f = free + step, free_f + step_f
   if to_f >= p then to, to_f = to + 1, to_f - p end

@@ -16,6 +16,36 @@
 --!params limit, window, unused
 --!checks limit >= 1, window >= 1, 0
 
+--!part add_at
+-- Adds `adding` members at the time at_s, named at_s:c .. at_s:(c+adding-1) after the c there.
+local at_t = redis.call('ZCOUNT', key, at_s, at_s)
+local members, size = {}, 0
+for i = 1, adding do
+  members[size + 1] = at_s
+  members[size + 2] = at_s .. ':' .. string.format('%d', at_t + i - 1)
+  size = size + 2
+  if size == 2000 or i == adding then  -- bounded ZADD calls (Lua's unpack limit)
+    redis.call('ZADD', key, unpack(members, 1, size))
+    members, size = {}, 0
+  end
+end
+
+--!part drop_last
+-- Removes r members at the time at_s (at most the c there). Why the last names: the c members
+-- at a time are named at_s:0 .. at_s:(c-1), and the next one added there is named by their
+-- count, so the names left must stay 0 .. c-r-1.
+local c = redis.call('ZCOUNT', key, at_s, at_s)
+if r > c then r = c end
+local names, size = {}, 0
+for k = c - r, c - 1 do
+  size = size + 1
+  names[size] = at_s .. ':' .. string.format('%d', k)
+  if size == 1000 or k == c - 1 then  -- bounded ZREM calls (Lua's unpack limit)
+    redis.call('ZREM', key, unpack(names, 1, size))
+    names, size = {}, 0
+  end
+end
+
 --!section decide
 local stamp = string.format('stamp:%d:%d:%d', limit, window, pv)
 local converting, stamped, old_stamp = false, false, nil
@@ -73,20 +103,10 @@ if not stamped then
   if old_stamp then redis.call('ZREM', key, old_stamp) end
   redis.call('ZADD', key, 0, stamp)
 end
-local at = string.format('%d', now)
+local at_s = string.format('%d', now)
 local adding = taken
-if ahead then adding = adding + redis.call('ZREMRANGEBYSCORE', key, '(' .. at, '+inf') end
-local at_t = redis.call('ZCOUNT', key, at, at)
-local members, size = {}, 0
-for i = 1, adding do
-  members[size + 1] = at
-  members[size + 2] = at .. ':' .. string.format('%d', at_t + i - 1)
-  size = size + 2
-  if size == 2000 or i == adding then  -- bounded ZADD calls (Lua's unpack limit)
-    redis.call('ZADD', key, unpack(members, 1, size))
-    members, size = {}, 0
-  end
-end
+if ahead then adding = adding + redis.call('ZREMRANGEBYSCORE', key, '(' .. at_s, '+inf') end
+--!use add_at
 local ms = CEIL_DIV(reset, 1000)  -- the TTL in whole milliseconds, rounded up
 redis.call('PEXPIRE', key, string.format('%d', ms + TTL_EXTRA_MS))
 
@@ -107,24 +127,11 @@ else
     if op == 'penalize' then taken = n end
     --!use write
     if op == 'give_back' and taken_at <= now and not rewrite then
-      -- The take's own permits: those admitted at taken_at (the last names there go).
-      local at_s = string.format('%d', taken_at)
-      local c = redis.call('ZCOUNT', key, at_s, at_s)
-      local r = n
-      if r > c then r = c end
-      local names, size = {}, 0
-      for k = c - r, c - 1 do
-        size = size + 1
-        names[size] = at_s .. ':' .. string.format('%d', k)
-        if size == 1000 or k == c - 1 then  -- bounded ZREM calls (Lua's unpack limit)
-          redis.call('ZREM', key, unpack(names, 1, size))
-          names, size = {}, 0
-        end
-      end
+      -- The take's own permits: those admitted at taken_at.
+      local at_s, r = string.format('%d', taken_at), n
+      --!use drop_last
     elseif op == 'refund' then
-      -- The n oldest (rank 0 is the stamp, score 0). Why by name: of the c members at a time s,
-      -- named s:0 .. s:(c-1), the last r go, so that the next member added at s (named s:c-r)
-      -- is new.
+      -- The n oldest (rank 0 is the stamp, score 0), by name (drop_last).
       local oldest = redis.call('ZRANGE', key, 1, n, 'WITHSCORES')
       local i = 2
       while i <= #oldest do
@@ -132,30 +139,11 @@ else
         local r = 0
         while i <= #oldest and oldest[i] == score do r, i = r + 1, i + 2 end
         local at_s = string.format('%d', tonumber(score))
-        local c = redis.call('ZCOUNT', key, at_s, at_s)
-        local names, size = {}, 0
-        for k = c - r, c - 1 do
-          size = size + 1
-          names[size] = at_s .. ':' .. string.format('%d', k)
-          if size == 1000 or k == c - 1 then  -- bounded ZREM calls (Lua's unpack limit)
-            redis.call('ZREM', key, unpack(names, 1, size))
-            names, size = {}, 0
-          end
-        end
+        --!use drop_last
       end
     elseif op == 'block' then
-      local from = string.format('%d', until_us - window)
-      local from_t = redis.call('ZCOUNT', key, from, from)
-      local blockers, size = {}, 0
-      for i = 1, limit do
-        blockers[size + 1] = from
-        blockers[size + 2] = from .. ':' .. string.format('%d', from_t + i - 1)
-        size = size + 2
-        if size == 2000 or i == limit then  -- bounded ZADD calls (Lua's unpack limit)
-          redis.call('ZADD', key, unpack(blockers, 1, size))
-          blockers, size = {}, 0
-        end
-      end
+      local at_s, adding = string.format('%d', until_us - window), limit
+      --!use add_at
     end
   end
 end

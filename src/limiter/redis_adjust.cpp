@@ -23,12 +23,7 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
     throw ProtocolError("the adjust script returned an unexpected reply of " +
                         std::to_string(fields.size()) + " fields");
   }
-  const std::int64_t limit = fields[1].as_integer();
-  if (limit < 0 || static_cast<std::size_t>(limit) >= limit_count) {
-    throw ProtocolError("the adjust script named limit " + std::to_string(limit) +
-                        " of a policy of " + std::to_string(limit_count));
-  }
-  outcome.refused_limit = static_cast<std::size_t>(limit);
+  outcome.refused_limit = limit_index(fields[1].as_integer(), limit_count, "adjust");
   outcome.refusal = fields[2].as_string();
   return outcome;
 }

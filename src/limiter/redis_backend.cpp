@@ -102,6 +102,14 @@ void throw_if_stale(const std::vector<Reply>& fields) {
   if (fields.size() == 2 && fields[0].as_integer() == -1) throw StalePolicy(fields[1].as_integer());
 }
 
+std::size_t limit_index(std::int64_t index, std::size_t limit_count, std::string_view script) {
+  if (index < 0 || static_cast<std::size_t>(index) >= limit_count) {
+    throw ProtocolError("the " + std::string(script) + " script named limit " +
+                        std::to_string(index) + " of a policy of " + std::to_string(limit_count));
+  }
+  return static_cast<std::size_t>(index);
+}
+
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
   throw_if_stale(fields);
@@ -112,12 +120,7 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   Decision decision;
   decision.allowed = fields[0].as_integer() == 1;
   decision.server_time_us = fields[1].as_integer();
-  const std::int64_t binding = fields[2].as_integer();
-  if (binding < 0 || static_cast<std::size_t>(binding) >= limit_count) {
-    throw ProtocolError("the decide script named limit " + std::to_string(binding) +
-                        " of a policy of " + std::to_string(limit_count));
-  }
-  decision.binding = static_cast<std::size_t>(binding);
+  decision.binding = limit_index(fields[2].as_integer(), limit_count, "decide");
   decision.limit = fields[3].as_integer();
   decision.remaining = fields[4].as_integer();
   decision.retry_after = std::chrono::microseconds(fields[5].as_integer());

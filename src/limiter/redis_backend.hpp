@@ -74,6 +74,10 @@ class RedisBackend final : public Backend {
 /// server time (docs/performance.md).
 const scripts::ScriptSource* lean_decide_script(const DecideRequest& request);
 
+/// `index`, a field of a script's reply, as a limit of a policy of `limit_count` limits;
+/// ProtocolError, naming `script`, if it is not one.
+std::size_t limit_index(std::int64_t index, std::size_t limit_count, std::string_view script);
+
 /// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
 
