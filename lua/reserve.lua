@@ -8,7 +8,7 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- KEYS[3]   its owner leases, KEYS[1] .. ':leases', and KEYS[4] the reservations they hold,
 --           KEYS[1] .. ':held' (see reservations/leases.lua)
--- ARGV[1]   'reserve', 'cancel', 'renew', 'claim' or 'reclaim'
+-- ARGV[1]   'reserve', 'cancel', 'confirm', 'renew', 'claim' or 'reclaim'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
@@ -19,9 +19,9 @@
 --           registered under a lease until now + L (0: never)
 -- ARGV[11-12] renew: the reserved version and L; claim: the reserved version (and '');
 --           reclaim: unused
--- ARGV[11-15] cancel: the reservation as its reply described it: slot (microseconds, fraction
---           in 1/p of its limit), version, epoch and cancels
--- ARGV[16-17] cancel: the p and d of the limit it was reserved under. ARGV[7-10] are the limit
+-- ARGV[11-15] cancel, confirm: the reservation as its reply described it: slot (microseconds,
+--           fraction in 1/p of its limit), version, epoch and cancels
+-- ARGV[16-17] cancel, confirm: the p and d of the limit it was reserved under. For cancel, ARGV[7-10] are the limit
 --           in force (the same algorithm): the key is carried over to it and gets the permits
 --           back in its terms, while the waiters behind move by the shorter of the
 --           reservation's own step and the key's (reservations/cancel.lua, waiters_shift).
@@ -37,6 +37,12 @@
 -- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included;
 -- p: the denominator of the shift's fraction) so that waiters behind the cancelled one, in
 -- every process, can move earlier by the shift.
+-- confirm, for a waiter at its wake that may have missed notices, returns {claimed, now_us,
+-- standing, slot_us, slot_fraction}: claimed as claim's (1: its lease registration was still
+-- held and ends); standing (reservations/cancel.lua, confirm_slot) 0 as reserved (no
+-- cancellation since, or the key was reset), 1 moved (the slot is where it stands now), 2
+-- given back (reclaimed), 3 unknown (its slot has come; where, the log no longer tells).
+-- It writes nothing else and reclaims nothing.
 -- renew returns {1, now_us, new lease expiry} when the reservation is still held, else
 -- {0, now_us, 0}; claim returns {1, now_us} and ends the registration when it is still held,
 -- else {0, now_us} (it was reclaimed: the caller must not use it).
@@ -87,10 +93,11 @@ end
 
 --!end
 local op = ARGV[1]
-if #KEYS ~= 4 or (op == 'reserve' and #ARGV ~= 12) or (op == 'cancel' and #ARGV ~= 17) or
+if #KEYS ~= 4 or (op == 'reserve' and #ARGV ~= 12) or
+    ((op == 'cancel' or op == 'confirm') and #ARGV ~= 17) or
     ((op == 'renew' or op == 'claim' or op == 'reclaim') and #ARGV ~= 12) then
   error('redlimit: reserve takes four keys and 12 (reserve, renew, claim, reclaim) or 17 '
-        .. '(cancel) arguments')
+        .. '(cancel, confirm) arguments')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
@@ -110,7 +117,7 @@ if op == 'reserve' then
 elseif op == 'renew' or op == 'claim' then
   version = integer_arg(ARGV[11], 'version', 1, MAX_EXACT)
   if op == 'renew' then lease = integer_arg(ARGV[12], 'lease', 1, MAX_EXACT) end
-elseif op == 'cancel' then
+elseif op == 'cancel' or op == 'confirm' then
   reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
   reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
   slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
@@ -119,11 +126,16 @@ elseif op == 'cancel' then
   epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
   before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
 elseif op ~= 'reclaim' then
-  error('redlimit: operation must be reserve, cancel, renew, claim or reclaim, got ' ..
+  error('redlimit: operation must be reserve, cancel, confirm, renew, claim or reclaim, got ' ..
         tostring(op))
 end
 
 if op == 'claim' then return {claim_lease(version), now} end
+if op == 'confirm' then
+  local standing, at, at_f = confirm_slot(KEYS[1], KEYS[2], reserved_p, slot, slot_f, version,
+                                          epoch, before)
+  return {claim_lease(version), now, standing, at, at_f}
+end
 local reclaimed = reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
 if op == 'reclaim' then return {reclaimed, now} end
 if op == 'renew' then

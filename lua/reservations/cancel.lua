@@ -68,6 +68,33 @@ local function current_slot(log, cancels, version, cancels_before, slot, slot_f,
   return slot, slot_f
 end
 
+-- Where the reservation (version, made after `cancels_before` cancellations, reserved at slot,
+-- in 1/p us) stands now, for a waiter that may have missed a notice (lua/reserve.lua, confirm):
+-- 0 and the slot as reserved when no cancellation came since; 1 and the slot moved by every
+-- cancellation ahead of it; 2 when it was itself given back (its owner lease lapsed); 3 when
+-- the key no longer knows it: an entry it needs was pruned, or the key is gone or of another
+-- epoch. Why 3 for a key gone: it lives until its backlog has passed, which holds the waiter's
+-- slot unless cancellations moved it earlier (or the key was reset, or Redis lost it). Writes
+-- nothing.
+local function confirm_slot(key, log, p, slot, slot_f, version, epoch, cancels_before)
+  local stored = redis.call('GET', key)
+  local key_version, cancels, key_epoch
+  -- Fields 4 to 6 of every reservable value (lib/load_frac_time.lua, lib/load_tokens.lua).
+  if stored then
+    key_version, cancels, key_epoch = string.match(stored, '^[^:]*:[^:]*:[^:]*:(%d+):(%d+):(%d+)')
+  end
+  if not key_version then return 3, slot, slot_f end
+  key_version, cancels, key_epoch = tonumber(key_version), tonumber(cancels), tonumber(key_epoch)
+  if key_epoch ~= epoch or version > key_version or cancels_before > cancels then
+    return 3, slot, slot_f
+  end
+  if cancels_before == cancels then return 0, slot, slot_f end
+  local at, at_f = current_slot(log, cancels, version, cancels_before, slot, slot_f, p, nil)
+  if at == nil and at_f then return 2, slot, slot_f end
+  if at == nil then return 3, slot, slot_f end
+  return 1, at, at_f
+end
+
 -- 'refused' (the key is of another epoch: nothing changes), 'already' (a cancel returned it
 -- before: nothing changes), 'due' (the slot has come: the caller keeps the permits) or
 -- 'returned', for the reservation (slot, version, its epoch, cancels_before) of a key whose

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <variant>
 
 #include "algorithms/leaky_bucket.hpp"
 
@@ -363,6 +364,33 @@ ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, 
     default:
       return {};
   }
+}
+
+StandingOutcome reservation_standing(const std::optional<LimitState>& state,
+                                     const CancelTicket& ticket) {
+  const StandingOutcome unknown{ReservationStanding::unknown, ticket.slot};
+  if (!state) return unknown;
+  return std::visit(
+      [&](const auto& current) -> StandingOutcome {
+        if constexpr (requires { current.cancel_log; }) {
+          const ReservationBook& book = current.book;
+          if (book.epoch != ticket.epoch || ticket.version > book.version ||
+              ticket.cancels_before > book.cancels) {
+            return unknown;
+          }
+          if (ticket.cancels_before == book.cancels)
+            return {ReservationStanding::as_reserved, ticket.slot};
+          if (logged(current.cancel_log, ticket, book.cancels))
+            return {ReservationStanding::given_back, ticket.slot};
+          const auto at =
+              current_slot(current.cancel_log, book.cancels, ticket.slot, ticket.den, ticket);
+          if (!at) return unknown;
+          return {ReservationStanding::moved, *at};
+        } else {
+          return unknown;
+        }
+      },
+      *state);
 }
 
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,

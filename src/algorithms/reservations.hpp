@@ -75,4 +75,24 @@ CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState
                                  PolicyChange change = {},
                                  std::optional<std::int64_t> log_ceiling = std::nullopt);
 
+/// Where a reservation stands, for a waiter at its wake that may have missed a notice.
+enum class ReservationStanding {
+  as_reserved,  ///< no cancellation since: as reserved
+  moved,        ///< moved by the cancellations ahead of it
+  given_back,   ///< its permits went back (its owner lease lapsed): not its owner's
+  /// the key no longer knows it (its log entries pruned; the key gone, reset or lost, or of
+  /// another epoch): its permits may have been charged anywhere up to now
+  unknown,
+};
+
+struct StandingOutcome {
+  ReservationStanding standing = ReservationStanding::as_reserved;
+  FracTime slot;  ///< as_reserved, moved: where it stands (in the ticket's denominator)
+};
+
+/// Where the reservation `ticket` stands on a key whose state is `state`; reads only (lua:
+/// reservations/cancel.lua, confirm_slot).
+StandingOutcome reservation_standing(const std::optional<LimitState>& state,
+                                     const CancelTicket& ticket);
+
 }  // namespace redlimit::detail

@@ -27,6 +27,24 @@ bool reservable(const CompiledPolicy& policy) {
   return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
 }
 
+/// True if Redis has the waiter's reservation where the waiter has it: not given back, and
+/// moved by no cancellation the waiter did not hear of (moved as WaiterRegistry moves it).
+bool where_known(const StandingOutcome& where, const WaiterRegistry::Waiter& waiter) {
+  switch (where.standing) {
+    case ReservationStanding::as_reserved:
+      return true;
+    case ReservationStanding::moved: {
+      const FracTime at =
+          where.slot.us < waiter.reserved_at_us ? FracTime{waiter.reserved_at_us, 0} : where.slot;
+      return at.us == waiter.slot.us && at.frac == waiter.slot.frac;
+    }
+    case ReservationStanding::given_back:
+    case ReservationStanding::unknown:
+      return false;
+  }
+  return false;
+}
+
 }  // namespace
 
 Task<Decision> PolicyEnforcer::acquire_unobserved(std::shared_ptr<PolicyEnforcer> self,
@@ -234,27 +252,38 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
   bool reclaimed = renewal->reclaimed;
   // Why decided once: a stop that came after the wake does not cancel (the slot has come).
   const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
-  if (!reclaimed && !cancelling && unconfirmed()) {
-    // Woke later than any expiry confirmed: the reservation is the caller's only if still held.
+  // Why asked when a notice may have been missed: the slot may have moved earlier without this
+  // waiter knowing. Redis charged the permits there, long past; used now, they would join
+  // whatever the key, idle again, gives others meanwhile (docs/waiting.md).
+  const bool uninformed = backend == backend_.get() && !watch.informed(waiter);
+  if (!reclaimed && !cancelling && (uninformed || unconfirmed())) {
+    // Woke later than any expiry confirmed, or maybe elsewhere than Redis has the slot: the
+    // reservation is the caller's only if still held, where the caller has it.
     guard.armed = false;
-    std::optional<bool> held;
+    std::optional<bool> usable;
     std::exception_ptr claim_error;
     try {
-      held = co_await backend->claim_reservation(give_back_request(request, backend, key),
-                                                 waiter.book.version);
+      const DecideRequest claim = give_back_request(request, backend, key);
+      if (uninformed) {
+        const ReservationCheck check = co_await backend->check_reservation(claim, waiter.ticket());
+        usable = (check.lease_held || !unconfirmed()) && where_known(check.where, waiter);
+      } else {
+        usable = co_await backend->claim_reservation(claim, waiter.book.version);
+      }
     } catch (...) {
       claim_error = std::current_exception();
     }
     if (claim_error) retry_in = retry_in_after(claim_error);
-    if (!held) {
+    if (!usable) {
       Decision failed = decide_on_failure(request, retry_in);
       failed.waited = since(started);
       co_return failed;
     }
-    reclaimed = !*held;
+    reclaimed = !*usable;
   }
   if (reclaimed) {
-    // Given back while this process could not renew: a new place at the back of the queue.
+    // Given back while this process could not renew, or moved earlier while it did not hear
+    // (that slot passed unused): a new place at the back of the queue.
     guard.armed = false;
     const auto waited = since(started);
     OwnedAcquireOptions rest = options;

@@ -188,6 +188,13 @@ Task<bool> LocalBackend::claim_reservation(DecideRequest, std::int64_t) {
   co_return true;
 }
 
+Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
+  const auto entry = entries_.find(request.key_base.view());
+  std::optional<LimitState> none;
+  const std::optional<LimitState>& state = entry != entries_.end() ? entry->second.states[0] : none;
+  co_return ReservationCheck{.lease_held = true, .where = reservation_standing(state, ticket)};
+}
+
 std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler) {
   const std::uint64_t id = next_watch_++;
   watchers_.emplace(id, std::make_pair(reservation_key(request), std::move(handler)));
@@ -196,6 +203,11 @@ std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler ha
 
 void LocalBackend::unwatch(std::uint64_t id) {
   watchers_.erase(id);
+}
+
+// Why always the same: notices in process are calls made by cancel() itself, never lost.
+std::uint64_t LocalBackend::listening(std::uint64_t) const {
+  return 1;
 }
 
 Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {

@@ -300,7 +300,8 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   co_return reservation;
 }
 
-Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
+Task<Reply> RedisBackend::run_ticket_script(std::string operation, DecideRequest request,
+                                            CancelTicket ticket) {
   const CompiledLimit& limit = request.policy->limits().front();
   const std::string key = reservation_key(request);
   const std::string log = cancel_log_key(key);
@@ -317,14 +318,17 @@ Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket tic
   const std::string epoch = std::to_string(ticket.epoch);
   const std::string cancels_before = std::to_string(ticket.cancels_before);
   const auto& policy_epoch = request.policy->epoch_fields();
-  const std::array<std::string_view, 17> args = {"cancel",        permits,         now,
+  const std::array<std::string_view, 17> args = {operation,       permits,         now,
                                                  policy_epoch[0], policy_epoch[1], policy_epoch[2],
                                                  limit.fields[0], limit.fields[1], limit.fields[2],
                                                  limit.fields[3], slot_us,         slot_frac,
                                                  version,         epoch,           cancels_before,
                                                  reserved_p,      reserved_d};
-  const Reply reply =
-      co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
+  co_return co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
+}
+
+Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
+  const Reply reply = co_await run_ticket_script("cancel", std::move(request), ticket);
   const auto& fields = reply.as_array();
   if (fields.size() != 2) throw ProtocolError("the cancel script returned an unexpected reply");
   switch (fields[0].as_integer()) {
@@ -416,6 +420,18 @@ Task<bool> RedisBackend::claim_reservation(DecideRequest request, std::int64_t v
   co_return fields[0].as_integer() == 1;
 }
 
+Task<ReservationCheck> RedisBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
+  const Reply reply = co_await run_ticket_script("confirm", std::move(request), ticket);
+  const auto& fields = reply.as_array();
+  const std::int64_t standing = fields.size() == 5 ? fields[2].as_integer() : -1;
+  if (standing < 0 || standing > 3) {
+    throw ProtocolError("the confirm script returned an unexpected reply");
+  }
+  co_return ReservationCheck{.lease_held = fields[0].as_integer() == 1,
+                             .where = {static_cast<ReservationStanding>(standing),
+                                       {fields[3].as_integer(), fields[4].as_integer()}}};
+}
+
 std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler) {
   return client_.subscriber().subscribe(reservation_key(request) + ":cancelled",
                                         [handler = std::move(handler)](std::string_view message) {
@@ -426,6 +442,10 @@ std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler ha
 
 void RedisBackend::unwatch(std::uint64_t id) {
   client_.subscriber().unsubscribe(id);
+}
+
+std::uint64_t RedisBackend::listening(std::uint64_t id) const {
+  return client_.subscriber().listening(id);
 }
 
 }  // namespace redlimit::detail

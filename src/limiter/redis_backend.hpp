@@ -32,8 +32,10 @@ class RedisBackend final : public Backend {
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
   Task<bool> claim_reservation(DecideRequest request, std::int64_t version) override;
+  Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
+  std::uint64_t listening(std::uint64_t id) const override;
 
   // ---- semaphores (lua/semaphore.lua; redis_backend_leases.cpp)
   Task<LeaseReply> grant_lease(LeaseRequest request) override;
@@ -53,6 +55,9 @@ class RedisBackend final : public Backend {
   /// reservation's version). They share the script's argument layout.
   Task<Reply> run_reserve_script(std::string operation, DecideRequest request,
                                  std::int64_t argument);
+  /// The reserve script's answer to `operation` ("cancel" or "confirm") on the reservation
+  /// `ticket` of the request's key.
+  Task<Reply> run_ticket_script(std::string operation, DecideRequest request, CancelTicket ticket);
   /// The lease given at construction, else ClientOptions::reservation_lease, in microseconds.
   std::int64_t lease_us() const noexcept;
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,

@@ -53,6 +53,13 @@ void Subscriber::unsubscribe(std::uint64_t id) {
   }
 }
 
+std::uint64_t Subscriber::listening(std::uint64_t id) const {
+  const auto found = channel_of_.find(id);
+  if (found == channel_of_.end()) return 0;
+  const auto entry = channels_.find(found->second);
+  return entry == channels_.end() ? 0 : entry->second.generation;
+}
+
 Task<void> Subscriber::confirmed(std::string channel, Clock::time_point deadline) {
   for (;;) {
     if (closing()) {
@@ -97,6 +104,7 @@ void Subscriber::wake_waiters(Channel& channel) {
 void Subscriber::session_ready() {
   for (auto& [name, channel] : channels_) {
     channel.confirmed = false;
+    channel.generation = 0;
     send_subscribe(name);
   }
 }
@@ -125,12 +133,12 @@ void Subscriber::session_lost(const std::string& reason) {
 
 void Subscriber::enter_refused(const std::string& reason) {
   if (std::exchange(health_, Health::refused) == Health::refused) return;
-  // Why only a warning: notices only make waiters wake early; without them each waiter still
-  // wakes at its reserved time. But an operator must hear of it (an ACL without SUBSCRIBE).
+  // Why only a warning: without notices each waiter asks Redis at its wake where its reservation
+  // stands (one more call). But an operator must hear of it (an ACL without SUBSCRIBE).
   session_.logger()->warn(
       "redis {}: the subscriber cannot subscribe ({}); retrying with backoff. Meanwhile waiters "
-      "wake only at their own reserved times and stored policies reach followers only by "
-      "policy_refresh",
+      "ask Redis at their wake where their reservations stand, and stored policies reach "
+      "followers only by policy_refresh",
       display(), reason);
 }
 
@@ -148,8 +156,10 @@ bool Subscriber::any_unconfirmed() const {
 }
 
 void Subscriber::unconfirm_all() {
-  for (auto& [name, channel] : channels_)
+  for (auto& [name, channel] : channels_) {
     channel.confirmed = false;
+    channel.generation = 0;
+  }
 }
 
 void Subscriber::send_subscribe(const std::string& channel) {
@@ -176,6 +186,7 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void* 
   if (entry == self->channels_.end()) return;
   if (kind == "subscribe") {
     entry->second.confirmed = true;
+    entry->second.generation = ++self->generations_;
     self->note_confirmed();
     // Why a copy, taken first: a woken waiter or a callback may unsubscribe (itself or another).
     const auto callbacks = entry->second.on_confirmed;

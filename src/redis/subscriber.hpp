@@ -52,6 +52,10 @@ class Subscriber final : private SessionEvents {
   std::uint64_t subscribe(const std::string& channel, Handler handler,
                           std::function<void()> on_confirmed = {});
   void unsubscribe(std::uint64_t id);
+  /// While the server confirms the channel of subscription `id`: a number that is new after
+  /// every reconnect (messages published meanwhile were lost); 0 while it is not confirmed.
+  /// The same number at two moments means no message on the channel between them was lost.
+  std::uint64_t listening(std::uint64_t id) const;
   /// Completes once the server has confirmed the subscription to `channel`; TimeoutError at
   /// `deadline`.
   Task<void> confirmed(std::string channel, Clock::time_point deadline);
@@ -71,6 +75,7 @@ class Subscriber final : private SessionEvents {
     std::map<std::uint64_t, Handler> handlers;
     std::map<std::uint64_t, std::function<void()>> on_confirmed;  ///< per subscription id
     bool confirmed = false;
+    std::uint64_t generation = 0;            ///< listening(): nonzero while confirmed
     std::vector<std::stop_source*> waiters;  ///< confirmed() calls to wake on confirmation
   };
 
@@ -96,7 +101,8 @@ class Subscriber final : private SessionEvents {
   std::map<std::string, Channel> channels_;
   std::map<std::uint64_t, std::string> channel_of_;  ///< subscription id -> channel
   std::uint64_t next_id_ = 1;
-  Completion closed_;  ///< a second close() waits for the first
+  std::uint64_t generations_ = 0;  ///< confirmations so far, for Channel::generation
+  Completion closed_;              ///< a second close() waits for the first
 };
 
 }  // namespace redlimit::detail

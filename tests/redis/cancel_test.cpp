@@ -96,6 +96,45 @@ TEST_P(Cancel, TheSameTicketCancelledTwiceGivesItsPermitsBackOnce) {
   }
 }
 
+// A waiter that may have missed a notice asks where its reservation stands (lua/reserve.lua,
+// confirm): Redis, from the key's cancellation log, and the model answer alike.
+TEST_P(Cancel, WhereAReservationStandsCountsEveryCancellationAheadOfIt) {
+  const std::int64_t now = 1'800'000'000'000'000;
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    SCOPED_TRACE(to_string(algorithm));
+    policy_ = detail::CompiledPolicy::compile(
+        Policy{Limit{algorithm, Rate::parse("4/min"), 4, Window::aligned}});
+    run(loop(), backend_->reset(policy_, std::string(key_base)));
+    const std::int64_t taken = algorithm == Algorithm::leaky_bucket ? 1 : 4;
+    ASSERT_TRUE(reserve(taken, now, 0).decision.allowed);
+    const detail::Reservation first = reserve(1, now + 1, 3'600'000'000);
+    const detail::Reservation second = reserve(1, now + 2, 3'600'000'000);
+    ASSERT_GT(first.wait_us, 0);
+    ASSERT_GT(second.slot.us, first.slot.us);
+    const auto where = [&](const detail::Reservation& reservation, std::int64_t at) {
+      return run(loop(), backend_->check_reservation(request(1, at), ticket_of(reservation))).where;
+    };
+    detail::StandingOutcome second_at = where(second, now + 3);
+    EXPECT_EQ(second_at.standing, detail::ReservationStanding::as_reserved);
+    EXPECT_EQ(second_at.slot.us, second.slot.us);
+
+    ASSERT_EQ(cancel(1, first, now + 4), detail::CancelVerdict::returned);
+    second_at = where(second, now + 5);
+    EXPECT_EQ(second_at.standing, detail::ReservationStanding::moved);
+    EXPECT_EQ(second_at.slot.us, first.slot.us) << "one step earlier, into the cancelled slot";
+    EXPECT_EQ(second_at.slot.frac, first.slot.frac);
+    EXPECT_EQ(where(first, now + 6).standing, detail::ReservationStanding::given_back);
+
+    detail::Reservation of_another_epoch = second;
+    of_another_epoch.book.epoch += 1;
+    EXPECT_EQ(where(of_another_epoch, now + 7).standing, detail::ReservationStanding::unknown);
+    run(loop(), backend_->reset(policy_, std::string(key_base)));
+    EXPECT_EQ(where(second, now + 8).standing, detail::ReservationStanding::unknown)
+        << "a key reset since no longer knows it";
+  }
+}
+
 // The script itself, called as a client of another library would: the second EVALSHA of the
 // same cancel answers 3 (already returned) and changes nothing.
 TEST_P(Cancel, TheScriptAnswersASecondCancelAsAlreadyReturnedAndWritesNothing) {

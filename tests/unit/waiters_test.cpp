@@ -1,0 +1,80 @@
+// WaiterRegistry as a specification: which waiters surely heard every cancellation notice, and
+// so may trust the slot they have (acquire() asks Redis where the others stand).
+#include "limiter/waiters.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "limiter/compiled_policy.hpp"
+#include "limiter/local_backend.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+constexpr std::int64_t t0 = 1'800'000'000'000'000;  // a microsecond timestamp in 2027
+
+/// One key of `gcra 1/s burst 1` in process: `ahead` reservations, then the watched one, then
+/// `cancelled` of those ahead given back, newest first, before its waiter registers.
+class Waiters : public test::LoopTest {
+ protected:
+  Waiters()
+      : policy_(CompiledPolicy::compile(Policy::of(Limit::gcra("1/s", 1)))), registry_(backend_) {}
+
+  DecideRequest request(std::int64_t at) const {
+    return DecideRequest(policy_, KeyBase("k"), Operation::acquire, 1, at);
+  }
+
+  /// Whether the waiter behind `ahead` reservations, `cancelled` of them given back before it
+  /// registered, counts as informed.
+  bool informed_after(int ahead, int cancelled) {
+    std::vector<Reservation> queue;
+    for (int i = 0; i <= ahead; ++i)  // the first takes the burst
+      queue.push_back(backend_.reserve_now(request(t0 + i), 3'600'000'000));
+    WaiterRegistry::Watch watch = registry_.watch(request(t0 + ahead + 1));
+    const Reservation mine = backend_.reserve_now(request(t0 + ahead + 1), 3'600'000'000);
+    for (int i = 0; i < cancelled; ++i) {
+      const Reservation& given_back = queue[static_cast<std::size_t>(ahead - i)];
+      const CancelTicket ticket{.slot = given_back.slot,
+                                .den = given_back.den,
+                                .d = given_back.d,
+                                .version = given_back.book.version,
+                                .epoch = given_back.book.epoch,
+                                .cancels_before = given_back.book.cancels};
+      EXPECT_EQ(run(loop(), backend_.cancel(request(t0 + ahead + 2), ticket)),
+                CancelVerdict::returned);
+    }
+    WaiterRegistry::Waiter waiter;
+    waiter.slot = mine.slot;
+    waiter.den = mine.den;
+    waiter.d = mine.d;
+    waiter.reserved_at_us = mine.reserved_at_us;
+    waiter.reserved_slot = mine.slot;
+    waiter.book = mine.book;
+    waiter.heard = mine.book.cancels;
+    watch.add(&waiter);
+    moved_us_ = mine.slot.us - waiter.slot.us;
+    return watch.informed(waiter);
+  }
+
+  std::shared_ptr<const CompiledPolicy> policy_;
+  LocalBackend backend_;
+  WaiterRegistry registry_;
+  std::int64_t moved_us_ = 0;  ///< how far the notices it heard moved the last waiter
+};
+
+TEST_F(Waiters, AWaiterThatHeardEveryCancellationIsInformed) {
+  EXPECT_TRUE(informed_after(4, 3));
+  EXPECT_EQ(moved_us_, 3'000'000);
+}
+
+TEST_F(Waiters, AWaiterRegisteredAfterMoreNoticesThanAreKeptMissedSomeAndIsNotInformed) {
+  EXPECT_FALSE(informed_after(70, 70));
+  EXPECT_LT(moved_us_, 70'000'000) << "the notices kept moved it only part of the way";
+}
+
+}  // namespace
+}  // namespace redlimit::detail
