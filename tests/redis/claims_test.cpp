@@ -41,6 +41,14 @@ class ClaimsTest : public test::LoopTest {
   Client client_{loop(), ClientOptions{.url = server_.url()}};
 };
 
+/// A fixed window of `permits` per `period` anchored at the key's first decision: the tests'
+/// exact counts never straddle an aligned window's end.
+Limit anchored_window(std::int64_t permits, std::chrono::seconds period) {
+  Limit limit = Limit::fixed_window({permits, period});
+  limit.window = Window::anchored;
+  return limit;
+}
+
 /// The error try_acquire_all(claims) throws, as "<type>: <message>", or "no error".
 std::string error_of(uv_loop_t* loop, std::vector<Claim> claims) {
   try {
@@ -54,8 +62,8 @@ std::string error_of(uv_loop_t* loop, std::vector<Claim> claims) {
 }
 
 TEST_F(ClaimsTest, AGlobalDenialSpendsNothingOfTheUsersQuota) {
-  Limiter per_user(client(), Policy::of(Limit::fixed_window({100, 60s})), {.name = "per-user"});
-  Limiter global(client(), Policy::of(Limit::fixed_window({3, 60s})), {.name = "global"});
+  Limiter per_user(client(), Policy::of(anchored_window(100, 60s)), {.name = "per-user"});
+  Limiter global(client(), Policy::of(anchored_window(3, 60s)), {.name = "global"});
   for (int i = 0; i < 3; ++i) {
     const std::string user = "user-" + std::to_string(i);
     EXPECT_TRUE(run(loop(), try_acquire_all({{&per_user, user}, {&global, "all"}})).allowed);
@@ -73,8 +81,7 @@ TEST_F(ClaimsTest, AGlobalDenialSpendsNothingOfTheUsersQuota) {
 
 TEST_F(ClaimsTest, AnAdmissionTakesEveryClaimsPermitsAndNamesTheTightest) {
   Limiter per_ip(client(), Policy::of(Limit::gcra({10, 1s})), {.name = "per-ip"});
-  Limiter per_account(client(),
-                      Policy{Limit::fixed_window({1000, 24h}), Limit::token_bucket({5, 1s})},
+  Limiter per_account(client(), Policy{anchored_window(1000, 24h), Limit::token_bucket({5, 1s})},
                       {.name = "per-account"});
   const Decision allowed =
       run(loop(), try_acquire_all({{&per_ip, "10.0.0.1", 2}, {&per_account, "acct-1", 3}}));
@@ -96,9 +103,9 @@ TEST_F(ClaimsTest, AnAdmissionTakesEveryClaimsPermitsAndNamesTheTightest) {
 
 TEST_F(ClaimsTest, PeekAllTellsWhetherTheClaimsWouldPassAndTakesNothing) {
   Limiter per_user(client(), Policy::of(Limit::gcra({100, 60s})), {.name = "per-user"});
-  Limiter global(client(), Policy::of(Limit::fixed_window({2, 60s})), {.name = "global"});
+  Limiter global(client(), Policy::of(anchored_window(2, 60s)), {.name = "global"});
   Limiter local_user(loop(), Policy::of(Limit::gcra({100, 60s})), {.name = "per-user"});
-  Limiter local_global(loop(), Policy::of(Limit::fixed_window({2, 60s})), {.name = "global"});
+  Limiter local_global(loop(), Policy::of(anchored_window(2, 60s)), {.name = "global"});
   const std::pair<Limiter*, Limiter*> pairs[] = {{&per_user, &global},
                                                  {&local_user, &local_global}};
   for (const auto& [user, all] : pairs) {
@@ -119,7 +126,7 @@ TEST_F(ClaimsTest, PeekAllTellsWhetherTheClaimsWouldPassAndTakesNothing) {
 
 TEST_F(ClaimsTest, InProcessLimitersDecideAllOrNothingToo) {
   Limiter per_user(loop(), Policy::of(Limit::gcra({100, 60s})), {.name = "per-user"});
-  Limiter global(loop(), Policy::of(Limit::fixed_window({2, 60s})), {.name = "global"});
+  Limiter global(loop(), Policy::of(anchored_window(2, 60s)), {.name = "global"});
   EXPECT_TRUE(run(loop(), try_acquire_all({{&per_user, "a"}, {&global, "all"}})).allowed);
   EXPECT_TRUE(run(loop(), try_acquire_all({{&per_user, "b"}, {&global, "all"}})).allowed);
   const Decision denied = run(loop(), try_acquire_all({{&per_user, "c"}, {&global, "all"}}));
@@ -131,7 +138,7 @@ TEST_F(ClaimsTest, InProcessLimitersDecideAllOrNothingToo) {
 
 TEST_F(ClaimsTest, AFollowersClaimIsDecidedUnderItsStoredPolicy) {
   PolicyStore store(client());
-  run(loop(), store.set("tenant", Policy::of(Limit::fixed_window({2, 60s}))));
+  run(loop(), store.set("tenant", Policy::of(anchored_window(2, 60s))));
   Limiter tenant(client(), {.name = "tenant"});
   Limiter endpoint(client(), Policy::of(Limit::gcra({50, 1s})), {.name = "endpoint"});
   for (int i = 0; i < 2; ++i) {
