@@ -40,8 +40,8 @@
 -- confirm, for a waiter at its wake that may have missed notices, returns {claimed, now_us,
 -- standing, slot_us, slot_fraction}: claimed as claim's (1: its lease registration was still
 -- held and ends); standing (reservations/cancel.lua, confirm_slot) 0 as reserved (no
--- cancellation since, or the key was reset), 1 moved (the slot is where it stands now), 2
--- given back (reclaimed), 3 unknown (its slot has come; where, the log no longer tells).
+-- cancellation since), 1 moved (the slot is where it stands now), 2 given back (reclaimed), 3
+-- unknown (the key no longer knows it: gone, reset, of another epoch, or its log pruned).
 -- It writes nothing else and reclaims nothing.
 -- renew returns {1, now_us, new lease expiry} when the reservation is still held, else
 -- {0, now_us, 0}; claim returns {1, now_us} and ends the registration when it is still held,

@@ -189,9 +189,12 @@ Task<bool> LocalBackend::claim_reservation(DecideRequest, std::int64_t) {
 }
 
 Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
-  const auto entry = entries_.find(request.key_base.view());
-  std::optional<LimitState> none;
-  const std::optional<LimitState>& state = entry != entries_.end() ? entry->second.states[0] : none;
+  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  bool created = false;
+  Entry& entry = entry_for(request, now, &created);
+  // Why a copy: an entry created here is erased before the answer (a check stores nothing).
+  const std::optional<LimitState> state = entry.states[0];
+  if (created) entries_.erase(entries_.find(request.key_base.view()));
   co_return ReservationCheck{.lease_held = true, .where = reservation_standing(state, ticket)};
 }
 

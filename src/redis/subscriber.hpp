@@ -27,8 +27,8 @@ namespace redlimit::detail {
 /// One pub/sub connection: handlers per channel, subscribed while they exist, subscribed again
 /// after every reconnect. Given several servers (the nodes of a cluster, where messages reach
 /// every node), it moves to the next one after a failed attempt or a lost connection. Messages
-/// published while the connection is down are lost (pub/sub is fire-and-forget); users must treat a
-/// message as a hint they can do without.
+/// published while the connection is down are lost (pub/sub is fire-and-forget): a user must
+/// either do without them or know when some may have been lost (listening()).
 ///
 /// A refused SUBSCRIBE (an ACL user without +subscribe or the channel's pattern, a missing
 /// password, a server at maxclients) is a failed attempt: the next one waits a backoff step

@@ -531,6 +531,38 @@ TEST_F(ClientTest, TheSubscriberSubscribesAgainAfterItsConnectionIsKilled) {
   run(loop(), client.close());
 }
 
+/// Subscribes to "news", then unsubscribes and subscribes again at once (the UNSUBSCRIBE still on
+/// its way), and waits for the new subscription and a message on it.
+Task<void> resubscribe_while_unsubscribing(Client& client, std::vector<std::string>* received,
+                                           bool* confirmed_again) {
+  detail::Subscriber& subscriber = client.dispatcher().subscriber();
+  auto keep = [received](std::string_view message) { received->emplace_back(message); };
+  const std::uint64_t first = subscriber.subscribe("news", keep);
+  co_await subscriber.confirmed("news", Clock::now() + 5s);
+  subscriber.unsubscribe(first);
+  const std::uint64_t second = subscriber.subscribe("news", keep);
+  try {
+    co_await subscriber.confirmed("news", Clock::now() + 2s);
+    *confirmed_again = subscriber.listening(second) != 0;
+  } catch (const TimeoutError&) {
+  }
+  co_await publish_until_received(client, "news", "again", received);
+  subscriber.unsubscribe(second);
+}
+
+// A key watched again within a round trip of being let go: hiredis drops a channel's callback at
+// its UNSUBSCRIBE's reply unless a SUBSCRIBE sent meanwhile is pending (its pending_subs), and
+// the waiters on that key count on its confirmation and messages.
+TEST_F(ClientTest, AChannelSubscribedAgainWhileItsUnsubscribeIsOnItsWayKeepsItsMessages) {
+  Client client(loop(), options());
+  std::vector<std::string> received;
+  bool confirmed_again = false;
+  run(loop(), resubscribe_while_unsubscribing(client, &received, &confirmed_again));
+  EXPECT_TRUE(confirmed_again);
+  EXPECT_GE(std::count(received.begin(), received.end(), "again"), 1);
+  run(loop(), client.close());
+}
+
 Task<void> confirm_subscription(Client& client) {
   detail::Subscriber& subscriber = client.dispatcher().subscriber();
   auto ignore = [](std::string_view) {};
