@@ -21,10 +21,11 @@
 --           reclaim: unused
 -- ARGV[11-15] cancel, confirm: the reservation as its reply described it: slot (microseconds,
 --           fraction in 1/p of its limit), version, epoch and cancels
--- ARGV[16-17] cancel, confirm: the p and d of the limit it was reserved under. For cancel, ARGV[7-10] are the limit
---           in force (the same algorithm): the key is carried over to it and gets the permits
---           back in its terms, while the waiters behind move by the shorter of the
---           reservation's own step and the key's (reservations/cancel.lua, waiters_shift).
+-- ARGV[16-17] cancel, confirm: the p and d of the limit it was reserved under. For cancel,
+--           ARGV[7-10] are the limit in force (the same algorithm): the key is carried over to
+--           it and gets the permits back in its terms, while the waiters behind move by the
+--           shorter of the reservation's own step and the key's (reservations/cancel.lua,
+--           waiters_shift).
 --
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch, lease_expiry_us (0: not

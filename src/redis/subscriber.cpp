@@ -45,7 +45,7 @@ void Subscriber::unsubscribe(std::uint64_t id) {
   entry->second.handlers.erase(id);
   entry->second.on_confirmed.erase(id);
   if (!entry->second.handlers.empty() || !entry->second.waiters.empty()) return;
-  const bool was_confirmed = entry->second.confirmed;
+  const bool was_confirmed = entry->second.generation != 0;
   channels_.erase(entry);
   if (session_.state() == Session::State::ready && was_confirmed) {
     const std::array<std::string_view, 2> argv = {"UNSUBSCRIBE", channel};
@@ -67,7 +67,7 @@ Task<void> Subscriber::confirmed(std::string channel, Clock::time_point deadline
     }
     const auto entry = channels_.find(channel);
     if (entry == channels_.end()) throw UsageError("confirmed(): not subscribed to " + channel);
-    if (entry->second.confirmed) co_return;
+    if (entry->second.generation != 0) co_return;
     const auto left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) {
       throw TimeoutError("redis " + display() + ": subscription to " + channel +
@@ -103,7 +103,6 @@ void Subscriber::wake_waiters(Channel& channel) {
 
 void Subscriber::session_ready() {
   for (auto& [name, channel] : channels_) {
-    channel.confirmed = false;
     channel.generation = 0;
     send_subscribe(name);
   }
@@ -151,15 +150,13 @@ void Subscriber::note_confirmed() {
 
 bool Subscriber::any_unconfirmed() const {
   for (const auto& [name, channel] : channels_)
-    if (!channel.confirmed) return true;
+    if (channel.generation == 0) return true;
   return false;
 }
 
 void Subscriber::unconfirm_all() {
-  for (auto& [name, channel] : channels_) {
-    channel.confirmed = false;
+  for (auto& [name, channel] : channels_)
     channel.generation = 0;
-  }
 }
 
 void Subscriber::send_subscribe(const std::string& channel) {
@@ -185,7 +182,6 @@ void Subscriber::on_pubsub_reply(redisAsyncContext* context, void* reply, void* 
   const auto entry = self->channels_.find(channel);
   if (entry == self->channels_.end()) return;
   if (kind == "subscribe") {
-    entry->second.confirmed = true;
     entry->second.generation = ++self->generations_;
     self->note_confirmed();
     // Why a copy, taken first: a woken waiter or a callback may unsubscribe (itself or another).

@@ -74,8 +74,9 @@ class Subscriber final : private SessionEvents {
   struct Channel {
     std::map<std::uint64_t, Handler> handlers;
     std::map<std::uint64_t, std::function<void()>> on_confirmed;  ///< per subscription id
-    bool confirmed = false;
-    std::uint64_t generation = 0;            ///< listening(): nonzero while confirmed
+    /// Nonzero while the server confirms the subscription: new at every confirmation
+    /// (listening()).
+    std::uint64_t generation = 0;
     std::vector<std::stop_source*> waiters;  ///< confirmed() calls to wake on confirmation
   };
 

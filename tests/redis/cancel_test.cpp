@@ -49,6 +49,15 @@ class Cancel : public test::LoopTest, public ::testing::WithParamInterface<bool>
                                std::int64_t now_us) {
     return run(loop(), backend_->cancel(request(n, now_us), ticket_of(reservation)));
   }
+  /// A fresh key of `algorithm` at 4/min, burst 4, its capacity taken at `now` (a leaky
+  /// bucket's queue of 4 takes 1 now and 2 behind it): what comes next waits. True if taken.
+  bool take_capacity(Algorithm algorithm, std::int64_t now) {
+    policy_ = detail::CompiledPolicy::compile(
+        Policy{Limit{algorithm, Rate::parse("4/min"), 4, Window::aligned}});
+    run(loop(), backend_->reset(policy_, std::string(key_base)));
+    const std::int64_t taken = algorithm == Algorithm::leaky_bucket ? 1 : 4;
+    return reserve(taken, now, 0).decision.allowed;
+  }
   static detail::CancelTicket ticket_of(const detail::Reservation& reservation) {
     return {.slot = reservation.slot,
             .den = reservation.den,
@@ -77,12 +86,7 @@ TEST_P(Cancel, TheSameTicketCancelledTwiceGivesItsPermitsBackOnce) {
   for (const Algorithm algorithm :
        {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
     SCOPED_TRACE(to_string(algorithm));
-    policy_ = detail::CompiledPolicy::compile(
-        Policy{Limit{algorithm, Rate::parse("4/min"), 4, Window::aligned}});
-    run(loop(), backend_->reset(policy_, std::string(key_base)));
-    // The capacity (a leaky bucket's queue of 4 takes 1 now and 2 behind it).
-    const std::int64_t taken = algorithm == Algorithm::leaky_bucket ? 1 : 4;
-    ASSERT_TRUE(reserve(taken, now, 0).decision.allowed);
+    ASSERT_TRUE(take_capacity(algorithm, now));
     const detail::Reservation waiting = reserve(1, now + 1, 3'600'000'000);
     ASSERT_TRUE(waiting.decision.allowed);
     ASSERT_GT(waiting.wait_us, 0);
@@ -103,11 +107,7 @@ TEST_P(Cancel, WhereAReservationStandsCountsEveryCancellationAheadOfIt) {
   for (const Algorithm algorithm :
        {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
     SCOPED_TRACE(to_string(algorithm));
-    policy_ = detail::CompiledPolicy::compile(
-        Policy{Limit{algorithm, Rate::parse("4/min"), 4, Window::aligned}});
-    run(loop(), backend_->reset(policy_, std::string(key_base)));
-    const std::int64_t taken = algorithm == Algorithm::leaky_bucket ? 1 : 4;
-    ASSERT_TRUE(reserve(taken, now, 0).decision.allowed);
+    ASSERT_TRUE(take_capacity(algorithm, now));
     const detail::Reservation first = reserve(1, now + 1, 3'600'000'000);
     const detail::Reservation second = reserve(1, now + 2, 3'600'000'000);
     ASSERT_GT(first.wait_us, 0);
