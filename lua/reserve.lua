@@ -8,7 +8,7 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- KEYS[3]   its owner leases, KEYS[1] .. ':leases', and KEYS[4] the reservations they hold,
 --           KEYS[1] .. ':held' (see reservations/leases.lua)
--- ARGV[1]   'reserve', 'cancel', 'confirm', 'renew', 'claim' or 'reclaim'
+-- ARGV[1]   'reserve', 'reserve_all', 'cancel', 'confirm', 'renew', 'claim' or 'reclaim'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
@@ -27,6 +27,19 @@
 --           shorter of the reservation's own step and the key's (reservations/cancel.lua,
 --           waiters_shift).
 --
+-- reserve_all (acquire_all): several claims' keys, four keys each as above (KEYS[4c-3..4c]),
+-- in one slot. ARGV[2-12] are as for reserve, for the first claim (ARGV[2] and ARGV[4-10] are
+-- read, and ignored); then ARGV[13] the number of claims, and per claim 8 fields: permits, pv,
+-- since, carry, algorithm, p, d, burst. The claims are reserved at one slot, the latest of
+-- their keys' earliest, on every key or none: each key's permits arrive at that slot (the
+-- algorithms' not_before), and every later request on a key is charged after them (none
+-- delays them), as in its own queue. Returns {allowed, now_us, binding claim (0-based: the one
+-- whose key set the slot, or with no wait the one with the fewest permits remaining), limit,
+-- remaining, retry_after_us, reset_after_us, wait_us, slot_us} and then, per
+-- claim when allowed, {version, cancels, epoch, lease_expiry_us}; a denial (a wait beyond
+-- max_wait, or a key that cannot take the permits at the slot) writes nothing but the leases'
+-- reclaims, and is bound by the claim with the longest retry. {-1, stored_pv, claim} when a
+-- claim's key holds state of a newer policy version than its pv.
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch, lease_expiry_us (0: not
 -- registered)}; a denied reservation (wait beyond
@@ -53,6 +66,7 @@
 -- state of a newer policy version than pv.
 
 local RESERVATIONS, CANCELS = {}, {}
+local K = KEYS  -- the four keys of the claim at hand (reservations/leases.lua)
 local TTL_EXTRA_MS = 0
 --!include lib/exact.lua
 --!include lib/frac_time.lua
@@ -63,19 +77,23 @@ local TTL_EXTRA_MS = 0
 
 --!each-algorithm
 -- @ALG@ (lua/algorithms/@ALG@.lua).
-RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait, pv, since, carry)
+-- not_before: 0, or a slot (us) the permits are reserved at, no earlier (reserve_all); dry:
+-- decide only, writing nothing.
+RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait, pv, since, carry, not_before,
+                                 dry)
   local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
   local wait, slot, slot_f = 0, 0, 0
   local rewrite, stale = false, nil
   --!section reserve
   if stale then return nil, stale end
   if not allowed then
-    if rewrite then  -- the state carried over to this policy, with nothing taken
+    if rewrite and not dry then  -- the state carried over to this policy, with nothing taken
       local taken = 0
       --!section write
     end
     return false, capacity, remaining, retry, reset, 0, 0, 0, version, cancels, epoch
   end
+  if dry then return true, capacity, remaining, 0, reset, wait, slot, slot_f end
   -- The bookkeeping after this reservation (a first one starts an epoch).
   if version == 0 then version, cancels, epoch = 1, 0, now else version = version + 1 end
   local taken = n
@@ -94,11 +112,13 @@ end
 
 --!end
 local op = ARGV[1]
-if #KEYS ~= 4 or (op == 'reserve' and #ARGV ~= 12) or
+if (op == 'reserve_all' and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 13 + 2 * #KEYS)) or
+    (op ~= 'reserve_all' and #KEYS ~= 4) or (op == 'reserve' and #ARGV ~= 12) or
     ((op == 'cancel' or op == 'confirm') and #ARGV ~= 17) or
     ((op == 'renew' or op == 'claim' or op == 'reclaim') and #ARGV ~= 12) then
   error('redlimit: reserve takes four keys and 12 (reserve, renew, claim, reclaim) or 17 '
-        .. '(cancel, confirm) arguments')
+        .. '(cancel, confirm) arguments, or four keys and 8 arguments more per claim '
+        .. '(reserve_all)')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
@@ -110,7 +130,7 @@ local burst = integer_arg(ARGV[10], 'burst', 1, MAX_EXACT)
 
 -- Every argument is validated before the first write (the reclaim's).
 local max_wait, lease, version, reserved_p, reserved_d, slot, slot_f, epoch, before
-if op == 'reserve' then
+if op == 'reserve' or op == 'reserve_all' then
   -- A slot at most 2^52 us since the epoch (the year 2112) keeps every time computed from it
   -- exact, the state's own horizon added (src/algorithms/gcra.hpp).
   max_wait = math.min(integer_arg(ARGV[11], 'max_wait', 0, MAX_EXACT), MAX_EXACT - now)
@@ -127,10 +147,92 @@ elseif op == 'cancel' or op == 'confirm' then
   epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
   before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
 elseif op ~= 'reclaim' then
-  error('redlimit: operation must be reserve, cancel, confirm, renew, claim or reclaim, got ' ..
-        tostring(op))
+  error('redlimit: operation must be reserve, reserve_all, cancel, confirm, renew, claim or '
+        .. 'reclaim, got ' .. tostring(op))
 end
 
+-- reserve_all: the claims at the latest of their keys' earliest slots, on every key or none.
+local function reserve_all()
+  local count = integer_arg(ARGV[13], 'claims', 1, #KEYS / 4)
+  if count * 4 ~= #KEYS then error('redlimit: the claims name ' .. #KEYS .. ' keys, not 4 each') end
+  local claims = {}
+  for c = 1, count do
+    local at = 13 + (c - 1) * 8
+    local algorithm = ARGV[at + 5]
+    if RESERVATIONS[algorithm] == nil then
+      error('redlimit: no reservations for algorithm ' .. tostring(algorithm))
+    end
+    local claim = {n = integer_arg(ARGV[at + 1], 'permits', 1, MAX_EXACT),
+                   pv = integer_arg(ARGV[at + 2], 'policy version', 0, MAX_EXACT),
+                   since = integer_arg(ARGV[at + 3], 'since', 0, MAX_EXACT),
+                   carry = integer_arg(ARGV[at + 4], 'carry', 0, 2),
+                   algorithm = algorithm,
+                   p = integer_arg(ARGV[at + 6], 'p', 1, MAX_EXACT),
+                   d = integer_arg(ARGV[at + 7], 'd', 1, MAX_EXACT),
+                   burst = integer_arg(ARGV[at + 8], 'burst', 1, MAX_EXACT),
+                   keys = {KEYS[4 * c - 3], KEYS[4 * c - 2], KEYS[4 * c - 1], KEYS[4 * c]}}
+    if claim.since == 0 or claim.since > now then claim.since = now end
+    claims[c] = claim
+  end
+  -- Every claim's reservation decided at `not_before` without writing: nil when all fit, else
+  -- the denial's reply (bound by the longest retry) or the stale one.
+  local decided = {}
+  local function decide_all(not_before)
+    local denied = nil
+    for c, claim in ipairs(claims) do
+      local allowed, limit, remaining, retry, reset, wait =
+          RESERVATIONS[claim.algorithm](claim.keys[1], now, claim.n, claim.p, claim.d, claim.burst,
+                                        max_wait, claim.pv, claim.since, claim.carry, not_before,
+                                        true)
+      if allowed == nil then return {-1, limit, c - 1} end
+      decided[c] = {limit, remaining, reset, wait}
+      if not allowed and (denied == nil or retry > denied[6]) then
+        denied = {0, now, c - 1, limit, remaining, retry, reset, 0, 0}
+      end
+    end
+    return denied
+  end
+  for _, claim in ipairs(claims) do
+    K = claim.keys
+    reclaim_expired(CANCELS[claim.algorithm], now, claim.p, claim.d, claim.burst, claim.pv,
+                    claim.since, claim.carry)
+  end
+  local refused = decide_all(0)
+  if refused then return refused end
+  local wait, longest = 0, nil
+  for c = 1, count do
+    if decided[c][4] > wait then wait, longest = decided[c][4], c end
+  end
+  local slot = 0
+  if wait > 0 then slot = now + wait end
+  refused = decide_all(slot)
+  if refused then return refused end
+  -- Every key takes the permits at the slot; the binding claim is the one whose key set it, or,
+  -- with no wait, the one with the fewest permits remaining.
+  local reply = {1, now, 0, 0, 0, 0, 0, wait, now + wait}
+  local binding = nil
+  for c, claim in ipairs(claims) do
+    K = claim.keys
+    local _, limit, remaining, _, reset, _, at, at_f, version, cancels, epoch =
+        RESERVATIONS[claim.algorithm](K[1], now, claim.n, claim.p, claim.d, claim.burst, max_wait,
+                                      claim.pv, claim.since, claim.carry, slot, false)
+    if version == 1 then redis.call('DEL', K[2]) end  -- a new epoch: the old log is void
+    local expiry = 0
+    if lease > 0 and wait > lease then
+      expiry = register_lease(version, now, lease, wait,
+                              string.format('%d:%d:%d:%d:%d:%d:%d', claim.n, at, at_f, epoch,
+                                            cancels, claim.p, claim.d))
+    end
+    if c == longest or (longest == nil and (binding == nil or remaining < binding)) then
+      binding = remaining
+      reply[3], reply[4], reply[5], reply[7] = c - 1, limit, remaining, reset
+    end
+    for _, field in ipairs({version, cancels, epoch, expiry}) do reply[#reply + 1] = field end
+  end
+  return reply
+end
+
+if op == 'reserve_all' then return reserve_all() end
 if op == 'claim' then return {claim_lease(version), now} end
 if op == 'confirm' then
   local standing, at, at_f = confirm_slot(KEYS[1], KEYS[2], reserved_p, slot, slot_f, version,
@@ -146,7 +248,8 @@ if op == 'renew' then
 end
 if op == 'reserve' then
   local allowed, limit, remaining, retry, reset, wait, reserved_slot, reserved_f, reserved,
-      cancels, key_epoch = reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry)
+      cancels, key_epoch = reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry,
+                                   0, false)
   if allowed == nil then return {-1, limit} end  -- stale: limit is the stored version
   local flag, expiry = 0, 0
   if allowed then

@@ -69,10 +69,14 @@ if tat_f > 0 then reset = reset + 1 end
 -- The permits are scheduled at the earliest slot where they conform,
 -- slot = max(now, max(TAT, now) + n*T - tau), and the TAT moves on as if they had arrived; the
 -- caller sleeps until the slot. A denied reservation's retry is its wait (new - tau - now).
+-- With not_before (acquire_all: a later slot that every claim's key can give), the permits
+-- arrive then: the TAT moves on from max(TAT, not_before).
 --!use schedule
+if not_before > tat then new, new_f = not_before + step, step_f end
 slot, slot_f = new - cap, new_f - cap_f
 if slot_f < 0 then slot, slot_f = slot - 1, slot_f + p end
 if slot < now then slot, slot_f = now, 0 end
+if slot < not_before then slot, slot_f = not_before, 0 end
 wait = slot - now
 if slot_f > 0 then wait = wait + 1 end
 allowed = wait <= max_wait

@@ -64,9 +64,14 @@ if allowed then reset = 0 end
 
 --!section reserve
 -- The permits take the next departure slot and the n*T after it, if the queue then holds at
--- most `burst` permits (new <= now + burst*T) and the wait is within max_wait.
+-- most `burst` permits (new <= now + burst*T) and the wait is within max_wait. With not_before
+-- (acquire_all: a later slot that every claim's key can give), they arrive then: they depart
+-- at max(free, not_before), and the queue is counted from not_before.
 --!use load
 --!use step
+local arrival = now
+if not_before > free then free, free_f = not_before, 0 end
+if not_before > now then arrival = not_before end
 local new, new_f = free + step, free_f + step_f
 if new_f >= p then new, new_f = new + 1, new_f - p end
 slot, slot_f = free, free_f
@@ -74,7 +79,8 @@ wait = free - now
 if free_f > 0 then wait = wait + 1 end
 local cap = IDIV(burst * d, p)  -- burst*T: whole us, fraction cap_f in 1/p us
 local cap_f = burst * d - cap * p
-allowed = wait <= max_wait and (new - now < cap or (new - now == cap and new_f <= cap_f))
+allowed = wait <= max_wait and
+              (new - arrival < cap or (new - arrival == cap and new_f <= cap_f))
 capacity = burst
 -- The queue ahead of now: with the permits when they are admitted, else as it is.
 local ahead, ahead_f = free - now, free_f

@@ -53,17 +53,31 @@ redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
 --!section reserve
 -- The bucket may go into debt: a request that leaves it at -x (in 1/d tokens) is scheduled x/p
 -- microseconds after now, if the wait is within max_wait and the debt at most MAX_EXACT - full
--- (every value stays exact).
+-- (every value stays exact). With not_before (acquire_all: a later slot that every claim's key
+-- can give), the permits arrive then: they are taken from what the bucket holds at not_before,
+-- at most full, so from at most full - (not_before - now) * p now.
 --!use load
-local after = level - cost
+local charged = level
+if not_before > now then
+  local span = not_before - now
+  local longest = IDIV(MAX_EXACT, p)
+  if span > longest then
+    charged = -MAX_EXACT  -- a debt no value keeps exact: denied below
+  elseif full - span * p < charged then
+    charged = full - span * p
+  end
+end
+local after = charged - cost
 slot, slot_f = now, 0
 if after < 0 then
   local debt_us = IDIV(-after, p)
   slot, slot_f = now + debt_us, -after - debt_us * p
 end
+if slot < not_before then slot, slot_f = not_before, 0 end
 wait = slot - now
 if slot_f > 0 then wait = wait + 1 end
 allowed = wait <= max_wait and -after <= MAX_EXACT - full
+if allowed then level = charged end
 --!use outcome
 --!use until_full
 if not allowed then retry = wait end

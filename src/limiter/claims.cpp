@@ -23,13 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// A claim with its limiter's enforcer, which the call keeps alive.
-struct HeldClaim {
-  std::shared_ptr<PolicyEnforcer> enforcer;
-  std::string key;
-  std::int64_t permits = 1;
-};
-
 std::string claim_name(std::size_t index) {
   return "Claim " + std::to_string(index);
 }
@@ -72,42 +65,6 @@ std::vector<HeldClaim> checked(std::vector<Claim>& claims) {
   }
   held.front().enforcer->check_thread();
   return held;
-}
-
-/// Throws InvalidArgument when two requests name one key (the second would overwrite the
-/// first's permits).
-void check_keys(std::span<const DecideRequest> requests) {
-  std::unordered_map<std::string, std::size_t> claimed;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    for (const CompiledLimit& limit : requests[i].policy->limits()) {
-      const std::string key = requests[i].key_base.str() + limit.key_suffix;
-      const auto [at, fresh] = claimed.emplace(key, i);
-      if (!fresh) {
-        throw InvalidArgument(claim_name(at->second) + " and " + claim_name(i) +
-                              " name the same Redis key '" + key +
-                              "': claim a (limiter, key) once, with the permits of both");
-      }
-    }
-  }
-}
-
-/// The requests' indexes by hash slot, each slot where its first request is; one group on a
-/// single server.
-std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
-                                                  bool cluster) {
-  std::vector<std::vector<std::size_t>> groups;
-  std::vector<std::uint16_t> slots;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    const std::uint16_t slot = cluster ? key_slot(requests[i].key_base.view()) : 0;
-    const auto at = std::find(slots.begin(), slots.end(), slot);
-    if (at == slots.end()) {
-      slots.push_back(slot);
-      groups.push_back({i});
-    } else {
-      groups[static_cast<std::size_t>(at - slots.begin())].push_back(i);
-    }
-  }
-  return groups;
 }
 
 /// Gives back what the take of `request` at `taken_at_us` (Redis time) still holds. Why errors
@@ -274,6 +231,13 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const auto started = Clock::now();
+  if (held.front().enforcer->redis_backend() != nullptr) {
+    std::optional<Decision> reserved = co_await acquire_all_by_reserving(held, options, started);
+    if (reserved) {
+      observe_all(held, *reserved);
+      co_return *reserved;
+    }
+  }
   for (;;) {
     Decision decision = co_await decide_held(held, Operation::acquire);
     const auto waited =
@@ -288,6 +252,42 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 }
 
 }  // namespace
+
+/// Throws InvalidArgument when two requests name one key (the second would overwrite the
+/// first's permits).
+void check_keys(std::span<const DecideRequest> requests) {
+  std::unordered_map<std::string, std::size_t> claimed;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    for (const CompiledLimit& limit : requests[i].policy->limits()) {
+      const std::string key = requests[i].key_base.str() + limit.key_suffix;
+      const auto [at, fresh] = claimed.emplace(key, i);
+      if (!fresh) {
+        throw InvalidArgument(claim_name(at->second) + " and " + claim_name(i) +
+                              " name the same Redis key '" + key +
+                              "': claim a (limiter, key) once, with the permits of both");
+      }
+    }
+  }
+}
+
+/// The requests' indexes by hash slot, each slot where its first request is; one group on a
+/// single server.
+std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
+                                                  bool cluster) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::uint16_t> slots;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::uint16_t slot = cluster ? key_slot(requests[i].key_base.view()) : 0;
+    const auto at = std::find(slots.begin(), slots.end(), slot);
+    if (at == slots.end()) {
+      slots.push_back(slot);
+      groups.push_back({i});
+    } else {
+      groups[static_cast<std::size_t>(at - slots.begin())].push_back(i);
+    }
+  }
+  return groups;
+}
 
 Decision binding_decision(std::span<const Decision> decisions) {
   bool all_allowed = true;

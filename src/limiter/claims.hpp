@@ -3,10 +3,13 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "limiter/backend.hpp"
+#include "limiter/owned_acquire_options.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
 
@@ -21,6 +24,31 @@ struct LimiterAccess {
   }
 };
 
+/// A claim with its limiter's enforcer, which the call keeps alive.
+struct HeldClaim {
+  std::shared_ptr<PolicyEnforcer> enforcer;
+  std::string key;
+  std::int64_t permits = 1;
+};
+
+/// Throws InvalidArgument when two requests name one key (the second would overwrite the
+/// first's permits).
+void check_keys(std::span<const DecideRequest> requests);
+
+/// The requests' indexes by hash slot, each slot where its first request is; one group on a
+/// single server.
+std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
+                                                  bool cluster);
+
+/// acquire_all() in Redis by reserving (src/limiter/claims_reserving.cpp): every claim's key
+/// at one slot, so that each key's queue keeps its order. None, before any I/O but reading a
+/// follower's policies, when the claims cannot be reserved on: a policy that is not a single
+/// gcra, token_bucket or leaky_bucket limit, or keys in several slots of a cluster (the
+/// caller asks again at each retry_after). `started` is when the call began.
+Task<std::optional<Decision>> acquire_all_by_reserving(
+    const std::vector<HeldClaim>& held, const OwnedAcquireOptions& options,
+    std::chrono::steady_clock::time_point started);
+
 /// Decides every request at once, all or nothing, with one EVALSHA of the decide script's
 /// several-claim form (acquire_all, or peek_all for Operation::peek): Decision::claim and
 /// binding name the binding request and its limit, and policy_version is that request's.
@@ -28,6 +56,33 @@ struct LimiterAccess {
 /// request's. The requests' keys must be distinct, and in one slot on a cluster.
 Task<Decision> decide_claims_in_redis(CommandDispatcher& client,
                                       std::span<const DecideRequest> requests, Operation operation);
+
+/// One claim's part of a reservation over several claims (acquire_all()).
+struct ClaimReservation {
+  CancelTicket ticket;               ///< on the claim's key: the common slot, and its place
+  std::int64_t lease_expiry_us = 0;  ///< its owner lease's expiry (server time); 0: not registered
+};
+
+/// Several claims reserved at one slot, on every claim's key or none (lua/reserve.lua,
+/// reserve_all).
+struct ClaimsReservation {
+  /// allowed: reserved; else nothing was (retry_after: the binding claim's wait). Its `claim`
+  /// names the binding claim; server_time_us is when it was decided.
+  Decision decision;
+  std::int64_t wait_us = 0;              ///< how long after the decision the permits may be used
+  std::int64_t slot_us = 0;              ///< that time, in server microseconds
+  std::vector<ClaimReservation> claims;  ///< per request, when allowed
+};
+
+/// Reserves every request's permits at one slot, the latest of their keys' earliest, if that
+/// is within `max_wait_us`: one EVALSHA of the reserve script's reserve_all, atomic. Each
+/// request's policy is a single limit that can be reserved on; the keys are distinct, and in
+/// one slot on a cluster. A reservation waiting longer than `lease_us` (when not 0) is
+/// registered under its owner's lease on every key. StalePolicy (with its claim) as
+/// decide_claims_in_redis().
+Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
+                                                std::span<const DecideRequest> requests,
+                                                std::int64_t max_wait_us, std::int64_t lease_us);
 
 /// The binding one of `decisions` (one per claim), as the decide script picks it: when all are
 /// allowed, the fewest remaining; else, of the denied, the longest retry_after (the first on a

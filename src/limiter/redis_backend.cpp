@@ -10,20 +10,19 @@
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
-namespace {
 
-/// The sorted set of a reservation key's recent cancellations (lua/reservations/cancel.lua).
 std::string cancel_log_key(const std::string& reservation_key) {
   return reservation_key + ":cancels";
 }
 
-/// The keys of the owner leases of a reservation key (lua/reservations/leases.lua).
 std::string leases_key(const std::string& reservation_key) {
   return reservation_key + ":leases";
 }
 std::string held_key(const std::string& reservation_key) {
   return reservation_key + ":held";
 }
+
+namespace {
 
 std::string now_argument(const DecideRequest& request) {
   return request.now_us != 0 ? std::to_string(request.now_us) : std::string();

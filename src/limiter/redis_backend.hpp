@@ -46,6 +46,8 @@ class RedisBackend final : public Backend {
   BackgroundTasks* background() noexcept override { return &client_.background(); }
   /// The client it sends through.
   CommandDispatcher& dispatcher() noexcept { return client_; }
+  /// The lease given at construction, else ClientOptions::reservation_lease, in microseconds.
+  std::int64_t lease_us() const noexcept;
 
  private:
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
@@ -58,8 +60,6 @@ class RedisBackend final : public Backend {
   /// The reserve script's answer to `operation` ("cancel" or "confirm") on the reservation
   /// `ticket` of the request's key.
   Task<Reply> run_ticket_script(std::string operation, DecideRequest request, CancelTicket ticket);
-  /// The lease given at construction, else ClientOptions::reservation_lease, in microseconds.
-  std::int64_t lease_us() const noexcept;
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
                                          const DecideRequest& request);
   /// A try_acquire of a single bucket limit: when denied for longer than an owner lease, first
@@ -88,6 +88,12 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
 
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count);
+
+/// The sorted set of a reservation key's recent cancellations (lua/reservations/cancel.lua).
+std::string cancel_log_key(const std::string& reservation_key);
+/// The keys of the owner leases of a reservation key (lua/reservations/leases.lua).
+std::string leases_key(const std::string& reservation_key);
+std::string held_key(const std::string& reservation_key);
 
 /// The Decision in a reply of a lean script ("allowed now limit remaining retry_after
 /// reset_after"); ProtocolError if it has another shape.

@@ -1,4 +1,5 @@
-// try_acquire_all() in Redis: every claim's limits in one call of the decide script.
+// try_acquire_all() in Redis: every claim's limits in one call of the decide script; and
+// acquire_all()'s reservations, every claim's key in one call of the reserve script.
 
 #include <string>
 
@@ -68,6 +69,89 @@ Task<Decision> decide_claims_in_redis(CommandDispatcher& client,
     binding -= limits;
   }
   co_return decision;
+}
+
+namespace {
+
+/// The claim a reply names, checked against the number of requests.
+std::size_t claim_index(std::int64_t claim, std::size_t requests, std::string_view script) {
+  if (claim < 0 || static_cast<std::size_t>(claim) >= requests) {
+    throw ProtocolError("the " + std::string(script) + " script named claim " +
+                        std::to_string(claim) + " of " + std::to_string(requests));
+  }
+  return static_cast<std::size_t>(claim);
+}
+
+}  // namespace
+
+Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
+                                                std::span<const DecideRequest> requests,
+                                                std::int64_t max_wait_us, std::int64_t lease_us) {
+  std::vector<std::string> keys;
+  std::vector<std::string> claim_fields;  // per claim: permits, policy epoch, its limit
+  for (const DecideRequest& request : requests) {
+    const std::string key = reservation_key(request);
+    keys.insert(keys.end(), {key, cancel_log_key(key), leases_key(key), held_key(key)});
+    claim_fields.push_back(std::to_string(request.permits));
+    const auto& epoch = request.policy->epoch_fields();
+    claim_fields.insert(claim_fields.end(), epoch.begin(), epoch.end());
+    const auto& fields = request.policy->limits().front().fields;
+    claim_fields.insert(claim_fields.end(), fields.begin(), fields.end());
+  }
+  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  const DecideRequest& first = requests.front();
+  const std::string permits = std::to_string(first.permits);
+  const std::string now = first.now_us != 0 ? std::to_string(first.now_us) : std::string();
+  const std::string max_wait = std::to_string(max_wait_us);
+  const std::string lease = std::to_string(lease_us);
+  const std::string claim_count = std::to_string(requests.size());
+  std::vector<std::string_view> args = {"reserve_all", permits, now};
+  const auto& epoch = first.policy->epoch_fields();
+  args.insert(args.end(), epoch.begin(), epoch.end());
+  const auto& limit = first.policy->limits().front().fields;
+  args.insert(args.end(), limit.begin(), limit.end());
+  args.insert(args.end(), {max_wait, lease, claim_count});
+  args.insert(args.end(), claim_fields.begin(), claim_fields.end());
+
+  const Reply reply =
+      co_await client.eval(scripts::reserve, key_views, args, client.command_deadline());
+  const auto& fields = reply.as_array();
+  if (fields.size() == 3 && fields[0].as_integer() == -1) {
+    throw StalePolicy(fields[1].as_integer(),
+                      claim_index(fields[2].as_integer(), requests.size(), "reserve"));
+  }
+  const bool allowed = !fields.empty() && fields[0].as_integer() == 1;
+  if (fields.size() != 9 + (allowed ? 4 * requests.size() : 0)) {
+    throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
+                        " fields for " + std::to_string(requests.size()) + " claims");
+  }
+  ClaimsReservation out;
+  Decision& decision = out.decision;
+  decision.allowed = allowed;
+  decision.server_time_us = fields[1].as_integer();
+  decision.claim = claim_index(fields[2].as_integer(), requests.size(), "reserve");
+  decision.binding = 0;
+  decision.limit = fields[3].as_integer();
+  decision.remaining = fields[4].as_integer();
+  decision.retry_after = std::chrono::microseconds(fields[5].as_integer());
+  decision.reset_after = std::chrono::microseconds(fields[6].as_integer());
+  decision.source = Source::redis;
+  decision.policy_version = requests[decision.claim].policy->epoch().version;
+  out.wait_us = fields[7].as_integer();
+  out.slot_us = fields[8].as_integer();
+  if (!allowed) co_return out;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const LimitSpec& spec = requests[i].policy->limits().front().spec;
+    const std::size_t at = 9 + 4 * i;
+    out.claims.push_back({.ticket = {.slot = {out.slot_us, 0},
+                                     .den = spec.a,
+                                     .d = spec.b,
+                                     .version = fields[at].as_integer(),
+                                     .epoch = fields[at + 2].as_integer(),
+                                     .cancels_before = fields[at + 1].as_integer()},
+                          .lease_expiry_us = fields[at + 3].as_integer()});
+  }
+  co_return out;
 }
 
 }  // namespace redlimit::detail

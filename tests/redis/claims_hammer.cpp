@@ -1,11 +1,13 @@
 // One process of the claims accuracy test: `coroutines` coroutines on one loop each ask, once per
 // turn, for one permit of a user's key (of `users`, in turn) under a per-user limit and of one
-// key under a global limit, as one decision (try_acquire_all), for `duration_ms`, offering
-// `offered_per_second` in all; every admission is written to `out` as "<server_time_us> <user>".
+// key under a global limit, as one decision (try_acquire_all; with `wait`, acquire_all waiting
+// up to 200 ms), for `duration_ms`, offering `offered_per_second` in all; every admission is
+// written to `out` as "<server_time_us> <user>".
 // The limits: per user gcra 20/s burst 5 ("claims-user"), global gcra 100/s burst 10
 // ("claims-global").
 //
 // usage: claims_hammer <redis-url> <users> <coroutines> <duration_ms> <offered_per_second> <out>
+//        [wait]
 //
 // A decision of a failure policy, or an error, fails the run (exit status 1): the log may then
 // miss an admission.
@@ -33,6 +35,7 @@ struct Tally {
 struct Limits {
   redlimit::Limiter& per_user;
   redlimit::Limiter& global;
+  bool wait = false;  ///< acquire_all, not try_acquire_all
 };
 
 redlimit::Task<void> hammer(uv_loop_t* loop, Limits limits, int users, int first_user,
@@ -44,7 +47,12 @@ redlimit::Task<void> hammer(uv_loop_t* loop, Limits limits, int users, int first
       // expression ("array used as initializer").
       std::vector<redlimit::Claim> claims{{&limits.per_user, "u" + std::to_string(user)},
                                           {&limits.global, "all"}};
-      const redlimit::Decision d = co_await redlimit::try_acquire_all(std::move(claims));
+      redlimit::Decision d;
+      if (limits.wait) {
+        d = co_await redlimit::acquire_all(std::move(claims), {.max_wait = 200ms});
+      } else {
+        d = co_await redlimit::try_acquire_all(std::move(claims));
+      }
       if (d.source != redlimit::Source::redis) {
         ++tally->errors;
         std::fprintf(stderr, "claims_hammer: a decision from the failure policy\n");
@@ -82,10 +90,10 @@ redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client, Limits
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
+  if (argc != 7 && !(argc == 8 && std::string(argv[7]) == "wait")) {
     std::fprintf(stderr,
                  "usage: claims_hammer <url> <users> <coroutines> <duration_ms> <offered/s> "
-                 "<out>\n");
+                 "<out> [wait]\n");
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);
@@ -98,10 +106,10 @@ int main(int argc, char** argv) {
                                {.name = "claims-user"});
     redlimit::Limiter global(client, redlimit::Policy::of(redlimit::Limit::gcra({100, 1s}, 10)),
                              {.name = "claims-global"});
-    redlimit::run(
-        &loop,
-        main_task(&loop, client, {per_user, global}, std::stoi(argv[2]), std::stoi(argv[3]),
-                  std::chrono::milliseconds(std::stoll(argv[4])), std::stod(argv[5]), &tally));
+    redlimit::run(&loop,
+                  main_task(&loop, client, {per_user, global, argc == 8}, std::stoi(argv[2]),
+                            std::stoi(argv[3]), std::chrono::milliseconds(std::stoll(argv[4])),
+                            std::stod(argv[5]), &tally));
   }
   std::ofstream out(argv[6]);
   out << "# denied-by-user " << tally.denied_by_user << " denied-by-global "

@@ -277,5 +277,50 @@ TEST_F(ClaimsTest, ProcessesNeverExceedEitherLimitNorSpendAUsersPermitOnAGlobalD
       all.size(), processes, users, denied_by_global);
 }
 
+TEST_F(ClaimsTest, ProcessesWaitingInAcquireAllNeverExceedEitherLimit) {
+  // The same limits and load, each request waiting up to 200 ms: acquire_all reserves on both
+  // keys at one slot, and is admitted there.
+  constexpr int processes = 3;
+  constexpr int users = 8;
+  std::vector<pid_t> pids;
+  std::vector<std::string> outputs;
+  for (int i = 0; i < processes; ++i) {
+    outputs.push_back(server_.dir() + "/waiting-" + std::to_string(i) + ".txt");
+    pids.push_back(
+        test::start_process({claims_hammer_binary(), server_.url(), std::to_string(users), "16",
+                             "2000", "200", outputs.back(), "wait"}));
+  }
+  for (const pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a claims_hammer failed";
+  }
+  std::vector<test::Admit> all;
+  std::vector<std::vector<test::Admit>> of_user(users);
+  for (const std::string& output : outputs) {
+    std::ifstream in(output);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.starts_with("#")) continue;
+      std::istringstream fields(line);
+      std::int64_t time = 0;
+      int user = 0;
+      fields >> time >> user;
+      all.push_back({time, 1});
+      of_user.at(static_cast<std::size_t>(user)).push_back({time, 1});
+    }
+  }
+  const test::CheckResult global_check = test::check_admits(Limit::gcra({100, 1s}, 10), all);
+  EXPECT_TRUE(global_check) << "global: " << global_check.description;
+  for (int user = 0; user < users; ++user) {
+    const test::CheckResult check =
+        test::check_admits(Limit::gcra({20, 1s}, 5), of_user[static_cast<std::size_t>(user)]);
+    EXPECT_TRUE(check) << "user " << user << ": " << check.description;
+  }
+  EXPECT_GT(all.size(), 150u) << "waiting, the global limit's 100/s is mostly used";
+  std::printf("[ claims ] %zu admitted by %d processes waiting in acquire_all\n", all.size(),
+              processes);
+}
+
 }  // namespace
 }  // namespace redlimit

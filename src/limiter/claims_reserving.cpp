@@ -1,0 +1,240 @@
+// acquire_all() by reserving: every claim's key at one slot, in one script call, so that each
+// key's queue keeps its order (docs/waiting.md, "Several keys").
+
+#include <algorithm>
+#include <chrono>
+
+#include "algorithms/exact.hpp"
+#include "limiter/claims.hpp"
+#include "limiter/policy_enforcer.hpp"
+#include "limiter/stale_policy.hpp"
+#include "limiter/unavailability.hpp"
+#include "redis/key_slot.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::microseconds since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+}
+
+/// Whether acquire_all() can reserve on `requests`: each policy a single limit that can be
+/// reserved on, every key in one slot.
+bool reservable(std::span<const DecideRequest> requests, bool cluster) {
+  for (const DecideRequest& request : requests) {
+    const auto& limits = request.policy->limits();
+    if (limits.size() != 1 || !can_reserve(limits.front().limit.algorithm)) return false;
+  }
+  return slot_groups(requests, cluster).size() == 1;
+}
+
+/// Gives back every claim's part of a reservation whose slot is still ahead. Why errors are
+/// dropped: a part that cannot be given back stays taken until its slot (under-admission,
+/// never over). Why copies: it may run after the caller's frame is gone, and the held claims
+/// keep each limiter's backend alive.
+Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
+                         std::vector<ClaimReservation> reserved) {
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    try {
+      co_await held[i].enforcer->redis_backend()->cancel(requests[i], reserved[i].ticket);
+    } catch (...) {
+    }
+  }
+}
+
+/// The failure policies' answer for the claims when Redis could not answer (`error`); rethrows
+/// an error that is not unavailability.
+Decision decide_on_failure(const std::vector<HeldClaim>& held,
+                           const std::vector<DecideRequest>& requests,
+                           const std::exception_ptr& error, Clock::time_point started) {
+  const std::chrono::microseconds retry_in = retry_in_after(error);
+  std::vector<Decision> answers;
+  for (std::size_t i = 0; i < held.size(); ++i)
+    answers.push_back(held[i].enforcer->decide_on_failure(requests[i], retry_in));
+  Decision decision = binding_decision(answers);
+  decision.waited = since(started);
+  return decision;
+}
+
+/// Waits for the slot of `reservation` (allowed, with a wait), renewing its owner leases.
+/// Returns the decision when the permits are the caller's; none when a key gave them back
+/// (its lease lapsed) or moved them (a cancellation ahead of it: the permits were charged
+/// earlier than the slot, which used now would over-admit), so that the caller reserves
+/// again. A stop request gives every part back and ends with Cancelled.
+Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
+                                            const std::vector<DecideRequest>& requests,
+                                            const ClaimsReservation& reservation,
+                                            const OwnedAcquireOptions& options,
+                                            Clock::time_point started) {
+  PolicyEnforcer& first = *held.front().enforcer;
+  // Why a guard: if the waiting task is destroyed, its reservations are still given back.
+  struct GiveBackOnDestruction {
+    const std::vector<HeldClaim>& held;
+    const std::vector<DecideRequest>& requests;
+    const ClaimsReservation& reservation;
+    bool armed = true;
+    ~GiveBackOnDestruction() {
+      if (!armed) return;
+      try {
+        // Why the client's background work: Client::close() lets the give-backs reach Redis.
+        held.front().enforcer->redis_backend()->background()->start(
+            give_back_all(held, requests, reservation.claims));
+      } catch (...) {
+        report_error(std::current_exception());  // out of memory: given back at the slot
+      }
+    }
+  } guard{held, requests, reservation};
+
+  const std::size_t count = held.size();
+  const auto wake = Clock::now() + std::chrono::microseconds(reservation.wait_us);
+  // Per claim, the latest lease expiry Redis confirmed (0: not registered). Why slot and
+  // expiry compare directly: both are Redis times; once the slot is at or before the confirmed
+  // expiry, any reclaim (after that expiry) finds the slot due (as acquire() does).
+  std::vector<std::int64_t> confirmed;
+  for (const ClaimReservation& part : reservation.claims)
+    confirmed.push_back(part.lease_expiry_us);
+  const auto unconfirmed = [&](std::size_t i) {
+    return confirmed[i] != 0 && reservation.slot_us > confirmed[i];
+  };
+  const auto renew_every =
+      std::chrono::microseconds(std::max<std::int64_t>(1, first.redis_backend()->lease_us() / 3));
+  auto next_renewal = Clock::now() + renew_every;
+  bool given_back = false;
+  bool stopped = false;
+  for (;;) {
+    const auto current = Clock::now();
+    if (current >= wake) break;
+    bool renewing = false;
+    for (std::size_t i = 0; i < count; ++i)
+      renewing = renewing || unconfirmed(i);
+    if (renewing && current >= next_renewal) {
+      next_renewal = current + renew_every;
+      // Why awaited, one key after another: a renewal Redis does not answer delays the wake
+      // by up to a command timeout, and the confirmation at the wake decides anyway.
+      for (std::size_t i = 0; i < count && !given_back; ++i) {
+        if (!unconfirmed(i)) continue;
+        std::exception_ptr error;
+        try {
+          const std::int64_t expiry = co_await held[i].enforcer->redis_backend()->renew_reservation(
+              requests[i], reservation.claims[i].ticket.version);
+          given_back = expiry == 0;
+          confirmed[i] = std::max(confirmed[i], expiry);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        if (error && !means_unavailable(error)) std::rethrow_exception(error);
+      }
+      if (given_back) break;
+      continue;
+    }
+    const auto until = renewing ? std::min(wake, next_renewal) : wake;
+    try {
+      co_await sleep_for(first.loop(),
+                         std::chrono::ceil<std::chrono::microseconds>(until - current),
+                         options.stop);
+    } catch (const Cancelled&) {
+      stopped = true;
+    }
+    if (stopped) break;
+  }
+  if (stopped || given_back) {
+    guard.armed = false;
+    co_await give_back_all(held, requests, reservation.claims);
+    if (stopped)
+      throw Cancelled("acquire_all cancelled while waiting; its reservations were given back");
+    co_return std::nullopt;
+  }
+  // Why every key is asked at the wake: a cancellation ahead of a part moves it earlier on its
+  // key alone, and one whose lease lapsed is given back on its key alone; each ends its lease.
+  guard.armed = false;
+  std::vector<bool> held_here(count, false);  // as reserved, and still its owner's
+  std::exception_ptr error;
+  for (std::size_t i = 0; i < count; ++i) {
+    try {
+      const ReservationCheck check = co_await held[i].enforcer->redis_backend()->check_reservation(
+          requests[i], reservation.claims[i].ticket);
+      held_here[i] = check.where.standing == ReservationStanding::as_reserved &&
+                     (check.lease_held || !unconfirmed(i));
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) co_return decide_on_failure(held, requests, error, started);
+  if (std::find(held_here.begin(), held_here.end(), false) != held_here.end()) {
+    // The parts that stand give back what their take, charged at the slot, still holds (never
+    // more than exact), so that reserving again does not charge their keys twice.
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!held_here[i]) continue;
+      try {
+        co_await held[i].enforcer->redis_backend()->adjust(
+            requests[i], Adjustment::give_back, requests[i].permits, reservation.slot_us);
+      } catch (...) {
+        // Not given back: taken until its slot's time has passed (under-admission, never over).
+      }
+    }
+    co_return std::nullopt;
+  }
+  Decision decision = reservation.decision;
+  decision.server_time_us = reservation.slot_us;
+  decision.waited = since(started);
+  co_return decision;
+}
+
+}  // namespace
+
+Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldClaim>& held,
+                                                       const OwnedAcquireOptions& options,
+                                                       Clock::time_point started) {
+  RedisBackend& backend = *held.front().enforcer->redis_backend();
+  CommandDispatcher& client = backend.dispatcher();
+  std::vector<std::int64_t> min_versions(held.size(), 0);
+  auto deadline = client.command_deadline();
+  for (;;) {
+    co_await held.front().enforcer->turn().yield_if_due();
+    std::vector<DecideRequest> requests;
+    requests.reserve(held.size());
+    for (std::size_t i = 0; i < held.size(); ++i) {
+      const HeldClaim& claim = held[i];
+      requests.push_back(co_await PolicyEnforcer::request_in_force(
+          claim.enforcer, claim.key, Operation::acquire, claim.permits, min_versions[i], deadline));
+    }
+    check_keys(requests);
+    if (!reservable(requests, client.is_cluster())) co_return std::nullopt;
+    const auto waited = since(started);
+    const std::int64_t max_wait =
+        std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
+    std::optional<ClaimsReservation> reservation;
+    std::exception_ptr error;
+    try {
+      reservation =
+          co_await reserve_claims_in_redis(client, requests, max_wait, backend.lease_us());
+    } catch (const StalePolicy& stale) {
+      // A follower's claim: its policy is read again, and it asks once more.
+      min_versions.at(stale.claim()) = stale.stored_version();
+      if (Clock::now() >= deadline) {
+        throw TimeoutError(
+            "acquire_all: a claim's stored policy stayed older than its key's state until the "
+            "call's deadline");
+      }
+      continue;
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error) co_return decide_on_failure(held, requests, error, started);
+    if (!reservation->decision.allowed || reservation->wait_us == 0) {
+      Decision decision = reservation->decision;
+      decision.waited = since(started);
+      co_return decision;
+    }
+    std::optional<Decision> admitted =
+        co_await wait_for_slot(held, requests, *reservation, options, started);
+    if (admitted) co_return admitted;
+    deadline = client.command_deadline();  // given back or moved: a new place in the queues
+  }
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,150 @@
+// acquire_all() in Redis: its claims reserved at one slot, the latest of their keys' earliest,
+// so that it keeps its place in each key's queue; given back on a stop; asked again when a
+// cancellation ahead of it moved its part on one key.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <stop_token>
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
+#include "support/decision_checker.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+class AcquireAllTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+  Client& client() { return client_; }
+
+ private:
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url()}};
+};
+
+/// What one waiting call ended with: its decision, or that it was cancelled.
+struct Outcome {
+  std::optional<Decision> decision;
+  bool cancelled = false;
+};
+
+/// acquire() of one permit of `key` after `delay`, into `out`. Why functions, not lambdas: a
+/// coroutine lambda's captures die with its closure, before the coroutine ends.
+Task<void> acquire_after(uv_loop_t* loop, std::chrono::milliseconds delay, Limiter* limiter,
+                         std::string key, std::stop_token stop, Outcome* out) {
+  co_await sleep_for(loop, delay);
+  try {
+    out->decision = co_await limiter->acquire(std::move(key), 1, {.max_wait = 5s, .stop = stop});
+  } catch (const Cancelled&) {
+    out->cancelled = true;
+  }
+}
+
+/// acquire_all(claims) after `delay`, into `out`.
+Task<void> acquire_all_after(uv_loop_t* loop, std::chrono::milliseconds delay,
+                             std::vector<Claim> claims, std::stop_token stop, Outcome* out) {
+  co_await sleep_for(loop, delay);
+  try {
+    out->decision = co_await acquire_all(std::move(claims), {.max_wait = 5s, .stop = stop});
+  } catch (const Cancelled&) {
+    out->cancelled = true;
+  }
+}
+
+Task<void> stop_after(uv_loop_t* loop, std::chrono::milliseconds delay, std::stop_source* source) {
+  co_await sleep_for(loop, delay);
+  source->request_stop();
+}
+
+TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
+  // The global key admits one permit per 100 ms; a waiter, then acquire_all, then another
+  // waiter queue on it. Asking again at each retry_after, acquire_all was overtaken by every
+  // waiter that reserved meanwhile.
+  Limiter global(client(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "fifo-global"});
+  Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "fifo-user"});
+  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  Outcome first, claims, second;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_after(loop(), 0ms, &global, "all", {}, &first));
+    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
+    group.add(acquire_after(loop(), 20ms, &global, "all", {}, &second));
+    co_await group.join();
+  }());
+  ASSERT_TRUE(first.decision && claims.decision && second.decision);
+  ASSERT_TRUE(first.decision->allowed && claims.decision->allowed && second.decision->allowed);
+  EXPECT_LT(first.decision->server_time_us, claims.decision->server_time_us);
+  EXPECT_LT(claims.decision->server_time_us, second.decision->server_time_us)
+      << "the waiter that came after acquire_all went first";
+  EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
+  EXPECT_GT(claims.decision->waited, 100ms);
+}
+
+TEST_F(AcquireAllTest, AStopWhileWaitingGivesItsSlotBack) {
+  Limiter global(client(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "stop-global"});
+  Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "stop-user"});
+  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  std::stop_source source;
+  Outcome claims;
+  const auto started = std::chrono::steady_clock::now();
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_all_after(loop(), 0ms, {{&per_user, "u"}, {&global, "all"}},
+                                source.get_token(), &claims));
+    group.add(stop_after(loop(), 30ms, &source));
+    co_await group.join();
+  }());
+  EXPECT_TRUE(claims.cancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 90ms) << "ended by the stop";
+  // Its slot, at 100 ms, is free again: kept, the next permit would wait until 200 ms.
+  run(loop(), sleep_for(loop(), std::chrono::duration_cast<std::chrono::microseconds>(
+                                    started + 110ms - std::chrono::steady_clock::now())));
+  EXPECT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+}
+
+TEST_F(AcquireAllTest, APartMovedByACancellationAheadOfItIsNotUsedWhereItNoLongerIs) {
+  // The user's key binds at 1 s. On the global key (burst 1), a waiter ahead of acquire_all is
+  // cancelled: Redis moves acquire_all's part there 100 ms earlier, where it is charged. Used
+  // at 1 s as reserved, it would join the permit the global key, idle by then, gives another
+  // request at that moment: 2 permits where 1 is allowed.
+  const Limit global_limit = Limit::gcra({10, 1s}, 1);
+  Limiter global(client(), Policy::of(global_limit), {.name = "moved-global"});
+  Limiter per_user(client(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "moved-user"});
+  std::vector<test::Admit> admits;
+  const Decision burst = run(loop(), global.try_acquire("all"));
+  ASSERT_TRUE(burst.allowed);
+  admits.push_back({burst.server_time_us, 1});
+  ASSERT_TRUE(run(loop(), per_user.try_acquire("u")).allowed);
+  std::stop_source cancel_ahead;
+  Outcome ahead, claims;
+  std::optional<Decision> other;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_after(loop(), 0ms, &global, "all", cancel_ahead.get_token(), &ahead));
+    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
+    group.add(stop_after(loop(), 40ms, &cancel_ahead));
+    co_await group.join();
+    other = co_await global.try_acquire("all");
+  }());
+  EXPECT_TRUE(ahead.cancelled);
+  ASSERT_TRUE(claims.decision && claims.decision->allowed);
+  EXPECT_EQ(claims.decision->claim, 0u) << "the user's key bound";
+  admits.push_back({claims.decision->server_time_us, 1});
+  if (other->allowed) admits.push_back({other->server_time_us, 1});
+  const test::CheckResult check = test::check_admits(global_limit, admits);
+  EXPECT_TRUE(check) << check.description;
+}
+
+}  // namespace
+}  // namespace redlimit
