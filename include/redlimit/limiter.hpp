@@ -272,8 +272,9 @@ Task<Decision> try_acquire_all(std::vector<Claim> claims);
 /// slot, it reserves on every key at one slot, the latest of their earliest, and keeps its
 /// place in each key's queue (Decision::server_time_us is that slot); otherwise it asks again
 /// at each denial's retry_after (the longest of the claims'), not first come, first served
-/// (docs/waiting.md). A stop request ends the wait with Cancelled, its reservations given back. Checked as try_acquire_all() checks; the
-/// limiters' state lives until the call ends. Each limiter counts the final decision.
+/// (docs/waiting.md). A stop request ends the wait with Cancelled, its reservations given back.
+/// Checked as try_acquire_all() checks; the limiters' state lives until the call ends. Each
+/// limiter counts the final decision.
 Task<Decision> acquire_all(std::vector<Claim> claims, AcquireOptions options = {});
 
 /// The claims' state now, as one decision over them; consumes nothing and writes nothing:

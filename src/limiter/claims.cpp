@@ -253,8 +253,6 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 
 }  // namespace
 
-/// Throws InvalidArgument when two requests name one key (the second would overwrite the
-/// first's permits).
 void check_keys(std::span<const DecideRequest> requests) {
   std::unordered_map<std::string, std::size_t> claimed;
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -270,8 +268,6 @@ void check_keys(std::span<const DecideRequest> requests) {
   }
 }
 
-/// The requests' indexes by hash slot, each slot where its first request is; one group on a
-/// single server.
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
                                                   bool cluster) {
   std::vector<std::vector<std::size_t>> groups;

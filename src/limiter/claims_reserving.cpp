@@ -9,7 +9,6 @@
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
-#include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
