@@ -112,8 +112,9 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
       renewing = renewing || unconfirmed(i);
     if (renewing && current >= next_renewal) {
       next_renewal = current + renew_every;
-      // Why awaited, one key after another: a renewal Redis does not answer delays the wake
-      // by up to a command timeout, and the confirmation at the wake decides anyway.
+      // Awaited, one key after another (acquire() renews beside its waiter instead): a renewal
+      // Redis does not answer delays the wake by up to a command timeout; the confirmation at
+      // the wake still decides whether the permits are the caller's.
       for (std::size_t i = 0; i < count && !given_back; ++i) {
         if (!unconfirmed(i)) continue;
         std::exception_ptr error;
