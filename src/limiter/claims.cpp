@@ -168,14 +168,8 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
   const auto deadline = client.command_deadline();
   std::vector<std::int64_t> min_versions(claims.size(), 0);
   for (;;) {
-    std::vector<DecideRequest> requests;
-    requests.reserve(claims.size());
-    for (std::size_t i = 0; i < claims.size(); ++i) {
-      const HeldClaim& claim = claims[i];
-      requests.push_back(co_await PolicyEnforcer::request_in_force(
-          claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
-    }
-    check_keys(requests);
+    const std::vector<DecideRequest> requests =
+        co_await requests_in_force(claims, operation, min_versions, deadline);
     const auto groups = slot_groups(requests, client.is_cluster());
     std::exception_ptr error;
     try {
@@ -187,13 +181,7 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) {
-      std::vector<Decision> answers;
-      for (std::size_t i = 0; i < claims.size(); ++i)
-        answers.push_back(
-            claims[i].enforcer->decide_on_failure(requests[i], retry_in_after(error)));
-      co_return binding_decision(answers);
-    }
+    if (error) co_return decide_on_failure(claims, requests, error);
     if (Clock::now() >= deadline) {
       throw TimeoutError(
           "try_acquire_all: a claim's stored policy stayed older than its key's "
@@ -252,6 +240,31 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 }
 
 }  // namespace
+
+Task<std::vector<DecideRequest>> requests_in_force(const std::vector<HeldClaim>& held,
+                                                   Operation operation,
+                                                   const std::vector<std::int64_t>& min_versions,
+                                                   std::chrono::steady_clock::time_point deadline) {
+  std::vector<DecideRequest> requests;
+  requests.reserve(held.size());
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    const HeldClaim& claim = held[i];
+    requests.push_back(co_await PolicyEnforcer::request_in_force(
+        claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
+  }
+  check_keys(requests);
+  co_return requests;
+}
+
+Decision decide_on_failure(const std::vector<HeldClaim>& held,
+                           std::span<const DecideRequest> requests,
+                           const std::exception_ptr& error) {
+  const std::chrono::microseconds retry_in = retry_in_after(error);
+  std::vector<Decision> answers;
+  for (std::size_t i = 0; i < held.size(); ++i)
+    answers.push_back(held[i].enforcer->decide_on_failure(requests[i], retry_in));
+  return binding_decision(answers);
+}
 
 void check_keys(std::span<const DecideRequest> requests) {
   std::unordered_map<std::string, std::size_t> claimed;

@@ -1,7 +1,9 @@
 #pragma once
 // Decisions over several (limiter, key) claims: try_acquire_all().
 
+#include <chrono>
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,6 +32,19 @@ struct HeldClaim {
   std::string key;
   std::int64_t permits = 1;
 };
+
+/// The claims' requests under the policies in force (a follower's claim: its stored policy, of
+/// at least its `min_versions` entry, read by `deadline`), checked by check_keys().
+Task<std::vector<DecideRequest>> requests_in_force(const std::vector<HeldClaim>& held,
+                                                   Operation operation,
+                                                   const std::vector<std::int64_t>& min_versions,
+                                                   std::chrono::steady_clock::time_point deadline);
+
+/// Each claim's failure policy's answer when Redis could not answer (`error`), as one decision
+/// (binding_decision()); rethrows an error that is not unavailability.
+Decision decide_on_failure(const std::vector<HeldClaim>& held,
+                           std::span<const DecideRequest> requests,
+                           const std::exception_ptr& error);
 
 /// Throws InvalidArgument when two requests name one key (the second would overwrite the
 /// first's permits).

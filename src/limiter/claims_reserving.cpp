@@ -45,16 +45,11 @@ Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest>
   }
 }
 
-/// The failure policies' answer for the claims when Redis could not answer (`error`); rethrows
-/// an error that is not unavailability.
-Decision decide_on_failure(const std::vector<HeldClaim>& held,
+/// The failure policies' answer, with the time since the call began.
+Decision answer_on_failure(const std::vector<HeldClaim>& held,
                            const std::vector<DecideRequest>& requests,
                            const std::exception_ptr& error, Clock::time_point started) {
-  const std::chrono::microseconds retry_in = retry_in_after(error);
-  std::vector<Decision> answers;
-  for (std::size_t i = 0; i < held.size(); ++i)
-    answers.push_back(held[i].enforcer->decide_on_failure(requests[i], retry_in));
-  Decision decision = binding_decision(answers);
+  Decision decision = decide_on_failure(held, requests, error);
   decision.waited = since(started);
   return decision;
 }
@@ -163,7 +158,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
       error = std::current_exception();
     }
   }
-  if (error) co_return decide_on_failure(held, requests, error, started);
+  if (error) co_return answer_on_failure(held, requests, error, started);
   if (std::find(held_here.begin(), held_here.end(), false) != held_here.end()) {
     // The parts that stand give back what their take, charged at the slot, still holds (never
     // more than exact), so that reserving again does not charge their keys twice.
@@ -195,14 +190,8 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
   auto deadline = client.command_deadline();
   for (;;) {
     co_await held.front().enforcer->turn().yield_if_due();
-    std::vector<DecideRequest> requests;
-    requests.reserve(held.size());
-    for (std::size_t i = 0; i < held.size(); ++i) {
-      const HeldClaim& claim = held[i];
-      requests.push_back(co_await PolicyEnforcer::request_in_force(
-          claim.enforcer, claim.key, Operation::acquire, claim.permits, min_versions[i], deadline));
-    }
-    check_keys(requests);
+    const std::vector<DecideRequest> requests =
+        co_await requests_in_force(held, Operation::acquire, min_versions, deadline);
     if (!reservable(requests, client.is_cluster())) co_return std::nullopt;
     const auto waited = since(started);
     const std::int64_t max_wait =
@@ -224,7 +213,7 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) co_return decide_on_failure(held, requests, error, started);
+    if (error) co_return answer_on_failure(held, requests, error, started);
     if (!reservation->decision.allowed || reservation->wait_us == 0) {
       Decision decision = reservation->decision;
       decision.waited = since(started);
