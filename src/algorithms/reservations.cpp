@@ -149,7 +149,7 @@ std::int64_t remaining_after(FracTime latest, FracTime left, std::int64_t p, std
 
 ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change,
                             std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
-                            std::int64_t max_wait) {
+                            std::int64_t max_wait, std::int64_t not_before) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
   const LoadedTime loaded =
@@ -157,11 +157,14 @@ ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change
   if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
   const FracTime tat = loaded.time;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
-  const FracTime after = add(tat, scaled(n, params.d, p), p);
+  // Permits arriving at not_before move the TAT on from there.
+  const FracTime from = tat.us < not_before ? FracTime{not_before, 0} : tat;
+  const FracTime after = add(from, scaled(n, params.d, p), p);
   const FracTime capacity = scaled(params.burst, params.d, p);
   FracTime slot{after.us - capacity.us, after.frac - capacity.frac};
   if (slot.frac < 0) slot = {slot.us - 1, slot.frac + p};
   if (slot.us < now) slot = {now, 0};
+  if (slot.us < not_before) slot = {not_before, 0};
   const std::int64_t wait = FracTime{slot.us - now, slot.frac}.ceil_us();
   const FracTime latest{now + capacity.us, capacity.frac};
 
@@ -171,7 +174,7 @@ ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change
   out.decision.now_us = now;
   if (wait > max_wait) {
     out.decision.remaining = remaining_after(latest, tat, p, params.d);
-    out.decision.retry_after_us = wait;
+    out.decision.retry_after_us = subtract(after, latest, p).ceil_us();
     out.decision.reset_after_us = subtract(tat, {now, 0}, p).ceil_us();
     if (loaded.rewritten) rewrite_time(out, state, tat, params, change, now);
     return out;
@@ -184,16 +187,29 @@ ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change
 
 ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const PolicyChange& change,
                                     std::optional<LimitState>& state, std::int64_t now,
-                                    std::int64_t n, std::int64_t max_wait) {
+                                    std::int64_t n, std::int64_t max_wait,
+                                    std::int64_t not_before) {
   const std::int64_t full = params.burst * params.d;
   const TokenBucketState* current = stored<TokenBucketState>(state);
   const Tokens tokens = load_tokens(params, change, current, now);
   if (tokens.stale_version != 0) return stale_reservation(tokens.stale_version);
   const std::int64_t level = tokens.level;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
-  const std::int64_t after = level - n * params.d;
+  // Permits arriving at not_before take from what the bucket holds then (at most full): at most
+  // full - (not_before - now) * p now.
+  std::int64_t charged = level;
+  if (not_before > now) {
+    const std::int64_t span = not_before - now;
+    if (span > max_exact / params.p) {
+      charged = -max_exact;  // a debt no value keeps exact: denied below
+    } else {
+      charged = std::min(charged, full - span * params.p);
+    }
+  }
+  const std::int64_t after = charged - n * params.d;
   FracTime slot{now, 0};
   if (after < 0) slot = {now + (-after) / params.p, (-after) % params.p};
+  if (slot.us < not_before) slot = {not_before, 0};
   const std::int64_t wait = FracTime{slot.us - now, slot.frac}.ceil_us();
 
   ReserveOutcome out;
@@ -233,12 +249,15 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const Polic
 
 ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const PolicyChange& change,
                                     std::optional<LimitState>& state, std::int64_t now,
-                                    std::int64_t n, std::int64_t max_wait) {
+                                    std::int64_t n, std::int64_t max_wait,
+                                    std::int64_t not_before) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
   const LoadedTime loaded = load_frac_time(params, change, current, now, 0);
   if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
-  const FracTime free = loaded.time;
+  // Permits arriving at not_before depart no earlier, and the queue is counted from then.
+  const FracTime free = loaded.time.us < not_before ? FracTime{not_before, 0} : loaded.time;
+  const std::int64_t arrival = std::max(now, not_before);
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
   const FracTime after = add(free, scaled(n, params.d, p), p);
   const FracTime capacity = scaled(params.burst, params.d, p);
@@ -248,15 +267,15 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const Polic
   out.book = book;
   out.decision.limit = params.burst;
   out.decision.now_us = now;
-  if (wait > max_wait || FracTime{now + capacity.us, capacity.frac} < after) {
+  if (wait > max_wait || FracTime{arrival + capacity.us, capacity.frac} < after) {
     out.decision.remaining = leaky_remaining({free.us - now, free.frac}, params);
     out.decision.retry_after_us = wait;
     out.decision.reset_after_us = wait;
-    if (loaded.rewritten) rewrite_time(out, state, free, params, change, now);
+    if (loaded.rewritten) rewrite_time(out, state, loaded.time, params, change, now);
     return out;
   }
   out.decision.allowed = true;
-  out.decision.remaining = params.burst - ceil_div((after.us - now) * p + after.frac, params.d);
+  out.decision.remaining = leaky_remaining({after.us - now, after.frac}, params);
   grant_at(out, state, after, params, change, now, book, wait, free);
   return out;
 }
@@ -351,16 +370,20 @@ bool can_reserve(Algorithm algorithm) noexcept {
 }
 
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
-                       std::int64_t n, std::int64_t max_wait_us, PolicyChange change) {
+                       std::int64_t n, std::int64_t max_wait_us, PolicyChange change,
+                       std::int64_t not_before_us) {
   if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   max_wait_us = std::min(max_wait_us, longest_reservation_wait_us(now));
   switch (spec.algorithm) {
     case Algorithm::gcra:
-      return reserve_gcra({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us);
+      return reserve_gcra({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us,
+                          not_before_us);
     case Algorithm::token_bucket:
-      return reserve_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us);
+      return reserve_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us,
+                                  not_before_us);
     case Algorithm::leaky_bucket:
-      return reserve_leaky_bucket({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us);
+      return reserve_leaky_bucket({spec.a, spec.b, spec.c}, change, state, now, n, max_wait_us,
+                                  not_before_us);
     default:
       return {};
   }

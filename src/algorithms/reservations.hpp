@@ -5,8 +5,11 @@
 // its reservations and a log of its recent cancellations (algorithms/reservation_book.hpp,
 // lua/reservations/cancel.lua).
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "algorithms/exact.hpp"
 #include "algorithms/gcra.hpp"
@@ -30,8 +33,37 @@ struct ReserveOutcome {
 
 /// Reserves `n` permits at the earliest slot within `max_wait_us` and writes the new state,
 /// under the policy in force `change` (decision.stale_version: refused, nothing written).
+/// `not_before_us` (0: none), a time from now on: the permits arrive then, at the latest of
+/// their key's earliest slots (reserve_at_one_slot()): gcra's TAT moves on from max(TAT, it),
+/// the token bucket takes them from what it holds then (at most full), the leaky bucket
+/// departs no earlier and counts its queue from then.
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
-                       std::int64_t n, std::int64_t max_wait_us, PolicyChange change = {});
+                       std::int64_t n, std::int64_t max_wait_us, PolicyChange change = {},
+                       std::int64_t not_before_us = 0);
+
+/// Reserves one claim at `not_before_us` (0: its earliest slot); `dry`: decides only, writing
+/// nothing.
+using ReserveClaim =
+    std::function<ReserveOutcome(std::size_t claim, std::int64_t not_before_us, bool dry)>;
+
+/// Several claims reserved at one slot, on every claim's key or none (acquire_all()).
+struct ReserveAllOutcome {
+  /// allowed: every claim reserved; else none was (retry_after: the binding claim's), or
+  /// stale_version is the stored version of claim `binding`'s key.
+  LimitOutcome decision;
+  /// The claim that binds: the one whose key set the slot (with no wait, the first with the
+  /// fewest remaining); denied, the first with the longest retry.
+  std::size_t binding = 0;
+  std::int64_t wait_us = 0;  ///< allowed: from now to the slot
+  std::int64_t slot_us = 0;  ///< allowed: the slot, when every claim's permits may be used
+  std::vector<ReserveOutcome> claims;  ///< allowed: per claim, as reserved
+};
+
+/// Reserves `count` claims at one slot, the latest of their keys' earliest, as the reserve
+/// script's reserve_all does (lua/reserve.lua): each claim decided dry at its earliest slot,
+/// then dry again at the latest of them, and only when all fit written there.
+ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
+                                      const ReserveClaim& reserve_claim);
 
 /// What a cancellation did.
 enum class CancelVerdict {

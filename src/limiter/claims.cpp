@@ -219,12 +219,10 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const auto started = Clock::now();
-  if (held.front().enforcer->redis_backend() != nullptr) {
-    std::optional<Decision> reserved = co_await acquire_all_by_reserving(held, options, started);
-    if (reserved) {
-      observe_all(held, *reserved);
-      co_return *reserved;
-    }
+  if (std::optional<Decision> reserved =
+          co_await acquire_all_by_reserving(held, options, started)) {
+    observe_all(held, *reserved);
+    co_return *reserved;
   }
   for (;;) {
     Decision decision = co_await decide_held(held, Operation::acquire);

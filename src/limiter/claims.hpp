@@ -55,10 +55,10 @@ void check_keys(std::span<const DecideRequest> requests);
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
                                                   bool cluster);
 
-/// acquire_all() in Redis by reserving (src/limiter/claims_reserving.cpp): every claim's key
-/// at one slot, so that each key's queue keeps its order. None, before any I/O but reading a
-/// follower's policies, when the claims cannot be reserved on: a policy that is not a single
-/// gcra, token_bucket or leaky_bucket limit, or keys in several slots of a cluster (the
+/// acquire_all() by reserving, in Redis or in process (src/limiter/claims_reserving.cpp): every
+/// claim's key at one slot, so that each key's queue keeps its order. None, before any I/O but
+/// reading a follower's policies, when the claims cannot be reserved on: a policy that is not a
+/// single gcra, token_bucket or leaky_bucket limit, or keys in several slots of a cluster (the
 /// caller asks again at each retry_after). `started` is when the call began.
 Task<std::optional<Decision>> acquire_all_by_reserving(
     const std::vector<HeldClaim>& held, const OwnedAcquireOptions& options,

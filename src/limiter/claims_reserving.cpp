@@ -6,6 +6,7 @@
 
 #include "algorithms/exact.hpp"
 #include "limiter/claims.hpp"
+#include "limiter/local_backend.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
@@ -19,6 +20,52 @@ using Clock = std::chrono::steady_clock;
 
 std::chrono::microseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+}
+
+/// The backend a claim's limiter decides in: its Redis one, or in process.
+Backend& backend_of(const HeldClaim& claim) {
+  if (RedisBackend* redis = claim.enforcer->redis_backend()) return *redis;
+  return *claim.enforcer->local_backend();
+}
+
+/// In process: every claim's key reserved at one slot (reserve_at_one_slot()), all at one time
+/// read once. Nothing else runs meanwhile, so it is atomic as the script is in Redis.
+ClaimsReservation reserve_claims_in_process(const std::vector<HeldClaim>& held,
+                                            std::vector<DecideRequest> requests,
+                                            std::int64_t max_wait_us) {
+  const std::int64_t now = held.front().enforcer->local_backend()->now_of(requests.front());
+  for (DecideRequest& request : requests)
+    request.now_us = now;
+  const ReserveAllOutcome outcome = reserve_at_one_slot(
+      requests.size(), now, [&](std::size_t c, std::int64_t not_before_us, bool dry) {
+        return held[c].enforcer->local_backend()->reserve_outcome(requests[c], max_wait_us,
+                                                                  not_before_us, dry);
+      });
+  if (outcome.decision.stale_version != 0)
+    throw StalePolicy(outcome.decision.stale_version, outcome.binding);
+  ClaimsReservation out;
+  Decision& decision = out.decision;
+  decision.allowed = outcome.decision.allowed;
+  decision.claim = outcome.binding;
+  decision.limit = outcome.decision.limit;
+  decision.remaining = outcome.decision.remaining;
+  decision.retry_after = std::chrono::microseconds(outcome.decision.retry_after_us);
+  decision.reset_after = std::chrono::microseconds(outcome.decision.reset_after_us);
+  decision.source = Source::local;
+  decision.policy_version = requests[outcome.binding].policy->epoch().version;
+  out.wait_us = outcome.wait_us;
+  out.slot_us = outcome.slot_us;
+  for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
+    const ReserveOutcome& part = outcome.claims[i];
+    const LimitSpec& spec = requests[i].policy->limits().front().spec;
+    out.claims.push_back({.ticket = {.slot = part.slot,
+                                     .den = spec.a,
+                                     .d = spec.b,
+                                     .version = part.book.version,
+                                     .epoch = part.book.epoch,
+                                     .cancels_before = part.book.cancels}});
+  }
+  return out;
 }
 
 /// Whether acquire_all() can reserve on `requests`: each policy a single limit that can be
@@ -39,7 +86,7 @@ Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest>
                          std::vector<ClaimReservation> reserved) {
   for (std::size_t i = 0; i < held.size(); ++i) {
     try {
-      co_await held[i].enforcer->redis_backend()->cancel(requests[i], reserved[i].ticket);
+      co_await backend_of(held[i]).cancel(requests[i], reserved[i].ticket);
     } catch (...) {
     }
   }
@@ -74,9 +121,13 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     ~GiveBackOnDestruction() {
       if (!armed) return;
       try {
+        Task<void> give_back = give_back_all(held, requests, reservation.claims);
         // Why the client's background work: Client::close() lets the give-backs reach Redis.
-        held.front().enforcer->redis_backend()->background()->start(
-            give_back_all(held, requests, reservation.claims));
+        if (BackgroundTasks* tasks = backend_of(held.front()).background()) {
+          tasks->start(std::move(give_back));
+        } else {
+          spawn(held.front().enforcer->loop(), std::move(give_back));
+        }
       } catch (...) {
         report_error(std::current_exception());  // out of memory: given back at the slot
       }
@@ -94,8 +145,9 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   const auto unconfirmed = [&](std::size_t i) {
     return confirmed[i] != 0 && reservation.slot_us > confirmed[i];
   };
-  const auto renew_every =
-      std::chrono::microseconds(std::max<std::int64_t>(1, first.redis_backend()->lease_us() / 3));
+  // In process nothing is registered under a lease, so nothing is renewed.
+  const std::int64_t lease_us = first.redis_backend() ? first.redis_backend()->lease_us() : 0;
+  const auto renew_every = std::chrono::microseconds(std::max<std::int64_t>(1, lease_us / 3));
   auto next_renewal = Clock::now() + renew_every;
   bool given_back = false;
   bool stopped = false;
@@ -114,7 +166,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
         if (!unconfirmed(i)) continue;
         std::exception_ptr error;
         try {
-          const std::int64_t expiry = co_await held[i].enforcer->redis_backend()->renew_reservation(
+          const std::int64_t expiry = co_await backend_of(held[i]).renew_reservation(
               requests[i], reservation.claims[i].ticket.version);
           given_back = expiry == 0;
           confirmed[i] = std::max(confirmed[i], expiry);
@@ -150,8 +202,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   std::exception_ptr error;
   for (std::size_t i = 0; i < count; ++i) {
     try {
-      const ReservationCheck check = co_await held[i].enforcer->redis_backend()->check_reservation(
-          requests[i], reservation.claims[i].ticket);
+      const ReservationCheck check =
+          co_await backend_of(held[i]).check_reservation(requests[i], reservation.claims[i].ticket);
       held_here[i] = check.where.standing == ReservationStanding::as_reserved &&
                      (check.lease_held || !unconfirmed(i));
     } catch (...) {
@@ -165,8 +217,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     for (std::size_t i = 0; i < count; ++i) {
       if (!held_here[i]) continue;
       try {
-        co_await held[i].enforcer->redis_backend()->adjust(
-            requests[i], Adjustment::give_back, requests[i].permits, reservation.slot_us);
+        co_await backend_of(held[i]).adjust(requests[i], Adjustment::give_back, requests[i].permits,
+                                            reservation.slot_us);
       } catch (...) {
         // Not given back: taken until its slot's time has passed (under-admission, never over).
       }
@@ -174,7 +226,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     co_return std::nullopt;
   }
   Decision decision = reservation.decision;
-  decision.server_time_us = reservation.slot_us;
+  if (decision.source == Source::redis) decision.server_time_us = reservation.slot_us;
   decision.waited = since(started);
   co_return decision;
 }
@@ -184,23 +236,30 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
 Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldClaim>& held,
                                                        const OwnedAcquireOptions& options,
                                                        Clock::time_point started) {
-  RedisBackend& backend = *held.front().enforcer->redis_backend();
-  CommandDispatcher& client = backend.dispatcher();
+  RedisBackend* redis = held.front().enforcer->redis_backend();  // null: in process
+  // A follower's policy is read by the deadline (only in Redis: a store is kept there).
+  const auto deadline_from_now = [redis] {
+    return redis ? redis->dispatcher().command_deadline() : Clock::time_point::max();
+  };
   std::vector<std::int64_t> min_versions(held.size(), 0);
-  auto deadline = client.command_deadline();
+  auto deadline = deadline_from_now();
   for (;;) {
     co_await held.front().enforcer->turn().yield_if_due();
     const std::vector<DecideRequest> requests =
         co_await requests_in_force(held, Operation::acquire, min_versions, deadline);
-    if (!reservable(requests, client.is_cluster())) co_return std::nullopt;
+    if (!reservable(requests, redis && redis->dispatcher().is_cluster())) co_return std::nullopt;
     const auto waited = since(started);
     const std::int64_t max_wait =
         std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
     std::optional<ClaimsReservation> reservation;
     std::exception_ptr error;
     try {
-      reservation =
-          co_await reserve_claims_in_redis(client, requests, max_wait, backend.lease_us());
+      if (redis) {
+        reservation = co_await reserve_claims_in_redis(redis->dispatcher(), requests, max_wait,
+                                                       redis->lease_us());
+      } else {
+        reservation = reserve_claims_in_process(held, requests, max_wait);
+      }
     } catch (const StalePolicy& stale) {
       // A follower's claim: its policy is read again, and it asks once more.
       min_versions.at(stale.claim()) = stale.stored_version();
@@ -222,7 +281,7 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
     std::optional<Decision> admitted =
         co_await wait_for_slot(held, requests, *reservation, options, started);
     if (admitted) co_return admitted;
-    deadline = client.command_deadline();  // given back or moved: a new place in the queues
+    deadline = deadline_from_now();  // given back or moved: a new place in the queues
   }
 }
 

@@ -62,7 +62,7 @@ void LocalBackend::touch(std::string_view key, Entry& entry, bool created,
 }
 
 Decision LocalBackend::decide_now(const DecideRequest& request) {
-  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  const std::int64_t now = now_of(request);
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   const bool write = request.operation == Operation::acquire;
@@ -98,19 +98,29 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   return decision;
 }
 
-Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t max_wait_us) {
-  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+ReserveOutcome LocalBackend::reserve_outcome(const DecideRequest& request, std::int64_t max_wait_us,
+                                             std::int64_t not_before_us, bool dry) {
+  const std::int64_t now = now_of(request);
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   const LimitSpec& spec = request.policy->specs().front();
-  const ReserveOutcome outcome = detail::reserve(spec, entry.states[0], now, request.permits,
-                                                 max_wait_us, request.policy->change());
-  if (outcome.decision.allowed || outcome.decision.rewritten) {
+  std::optional<LimitState> copy = entry.states[0];
+  std::optional<LimitState>& state = dry ? copy : entry.states[0];
+  ReserveOutcome outcome = detail::reserve(spec, state, now, request.permits, max_wait_us,
+                                           request.policy->change(), not_before_us);
+  if (!dry && (outcome.decision.allowed || outcome.decision.rewritten)) {
     touch(request.key_base.view(), entry, created, {outcome.decision.ttl_us}, now);
   } else if (created) {
     entries_.erase(entries_.find(request.key_base.view()));
   }
+  return outcome;
+}
+
+Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t max_wait_us) {
+  const std::int64_t now = now_of(request);
+  const ReserveOutcome outcome = reserve_outcome(request, max_wait_us, 0, false);
   if (outcome.decision.stale_version != 0) throw StalePolicy(outcome.decision.stale_version);
+  const LimitSpec& spec = request.policy->specs().front();
   Reservation out;
   out.decision.allowed = outcome.decision.allowed;
   out.decision.limit = outcome.decision.limit;
@@ -134,7 +144,7 @@ Task<Decision> LocalBackend::decide(const DecideRequest& request) {
 
 Task<AdjustOutcome> LocalBackend::adjust(const DecideRequest& request, Adjustment adjustment,
                                          std::int64_t amount, std::int64_t taken_at_us) {
-  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  const std::int64_t now = now_of(request);
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   AdjustOutcome outcome = adjust_policy(request.policy->specs(), entry.states, now, adjustment,
@@ -153,7 +163,7 @@ Task<Reservation> LocalBackend::reserve(DecideRequest request, std::int64_t max_
 }
 
 Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket ticket) {
-  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  const std::int64_t now = now_of(request);
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   const LimitSpec& spec = request.policy->specs().front();
@@ -189,7 +199,7 @@ Task<bool> LocalBackend::claim_reservation(DecideRequest, std::int64_t) {
 }
 
 Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
-  const std::int64_t now = request.now_us != 0 ? request.now_us : clock_();
+  const std::int64_t now = now_of(request);
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
   // Why a copy: an entry created here is erased before the answer (a check stores nothing).
@@ -228,16 +238,15 @@ Task<std::optional<std::chrono::milliseconds>> LocalBackend::ttl(std::string) {
 // ---- semaphores
 
 Task<LeaseReply> LocalBackend::grant_lease(LeaseRequest request) {
-  co_return leases_.grant(request, request.now_us != 0 ? request.now_us : clock_());
+  co_return leases_.grant(request, now_of(request));
 }
 
 Task<LeaseReply> LocalBackend::renew_lease(LeaseRequest request) {
-  co_return leases_.renew(request, request.now_us != 0 ? request.now_us : clock_());
+  co_return leases_.renew(request, now_of(request));
 }
 
 Task<LeaseReply> LocalBackend::release_lease(LeaseRequest request) {
-  const LeaseReply reply =
-      leases_.release(request, request.now_us != 0 ? request.now_us : clock_());
+  const LeaseReply reply = leases_.release(request, now_of(request));
   if (reply.granted) {
     // Why a copy: a handler may unwatch.
     const auto watchers = release_watchers_;

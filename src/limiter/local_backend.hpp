@@ -51,6 +51,16 @@ class LocalBackend final : public Backend {
   Decision decide_now(const DecideRequest& request);
   /// The reservation, synchronously (reserve() wraps this).
   Reservation reserve_now(const DecideRequest& request, std::int64_t max_wait_us);
+  /// The reservation's outcome at `not_before_us` (0: its earliest slot), stale included;
+  /// `dry`: decided only, nothing stored (acquire_all()'s reserve_at_one_slot()).
+  ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t max_wait_us,
+                                 std::int64_t not_before_us, bool dry);
+  /// The time the backend decides `request` (a DecideRequest or LeaseRequest) at: its injected
+  /// time, else the clock's.
+  template <class Request>
+  std::int64_t now_of(const Request& request) const {
+    return request.now_us != 0 ? request.now_us : clock_();
+  }
   /// Keys that hold state.
   std::size_t size() const noexcept { return entries_.size(); }
   static std::int64_t system_clock();

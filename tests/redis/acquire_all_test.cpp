@@ -1,6 +1,6 @@
-// acquire_all() in Redis: its claims reserved at one slot, the latest of their keys' earliest,
-// so that it keeps its place in each key's queue; given back on a stop; asked again when a
-// cancellation ahead of it moved its part on one key.
+// acquire_all() in Redis and in process: its claims reserved at one slot, the latest of their
+// keys' earliest, so that it keeps its place in each key's queue; given back on a stop; asked
+// again when a cancellation ahead of it moved its part on one key.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -33,10 +33,11 @@ class AcquireAllTest : public test::LoopTest {
   Client client_{loop(), ClientOptions{.url = server_.url()}};
 };
 
-/// What one waiting call ended with: its decision, or that it was cancelled.
+/// What one waiting call ended with: its decision, or that it was cancelled, and when.
 struct Outcome {
   std::optional<Decision> decision;
   bool cancelled = false;
+  std::chrono::steady_clock::time_point ended;
 };
 
 /// acquire() of one permit of `key` after `delay`, into `out`. Why functions, not lambdas: a
@@ -49,6 +50,7 @@ Task<void> acquire_after(uv_loop_t* loop, std::chrono::milliseconds delay, Limit
   } catch (const Cancelled&) {
     out->cancelled = true;
   }
+  out->ended = std::chrono::steady_clock::now();
 }
 
 /// acquire_all(claims) after `delay`, into `out`.
@@ -60,6 +62,7 @@ Task<void> acquire_all_after(uv_loop_t* loop, std::chrono::milliseconds delay,
   } catch (const Cancelled&) {
     out->cancelled = true;
   }
+  out->ended = std::chrono::steady_clock::now();
 }
 
 Task<void> stop_after(uv_loop_t* loop, std::chrono::milliseconds delay, std::stop_source* source) {
@@ -144,6 +147,75 @@ TEST_F(AcquireAllTest, APartMovedByACancellationAheadOfItIsNotUsedWhereItNoLonge
   if (other->allowed) admits.push_back({other->server_time_us, 1});
   const test::CheckResult check = test::check_admits(global_limit, admits);
   EXPECT_TRUE(check) << check.description;
+}
+
+using AcquireAllInProcessTest = test::LoopTest;
+
+TEST_F(AcquireAllInProcessTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
+  Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-fifo-global"});
+  Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-fifo-user"});
+  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  Outcome first, claims, second;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_after(loop(), 0ms, &global, "all", {}, &first));
+    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
+    group.add(acquire_after(loop(), 20ms, &global, "all", {}, &second));
+    co_await group.join();
+  }());
+  ASSERT_TRUE(first.decision && claims.decision && second.decision);
+  ASSERT_TRUE(first.decision->allowed && claims.decision->allowed && second.decision->allowed);
+  EXPECT_EQ(claims.decision->source, Source::local);
+  EXPECT_LT(first.ended, claims.ended);
+  EXPECT_LT(claims.ended, second.ended) << "the waiter that came after acquire_all went first";
+  EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
+  EXPECT_GT(claims.decision->waited, 150ms) << "its slot is the second after the burst's";
+  EXPECT_GT(second.ended - claims.ended, 50ms) << "the next waiter came a period later";
+}
+
+TEST_F(AcquireAllInProcessTest, AStopWhileWaitingGivesItsSlotBack) {
+  Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-stop-global"});
+  Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-stop-user"});
+  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  std::stop_source source;
+  Outcome claims;
+  const auto started = std::chrono::steady_clock::now();
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_all_after(loop(), 0ms, {{&per_user, "u"}, {&global, "all"}},
+                                source.get_token(), &claims));
+    group.add(stop_after(loop(), 30ms, &source));
+    co_await group.join();
+  }());
+  EXPECT_TRUE(claims.cancelled);
+  EXPECT_LT(claims.ended - started, 90ms) << "ended by the stop";
+  run(loop(), sleep_for(loop(), std::chrono::duration_cast<std::chrono::microseconds>(
+                                    started + 110ms - std::chrono::steady_clock::now())));
+  EXPECT_TRUE(run(loop(), global.try_acquire("all")).allowed) << "its slot is free again";
+}
+
+TEST_F(AcquireAllInProcessTest, APartMovedByACancellationAheadOfItIsNotUsedWhereItNoLongerIs) {
+  // As in Redis: the user's key binds at 1 s; the waiter ahead on the global key is cancelled,
+  // which moves acquire_all's part there 100 ms earlier. It reserves again rather than use it.
+  Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-moved-global"});
+  Limiter per_user(loop(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "local-moved-user"});
+  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  ASSERT_TRUE(run(loop(), per_user.try_acquire("u")).allowed);
+  std::stop_source cancel_ahead;
+  Outcome ahead, claims;
+  std::optional<Decision> other;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_after(loop(), 0ms, &global, "all", cancel_ahead.get_token(), &ahead));
+    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
+    group.add(stop_after(loop(), 40ms, &cancel_ahead));
+    co_await group.join();
+    other = co_await global.try_acquire("all");
+  }());
+  EXPECT_TRUE(ahead.cancelled);
+  ASSERT_TRUE(claims.decision && claims.decision->allowed);
+  EXPECT_EQ(claims.decision->claim, 0u) << "the user's key bound";
+  EXPECT_FALSE(other->allowed) << "the global key gave acquire_all its permit at its wake";
 }
 
 }  // namespace

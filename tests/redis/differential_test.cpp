@@ -33,6 +33,7 @@
 #include "support/loop_test.hpp"
 #include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
+#include "support/stored_state.hpp"
 #include "support/valid_limit.hpp"
 
 namespace redlimit::detail {
@@ -227,6 +228,8 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
 }
 
 using test::describe;
+using test::stored_log;
+using test::stored_value;
 
 std::string describe(const Sequence& sequence, std::size_t upto) {
   std::ostringstream out;
@@ -293,66 +296,6 @@ void report(Tally* tally, const Sequence& sequence, std::size_t step, const std:
     ADD_FAILURE() << "script and model disagree at step " << step << "\n"
                   << describe(sequence, step) << what;
   }
-}
-
-/// The value lua/lib/frac_time_value.lua or lua/lib/tokens_value.lua stores for a bucket state,
-/// or lua/algorithms/fixed_window.lua or sliding_window_counter.lua for theirs (nullopt for the
-/// log, a sorted set, which this does not compare).
-std::optional<std::string> stored_value(const LimitState& state) {
-  const auto join = [](std::initializer_list<std::int64_t> fields) {
-    std::string out;
-    for (const std::int64_t field : fields)
-      out += (out.empty() ? "" : ":") + std::to_string(field);
-    return out;
-  };
-  if (const auto* time = std::get_if<GcraState>(&state)) {
-    const Stamp stamp = time->stamp.value_or(Stamp{});
-    return join({time->tat.us, time->tat.frac, time->den, time->book.version, time->book.cancels,
-                 time->book.epoch, stamp.b, stamp.c, stamp.policy_version,
-                 time->written_us.value_or(0)});
-  }
-  if (const auto* tokens = std::get_if<TokenBucketState>(&state)) {
-    const Stamp stamp = tokens->stamp.value_or(Stamp{});
-    return join({tokens->level, tokens->last_us, tokens->den, tokens->book.version,
-                 tokens->book.cancels, tokens->book.epoch, stamp.a, stamp.c, stamp.policy_version});
-  }
-  if (const auto* window = std::get_if<FixedWindowState>(&state)) {
-    const Stamp stamp = window->stamp.value_or(Stamp{});
-    return join({window->start_us, window->count, stamp.a, stamp.b, stamp.c, stamp.policy_version});
-  }
-  if (const auto* counter = std::get_if<SlidingWindowCounterState>(&state)) {
-    const Stamp stamp = counter->stamp.value_or(Stamp{});
-    return join({counter->start_us, counter->current, counter->previous, stamp.a, stamp.b,
-                 stamp.policy_version});
-  }
-  return std::nullopt;
-}
-
-/// What lua/algorithms/sliding_window_log.lua stores for a log, as "stamp:<limit>:<window>:<pv>"
-/// (when stamped) and the entries' times, separated by spaces; nullopt when there is none.
-std::optional<std::string> stored_log(const LimitState& state) {
-  const auto* log = std::get_if<SlidingWindowLogState>(&state);
-  if (log == nullptr || (!log->stamp && log->times.empty())) return std::nullopt;
-  std::string out;
-  if (log->stamp) {
-    out = "stamp:" + std::to_string(log->stamp->a) + ":" + std::to_string(log->stamp->b) + ":" +
-          std::to_string(log->stamp->policy_version);
-  }
-  for (const std::int64_t time : log->times)
-    out += (out.empty() ? "" : " ") + std::to_string(time);
-  return out;
-}
-
-/// The same from the sorted set's members and scores (ZRANGE ... WITHSCORES).
-std::optional<std::string> stored_log(const Reply& reply) {
-  const auto& fields = reply.as_array();
-  std::string out;
-  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
-    const std::string& member = fields[i].as_string();
-    out += (out.empty() ? "" : " ") +
-           (member.starts_with("stamp:") ? member : fields[i + 1].as_string());
-  }
-  return fields.empty() ? std::nullopt : std::optional<std::string>(out);
 }
 
 /// Compares every limit's stored value with the model's state.

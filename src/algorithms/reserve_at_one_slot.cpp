@@ -1,0 +1,69 @@
+// Several claims reserved at one slot (acquire_all()): the model of lua/reserve.lua's
+// reserve_all.
+
+#include "algorithms/reservations.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+/// Every claim decided dry at `not_before`: the first denial with the longest retry (or the
+/// first stale claim), or none when all fit; `decided` gets each claim's outcome.
+std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t not_before,
+                                         const ReserveClaim& reserve_claim,
+                                         std::vector<ReserveOutcome>& decided) {
+  decided.clear();
+  std::optional<ReserveAllOutcome> denied;
+  for (std::size_t c = 0; c < count; ++c) {
+    ReserveOutcome outcome = reserve_claim(c, not_before, true);
+    if (outcome.decision.stale_version != 0) {
+      ReserveAllOutcome stale;
+      stale.decision.stale_version = outcome.decision.stale_version;
+      stale.binding = c;
+      return stale;
+    }
+    if (!outcome.decision.allowed &&
+        (!denied || outcome.decision.retry_after_us > denied->decision.retry_after_us)) {
+      denied.emplace();
+      denied->decision = outcome.decision;
+      denied->binding = c;
+    }
+    decided.push_back(std::move(outcome));
+  }
+  return denied;
+}
+
+}  // namespace
+
+ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
+                                      const ReserveClaim& reserve_claim) {
+  std::vector<ReserveOutcome> decided;
+  if (auto refused = refusal(count, 0, reserve_claim, decided)) return std::move(*refused);
+  std::int64_t wait = 0;
+  std::optional<std::size_t> longest;
+  for (std::size_t c = 0; c < count; ++c) {
+    if (decided[c].wait_us > wait) {
+      wait = decided[c].wait_us;
+      longest = c;
+    }
+  }
+  const std::int64_t slot = wait > 0 ? now + wait : 0;
+  if (auto refused = refusal(count, slot, reserve_claim, decided)) return std::move(*refused);
+
+  ReserveAllOutcome out;
+  out.wait_us = wait;
+  out.slot_us = now + wait;
+  for (std::size_t c = 0; c < count; ++c) {
+    ReserveOutcome outcome = reserve_claim(c, slot, false);
+    if (c == longest ||
+        (!longest && (c == 0 || outcome.decision.remaining < out.decision.remaining))) {
+      out.binding = c;
+      out.decision = outcome.decision;
+    }
+    out.claims.push_back(std::move(outcome));
+  }
+  out.decision.allowed = true;
+  out.decision.now_us = now;
+  return out;
+}
+
+}  // namespace redlimit::detail
