@@ -29,16 +29,20 @@
 --
 -- reserve_all (acquire_all): several claims' keys, four keys each as above (KEYS[4c-3..4c]),
 -- in one slot. ARGV[2-12] are as for reserve, for the first claim (ARGV[2] and ARGV[4-10] are
--- read, and ignored); then ARGV[13] the number of claims, and per claim 8 fields: permits, pv,
--- since, carry, algorithm, p, d, burst. The claims are reserved at one slot, the latest of
--- their keys' earliest, on every key or none: each key's permits arrive at that slot (the
+-- read, and ignored); then ARGV[13] the number of claims, per claim 8 fields: permits, pv,
+-- since, carry, algorithm, p, d, burst; and last the earliest slot the caller takes (server
+-- microseconds; 0: none), the slot its claims in other cluster slots were reserved at. The
+-- claims are reserved at one slot, the latest of their keys' earliest and that one, on every
+-- key or none: each key's permits arrive at that slot (the
 -- algorithms' not_before), and every later request on a key is charged after them (none
 -- delays them), as in its own queue. Returns {allowed, now_us, binding claim (0-based: the one
--- whose key set the slot, or with no wait the one with the fewest permits remaining), limit,
+-- whose key set the slot, or with no wait or the caller's earliest slot the one with the fewest
+-- permits remaining), limit,
 -- remaining, retry_after_us, reset_after_us, wait_us, slot_us} and then, per
 -- claim when allowed, {version, cancels, epoch, lease_expiry_us}; a denial (a wait beyond
 -- max_wait, or a key that cannot take the permits at the slot) writes nothing but the leases'
--- reclaims, and is bound by the claim with the longest retry. {-1, stored_pv, claim} when a
+-- reclaims, and is bound by the claim with the longest retry (at the slot, at least the wait
+-- until it). {-1, stored_pv, claim} when a
 -- claim's key holds state of a newer policy version than its pv.
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch, lease_expiry_us (0: not
@@ -112,13 +116,13 @@ end
 
 --!end
 local op = ARGV[1]
-if (op == 'reserve_all' and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 13 + 2 * #KEYS)) or
+if (op == 'reserve_all' and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 14 + 2 * #KEYS)) or
     (op ~= 'reserve_all' and #KEYS ~= 4) or (op == 'reserve' and #ARGV ~= 12) or
     ((op == 'cancel' or op == 'confirm') and #ARGV ~= 17) or
     ((op == 'renew' or op == 'claim' or op == 'reclaim') and #ARGV ~= 12) then
   error('redlimit: reserve takes four keys and 12 (reserve, renew, claim, reclaim) or 17 '
-        .. '(cancel, confirm) arguments, or four keys and 8 arguments more per claim '
-        .. '(reserve_all)')
+        .. '(cancel, confirm) arguments, or four keys and 8 arguments more per claim, and one '
+        .. 'last (reserve_all)')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
@@ -155,6 +159,7 @@ end
 local function reserve_all()
   local count = integer_arg(ARGV[13], 'claims', 1, #KEYS / 4)
   if count * 4 ~= #KEYS then error('redlimit: the claims name ' .. #KEYS .. ' keys, not 4 each') end
+  local floor = integer_arg(ARGV[#ARGV], 'earliest slot', 0, MAX_EXACT)
   local claims = {}
   for c = 1, count do
     local at = 13 + (c - 1) * 8
@@ -186,8 +191,11 @@ local function reserve_all()
                                         true)
       if allowed == nil then return {-1, limit, c - 1} end
       decided[c] = {limit, remaining, reset, wait}
-      if not allowed and (denied == nil or retry > denied[6]) then
-        denied = {0, now, c - 1, limit, remaining, retry, reset, 0, 0}
+      if not allowed then
+        if not_before - now > retry then retry = not_before - now end
+        if denied == nil or retry > denied[6] then
+          denied = {0, now, c - 1, limit, remaining, retry, reset, 0, 0}
+        end
       end
     end
     return denied
@@ -203,12 +211,13 @@ local function reserve_all()
   for c = 1, count do
     if decided[c][4] > wait then wait, longest = decided[c][4], c end
   end
+  if floor - now > wait then wait, longest = floor - now, nil end
   local slot = 0
   if wait > 0 then slot = now + wait end
   refused = decide_all(slot)
   if refused then return refused end
   -- Every key takes the permits at the slot; the binding claim is the one whose key set it, or,
-  -- with no wait, the one with the fewest permits remaining.
+  -- with no wait or the caller's earliest slot, the one with the fewest permits remaining.
   local reply = {1, now, 0, 0, 0, 0, 0, wait, now + wait}
   local binding = nil
   for c, claim in ipairs(claims) do

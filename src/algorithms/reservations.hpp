@@ -51,19 +51,22 @@ struct ReserveAllOutcome {
   /// allowed: every claim reserved; else none was (retry_after: the binding claim's), or
   /// stale_version is the stored version of claim `binding`'s key.
   LimitOutcome decision;
-  /// The claim that binds: the one whose key set the slot (with no wait, the first with the
-  /// fewest remaining); denied, the first with the longest retry.
+  /// The claim that binds: the one whose key set the slot (with no wait or the caller's
+  /// earliest slot, the first with the fewest remaining); denied, the first with the longest
+  /// retry.
   std::size_t binding = 0;
   std::int64_t wait_us = 0;  ///< allowed: from now to the slot
   std::int64_t slot_us = 0;  ///< allowed: the slot, when every claim's permits may be used
   std::vector<ReserveOutcome> claims;  ///< allowed: per claim, as reserved
 };
 
-/// Reserves `count` claims at one slot, the latest of their keys' earliest, as the reserve
-/// script's reserve_all does (lua/reserve.lua): each claim decided dry at its earliest slot,
-/// then dry again at the latest of them, and only when all fit written there.
+/// Reserves `count` claims at one slot, the latest of their keys' earliest and
+/// `earliest_slot_us` (0: none), as the reserve script's reserve_all does (lua/reserve.lua):
+/// each claim decided dry at its earliest slot, then dry again at that slot (a denial's retry
+/// at least the wait until it), and only when all fit written there.
 ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
-                                      const ReserveClaim& reserve_claim);
+                                      const ReserveClaim& reserve_claim,
+                                      std::int64_t earliest_slot_us = 0);
 
 /// What a cancellation did.
 enum class CancelVerdict {

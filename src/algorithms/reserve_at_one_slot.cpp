@@ -1,15 +1,18 @@
 // Several claims reserved at one slot (acquire_all()): the model of lua/reserve.lua's
 // reserve_all.
 
+#include <algorithm>
+
 #include "algorithms/reservations.hpp"
 
 namespace redlimit::detail {
 namespace {
 
-/// Every claim decided dry at `not_before`: the first denial with the longest retry (or the
-/// first stale claim), or none when all fit; `decided` gets each claim's outcome.
-std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t not_before,
-                                         const ReserveClaim& reserve_claim,
+/// Every claim decided dry at `not_before`: the first denial with the longest retry, at least
+/// the wait until not_before (or the first stale claim), or none when all fit; `decided` gets
+/// each claim's outcome.
+std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t now,
+                                         std::int64_t not_before, const ReserveClaim& reserve_claim,
                                          std::vector<ReserveOutcome>& decided) {
   decided.clear();
   std::optional<ReserveAllOutcome> denied;
@@ -21,11 +24,13 @@ std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t not_bef
       stale.binding = c;
       return stale;
     }
-    if (!outcome.decision.allowed &&
-        (!denied || outcome.decision.retry_after_us > denied->decision.retry_after_us)) {
-      denied.emplace();
-      denied->decision = outcome.decision;
-      denied->binding = c;
+    if (!outcome.decision.allowed) {
+      outcome.decision.retry_after_us = std::max(outcome.decision.retry_after_us, not_before - now);
+      if (!denied || outcome.decision.retry_after_us > denied->decision.retry_after_us) {
+        denied.emplace();
+        denied->decision = outcome.decision;
+        denied->binding = c;
+      }
     }
     decided.push_back(std::move(outcome));
   }
@@ -35,9 +40,10 @@ std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t not_bef
 }  // namespace
 
 ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
-                                      const ReserveClaim& reserve_claim) {
+                                      const ReserveClaim& reserve_claim,
+                                      std::int64_t earliest_slot_us) {
   std::vector<ReserveOutcome> decided;
-  if (auto refused = refusal(count, 0, reserve_claim, decided)) return std::move(*refused);
+  if (auto refused = refusal(count, now, 0, reserve_claim, decided)) return std::move(*refused);
   std::int64_t wait = 0;
   std::optional<std::size_t> longest;
   for (std::size_t c = 0; c < count; ++c) {
@@ -46,8 +52,12 @@ ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
       longest = c;
     }
   }
+  if (earliest_slot_us - now > wait) {
+    wait = earliest_slot_us - now;
+    longest.reset();
+  }
   const std::int64_t slot = wait > 0 ? now + wait : 0;
-  if (auto refused = refusal(count, slot, reserve_claim, decided)) return std::move(*refused);
+  if (auto refused = refusal(count, now, slot, reserve_claim, decided)) return std::move(*refused);
 
   ReserveAllOutcome out;
   out.wait_us = wait;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -58,8 +59,8 @@ std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest>
 /// acquire_all() by reserving, in Redis or in process (src/limiter/claims_reserving.cpp): every
 /// claim's key at one slot, so that each key's queue keeps its order. None, before any I/O but
 /// reading a follower's policies, when the claims cannot be reserved on: a policy that is not a
-/// single gcra, token_bucket or leaky_bucket limit, or keys in several slots of a cluster (the
-/// caller asks again at each retry_after). `started` is when the call began.
+/// single gcra, token_bucket or leaky_bucket limit (the caller asks again at each
+/// retry_after). `started` is when the call began.
 Task<std::optional<Decision>> acquire_all_by_reserving(
     const std::vector<HeldClaim>& held, const OwnedAcquireOptions& options,
     std::chrono::steady_clock::time_point started);
@@ -89,15 +90,30 @@ struct ClaimsReservation {
   std::vector<ClaimReservation> claims;  ///< per request, when allowed
 };
 
-/// Reserves every request's permits at one slot, the latest of their keys' earliest, if that
-/// is within `max_wait_us`: one EVALSHA of the reserve script's reserve_all, atomic. Each
-/// request's policy is a single limit that can be reserved on; the keys are distinct, and in
-/// one slot on a cluster. A reservation waiting longer than `lease_us` (when not 0) is
-/// registered under its owner's lease on every key. StalePolicy (with its claim) as
-/// decide_claims_in_redis().
+/// Reserves every request's permits at one slot, the latest of their keys' earliest and
+/// `earliest_slot_us` (server time; 0: none), if that is within `max_wait_us`: one EVALSHA of
+/// the reserve script's reserve_all, atomic. Each request's policy is a single limit that can
+/// be reserved on; the keys are distinct, and in one slot on a cluster. A reservation waiting
+/// longer than `lease_us` (when not 0) is registered under its owner's lease on every key.
+/// StalePolicy (with its claim) as decide_claims_in_redis().
 Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
                                                 std::span<const DecideRequest> requests,
-                                                std::int64_t max_wait_us, std::int64_t lease_us);
+                                                std::int64_t max_wait_us, std::int64_t lease_us,
+                                                std::int64_t earliest_slot_us = 0);
+
+/// Reserves claims in several hash slots of a cluster (`groups`, slot_groups()) at one slot:
+/// each hash slot's claims with reserve_claims_in_redis(), one after another, each no earlier
+/// than the latest slot so far; the claims reserved earlier than a later hash slot's are given
+/// back and reserved again at its slot, until every hash slot agrees. Until then, and on a
+/// denial or an error until given back, permits are held unused (under-admission, never
+/// over). `max_wait_us()` is what is left of the call's max_wait at each call. The result is
+/// in the requests' order: wait_us until the last hash slot's wake, the binding claim the one
+/// whose key set the slot (with no wait, the fewest remaining). A denial, or an error
+/// (StalePolicy with its claim in the requests' order), comes after every part is given back.
+Task<ClaimsReservation> reserve_claims_across_slots(
+    const std::vector<HeldClaim>& held, const std::vector<DecideRequest>& requests,
+    const std::vector<std::vector<std::size_t>>& groups,
+    const std::function<std::int64_t()>& max_wait_us, std::int64_t lease_us);
 
 /// The binding one of `decisions` (one per claim), as the decide script picks it: when all are
 /// allowed, the fewest remaining; else, of the denied, the longest retry_after (the first on a

@@ -69,13 +69,12 @@ ClaimsReservation reserve_claims_in_process(const std::vector<HeldClaim>& held,
 }
 
 /// Whether acquire_all() can reserve on `requests`: each policy a single limit that can be
-/// reserved on, every key in one slot.
-bool reservable(std::span<const DecideRequest> requests, bool cluster) {
-  for (const DecideRequest& request : requests) {
+/// reserved on.
+bool reservable(std::span<const DecideRequest> requests) {
+  return std::all_of(requests.begin(), requests.end(), [](const DecideRequest& request) {
     const auto& limits = request.policy->limits();
-    if (limits.size() != 1 || !can_reserve(limits.front().limit.algorithm)) return false;
-  }
-  return slot_groups(requests, cluster).size() == 1;
+    return limits.size() == 1 && can_reserve(limits.front().limit.algorithm);
+  });
 }
 
 /// Gives back every claim's part of a reservation whose slot is still ahead. Why errors are
@@ -247,18 +246,24 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
     co_await held.front().enforcer->turn().yield_if_due();
     const std::vector<DecideRequest> requests =
         co_await requests_in_force(held, Operation::acquire, min_versions, deadline);
-    if (!reservable(requests, redis && redis->dispatcher().is_cluster())) co_return std::nullopt;
-    const auto waited = since(started);
-    const std::int64_t max_wait =
-        std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
+    if (!reservable(requests)) co_return std::nullopt;
+    // What is left of max_wait now (each hash slot's call gets what is left then).
+    const auto max_wait = [&] {
+      const auto waited = since(started);
+      return std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
+    };
+    const auto groups = slot_groups(requests, redis && redis->dispatcher().is_cluster());
     std::optional<ClaimsReservation> reservation;
     std::exception_ptr error;
     try {
-      if (redis) {
-        reservation = co_await reserve_claims_in_redis(redis->dispatcher(), requests, max_wait,
+      if (!redis) {
+        reservation = reserve_claims_in_process(held, requests, max_wait());
+      } else if (groups.size() == 1) {
+        reservation = co_await reserve_claims_in_redis(redis->dispatcher(), requests, max_wait(),
                                                        redis->lease_us());
       } else {
-        reservation = reserve_claims_in_process(held, requests, max_wait);
+        reservation = co_await reserve_claims_across_slots(held, requests, groups, max_wait,
+                                                           redis->lease_us());
       }
     } catch (const StalePolicy& stale) {
       // A follower's claim: its policy is read again, and it asks once more.

@@ -86,7 +86,8 @@ std::size_t claim_index(std::int64_t claim, std::size_t requests, std::string_vi
 
 Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
                                                 std::span<const DecideRequest> requests,
-                                                std::int64_t max_wait_us, std::int64_t lease_us) {
+                                                std::int64_t max_wait_us, std::int64_t lease_us,
+                                                std::int64_t earliest_slot_us) {
   std::vector<std::string> keys;
   std::vector<std::string> claim_fields;  // per claim: permits, policy epoch, its limit
   for (const DecideRequest& request : requests) {
@@ -112,6 +113,8 @@ Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
   args.insert(args.end(), limit.begin(), limit.end());
   args.insert(args.end(), {max_wait, lease, claim_count});
   args.insert(args.end(), claim_fields.begin(), claim_fields.end());
+  const std::string earliest = std::to_string(earliest_slot_us);
+  args.push_back(earliest);
 
   const Reply reply =
       co_await client.eval(scripts::reserve, key_views, args, client.command_deadline());

@@ -3,8 +3,9 @@
 // reserve script's reserve_all (lua/reserve.lua, with the algorithms' not_before) against
 // reserve_at_one_slot() over reserve() (src/algorithms/). Each sequence has three keys, each
 // under one gcra, token_bucket or leaky_bucket limit; a step reserves a random subset of them in
-// random order at one slot, takes from one key at once (the queue that later requests join),
-// or cancels a part reserved earlier (which moves the waiters behind it).
+// random order at one slot (sometimes no earlier than a given one, as for claims across cluster
+// slots), takes from one key at once (the queue that later requests join), or cancels a part
+// reserved earlier (which moves the waiters behind it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -129,16 +130,21 @@ class Sequence {
     for (const std::size_t key : order)
       requests.push_back(request(key, permits_for(key)));
     const std::int64_t max_wait = pick(random_, 0, 3) == 0 ? 0 : pick(random_, 1, 2'000'000);
+    // Sometimes the slot the claims in other cluster slots were reserved at (even one passed).
+    const std::int64_t earliest =
+        pick(random_, 0, 3) == 0 ? now_ + pick(random_, -100'000, 1'500'000) : 0;
 
     const ClaimsReservation script =
-        co_await reserve_claims_in_redis(client_.dispatcher(), requests, max_wait, 0);
+        co_await reserve_claims_in_redis(client_.dispatcher(), requests, max_wait, 0, earliest);
     const ReserveAllOutcome model = reserve_at_one_slot(
-        order.size(), now_, [&](std::size_t c, std::int64_t not_before, bool dry) {
+        order.size(), now_,
+        [&](std::size_t c, std::int64_t not_before, bool dry) {
           ReservedKey& key = keys_[order[c]];
           std::optional<LimitState> copy = key.state;
           return reserve(key.policy->specs().front(), dry ? copy : key.state, now_,
                          requests[c].permits, max_wait, key.policy->change(), not_before);
-        });
+        },
+        earliest);
     ++tally_->reservations;
     tally_->denied += model.decision.allowed ? 0 : 1;
     tally_->waited += model.decision.allowed && model.wait_us > 0 ? 1 : 0;
