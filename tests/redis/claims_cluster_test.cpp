@@ -178,8 +178,8 @@ TEST_F(ClaimsCluster, AcquireAllAcrossSlotsKeepsItsPlaceInTheQueueOfTheKeyThatBi
 
 /// Admissions of acquire_all() over `user`'s key and the global key, until `until`; a denial
 /// waits its retry_after.
-Task<void> acquire_all_until(uv_loop_t* loop, Limiter* global, Limiter* per_user,
-                             std::string user, std::chrono::steady_clock::time_point until,
+Task<void> acquire_all_until(uv_loop_t* loop, Limiter* global, Limiter* per_user, std::string user,
+                             std::chrono::steady_clock::time_point until,
                              std::vector<test::Admit>* global_admits, int* denied) {
   while (std::chrono::steady_clock::now() < until) {
     std::vector<Claim> claims{{global, "all"}, {per_user, user}};
