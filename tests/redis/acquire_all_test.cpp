@@ -173,6 +173,19 @@ TEST_F(AcquireAllInProcessTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   EXPECT_GT(second.ended - claims.ended, 50ms) << "the next waiter came a period later";
 }
 
+TEST_F(AcquireAllInProcessTest, LimitersOfOneNameKeepTheirOwnStateAndAreNotOneKey) {
+  // Two in-process limiters hold separate state, whatever their names: claiming the same key
+  // of each is two claims (as try_acquire_all takes them), not one key claimed twice.
+  Limiter first(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "twin"});
+  Limiter second(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "twin"});
+  std::vector<Claim> tried{{&first, "k"}, {&second, "k"}};
+  EXPECT_TRUE(run(loop(), try_acquire_all(std::move(tried))).allowed);
+  std::vector<Claim> waited{{&first, "k"}, {&second, "k"}};
+  const Decision decision = run(loop(), acquire_all(std::move(waited), {.max_wait = 1s}));
+  EXPECT_TRUE(decision.allowed);
+  EXPECT_GT(decision.waited, 50ms) << "each key's next permit, 100 ms after the first";
+}
+
 TEST_F(AcquireAllInProcessTest, AStopWhileWaitingGivesItsSlotBack) {
   Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-stop-global"});
   Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-stop-user"});
