@@ -41,8 +41,8 @@
 -- remaining, retry_after_us, reset_after_us, wait_us, slot_us} and then, per
 -- claim when allowed, {version, cancels, epoch, lease_expiry_us}; a denial (a wait beyond
 -- max_wait, or a key that cannot take the permits at the slot) writes nothing but the leases'
--- reclaims, and is bound by the claim with the longest retry (at the slot, at least the wait
--- until it). {-1, stored_pv, claim} when a
+-- reclaims, and is bound by the claim with the longest retry (at least the wait until the
+-- caller's earliest slot, and until the slot when denied there). {-1, stored_pv, claim} when a
 -- claim's key holds state of a newer policy version than its pv.
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch, lease_expiry_us (0: not
@@ -184,6 +184,8 @@ local function reserve_all()
   local decided = {}
   local function decide_all(not_before)
     local denied = nil
+    local least = not_before  -- a denial waits at least until the slot asked for
+    if floor > least then least = floor end
     for c, claim in ipairs(claims) do
       local allowed, limit, remaining, retry, reset, wait =
           RESERVATIONS[claim.algorithm](claim.keys[1], now, claim.n, claim.p, claim.d, claim.burst,
@@ -192,7 +194,7 @@ local function reserve_all()
       if allowed == nil then return {-1, limit, c - 1} end
       decided[c] = {limit, remaining, reset, wait}
       if not allowed then
-        if not_before - now > retry then retry = not_before - now end
+        if least - now > retry then retry = least - now end
         if denied == nil or retry > denied[6] then
           denied = {0, now, c - 1, limit, remaining, retry, reset, 0, 0}
         end

@@ -63,7 +63,8 @@ struct ReserveAllOutcome {
 /// Reserves `count` claims at one slot, the latest of their keys' earliest and
 /// `earliest_slot_us` (0: none), as the reserve script's reserve_all does (lua/reserve.lua):
 /// each claim decided dry at its earliest slot, then dry again at that slot (a denial's retry
-/// at least the wait until it), and only when all fit written there.
+/// at least the wait until it, and until `earliest_slot_us`), and only when all fit written
+/// there.
 ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
                                       const ReserveClaim& reserve_claim,
                                       std::int64_t earliest_slot_us = 0);

@@ -9,10 +9,11 @@ namespace redlimit::detail {
 namespace {
 
 /// Every claim decided dry at `not_before`: the first denial with the longest retry, at least
-/// the wait until not_before (or the first stale claim), or none when all fit; `decided` gets
-/// each claim's outcome.
+/// the wait until not_before and `earliest_slot` (or the first stale claim), or none when all
+/// fit; `decided` gets each claim's outcome.
 std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t now,
-                                         std::int64_t not_before, const ReserveClaim& reserve_claim,
+                                         std::int64_t not_before, std::int64_t earliest_slot,
+                                         const ReserveClaim& reserve_claim,
                                          std::vector<ReserveOutcome>& decided) {
   decided.clear();
   std::optional<ReserveAllOutcome> denied;
@@ -25,7 +26,8 @@ std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t now,
       return stale;
     }
     if (!outcome.decision.allowed) {
-      outcome.decision.retry_after_us = std::max(outcome.decision.retry_after_us, not_before - now);
+      outcome.decision.retry_after_us =
+          std::max(outcome.decision.retry_after_us, std::max(not_before, earliest_slot) - now);
       if (!denied || outcome.decision.retry_after_us > denied->decision.retry_after_us) {
         denied.emplace();
         denied->decision = outcome.decision;
@@ -43,7 +45,8 @@ ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
                                       const ReserveClaim& reserve_claim,
                                       std::int64_t earliest_slot_us) {
   std::vector<ReserveOutcome> decided;
-  if (auto refused = refusal(count, now, 0, reserve_claim, decided)) return std::move(*refused);
+  if (auto refused = refusal(count, now, 0, earliest_slot_us, reserve_claim, decided))
+    return std::move(*refused);
   std::int64_t wait = 0;
   std::optional<std::size_t> longest;
   for (std::size_t c = 0; c < count; ++c) {
@@ -57,7 +60,8 @@ ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
     longest.reset();
   }
   const std::int64_t slot = wait > 0 ? now + wait : 0;
-  if (auto refused = refusal(count, now, slot, reserve_claim, decided)) return std::move(*refused);
+  if (auto refused = refusal(count, now, slot, earliest_slot_us, reserve_claim, decided))
+    return std::move(*refused);
 
   ReserveAllOutcome out;
   out.wait_us = wait;

@@ -61,6 +61,17 @@ std::vector<HeldClaim> checked(std::vector<Claim>& claims) {
       throw InvalidArgument(claim_name(i) + ": permits must be at least 1, got " +
                             std::to_string(claim.permits));
     }
+    if (!in_redis) {
+      // In process each limiter keeps its own state: a key is claimed twice only on one limiter
+      // (in Redis, requests_in_force() compares the keys themselves).
+      for (std::size_t j = 0; j < held.size(); ++j) {
+        if (held[j].enforcer == enforcer && held[j].key == claim.key) {
+          throw InvalidArgument(claim_name(j) + " and " + claim_name(i) + " name the same key '" +
+                                claim.key +
+                                "' of one limiter: claim it once, with the permits of both");
+        }
+      }
+    }
     held.push_back({enforcer, std::move(claim.key), claim.permits});
   }
   held.front().enforcer->check_thread();
@@ -132,18 +143,8 @@ Task<Decision> decide_across_slots(const std::vector<HeldClaim>& claims,
 Decision decide_in_process(const std::vector<HeldClaim>& claims, Operation operation) {
   std::vector<DecideRequest> requests;
   requests.reserve(claims.size());
-  for (std::size_t i = 0; i < claims.size(); ++i) {
-    const HeldClaim& claim = claims[i];
+  for (const HeldClaim& claim : claims)
     requests.push_back(claim.enforcer->request(claim.key, Operation::peek, claim.permits));
-    for (std::size_t j = 0; j < i; ++j) {
-      if (claims[j].enforcer == claim.enforcer && claims[j].key == claim.key) {
-        throw InvalidArgument(claim_name(j) + " and " + claim_name(i) + " name the same key '" +
-                              claim.key +
-                              "' of one limiter: claim it once, with the permits "
-                              "of both");
-      }
-    }
-  }
   std::vector<Decision> decisions;
   decisions.reserve(claims.size());
   for (std::size_t i = 0; i < claims.size(); ++i)
@@ -250,7 +251,7 @@ Task<std::vector<DecideRequest>> requests_in_force(const std::vector<HeldClaim>&
     requests.push_back(co_await PolicyEnforcer::request_in_force(
         claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
   }
-  check_keys(requests);
+  if (held.front().enforcer->redis_backend() != nullptr) check_keys(requests);
   co_return requests;
 }
 

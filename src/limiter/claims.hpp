@@ -35,7 +35,7 @@ struct HeldClaim {
 };
 
 /// The claims' requests under the policies in force (a follower's claim: its stored policy, of
-/// at least its `min_versions` entry, read by `deadline`), checked by check_keys().
+/// at least its `min_versions` entry, read by `deadline`), checked by check_keys() in Redis.
 Task<std::vector<DecideRequest>> requests_in_force(const std::vector<HeldClaim>& held,
                                                    Operation operation,
                                                    const std::vector<std::int64_t>& min_versions,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <vector>
 
 #include "limiter/compiled_policy.hpp"
 
@@ -206,6 +207,94 @@ TEST(Reservations, ACancelMovesTheWaitersByTheShorterOfTheReservedStepAndTheStep
   const CancelOutcome same = cancel_under({3, 1'000'001}, {6, 2'000'002});
   EXPECT_EQ(same.shift, (FracTime{333'333, 2}));
   EXPECT_EQ(same.den, 3) << "equal steps keep the reservation's denominator";
+}
+
+/// Keys of one limit each, reserved together at one slot (acquire_all()'s model).
+class Keys {
+ public:
+  explicit Keys(std::vector<Limit> limits) {
+    for (const Limit& limit : limits)
+      policies_.push_back(CompiledPolicy::compile(Policy::of(limit)));
+    states_.resize(policies_.size());
+  }
+  ReserveAllOutcome reserve_all(std::int64_t now, std::int64_t max_wait,
+                                std::int64_t earliest_slot = 0) {
+    return reserve_at_one_slot(
+        policies_.size(), now,
+        [&](std::size_t c, std::int64_t not_before, bool dry) {
+          std::optional<LimitState> copy = states_[c];
+          return reserve(policies_[c]->specs().front(), dry ? copy : states_[c], now, 1, max_wait,
+                         {}, not_before);
+        },
+        earliest_slot);
+  }
+  ReserveOutcome reserve_one(std::size_t key, std::int64_t now) {
+    return reserve(policies_[key]->specs().front(), states_[key], now, 1, 10'000'000);
+  }
+  const std::optional<LimitState>& state(std::size_t key) const { return states_[key]; }
+
+ private:
+  std::vector<std::shared_ptr<const CompiledPolicy>> policies_;
+  std::vector<std::optional<LimitState>> states_;
+};
+
+TEST(ReserveAtOneSlot, EveryKeyTakesItsPermitsAtTheLatestOfTheirEarliestSlots) {
+  // Key 1 (20/s, burst 1) is taken at t0: its next slot is t0 + 50 ms; key 0 is idle.
+  Keys keys({{Algorithm::gcra, {100, 1s}, 10}, {Algorithm::gcra, {20, 1s}, 1}});
+  ASSERT_TRUE(keys.reserve_one(1, t0).decision.allowed);
+  const ReserveAllOutcome both = keys.reserve_all(t0, 1'000'000);
+  ASSERT_TRUE(both.decision.allowed);
+  EXPECT_EQ(both.binding, 1u) << "the busy key set the slot";
+  EXPECT_EQ(both.wait_us, interval);
+  EXPECT_EQ(both.slot_us, t0 + interval);
+  for (const ReserveOutcome& part : both.claims)
+    EXPECT_EQ(part.slot, (FracTime{t0 + interval, 0}));
+  // The idle key's permit arrives at the slot: its TAT moves on from there (10 ms a permit).
+  EXPECT_EQ(std::get<GcraState>(*keys.state(0)).tat, (FracTime{t0 + interval + 10'000, 0}));
+  // A request on the busy key after it queues behind it.
+  EXPECT_EQ(keys.reserve_one(1, t0 + 1).slot, (FracTime{t0 + 2 * interval, 0}));
+}
+
+TEST(ReserveAtOneSlot, ADenialOnOneKeyWritesNothingOnAny) {
+  Keys keys({{Algorithm::gcra, {100, 1s}, 10}, {Algorithm::gcra, {20, 1s}, 1}});
+  ASSERT_TRUE(keys.reserve_one(1, t0).decision.allowed);
+  const std::optional<LimitState> idle = keys.state(0);
+  const ReserveAllOutcome denied = keys.reserve_all(t0, interval - 1);
+  EXPECT_FALSE(denied.decision.allowed);
+  EXPECT_EQ(denied.binding, 1u);
+  EXPECT_EQ(denied.decision.retry_after_us, interval);
+  EXPECT_TRUE(denied.claims.empty());
+  EXPECT_EQ(keys.state(0).has_value(), idle.has_value()) << "the idle key was not written";
+}
+
+TEST(ReserveAtOneSlot, AnEarliestSlotFromAnotherHashSlotHoldsEveryKeyToIt) {
+  Keys keys({{Algorithm::token_bucket, {100, 1s}, 10}, {Algorithm::leaky_bucket, {20, 1s}, 4}});
+  const ReserveAllOutcome later = keys.reserve_all(t0, 1'000'000, t0 + 200'000);
+  ASSERT_TRUE(later.decision.allowed);
+  EXPECT_EQ(later.wait_us, 200'000);
+  EXPECT_EQ(later.slot_us, t0 + 200'000);
+  // Beyond max_wait, the earliest slot denies, with the wait until it.
+  const ReserveAllOutcome beyond = keys.reserve_all(t0, 100'000, t0 + 300'000);
+  EXPECT_FALSE(beyond.decision.allowed);
+  EXPECT_GE(beyond.decision.retry_after_us, 300'000);
+}
+
+TEST(ReserveAtOneSlot, ALeakyQueueFullNowDeniesAsAcquireDoes) {
+  // A leaky bucket queues at most its burst: with its queue of 1 full, nothing is reserved.
+  Keys keys({{Algorithm::gcra, {20, 1s}, 1}, {Algorithm::leaky_bucket, {20, 1s}, 1}});
+  ASSERT_TRUE(keys.reserve_one(1, t0).decision.allowed);
+  const ReserveAllOutcome denied = keys.reserve_all(t0, 1'000'000);
+  EXPECT_FALSE(denied.decision.allowed);
+  EXPECT_EQ(denied.binding, 1u);
+  EXPECT_FALSE(keys.state(0).has_value()) << "the gcra key was not written";
+  // Once it drains, later arrivals at the slot queue behind a departure then.
+  Keys busy({{Algorithm::gcra, {5, 1s}, 1}, {Algorithm::leaky_bucket, {20, 1s}, 1}});
+  ASSERT_TRUE(busy.reserve_one(0, t0).decision.allowed);
+  const ReserveAllOutcome both = busy.reserve_all(t0, 1'000'000);
+  ASSERT_TRUE(both.decision.allowed);
+  EXPECT_EQ(both.slot_us, t0 + 200'000) << "the gcra key's next slot";
+  EXPECT_FALSE(busy.reserve_one(1, t0 + 1).decision.allowed)
+      << "the leaky queue holds acquire_all's permit, counted from its slot";
 }
 
 }  // namespace
