@@ -83,10 +83,11 @@ struct ClaimReservation {
 /// reserve_all).
 struct ClaimsReservation {
   /// allowed: reserved; else nothing was (retry_after: the binding claim's wait). Its `claim`
-  /// names the binding claim; server_time_us is when it was decided.
+  /// names the binding claim; server_time_us is when it was decided (in Redis; 0 in process).
   Decision decision;
-  std::int64_t wait_us = 0;              ///< how long after the decision the permits may be used
-  std::int64_t slot_us = 0;              ///< that time, in server microseconds
+  std::int64_t wait_us = 0;  ///< how long after the decision the permits may be used
+  /// That time: in Redis, server microseconds; in process, the limiters' clock.
+  std::int64_t slot_us = 0;
   std::vector<ClaimReservation> claims;  ///< per request, when allowed
 };
 

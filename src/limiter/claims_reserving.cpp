@@ -1,5 +1,6 @@
-// acquire_all() by reserving: every claim's key at one slot, in one script call, so that each
-// key's queue keeps its order (docs/waiting.md, "Several keys").
+// acquire_all() by reserving: every claim's key at one slot (in Redis one script call per hash
+// slot; in process the same steps on the models), so that each key's queue keeps its order
+// (docs/waiting.md, "acquire_all(): several keys").
 
 #include <algorithm>
 #include <chrono>
@@ -31,14 +32,12 @@ Backend& backend_of(const HeldClaim& claim) {
 /// In process: every claim's key reserved at one slot (reserve_at_one_slot()), all at one time
 /// read once. Nothing else runs meanwhile, so it is atomic as the script is in Redis.
 ClaimsReservation reserve_claims_in_process(const std::vector<HeldClaim>& held,
-                                            std::vector<DecideRequest> requests,
+                                            const std::vector<DecideRequest>& requests,
                                             std::int64_t max_wait_us) {
   const std::int64_t now = held.front().enforcer->local_backend()->now_of(requests.front());
-  for (DecideRequest& request : requests)
-    request.now_us = now;
   const ReserveAllOutcome outcome = reserve_at_one_slot(
       requests.size(), now, [&](std::size_t c, std::int64_t not_before_us, bool dry) {
-        return held[c].enforcer->local_backend()->reserve_outcome(requests[c], max_wait_us,
+        return held[c].enforcer->local_backend()->reserve_outcome(requests[c], now, max_wait_us,
                                                                   not_before_us, dry);
       });
   if (outcome.decision.stale_version != 0)
@@ -121,7 +120,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
       if (!armed) return;
       try {
         Task<void> give_back = give_back_all(held, requests, reservation.claims);
-        // Why the client's background work: Client::close() lets the give-backs reach Redis.
+        // Why the client's background work: Client::close() lets the give-backs reach Redis. In
+        // process they run at the loop's next turn, as acquire()'s.
         if (BackgroundTasks* tasks = backend_of(held.front()).background()) {
           tasks->start(std::move(give_back));
         } else {

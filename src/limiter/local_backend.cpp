@@ -98,17 +98,31 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   return decision;
 }
 
-ReserveOutcome LocalBackend::reserve_outcome(const DecideRequest& request, std::int64_t max_wait_us,
-                                             std::int64_t not_before_us, bool dry) {
-  const std::int64_t now = now_of(request);
+std::optional<LimitState> LocalBackend::first_state(const DecideRequest& request,
+                                                    std::int64_t now) const {
+  const auto it = entries_.find(request.key_base.view());
+  if (it == entries_.end() || it->second.states.empty()) return std::nullopt;
+  // As entry_for() finds it: a state expired, or of another algorithm, is none.
+  const Slot& slot = it->second.slots[0];
+  if (slot.algorithm != request.policy->limits()[0].limit.algorithm || slot.expires_us <= now)
+    return std::nullopt;
+  return it->second.states[0];
+}
+
+ReserveOutcome LocalBackend::reserve_outcome(const DecideRequest& request, std::int64_t now,
+                                             std::int64_t max_wait_us, std::int64_t not_before_us,
+                                             bool dry) {
+  const LimitSpec& spec = request.policy->specs().front();
+  if (dry) {
+    std::optional<LimitState> state = first_state(request, now);
+    return detail::reserve(spec, state, now, request.permits, max_wait_us, request.policy->change(),
+                           not_before_us);
+  }
   bool created = false;
   Entry& entry = entry_for(request, now, &created);
-  const LimitSpec& spec = request.policy->specs().front();
-  std::optional<LimitState> copy = entry.states[0];
-  std::optional<LimitState>& state = dry ? copy : entry.states[0];
-  ReserveOutcome outcome = detail::reserve(spec, state, now, request.permits, max_wait_us,
+  ReserveOutcome outcome = detail::reserve(spec, entry.states[0], now, request.permits, max_wait_us,
                                            request.policy->change(), not_before_us);
-  if (!dry && (outcome.decision.allowed || outcome.decision.rewritten)) {
+  if (outcome.decision.allowed || outcome.decision.rewritten) {
     touch(request.key_base.view(), entry, created, {outcome.decision.ttl_us}, now);
   } else if (created) {
     entries_.erase(entries_.find(request.key_base.view()));
@@ -118,7 +132,7 @@ ReserveOutcome LocalBackend::reserve_outcome(const DecideRequest& request, std::
 
 Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t max_wait_us) {
   const std::int64_t now = now_of(request);
-  const ReserveOutcome outcome = reserve_outcome(request, max_wait_us, 0, false);
+  const ReserveOutcome outcome = reserve_outcome(request, now, max_wait_us, 0, false);
   if (outcome.decision.stale_version != 0) throw StalePolicy(outcome.decision.stale_version);
   const LimitSpec& spec = request.policy->specs().front();
   Reservation out;

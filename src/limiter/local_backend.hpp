@@ -51,10 +51,10 @@ class LocalBackend final : public Backend {
   Decision decide_now(const DecideRequest& request);
   /// The reservation, synchronously (reserve() wraps this).
   Reservation reserve_now(const DecideRequest& request, std::int64_t max_wait_us);
-  /// The reservation's outcome at `not_before_us` (0: its earliest slot), stale included;
-  /// `dry`: decided only, nothing stored (acquire_all()'s reserve_at_one_slot()).
-  ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t max_wait_us,
-                                 std::int64_t not_before_us, bool dry);
+  /// The reservation's outcome at `now`, at `not_before_us` (0: its earliest slot), stale
+  /// included; `dry`: decided only, nothing stored (acquire_all()'s reserve_at_one_slot()).
+  ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t now,
+                                 std::int64_t max_wait_us, std::int64_t not_before_us, bool dry);
   /// The time the backend decides `request` (a DecideRequest or LeaseRequest) at: its injected
   /// time, else the clock's.
   template <class Request>
@@ -77,6 +77,8 @@ class LocalBackend final : public Backend {
   };
 
   void evict_expired(std::int64_t now);
+  /// The state of the request's first limit at `now` as entry_for() would find it, read only.
+  std::optional<LimitState> first_state(const DecideRequest& request, std::int64_t now) const;
   /// The entry of `request`'s key with stale limits reset; `created` if it was new.
   Entry& entry_for(const DecideRequest& request, std::int64_t now, bool* created);
   /// Records that the entry's limit i wrote a state that matters for `ttls_us[i]` (a limit

@@ -169,8 +169,7 @@ TEST_F(AcquireAllInProcessTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   EXPECT_LT(first.ended, claims.ended);
   EXPECT_LT(claims.ended, second.ended) << "the waiter that came after acquire_all went first";
   EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
-  EXPECT_GT(claims.decision->waited, 150ms) << "its slot is the second after the burst's";
-  EXPECT_GT(second.ended - claims.ended, 50ms) << "the next waiter came a period later";
+  EXPECT_GT(claims.decision->waited, 50ms) << "it waited for the global key";
 }
 
 TEST_F(AcquireAllInProcessTest, LimitersOfOneNameKeepTheirOwnStateAndAreNotOneKey) {

@@ -4,8 +4,9 @@
 // reserve_at_one_slot() over reserve() (src/algorithms/). Each sequence has three keys, each
 // under one gcra, token_bucket or leaky_bucket limit; a step reserves a random subset of them in
 // random order at one slot (sometimes no earlier than a given one, as for claims across cluster
-// slots), takes from one key at once (the queue that later requests join), or cancels a part
-// reserved earlier (which moves the waiters behind it).
+// slots), takes from one key at once (the queue that later requests join), cancels a part
+// reserved earlier (which moves the waiters behind it), or changes a key's policy (another
+// limit of its algorithm, under a random epoch: carried over, or refused as stale).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,10 +17,12 @@
 #include "limiter/claims.hpp"
 #include "limiter/compiled_policy.hpp"
 #include "limiter/redis_backend.hpp"
+#include "limiter/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/decision_text.hpp"
 #include "support/loop_test.hpp"
+#include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
 #include "support/stored_state.hpp"
 #include "support/valid_limit.hpp"
@@ -40,9 +43,9 @@ std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) 
 const Algorithm reservable[] = {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket};
 
 /// A small limit (a few permits per period of up to a second), so that waits are common.
-Limit small_limit(std::mt19937_64& random) {
+Limit small_limit(std::mt19937_64& random, Algorithm algorithm) {
   return test::first_valid_limit([&] {
-    Limit limit{reservable[pick(random, 0, std::size(reservable) - 1)],
+    Limit limit{algorithm,
                 {pick(random, 1, 6), std::chrono::microseconds(pick(random, 1'000, 1'000'000))}};
     if (pick(random, 0, 2) == 0) limit.burst = pick(random, 1, 3 * limit.rate.permits);
     return limit;
@@ -68,6 +71,8 @@ struct Tally {
   int denied = 0;
   int takes = 0;
   int cancels_returned = 0;
+  int policy_changes = 0;
+  int stale = 0;  ///< steps refused as stale
   std::vector<std::string> mismatches;
 };
 
@@ -81,7 +86,8 @@ class Sequence {
         index_(index),
         tally_(tally) {
     for (std::size_t k = 0; k < keys_per_sequence; ++k) {
-      keys_.push_back({CompiledPolicy::compile(Policy::of(small_limit(random_))),
+      const Algorithm algorithm = reservable[pick(random_, 0, std::size(reservable) - 1)];
+      keys_.push_back({CompiledPolicy::compile(Policy::of(small_limit(random_, algorithm))),
                        "rl:{reserve-all-" + std::to_string(index) + "-" + std::to_string(k) + "}",
                        std::nullopt});
     }
@@ -91,13 +97,15 @@ class Sequence {
     now_ = 1'795'000'000'000'000 + pick(random_, 0, 100'000'000'000);
     for (step_ = 0; step_ < steps_per_sequence; ++step_) {
       now_ += pick(random_, 0, 3) == 0 ? 0 : pick(random_, 1, 300'000);
-      const std::int64_t roll = pick(random_, 0, 9);
-      if (roll < 6) {
+      const std::int64_t roll = pick(random_, 0, 19);
+      if (roll < 12) {
         co_await reserve_some();
-      } else if (roll < 8) {
+      } else if (roll < 16) {
         co_await take_one();
-      } else if (!parts_.empty()) {
+      } else if (roll < 19 && !parts_.empty()) {
         co_await cancel_one();
+      } else {
+        change_policy();
       }
       co_await compare_stored();
     }
@@ -111,6 +119,27 @@ class Sequence {
   DecideRequest request(std::size_t key, std::int64_t permits) const {
     return DecideRequest(keys_[key].policy, KeyBase(keys_[key].key_base), Operation::acquire,
                          permits, now_);
+  }
+
+  /// A key's policy changes: another limit of its algorithm, under a random epoch (a version
+  /// that sometimes goes back: the script refuses it as stale where a newer one wrote).
+  void change_policy() {
+    ReservedKey& key = keys_[static_cast<std::size_t>(pick(random_, 0, keys_per_sequence - 1))];
+    const Algorithm algorithm = key.policy->limits()[0].limit.algorithm;
+    key.policy = CompiledPolicy::compile(Policy::of(small_limit(random_, algorithm)),
+                                         test::random_epoch(random_, now_, 1'000'000, version_));
+    ++tally_->policy_changes;
+  }
+
+  /// Compares a refusal as stale: the script's (its stored version, its claim) and the model's.
+  void compare_stale(const char* what, std::int64_t script, std::size_t script_claim,
+                     std::int64_t model, std::size_t model_claim) {
+    tally_->stale += model != 0 ? 1 : 0;
+    if (script != model || (model != 0 && script_claim != model_claim)) {
+      mismatch(std::string(what) + " refused as stale: script " + std::to_string(script) +
+               " (claim " + std::to_string(script_claim) + "), model " + std::to_string(model) +
+               " (claim " + std::to_string(model_claim) + ")");
+    }
   }
 
   void mismatch(const std::string& what) {
@@ -134,8 +163,16 @@ class Sequence {
     const std::int64_t earliest =
         pick(random_, 0, 3) == 0 ? now_ + pick(random_, -100'000, 1'500'000) : 0;
 
-    const ClaimsReservation script =
-        co_await reserve_claims_in_redis(client_.dispatcher(), requests, max_wait, 0, earliest);
+    ClaimsReservation script;
+    std::int64_t script_stale = 0;
+    std::size_t stale_claim = 0;
+    try {
+      script =
+          co_await reserve_claims_in_redis(client_.dispatcher(), requests, max_wait, 0, earliest);
+    } catch (const StalePolicy& stale) {
+      script_stale = stale.stored_version();
+      stale_claim = stale.claim();
+    }
     const ReserveAllOutcome model = reserve_at_one_slot(
         order.size(), now_,
         [&](std::size_t c, std::int64_t not_before, bool dry) {
@@ -145,6 +182,11 @@ class Sequence {
                          requests[c].permits, max_wait, key.policy->change(), not_before);
         },
         earliest);
+    if (script_stale != 0 || model.decision.stale_version != 0) {
+      compare_stale("reserve_all", script_stale, stale_claim, model.decision.stale_version,
+                    model.binding);
+      co_return;
+    }
     ++tally_->reservations;
     tally_->denied += model.decision.allowed ? 0 : 1;
     tally_->waited += model.decision.allowed && model.wait_us > 0 ? 1 : 0;
@@ -192,13 +234,22 @@ class Sequence {
     const auto key = static_cast<std::size_t>(pick(random_, 0, keys_per_sequence - 1));
     const std::int64_t permits = permits_for(key);
     const DecideRequest requests[] = {request(key, permits)};
-    const Decision script =
-        co_await decide_claims_in_redis(client_.dispatcher(), requests, Operation::acquire);
+    Decision script;
+    std::int64_t script_stale = 0;
+    try {
+      script = co_await decide_claims_in_redis(client_.dispatcher(), requests, Operation::acquire);
+    } catch (const StalePolicy& stale) {
+      script_stale = stale.stored_version();
+    }
     std::vector<std::optional<LimitState>> states = {keys_[key].state};
     const ClaimModel claims[] = {
         {keys_[key].policy->specs(), states, permits, keys_[key].policy->change()}};
     const PolicyOutcome model = decide_claims(claims, now_, Mode::acquire);
     keys_[key].state = states[0];
+    if (script_stale != 0 || model.stale_version != 0) {
+      compare_stale("take", script_stale, 0, model.stale_version, 0);
+      co_return;
+    }
     ++tally_->takes;
     const LimitOutcome& bound = model.binding_outcome();
     if (script.allowed != model.allowed || script.remaining != bound.remaining ||
@@ -214,10 +265,20 @@ class Sequence {
   Task<void> cancel_one() {
     const Part part = parts_[static_cast<std::size_t>(pick(random_, 0, parts_.size() - 1))];
     ReservedKey& key = keys_[part.key];
-    const CancelVerdict script =
-        co_await backend_.cancel(request(part.key, part.permits), part.ticket);
+    // As acquire_all gives it back: under the policy in force (same algorithm, same key).
+    CancelVerdict script = CancelVerdict::refused;
+    std::int64_t script_stale = 0;
+    try {
+      script = co_await backend_.cancel(request(part.key, part.permits), part.ticket);
+    } catch (const StalePolicy& stale) {
+      script_stale = stale.stored_version();
+    }
     const CancelOutcome model = cancel_reservation(key.policy->specs().front(), key.state, now_,
                                                    part.permits, part.ticket, key.policy->change());
+    if (script_stale != 0 || model.stale_version != 0) {
+      compare_stale("cancel", script_stale, 0, model.stale_version, 0);
+      co_return;
+    }
     tally_->cancels_returned += model.verdict == CancelVerdict::returned ? 1 : 0;
     if (script != model.verdict) {
       mismatch("cancel: script " + std::to_string(static_cast<int>(script)) + ", model " +
@@ -249,6 +310,7 @@ class Sequence {
   std::vector<ReservedKey> keys_;
   std::vector<Part> parts_;
   std::int64_t now_ = 0;
+  std::int64_t version_ = 0;  ///< the policy version drawn last
   int step_ = 0;
 };
 
@@ -274,14 +336,15 @@ TEST_F(ReserveAllDifferential, TheScriptReservesSeveralClaimsAtOneSlotAsTheModel
   }());
   std::printf(
       "[ reserve_all ] %d reservations (%d at a slot ahead, %d denied), %d takes, %d parts "
-      "given back (seed %llu)\n",
+      "given back, %d policy changes, %d steps refused as stale (seed %llu)\n",
       tally.reservations, tally.waited, tally.denied, tally.takes, tally.cancels_returned,
-      static_cast<unsigned long long>(seed));
+      tally.policy_changes, tally.stale, static_cast<unsigned long long>(seed));
   for (const std::string& mismatch : tally.mismatches)
     ADD_FAILURE() << mismatch;
   EXPECT_GT(tally.waited, tally.reservations / 5);
   EXPECT_GT(tally.denied, tally.reservations / 20);
   EXPECT_GT(tally.cancels_returned, 50);
+  EXPECT_GT(tally.stale, 0);
 }
 
 }  // namespace
