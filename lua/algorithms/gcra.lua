@@ -88,13 +88,16 @@ local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/res
 
 --!section adjust
 -- refund: the TAT moves back by n*T, never before now (the limit full); give_back: by what the
--- take at taken_at may still hold, n*T less the time since (never more than exact); penalize: on by n*T,
+-- take at taken_at may still hold, n*T less the time since (never more than exact), and not at
+-- all while a slot is ahead (a reservation made since keeps it); penalize: on by n*T,
 -- beyond now + tau as a debt (the write time keeps it: lib/load_frac_time.lua), at most to
 -- 2^52 us; block: to at least until + tau - T, so that a first permit passes at until and none
 -- before.
 --!use schedule
 local to, to_f = tat, tat_f
 if op == 'refund' or op == 'give_back' then
+  -- A slot ahead of now (TAT - tau > now): a reservation made after the take.
+  local scheduled_after = tat - cap > now or (tat - cap == now and tat_f > cap_f)
   --!include ../lib/time_back.lua
 elseif op == 'penalize' then
   to, to_f = new, new_f

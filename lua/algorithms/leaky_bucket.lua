@@ -99,13 +99,16 @@ local reserved_reach = 0
 
 --!section adjust
 -- refund: the next departure moves back by n*T, never before now (the queue empty); give_back:
--- by what the take at taken_at may still hold, n*T less the time since; penalize:
+-- by what the take at taken_at may still hold, n*T less the time since, and not at all when a
+-- request queued after it (it keeps its departure); penalize:
 -- on by n*T, beyond the queue's burst*T as a debt (the write time keeps it), at most to 2^52
 -- us; block: to at least until, when a first permit may leave.
 --!use load
 --!use step
 local to, to_f = free, free_f
 if op == 'refund' or op == 'give_back' then
+  -- The next departure later than the take's end: a request queued after the take.
+  local scheduled_after = free > taken_at + step or (free == taken_at + step and free_f > step_f)
   --!include ../lib/time_back.lua
 elseif op == 'penalize' then
   to, to_f = free + step, free_f + step_f

@@ -110,7 +110,8 @@ end
 
 --!section adjust
 -- refund: n tokens back, never beyond full; give_back: what the take at taken_at may still hold,
--- n tokens less the refill since; penalize: n tokens taken, below zero as a debt (at
+-- n tokens less the refill since, and nothing while the bucket is in debt (a reservation made
+-- since keeps its slot); penalize: n tokens taken, below zero as a debt (at
 -- most the debt a level may carry); block: the level at most d - (until - now) * p, so that one
 -- token is there at until and none before (the caller checks that the debt fits).
 --!use load
@@ -121,7 +122,7 @@ if op == 'refund' then
 elseif op == 'give_back' then
   -- What the take may still hold: n tokens less the refill since (elapsed * p in 1/d token).
   local refilled_by = CEIL_DIV(cost, p)  -- the refill has returned the whole take after this
-  if elapsed_since_take < refilled_by and taken_at <= now and not rewrite then
+  if elapsed_since_take < refilled_by and taken_at <= now and not rewrite and level >= 0 then
     to = level + cost - elapsed_since_take * p
     if to > full then to = full end
   end

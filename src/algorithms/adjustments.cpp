@@ -67,7 +67,8 @@ std::int64_t ttl_of(const LimitSpec& spec, const LimitState& state, std::int64_t
 
 /// The adjustment of one limit's loaded state (lua/algorithms/*.lua, section adjust).
 /// `rewritten`: the state was carried over or stepped back as it loaded; a give_back then
-/// returns nothing, since the time that returned the take cannot be told.
+/// returns nothing, since the time that returned the take cannot be told. Nor does it while a
+/// request scheduled after the take keeps its slot (a bucket's slot ahead of now).
 LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> state,
                              std::int64_t now, Adjustment adjustment, std::int64_t amount,
                              std::int64_t taken_at, bool rewritten) {
@@ -78,7 +79,14 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
     case Algorithm::gcra:
     case Algorithm::leaky_bucket: {
       auto& loaded = std::get<GcraState>(*state);
-      if (adjustment != Adjustment::give_back || giving) {
+      const std::int64_t p = spec.a, d = spec.b;
+      // A request scheduled after the take keeps its slot (nothing moves it): gcra's slot ahead
+      // of now (TAT - tau > now), the leaky bucket's next departure past the take's end.
+      const bool scheduled_after =
+          spec.algorithm == Algorithm::gcra
+              ? FracTime{now, 0} < subtract(loaded.tat, scaled(spec.c, d, p), p)
+              : add({taken_at, 0}, scaled(amount, d, p), p) < loaded.tat;
+      if (adjustment != Adjustment::give_back || (giving && !scheduled_after)) {
         loaded.tat = adjust_time(loaded.tat, GcraParams{spec.a, spec.b, spec.c}, adjustment, amount,
                                  now, elapsed, spec.algorithm == Algorithm::leaky_bucket);
       }
@@ -91,7 +99,7 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
         loaded.level = std::min(full, loaded.level + amount * d);
       } else if (adjustment == Adjustment::give_back) {
         const std::int64_t cost = amount * d;  // less the refill since
-        if (giving && elapsed < ceil_div(cost, p))
+        if (giving && elapsed < ceil_div(cost, p) && loaded.level >= 0)
           loaded.level = std::min(full, loaded.level + cost - elapsed * p);
       } else if (adjustment == Adjustment::penalize) {
         loaded.level = std::max(full - max_exact, loaded.level - amount * d);

@@ -22,9 +22,9 @@ constexpr std::int64_t t0 = 1'800'000'000'000'000;
 constexpr std::int64_t ms = 1'000;
 
 /// One limit of each reservable algorithm: 10 a second, so that a permit is 100 ms; the leaky
-/// bucket queues two, so that a request may queue behind the take.
+/// bucket queues three, so that two requests may queue behind the take.
 const Limit limits[] = {Limit::gcra({10, 1s}, 1), Limit::token_bucket({10, 1s}, 1),
-                        Limit::leaky_bucket({10, 1s}, 2)};
+                        Limit::leaky_bucket({10, 1s}, 3)};
 
 /// A take at t0, a reservation behind it at t0 + 1 ms, the take given back at t0 + 2 ms, and
 /// another reservation at t0 + 3 ms: the two reserved slots, as admitted.
