@@ -8,7 +8,8 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- KEYS[3]   its owner leases, KEYS[1] .. ':leases', and KEYS[4] the reservations they hold,
 --           KEYS[1] .. ':held' (see reservations/leases.lua)
--- ARGV[1]   'reserve', 'reserve_all', 'cancel', 'confirm', 'renew', 'claim' or 'reclaim'
+-- ARGV[1]   'reserve', 'reserve_all', 'earliest_all', 'cancel', 'confirm', 'renew', 'claim' or
+--           'reclaim'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
@@ -26,6 +27,10 @@
 --           it and gets the permits back in its terms, while the waiters behind move by the
 --           shorter of the reservation's own step and the key's (reservations/cancel.lua,
 --           waiters_shift).
+--
+-- earliest_all takes what reserve_all takes, and returns its first nine fields as reserve_all
+-- would have decided them (the slot, or the denial), writing nothing: acquire_all's claims in
+-- several cluster slots find the latest of their slots this way before they reserve on any.
 --
 -- reserve_all (acquire_all): several claims' keys, four keys each as above (KEYS[4c-3..4c]),
 -- in one slot. ARGV[2-12] are as for reserve, for the first claim (ARGV[2] and ARGV[4-10] are
@@ -116,13 +121,14 @@ end
 
 --!end
 local op = ARGV[1]
-if (op == 'reserve_all' and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 14 + 2 * #KEYS)) or
-    (op ~= 'reserve_all' and #KEYS ~= 4) or (op == 'reserve' and #ARGV ~= 12) or
+local several = op == 'reserve_all' or op == 'earliest_all'
+if (several and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 14 + 2 * #KEYS)) or
+    (not several and #KEYS ~= 4) or (op == 'reserve' and #ARGV ~= 12) or
     ((op == 'cancel' or op == 'confirm') and #ARGV ~= 17) or
     ((op == 'renew' or op == 'claim' or op == 'reclaim') and #ARGV ~= 12) then
   error('redlimit: reserve takes four keys and 12 (reserve, renew, claim, reclaim) or 17 '
         .. '(cancel, confirm) arguments, or four keys and 8 arguments more per claim, and one '
-        .. 'last (reserve_all)')
+        .. 'last (reserve_all, earliest_all)')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end
@@ -134,7 +140,7 @@ local burst = integer_arg(ARGV[10], 'burst', 1, MAX_EXACT)
 
 -- Every argument is validated before the first write (the reclaim's).
 local max_wait, lease, version, reserved_p, reserved_d, slot, slot_f, epoch, before
-if op == 'reserve' or op == 'reserve_all' then
+if op == 'reserve' or several then
   -- A slot at most 2^52 us since the epoch (the year 2112) keeps every time computed from it
   -- exact, the state's own horizon added (src/algorithms/gcra.hpp).
   max_wait = math.min(integer_arg(ARGV[11], 'max_wait', 0, MAX_EXACT), MAX_EXACT - now)
@@ -151,15 +157,15 @@ elseif op == 'cancel' or op == 'confirm' then
   epoch = integer_arg(ARGV[14], 'epoch', 0, MAX_EXACT)
   before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
 elseif op ~= 'reclaim' then
-  error('redlimit: operation must be reserve, reserve_all, cancel, confirm, renew, claim or '
-        .. 'reclaim, got ' .. tostring(op))
+  error('redlimit: operation must be reserve, reserve_all, earliest_all, cancel, confirm, '
+        .. 'renew, claim or reclaim, got ' .. tostring(op))
 end
 
 -- reserve_all: the claims at the latest of their keys' earliest slots, on every key or none.
 local function reserve_all()
   local count = integer_arg(ARGV[13], 'claims', 1, #KEYS / 4)
   if count * 4 ~= #KEYS then error('redlimit: the claims name ' .. #KEYS .. ' keys, not 4 each') end
-  local floor = integer_arg(ARGV[#ARGV], 'earliest slot', 0, MAX_EXACT)
+  local earliest = integer_arg(ARGV[#ARGV], 'earliest slot', 0, MAX_EXACT)
   local claims = {}
   for c = 1, count do
     local at = 13 + (c - 1) * 8
@@ -185,7 +191,7 @@ local function reserve_all()
   local function decide_all(not_before)
     local denied = nil
     local least = not_before  -- a denial waits at least until the slot asked for
-    if floor > least then least = floor end
+    if earliest > least then least = earliest end
     for c, claim in ipairs(claims) do
       local allowed, limit, remaining, retry, reset, wait =
           RESERVATIONS[claim.algorithm](claim.keys[1], now, claim.n, claim.p, claim.d, claim.burst,
@@ -202,10 +208,13 @@ local function reserve_all()
     end
     return denied
   end
+  local dry = op == 'earliest_all'
   for _, claim in ipairs(claims) do
     K = claim.keys
-    reclaim_expired(CANCELS[claim.algorithm], now, claim.p, claim.d, claim.burst, claim.pv,
-                    claim.since, claim.carry)
+    if not dry then
+      reclaim_expired(CANCELS[claim.algorithm], now, claim.p, claim.d, claim.burst, claim.pv,
+                      claim.since, claim.carry)
+    end
   end
   local refused = decide_all(0)
   if refused then return refused end
@@ -213,7 +222,20 @@ local function reserve_all()
   for c = 1, count do
     if decided[c][4] > wait then wait, longest = decided[c][4], c end
   end
-  if floor - now > wait then wait, longest = floor - now, nil end
+  if earliest - now > wait then wait, longest = earliest - now, nil end
+  if dry then
+    -- earliest_all: the slot only, bound as below by the claims' earliest decisions.
+    local reply = {1, now, 0, 0, 0, 0, 0, wait, now + wait}
+    local binding = nil
+    for c = 1, count do
+      local limit, remaining, reset = decided[c][1], decided[c][2], decided[c][3]
+      if c == longest or (longest == nil and (binding == nil or remaining < binding)) then
+        binding = remaining
+        reply[3], reply[4], reply[5], reply[7] = c - 1, limit, remaining, reset
+      end
+    end
+    return reply
+  end
   local slot = 0
   if wait > 0 then slot = now + wait end
   refused = decide_all(slot)
@@ -243,7 +265,7 @@ local function reserve_all()
   return reply
 end
 
-if op == 'reserve_all' then return reserve_all() end
+if several then return reserve_all() end
 if op == 'claim' then return {claim_lease(version), now} end
 if op == 'confirm' then
   local standing, at, at_f = confirm_slot(KEYS[1], KEYS[2], reserved_p, slot, slot_f, version,

@@ -271,7 +271,8 @@ Task<Decision> try_acquire_all(std::vector<Claim> claims);
 /// claim's policy is one gcra, token_bucket or leaky_bucket limit (in Redis, keys in several
 /// cluster slots too, or in process), it reserves on every key at one slot, the latest of their
 /// earliest, and keeps its place in each key's queue (in Redis, Decision::server_time_us is
-/// that slot); otherwise it asks again at each denial's retry_after (the longest of the
+/// that slot; across cluster slots a round of calls, not atomic, that may hold permits unused
+/// while it lasts); otherwise it asks again at each denial's retry_after (the longest of the
 /// claims'), not first come, first served (docs/waiting.md). A stop request ends the wait with
 /// Cancelled, its reservations given back. Checked as try_acquire_all() checks; the limiters'
 /// state lives until the call ends. Each limiter counts the final decision.

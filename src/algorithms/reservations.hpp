@@ -65,9 +65,12 @@ struct ReserveAllOutcome {
 /// each claim decided dry at its earliest slot, then dry again at that slot (a denial's retry
 /// at least the wait until it, and until `earliest_slot_us`), and only when all fit written
 /// there.
+/// `earliest_only` (the script's earliest_all): the slot, or the denial, decided only from the
+/// claims' earliest slots; nothing is written and `claims` is empty.
 ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
                                       const ReserveClaim& reserve_claim,
-                                      std::int64_t earliest_slot_us = 0);
+                                      std::int64_t earliest_slot_us = 0,
+                                      bool earliest_only = false);
 
 /// What a cancellation did.
 enum class CancelVerdict {

@@ -39,11 +39,23 @@ std::optional<ReserveAllOutcome> refusal(std::size_t count, std::int64_t now,
   return denied;
 }
 
+/// The claim that binds: `longest`, whose key set the slot, or the first with the fewest
+/// permits remaining.
+std::size_t binding_of(const std::vector<ReserveOutcome>& outcomes,
+                       std::optional<std::size_t> longest) {
+  if (longest) return *longest;
+  std::size_t binding = 0;
+  for (std::size_t c = 1; c < outcomes.size(); ++c) {
+    if (outcomes[c].decision.remaining < outcomes[binding].decision.remaining) binding = c;
+  }
+  return binding;
+}
+
 }  // namespace
 
 ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
                                       const ReserveClaim& reserve_claim,
-                                      std::int64_t earliest_slot_us) {
+                                      std::int64_t earliest_slot_us, bool earliest_only) {
   std::vector<ReserveOutcome> decided;
   if (auto refused = refusal(count, now, 0, earliest_slot_us, reserve_claim, decided))
     return std::move(*refused);
@@ -59,21 +71,20 @@ ReserveAllOutcome reserve_at_one_slot(std::size_t count, std::int64_t now,
     wait = earliest_slot_us - now;
     longest.reset();
   }
-  const std::int64_t slot = wait > 0 ? now + wait : 0;
-  if (auto refused = refusal(count, now, slot, earliest_slot_us, reserve_claim, decided))
-    return std::move(*refused);
-
   ReserveAllOutcome out;
   out.wait_us = wait;
   out.slot_us = now + wait;
-  for (std::size_t c = 0; c < count; ++c) {
-    ReserveOutcome outcome = reserve_claim(c, slot, false);
-    if (c == longest ||
-        (!longest && (c == 0 || outcome.decision.remaining < out.decision.remaining))) {
-      out.binding = c;
-      out.decision = outcome.decision;
-    }
-    out.claims.push_back(std::move(outcome));
+  if (earliest_only) {
+    out.binding = binding_of(decided, longest);
+    out.decision = decided[out.binding].decision;
+  } else {
+    const std::int64_t slot = wait > 0 ? now + wait : 0;
+    if (auto refused = refusal(count, now, slot, earliest_slot_us, reserve_claim, decided))
+      return std::move(*refused);
+    for (std::size_t c = 0; c < count; ++c)
+      out.claims.push_back(reserve_claim(c, slot, false));
+    out.binding = binding_of(out.claims, longest);
+    out.decision = out.claims[out.binding].decision;
   }
   out.decision.allowed = true;
   out.decision.now_us = now;

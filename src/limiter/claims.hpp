@@ -96,25 +96,29 @@ struct ClaimsReservation {
 /// the reserve script's reserve_all, atomic. Each request's policy is a single limit that can
 /// be reserved on; the keys are distinct, and in one slot on a cluster. A reservation waiting
 /// longer than `lease_us` (when not 0) is registered under its owner's lease on every key.
-/// StalePolicy (with its claim) as decide_claims_in_redis().
+/// StalePolicy (with its claim) as decide_claims_in_redis(). `earliest_only` (earliest_all):
+/// the slot, or the denial, as it would be decided, with nothing written and no claims.
 Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
                                                 std::span<const DecideRequest> requests,
                                                 std::int64_t max_wait_us, std::int64_t lease_us,
-                                                std::int64_t earliest_slot_us = 0);
+                                                std::int64_t earliest_slot_us = 0,
+                                                bool earliest_only = false);
 
 /// Reserves claims in several hash slots of a cluster (`groups`, slot_groups()) at one slot:
-/// each hash slot's claims with reserve_claims_in_redis(), one after another, each no earlier
-/// than the latest slot so far; the claims reserved earlier than a later hash slot's are given
-/// back and reserved again at its slot, until every hash slot agrees. Until then, and on a
-/// denial or an error until given back, permits are held unused (under-admission, never
-/// over). `max_wait_us()` is what is left of the call's max_wait at each call. The result is
-/// in the requests' order: wait_us until the last hash slot's wake, the binding claim the one
-/// whose key set the slot (with no wait, the fewest remaining). A denial, or an error
-/// (StalePolicy with its claim in the requests' order), comes after every part is given back.
+/// each hash slot's claims are first asked for their earliest slot, writing nothing
+/// (earliest_all; a denial there takes nothing), then reserved with reserve_claims_in_redis()
+/// at the latest of them, one hash slot after another; claims reserved earlier than a later
+/// hash slot's (traffic in between) are given back and reserved again at its slot, until every
+/// hash slot agrees. Until then, and on a denial or an error until given back, permits are
+/// held unused (under-admission, never over). `max_wait_us()` is what is left of the call's
+/// max_wait at each call. The result is in the requests' order: wait_us until the last hash
+/// slot's wake, the binding claim the one whose key set the slot (with no wait, the fewest
+/// remaining). A denial, or an error (StalePolicy with its claim in the requests' order), comes
+/// after every part is given back; so does the task's destruction (in the background).
 Task<ClaimsReservation> reserve_claims_across_slots(
     const std::vector<HeldClaim>& held, const std::vector<DecideRequest>& requests,
-    const std::vector<std::vector<std::size_t>>& groups,
-    const std::function<std::int64_t()>& max_wait_us, std::int64_t lease_us);
+    const std::vector<std::vector<std::size_t>>& groups, std::function<std::int64_t()> max_wait_us,
+    std::int64_t lease_us);
 
 /// The binding one of `decisions` (one per claim), as the decide script picks it: when all are
 /// allowed, the fewest remaining; else, of the denied, the longest retry_after (the first on a

@@ -1,5 +1,5 @@
 // acquire_all() on a cluster, claims in several hash slots: each slot's claims reserved with
-// one reserve_all, all at one slot (docs/waiting.md, "Several keys").
+// one reserve_all, all at one slot (docs/waiting.md, "Keys in several slots of a cluster").
 
 #include <algorithm>
 #include <chrono>
@@ -7,6 +7,7 @@
 #include "limiter/claims.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
+#include "redlimit/runtime.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -15,8 +16,8 @@ using Clock = std::chrono::steady_clock;
 
 /// Gives back what one hash slot's claims hold of `reserved`: a part whose slot is ahead is
 /// cancelled (the waiters behind it move up); one taken at once gives back what its take still
-/// holds. Why errors are dropped: a part that cannot be given back stays taken until its slot
-/// (under-admission, never over).
+/// holds (nothing when a request was reserved behind it). Why errors are dropped: a part that
+/// cannot be given back stays taken until its slot (under-admission, never over).
 Task<void> give_back_slot(const std::vector<HeldClaim>& held,
                           const std::vector<DecideRequest>& requests,
                           const std::vector<std::size_t>& group,
@@ -33,6 +34,16 @@ Task<void> give_back_slot(const std::vector<HeldClaim>& held,
       }
     } catch (...) {
     }
+  }
+}
+
+/// Every hash slot's part given back, one after another. Why copies: it may run after the
+/// caller's frame is gone (the held claims keep each limiter's backend alive).
+Task<void> give_back_slots(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
+                           std::vector<std::vector<std::size_t>> groups,
+                           std::vector<std::optional<ClaimsReservation>> parts) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (parts[g]) co_await give_back_slot(held, requests, groups[g], *parts[g]);
   }
 }
 
@@ -67,17 +78,66 @@ ClaimsReservation merged(const std::vector<std::vector<std::size_t>>& groups,
   return out;
 }
 
+/// The requests of one hash slot's claims.
+std::vector<DecideRequest> requests_of(const std::vector<DecideRequest>& requests,
+                                       const std::vector<std::size_t>& group) {
+  std::vector<DecideRequest> out;
+  for (const std::size_t i : group)
+    out.push_back(requests[i]);
+  return out;
+}
+
 }  // namespace
 
 Task<ClaimsReservation> reserve_claims_across_slots(
     const std::vector<HeldClaim>& held, const std::vector<DecideRequest>& requests,
-    const std::vector<std::vector<std::size_t>>& groups,
-    const std::function<std::int64_t()>& max_wait_us, std::int64_t lease_us) {
+    const std::vector<std::vector<std::size_t>>& groups, std::function<std::int64_t()> max_wait_us,
+    std::int64_t lease_us) {
   CommandDispatcher& client = held.front().enforcer->redis_backend()->dispatcher();
-  std::vector<std::optional<ClaimsReservation>> parts(groups.size());
-  std::vector<Clock::time_point> wakes(groups.size());
   std::int64_t slot = 0;  // the latest slot so far (server time); 0: none ahead
   std::size_t setter = 0;
+  // Why each hash slot is asked first, writing nothing: a part reserved at once and moved later
+  // could give back nothing once a request queued behind it (under-admission); asked first,
+  // every part is reserved at the latest slot, still ahead, and a denial takes nothing.
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    ClaimsReservation earliest;
+    try {
+      earliest = co_await reserve_claims_in_redis(client, requests_of(requests, groups[g]),
+                                                  max_wait_us(), lease_us, slot, true);
+    } catch (const StalePolicy& stale) {
+      throw StalePolicy(stale.stored_version(), groups[g][stale.claim()]);
+    }
+    if (!earliest.decision.allowed) {
+      earliest.decision.claim = groups[g][earliest.decision.claim];
+      co_return earliest;
+    }
+    if (earliest.wait_us > 0 && earliest.slot_us > slot) {
+      slot = earliest.slot_us;
+      setter = g;
+    }
+  }
+
+  std::vector<std::optional<ClaimsReservation>> parts(groups.size());
+  std::vector<Clock::time_point> wakes(groups.size());
+  // Why a guard: if the task is destroyed meanwhile, the parts reserved so far go back.
+  struct GiveBackOnDestruction {
+    const std::vector<HeldClaim>& held;
+    const std::vector<DecideRequest>& requests;
+    const std::vector<std::vector<std::size_t>>& groups;
+    std::vector<std::optional<ClaimsReservation>>& parts;
+    bool armed = true;
+    ~GiveBackOnDestruction() {
+      if (!armed || std::none_of(parts.begin(), parts.end(), [](const auto& p) { return p; }))
+        return;
+      try {
+        held.front().enforcer->redis_backend()->background()->start(
+            give_back_slots(held, requests, groups, std::move(parts)));
+      } catch (...) {
+        report_error(std::current_exception());  // out of memory: given back at the slots
+      }
+    }
+  } guard{held, requests, groups, parts};
+
   std::optional<ClaimsReservation> denial;
   std::exception_ptr error;
   for (bool settled = false; !settled && !denial && !error;) {
@@ -85,18 +145,15 @@ Task<ClaimsReservation> reserve_claims_across_slots(
     for (std::size_t g = 0; g < groups.size() && !denial && !error; ++g) {
       if (parts[g] && parts[g]->slot_us >= slot) continue;
       if (parts[g]) {
-        // Earlier than the slot a later hash slot's claims set: used there, its permits would
-        // be late for the place the key gave them. Given back, and reserved again at it.
+        // Earlier than the slot a later hash slot's claims set (traffic since they were asked):
+        // used there, its permits would be late for the place the key gave them.
         co_await give_back_slot(held, requests, groups[g], *parts[g]);
         parts[g].reset();
       }
-      std::vector<DecideRequest> group_requests;
-      for (const std::size_t i : groups[g])
-        group_requests.push_back(requests[i]);
       std::optional<ClaimsReservation> reserved;
       try {
-        reserved =
-            co_await reserve_claims_in_redis(client, group_requests, max_wait_us(), lease_us, slot);
+        reserved = co_await reserve_claims_in_redis(client, requests_of(requests, groups[g]),
+                                                    max_wait_us(), lease_us, slot);
       } catch (const StalePolicy& stale) {
         error =
             std::make_exception_ptr(StalePolicy(stale.stored_version(), groups[g][stale.claim()]));
@@ -118,11 +175,9 @@ Task<ClaimsReservation> reserve_claims_across_slots(
       parts[g] = std::move(reserved);
     }
   }
+  guard.armed = false;
   if (denial || error) {
-    // Why one after another: a caller may abandon the call (destroy its task) meanwhile.
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      if (parts[g]) co_await give_back_slot(held, requests, groups[g], *parts[g]);
-    }
+    co_await give_back_slots(held, requests, groups, std::move(parts));
     if (error) std::rethrow_exception(error);
     co_return *denial;
   }

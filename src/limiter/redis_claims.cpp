@@ -87,7 +87,7 @@ std::size_t claim_index(std::int64_t claim, std::size_t requests, std::string_vi
 Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
                                                 std::span<const DecideRequest> requests,
                                                 std::int64_t max_wait_us, std::int64_t lease_us,
-                                                std::int64_t earliest_slot_us) {
+                                                std::int64_t earliest_slot_us, bool earliest_only) {
   std::vector<std::string> keys;
   std::vector<std::string> claim_fields;  // per claim: permits, policy epoch, its limit
   for (const DecideRequest& request : requests) {
@@ -106,7 +106,8 @@ Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
   const std::string max_wait = std::to_string(max_wait_us);
   const std::string lease = std::to_string(lease_us);
   const std::string claim_count = std::to_string(requests.size());
-  std::vector<std::string_view> args = {"reserve_all", permits, now};
+  std::vector<std::string_view> args = {earliest_only ? "earliest_all" : "reserve_all", permits,
+                                        now};
   const auto& epoch = first.policy->epoch_fields();
   args.insert(args.end(), epoch.begin(), epoch.end());
   const auto& limit = first.policy->limits().front().fields;
@@ -124,7 +125,7 @@ Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
                       claim_index(fields[2].as_integer(), requests.size(), "reserve"));
   }
   const bool allowed = !fields.empty() && fields[0].as_integer() == 1;
-  if (fields.size() != 9 + (allowed ? 4 * requests.size() : 0)) {
+  if (fields.size() != 9 + (allowed && !earliest_only ? 4 * requests.size() : 0)) {
     throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
                         " fields for " + std::to_string(requests.size()) + " claims");
   }
@@ -142,7 +143,7 @@ Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
   decision.policy_version = requests[decision.claim].policy->epoch().version;
   out.wait_us = fields[7].as_integer();
   out.slot_us = fields[8].as_integer();
-  if (!allowed) co_return out;
+  if (!allowed || earliest_only) co_return out;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const LimitSpec& spec = requests[i].policy->limits().front().spec;
     const std::size_t at = 9 + 4 * i;

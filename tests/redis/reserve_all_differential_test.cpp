@@ -4,9 +4,10 @@
 // reserve_at_one_slot() over reserve() (src/algorithms/). Each sequence has three keys, each
 // under one gcra, token_bucket or leaky_bucket limit; a step reserves a random subset of them in
 // random order at one slot (sometimes no earlier than a given one, as for claims across cluster
-// slots), takes from one key at once (the queue that later requests join), cancels a part
-// reserved earlier (which moves the waiters behind it), or changes a key's policy (another
-// limit of its algorithm, under a random epoch: carried over, or refused as stale).
+// slots; sometimes only asking for that slot, writing nothing: earliest_all), takes from one key at
+// once (the queue that later requests join), cancels a part reserved earlier (which moves the
+// waiters behind it), or changes a key's policy (another limit of its algorithm, under a random
+// epoch: carried over, or refused as stale).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +72,7 @@ struct Tally {
   int denied = 0;
   int takes = 0;
   int cancels_returned = 0;
+  int earliest_only = 0;  ///< of the reservations, those that only asked for the slot
   int policy_changes = 0;
   int stale = 0;  ///< steps refused as stale
   std::vector<std::string> mismatches;
@@ -162,13 +164,15 @@ class Sequence {
     // Sometimes the slot the claims in other cluster slots were reserved at (even one passed).
     const std::int64_t earliest =
         pick(random_, 0, 3) == 0 ? now_ + pick(random_, -100'000, 1'500'000) : 0;
+    // Sometimes only the slot it would take, writing nothing (earliest_all).
+    const bool earliest_only = pick(random_, 0, 4) == 0;
 
     ClaimsReservation script;
     std::int64_t script_stale = 0;
     std::size_t stale_claim = 0;
     try {
-      script =
-          co_await reserve_claims_in_redis(client_.dispatcher(), requests, max_wait, 0, earliest);
+      script = co_await reserve_claims_in_redis(client_.dispatcher(), requests, max_wait, 0,
+                                                earliest, earliest_only);
     } catch (const StalePolicy& stale) {
       script_stale = stale.stored_version();
       stale_claim = stale.claim();
@@ -181,13 +185,14 @@ class Sequence {
           return reserve(key.policy->specs().front(), dry ? copy : key.state, now_,
                          requests[c].permits, max_wait, key.policy->change(), not_before);
         },
-        earliest);
+        earliest, earliest_only);
     if (script_stale != 0 || model.decision.stale_version != 0) {
       compare_stale("reserve_all", script_stale, stale_claim, model.decision.stale_version,
                     model.binding);
       co_return;
     }
     ++tally_->reservations;
+    tally_->earliest_only += earliest_only ? 1 : 0;
     tally_->denied += model.decision.allowed ? 0 : 1;
     tally_->waited += model.decision.allowed && model.wait_us > 0 ? 1 : 0;
 
@@ -336,9 +341,11 @@ TEST_F(ReserveAllDifferential, TheScriptReservesSeveralClaimsAtOneSlotAsTheModel
   }());
   std::printf(
       "[ reserve_all ] %d reservations (%d at a slot ahead, %d denied), %d takes, %d parts "
-      "given back, %d policy changes, %d steps refused as stale (seed %llu)\n",
+      "given back, %d policy changes, %d steps refused as stale, %d slots only asked for "
+      "(seed %llu)\n",
       tally.reservations, tally.waited, tally.denied, tally.takes, tally.cancels_returned,
-      tally.policy_changes, tally.stale, static_cast<unsigned long long>(seed));
+      tally.policy_changes, tally.stale, tally.earliest_only,
+      static_cast<unsigned long long>(seed));
   for (const std::string& mismatch : tally.mismatches)
     ADD_FAILURE() << mismatch;
   EXPECT_GT(tally.waited, tally.reservations / 5);
