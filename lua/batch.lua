@@ -80,6 +80,15 @@ local function BATCH_CALL(command, key, ...)
   return redis.call(command, key, ...)
 end
 
+-- Why MEMO: on a key that several calls name, each lean run would parse the value the run
+-- before it read or formatted, which costs as much as the decision. A stored value's fields
+-- are kept here under the value itself: by its first reader (lib/load_frac_time.lua,
+-- lib/load_tokens.lua), which parsed it, and by its writer (lib/frac_time_value.lua,
+-- lib/tokens_value.lua), which formatted it from them; the next reader takes them instead of
+-- parsing. A value maps to what parsing it gives, so whatever wrote a key last, a reader gets
+-- the same numbers either way. The other scripts declare MEMO nil.
+local MEMO = {}
+
 local SCRIPTS = {}
 --!scripts
 
@@ -202,9 +211,9 @@ for call = 1, calls do
     local key = KEYS[key_at]
     -- Why redis.call is safe for a key named once: every script declares the keys it touches
     -- (a cluster requires it), so no other call of the batch has it in BATCH_CALL's tables.
-    local call_redis = redis_call
-    if shared[key] then call_redis = BATCH_CALL end
-    ok, reply = pcall(run, call_redis, key, n, now, ttl_extra, policy[1], since, policy[3],
+    local call_redis, memo = redis_call, nil
+    if shared[key] then call_redis, memo = BATCH_CALL, MEMO end
+    ok, reply = pcall(run, call_redis, memo, key, n, now, ttl_extra, policy[1], since, policy[3],
                       policy[4], policy[5], policy[6])
   else
     local keys, args = {}, {}

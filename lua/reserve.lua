@@ -77,6 +77,7 @@
 local RESERVATIONS, CANCELS = {}, {}
 local K = KEYS  -- the four keys of the claim at hand (reservations/leases.lua)
 local TTL_EXTRA_MS = 0
+local MEMO = nil  -- no values remembered: one call alone (lua/batch.lua, MEMO)
 --!include lib/exact.lua
 --!include lib/frac_time.lua
 --!include reservations/reclaim_slots.lua

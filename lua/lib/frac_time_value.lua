@@ -5,3 +5,4 @@
 -- costs more than Lua's integer formatting (%d, exact below 2^53).
 local value = string.format('%d:%d:%d:%d:%d:%d:%d:%d:%d:%d', new, new_f, p, version, cancels,
                             epoch, d, burst, pv, now)
+if MEMO then MEMO[value] = {new, new_f, p, version, cancels, epoch, d, burst, pv, now} end

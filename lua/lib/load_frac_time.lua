@@ -32,8 +32,18 @@ local version, cancels, epoch = 0, 0, 0
 local timed = false  -- the value records its write time: no horizon rule (a debt is kept)
 local stored = redis.call('GET', key)
 if stored then
-  local us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written = string.match(stored,
-      '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):?(%d*)$')
+  local us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written
+  local known = MEMO and MEMO[stored]  -- a value this batch wrote (lua/batch.lua, MEMO)
+  if known then
+    us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written = known[1], known[2],
+        known[3], known[4], known[5], known[6], known[7], known[8], known[9], known[10]
+  else
+    us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written = string.match(stored,
+        '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):?(%d*)$')
+    if MEMO and us then
+      MEMO[stored] = {us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written}
+    end
+  end
   if us then
     us, f, den = tonumber(us), tonumber(f), tonumber(den)
     written = tonumber(written)  -- nil in a value of the previous release

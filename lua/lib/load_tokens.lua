@@ -24,8 +24,18 @@ local level, last = full, now
 local version, cancels, epoch = 0, 0, 0
 local stored = redis.call('GET', key)
 if stored then
-  local s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv =
-      string.match(stored, '^(%-?%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  local s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv
+  local known = MEMO and MEMO[stored]  -- a value this batch wrote (lua/batch.lua, MEMO)
+  if known then
+    s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv = known[1], known[2],
+        known[3], known[4], known[5], known[6], known[7], known[8], known[9]
+  else
+    s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv =
+        string.match(stored, '^(%-?%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$')
+    if MEMO and s_level then
+      MEMO[stored] = {s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv}
+    end
+  end
   if s_level then
     level, last, den = tonumber(s_level), tonumber(s_last), tonumber(den)
     version, cancels, epoch = tonumber(s_version), tonumber(s_cancels), tonumber(s_epoch)

@@ -2,3 +2,4 @@
 -- and the stamp (statements; the format as lib/load_tokens.lua describes).
 local value = string.format('%d:%d:%d:%d:%d:%d:%d:%d:%d', written, t, d, version, cancels, epoch,
                             p, burst, pv)
+if MEMO then MEMO[value] = {written, t, d, version, cancels, epoch, p, burst, pv} end

@@ -24,6 +24,7 @@
 
 local ALGORITHMS = {}
 local TTL_EXTRA_MS = 0
+local MEMO = nil  -- no values remembered: one call alone (lua/batch.lua, MEMO)
 local elapsed_since_take = 0  -- give_back: now - the take's time (set below, before any call)
 --!include ../lib/numbers.lua
 --!include ../lib/integer_arg.lua

@@ -43,6 +43,7 @@
 
 local ALGORITHMS = {}
 local TTL_EXTRA_MS = 0
+local MEMO = nil  -- no values remembered: one call alone (lua/batch.lua, MEMO)
 --!include ../lib/numbers.lua
 --!include ../lib/integer_arg.lua
 --!needs

@@ -30,5 +30,6 @@
 local lean_script, lean_fields = 'decide_@ALG@', '@CHECKS@'
 --!include ../lib/lean_arguments.lua
 local key = KEYS[1]
+local MEMO = nil  -- no values remembered: one call alone (lua/batch.lua, MEMO)
 --!needs
 --!include lean_decision.lua
