@@ -38,21 +38,20 @@
 -- since, carry, algorithm, p, d, burst; and last the earliest slot the caller takes (server
 -- microseconds; 0: none), the slot its claims in other cluster slots were reserved at. The
 -- claims are reserved at one slot, the latest of their keys' earliest and that one, on every
--- key or none: each key's permits arrive at that slot (the
--- algorithms' not_before), and every later request on a key is charged after them (none
--- delays them), as in its own queue. Returns {allowed, now_us, binding claim (0-based: the one
--- whose key set the slot, or with no wait or the caller's earliest slot the one with the fewest
--- permits remaining), limit,
--- remaining, retry_after_us, reset_after_us, wait_us, slot_us} and then, per
--- claim when allowed, {version, cancels, epoch, lease_expiry_us}; a denial (a wait beyond
--- max_wait, or a key that cannot take the permits at the slot) writes nothing but the leases'
--- reclaims, and is bound by the claim with the longest retry (at least the wait until the
--- caller's earliest slot, and until the slot when denied there). {-1, stored_pv, claim} when a
--- claim's key holds state of a newer policy version than its pv.
+-- key or none: each key's permits arrive at that slot (the algorithms' not_before), and every
+-- later request on a key is charged after them (none delays them), as in its own queue.
+-- Returns {allowed, now_us, binding claim (0-based: the one whose key set the slot, or with no
+-- wait or the caller's earliest slot the one with the fewest permits remaining), limit,
+-- remaining, retry_after_us, reset_after_us, wait_us, slot_us} and then, per claim when
+-- allowed, {version, cancels, epoch, lease_expiry_us}; a denial (a wait beyond max_wait, or a
+-- key that cannot queue the permits) writes nothing but the leases' reclaims, and is bound by
+-- the claim with the longest retry (at least the wait until the caller's earliest slot, and
+-- until the slot when denied there). {-1, stored_pv, claim} when a claim's key holds state of
+-- a newer policy version than its pv.
 -- reserve returns {allowed (0/1), now_us, limit, remaining, retry_after_us, reset_after_us,
 -- wait_us, slot_us, slot_fraction, version, cancels, epoch, lease_expiry_us (0: not
--- registered)}; a denied reservation (wait beyond
--- max_wait, or a full leaky queue) writes nothing, and retry_after is the wait it would have had.
+-- registered)}; a denied reservation (wait beyond max_wait, or a full leaky queue) writes
+-- nothing, and retry_after is the wait it would have had.
 -- cancel returns {verdict, now_us}: 1 returned, 0 due (the slot has come: the permits were
 -- used), 2 refused (the key was reset since: nothing goes back), 3 already returned (a cancel of
 -- the same reservation returned it before: nothing changes). When it returned permits, it

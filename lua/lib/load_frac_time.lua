@@ -33,7 +33,7 @@ local timed = false  -- the value records its write time: no horizon rule (a deb
 local stored = redis.call('GET', key)
 if stored then
   local us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written
-  local known = MEMO and MEMO[stored]  -- a value this batch wrote (lua/batch.lua, MEMO)
+  local known = MEMO and MEMO[stored]  -- a value this batch read or wrote (lua/batch.lua, MEMO)
   if known then
     us, f, den, s_version, s_cancels, s_epoch, sd, sb, spv, written = known[1], known[2],
         known[3], known[4], known[5], known[6], known[7], known[8], known[9], known[10]

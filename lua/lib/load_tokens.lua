@@ -25,7 +25,7 @@ local version, cancels, epoch = 0, 0, 0
 local stored = redis.call('GET', key)
 if stored then
   local s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv
-  local known = MEMO and MEMO[stored]  -- a value this batch wrote (lua/batch.lua, MEMO)
+  local known = MEMO and MEMO[stored]  -- a value this batch read or wrote (lua/batch.lua, MEMO)
   if known then
     s_level, s_last, den, s_version, s_cancels, s_epoch, sp, sb, spv = known[1], known[2],
         known[3], known[4], known[5], known[6], known[7], known[8], known[9]
