@@ -70,21 +70,91 @@ Task<void> stop_after(uv_loop_t* loop, std::chrono::milliseconds delay, std::sto
   source->request_stop();
 }
 
+/// A waiter on the global key, acquire_all of the user's key and the global key 10 ms later,
+/// another waiter on the global key 20 ms later; the global key's burst taken first.
+struct Queue {
+  Outcome first, claims, second;
+};
+
+Queue queue_around_acquire_all(uv_loop_t* loop, Limiter& global, Limiter& per_user) {
+  Queue out;
+  EXPECT_TRUE(run(loop, global.try_acquire("all")).allowed);
+  run(loop, [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_after(loop, 0ms, &global, "all", {}, &out.first));
+    group.add(acquire_all_after(loop, 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &out.claims));
+    group.add(acquire_after(loop, 20ms, &global, "all", {}, &out.second));
+    co_await group.join();
+  }());
+  EXPECT_TRUE(out.first.decision && out.claims.decision && out.second.decision);
+  return out;
+}
+
+/// acquire_all of the user's key and the global key (its burst taken first), stopped at 30 ms;
+/// then, at 110 ms, whether the global key allows a permit (its slot, at 100 ms, is free again:
+/// kept, the next permit would wait until 200 ms).
+struct Stopped {
+  Outcome claims;
+  std::chrono::steady_clock::duration lasted{};
+  bool slot_free_again = false;
+};
+
+Stopped stopped_while_waiting(uv_loop_t* loop, Limiter& global, Limiter& per_user) {
+  Stopped out;
+  EXPECT_TRUE(run(loop, global.try_acquire("all")).allowed);
+  std::stop_source source;
+  const auto started = std::chrono::steady_clock::now();
+  run(loop, [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_all_after(loop, 0ms, {{&per_user, "u"}, {&global, "all"}}, source.get_token(),
+                                &out.claims));
+    group.add(stop_after(loop, 30ms, &source));
+    co_await group.join();
+  }());
+  out.lasted = out.claims.ended - started;
+  run(loop, sleep_for(loop, std::chrono::duration_cast<std::chrono::microseconds>(
+                                started + 110ms - std::chrono::steady_clock::now())));
+  out.slot_free_again = run(loop, global.try_acquire("all")).allowed;
+  return out;
+}
+
+/// The user's key (1/s, burst 1, its permit taken) binds acquire_all at 1 s. On the global key
+/// (burst 1, taken: `burst`), a waiter ahead of acquire_all is cancelled at 40 ms, which moves
+/// acquire_all's part there 100 ms earlier; right after acquire_all, another take of the global
+/// key (`other`).
+struct Moved {
+  Decision burst;
+  Outcome ahead, claims;
+  std::optional<Decision> other;
+};
+
+Moved moved_by_a_cancellation(uv_loop_t* loop, Limiter& global, Limiter& per_user) {
+  Moved out;
+  out.burst = run(loop, global.try_acquire("all"));
+  EXPECT_TRUE(out.burst.allowed);
+  EXPECT_TRUE(run(loop, per_user.try_acquire("u")).allowed);
+  std::stop_source cancel_ahead;
+  run(loop, [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_after(loop, 0ms, &global, "all", cancel_ahead.get_token(), &out.ahead));
+    group.add(acquire_all_after(loop, 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &out.claims));
+    group.add(stop_after(loop, 40ms, &cancel_ahead));
+    co_await group.join();
+    out.other = co_await global.try_acquire("all");
+  }());
+  EXPECT_TRUE(out.ahead.cancelled);
+  EXPECT_TRUE(out.claims.decision && out.claims.decision->allowed);
+  return out;
+}
+
 TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   // The global key admits one permit per 100 ms; a waiter, then acquire_all, then another
   // waiter queue on it. Asking again at each retry_after, acquire_all was overtaken by every
   // waiter that reserved meanwhile.
   Limiter global(client(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "fifo-global"});
   Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "fifo-user"});
-  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
-  Outcome first, claims, second;
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    group.add(acquire_after(loop(), 0ms, &global, "all", {}, &first));
-    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
-    group.add(acquire_after(loop(), 20ms, &global, "all", {}, &second));
-    co_await group.join();
-  }());
+  const Queue queue = queue_around_acquire_all(loop(), global, per_user);
+  const auto& [first, claims, second] = queue;
   ASSERT_TRUE(first.decision && claims.decision && second.decision);
   ASSERT_TRUE(first.decision->allowed && claims.decision->allowed && second.decision->allowed);
   EXPECT_LT(first.decision->server_time_us, claims.decision->server_time_us);
@@ -97,54 +167,24 @@ TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
 TEST_F(AcquireAllTest, AStopWhileWaitingGivesItsSlotBack) {
   Limiter global(client(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "stop-global"});
   Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "stop-user"});
-  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
-  std::stop_source source;
-  Outcome claims;
-  const auto started = std::chrono::steady_clock::now();
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    group.add(acquire_all_after(loop(), 0ms, {{&per_user, "u"}, {&global, "all"}},
-                                source.get_token(), &claims));
-    group.add(stop_after(loop(), 30ms, &source));
-    co_await group.join();
-  }());
-  EXPECT_TRUE(claims.cancelled);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 90ms) << "ended by the stop";
-  // Its slot, at 100 ms, is free again: kept, the next permit would wait until 200 ms.
-  run(loop(), sleep_for(loop(), std::chrono::duration_cast<std::chrono::microseconds>(
-                                    started + 110ms - std::chrono::steady_clock::now())));
-  EXPECT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  const Stopped stopped = stopped_while_waiting(loop(), global, per_user);
+  EXPECT_TRUE(stopped.claims.cancelled);
+  EXPECT_LT(stopped.lasted, 90ms) << "ended by the stop";
+  EXPECT_TRUE(stopped.slot_free_again);
 }
 
 TEST_F(AcquireAllTest, APartMovedByACancellationAheadOfItIsNotUsedWhereItNoLongerIs) {
-  // The user's key binds at 1 s. On the global key (burst 1), a waiter ahead of acquire_all is
-  // cancelled: Redis moves acquire_all's part there 100 ms earlier, where it is charged. Used
-  // at 1 s as reserved, it would join the permit the global key, idle by then, gives another
-  // request at that moment: 2 permits where 1 is allowed.
+  // Used at 1 s as reserved, the moved part would join the permit the global key, idle by
+  // then, gives another request at that moment: 2 permits where 1 is allowed.
   const Limit global_limit = Limit::gcra({10, 1s}, 1);
   Limiter global(client(), Policy::of(global_limit), {.name = "moved-global"});
   Limiter per_user(client(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "moved-user"});
-  std::vector<test::Admit> admits;
-  const Decision burst = run(loop(), global.try_acquire("all"));
-  ASSERT_TRUE(burst.allowed);
-  admits.push_back({burst.server_time_us, 1});
-  ASSERT_TRUE(run(loop(), per_user.try_acquire("u")).allowed);
-  std::stop_source cancel_ahead;
-  Outcome ahead, claims;
-  std::optional<Decision> other;
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    group.add(acquire_after(loop(), 0ms, &global, "all", cancel_ahead.get_token(), &ahead));
-    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
-    group.add(stop_after(loop(), 40ms, &cancel_ahead));
-    co_await group.join();
-    other = co_await global.try_acquire("all");
-  }());
-  EXPECT_TRUE(ahead.cancelled);
-  ASSERT_TRUE(claims.decision && claims.decision->allowed);
-  EXPECT_EQ(claims.decision->claim, 0u) << "the user's key bound";
-  admits.push_back({claims.decision->server_time_us, 1});
-  if (other->allowed) admits.push_back({other->server_time_us, 1});
+  const Moved moved = moved_by_a_cancellation(loop(), global, per_user);
+  ASSERT_TRUE(moved.claims.decision && moved.claims.decision->allowed && moved.other);
+  EXPECT_EQ(moved.claims.decision->claim, 0u) << "the user's key bound";
+  std::vector<test::Admit> admits{{moved.burst.server_time_us, 1},
+                                  {moved.claims.decision->server_time_us, 1}};
+  if (moved.other->allowed) admits.push_back({moved.other->server_time_us, 1});
   const test::CheckResult check = test::check_admits(global_limit, admits);
   EXPECT_TRUE(check) << check.description;
 }
@@ -154,15 +194,8 @@ using AcquireAllInProcessTest = test::LoopTest;
 TEST_F(AcquireAllInProcessTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-fifo-global"});
   Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-fifo-user"});
-  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
-  Outcome first, claims, second;
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    group.add(acquire_after(loop(), 0ms, &global, "all", {}, &first));
-    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
-    group.add(acquire_after(loop(), 20ms, &global, "all", {}, &second));
-    co_await group.join();
-  }());
+  const Queue queue = queue_around_acquire_all(loop(), global, per_user);
+  const auto& [first, claims, second] = queue;
   ASSERT_TRUE(first.decision && claims.decision && second.decision);
   ASSERT_TRUE(first.decision->allowed && claims.decision->allowed && second.decision->allowed);
   EXPECT_EQ(claims.decision->source, Source::local);
@@ -188,46 +221,21 @@ TEST_F(AcquireAllInProcessTest, LimitersOfOneNameKeepTheirOwnStateAndAreNotOneKe
 TEST_F(AcquireAllInProcessTest, AStopWhileWaitingGivesItsSlotBack) {
   Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-stop-global"});
   Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-stop-user"});
-  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
-  std::stop_source source;
-  Outcome claims;
-  const auto started = std::chrono::steady_clock::now();
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    group.add(acquire_all_after(loop(), 0ms, {{&per_user, "u"}, {&global, "all"}},
-                                source.get_token(), &claims));
-    group.add(stop_after(loop(), 30ms, &source));
-    co_await group.join();
-  }());
-  EXPECT_TRUE(claims.cancelled);
-  EXPECT_LT(claims.ended - started, 90ms) << "ended by the stop";
-  run(loop(), sleep_for(loop(), std::chrono::duration_cast<std::chrono::microseconds>(
-                                    started + 110ms - std::chrono::steady_clock::now())));
-  EXPECT_TRUE(run(loop(), global.try_acquire("all")).allowed) << "its slot is free again";
+  const Stopped stopped = stopped_while_waiting(loop(), global, per_user);
+  EXPECT_TRUE(stopped.claims.cancelled);
+  EXPECT_LT(stopped.lasted, 90ms) << "ended by the stop";
+  EXPECT_TRUE(stopped.slot_free_again);
 }
 
 TEST_F(AcquireAllInProcessTest, APartMovedByACancellationAheadOfItIsNotUsedWhereItNoLongerIs) {
-  // As in Redis: the user's key binds at 1 s; the waiter ahead on the global key is cancelled,
-  // which moves acquire_all's part there 100 ms earlier. It reserves again rather than use it.
+  // In process a decision carries no time: the take right after acquire_all, on a key of burst
+  // 1 that gave acquire_all its permit at its wake, is denied.
   Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-moved-global"});
   Limiter per_user(loop(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "local-moved-user"});
-  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
-  ASSERT_TRUE(run(loop(), per_user.try_acquire("u")).allowed);
-  std::stop_source cancel_ahead;
-  Outcome ahead, claims;
-  std::optional<Decision> other;
-  run(loop(), [&]() -> Task<void> {
-    TaskGroup group;
-    group.add(acquire_after(loop(), 0ms, &global, "all", cancel_ahead.get_token(), &ahead));
-    group.add(acquire_all_after(loop(), 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
-    group.add(stop_after(loop(), 40ms, &cancel_ahead));
-    co_await group.join();
-    other = co_await global.try_acquire("all");
-  }());
-  EXPECT_TRUE(ahead.cancelled);
-  ASSERT_TRUE(claims.decision && claims.decision->allowed);
-  EXPECT_EQ(claims.decision->claim, 0u) << "the user's key bound";
-  EXPECT_FALSE(other->allowed) << "the global key gave acquire_all its permit at its wake";
+  const Moved moved = moved_by_a_cancellation(loop(), global, per_user);
+  ASSERT_TRUE(moved.claims.decision && moved.claims.decision->allowed && moved.other);
+  EXPECT_EQ(moved.claims.decision->claim, 0u) << "the user's key bound";
+  EXPECT_FALSE(moved.other->allowed) << "the global key gave acquire_all its permit at its wake";
 }
 
 }  // namespace
