@@ -104,9 +104,7 @@ Task<Decision> decide_across_slots(const std::vector<HeldClaim>& claims,
   std::optional<Decision> denial;
   std::exception_ptr error;
   for (const std::vector<std::size_t>& group : groups) {
-    std::vector<DecideRequest> group_requests;
-    for (const std::size_t i : group)
-      group_requests.push_back(requests[i]);
+    const std::vector<DecideRequest> group_requests = requests_of(requests, group);
     try {
       Decision decision = co_await decide_claims_in_redis(client, group_requests, operation);
       decision.claim = group[decision.claim];
@@ -278,6 +276,14 @@ void check_keys(std::span<const DecideRequest> requests) {
       }
     }
   }
+}
+
+std::vector<DecideRequest> requests_of(const std::vector<DecideRequest>& requests,
+                                       const std::vector<std::size_t>& group) {
+  std::vector<DecideRequest> out;
+  for (const std::size_t i : group)
+    out.push_back(requests[i]);
+  return out;
 }
 
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,

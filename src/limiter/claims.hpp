@@ -56,6 +56,10 @@ void check_keys(std::span<const DecideRequest> requests);
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
                                                   bool cluster);
 
+/// The requests of one slot group's claims (`group`: indexes into `requests`).
+std::vector<DecideRequest> requests_of(const std::vector<DecideRequest>& requests,
+                                       const std::vector<std::size_t>& group);
+
 /// acquire_all() by reserving, in Redis or in process (src/limiter/claims_reserving.cpp): every
 /// claim's key at one slot, so that each key's queue keeps its order. None, before any I/O but
 /// reading a follower's policies, when the claims cannot be reserved on: a policy that is not a

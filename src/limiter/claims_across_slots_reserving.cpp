@@ -78,15 +78,6 @@ ClaimsReservation merged(const std::vector<std::vector<std::size_t>>& groups,
   return out;
 }
 
-/// The requests of one hash slot's claims.
-std::vector<DecideRequest> requests_of(const std::vector<DecideRequest>& requests,
-                                       const std::vector<std::size_t>& group) {
-  std::vector<DecideRequest> out;
-  for (const std::size_t i : group)
-    out.push_back(requests[i]);
-  return out;
-}
-
 }  // namespace
 
 Task<ClaimsReservation> reserve_claims_across_slots(

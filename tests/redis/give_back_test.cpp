@@ -5,6 +5,8 @@
 // cancellation moves it), so the key must not give those permits to another request on top of it.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "limiter/local_backend.hpp"
 #include "limiter/redis_backend.hpp"
 #include "redlimit/client.hpp"
@@ -26,36 +28,30 @@ constexpr std::int64_t ms = 1'000;
 const Limit limits[] = {Limit::gcra({10, 1s}, 1), Limit::token_bucket({10, 1s}, 1),
                         Limit::leaky_bucket({10, 1s}, 3)};
 
-/// A take at t0, a reservation behind it at t0 + 1 ms, the take given back at t0 + 2 ms, and
-/// another reservation at t0 + 3 ms: the two reserved slots, as admitted.
-Task<std::vector<test::Admit>> reserved_around_a_give_back(Backend& backend, const Limit& limit,
-                                                           std::string key) {
-  const auto policy = CompiledPolicy::compile(Policy::of(limit));
-  const auto request = [&](std::int64_t now) {
-    return DecideRequest(policy, KeyBase(key), Operation::acquire, 1, now);
-  };
-  const Decision take = co_await backend.decide(request(t0));
-  EXPECT_TRUE(take.allowed);
-  const Reservation behind = co_await backend.reserve(request(t0 + 1 * ms), 10'000'000);
-  EXPECT_TRUE(behind.decision.allowed);
-  co_await backend.adjust(request(t0 + 2 * ms), Adjustment::give_back, 1, t0);
-  const Reservation after = co_await backend.reserve(request(t0 + 3 * ms), 10'000'000);
-  EXPECT_TRUE(after.decision.allowed);
-  co_return std::vector<test::Admit>{{behind.slot.ceil_us(), 1}, {after.slot.ceil_us(), 1}};
-}
+/// What followed a take at t0 given back at t0 + 2 ms: the reservation made behind the take at
+/// t0 + 1 ms (when asked for), and the one made at t0 + 3 ms.
+struct AroundAGiveBack {
+  std::optional<Reservation> behind;
+  Reservation after;
+};
 
-/// A take at t0 given back at t0 + 2 ms, then a reservation at t0 + 3 ms: its wait.
-Task<std::int64_t> wait_after_a_give_back(Backend& backend, const Limit& limit, std::string key) {
+Task<AroundAGiveBack> around_a_give_back(Backend& backend, const Limit& limit, std::string key,
+                                         bool reserve_behind) {
   const auto policy = CompiledPolicy::compile(Policy::of(limit));
   const auto request = [&](std::int64_t now) {
     return DecideRequest(policy, KeyBase(key), Operation::acquire, 1, now);
   };
+  AroundAGiveBack out;
   const Decision take = co_await backend.decide(request(t0));
   EXPECT_TRUE(take.allowed);
+  if (reserve_behind) {
+    out.behind = co_await backend.reserve(request(t0 + 1 * ms), 10'000'000);
+    EXPECT_TRUE(out.behind->decision.allowed);
+  }
   co_await backend.adjust(request(t0 + 2 * ms), Adjustment::give_back, 1, t0);
-  const Reservation after = co_await backend.reserve(request(t0 + 3 * ms), 10'000'000);
-  EXPECT_TRUE(after.decision.allowed);
-  co_return after.wait_us;
+  out.after = co_await backend.reserve(request(t0 + 3 * ms), 10'000'000);
+  EXPECT_TRUE(out.after.decision.allowed);
+  co_return out;
 }
 
 class GiveBack : public test::LoopTest {
@@ -74,9 +70,11 @@ TEST_F(GiveBack, ATakeWithARequestReservedBehindItGivesNothingBack) {
   for (const Limit& limit : limits) {
     const std::string name(to_string(limit.algorithm));
     for (Backend* backend : {static_cast<Backend*>(&redis), static_cast<Backend*>(&local)}) {
-      const std::vector<test::Admit> admits =
-          run(loop(), reserved_around_a_give_back(*backend, limit, "rl:{give-back-" + name + "}"));
-      const test::CheckResult check = test::check_admits(limit, admits);
+      const AroundAGiveBack around =
+          run(loop(), around_a_give_back(*backend, limit, "rl:{give-back-" + name + "}", true));
+      ASSERT_TRUE(around.behind);
+      const test::CheckResult check = test::check_admits(
+          limit, {{around.behind->slot.ceil_us(), 1}, {around.after.slot.ceil_us(), 1}});
       EXPECT_TRUE(check) << name << (backend == &redis ? " in Redis: " : " in process: ")
                          << check.description;
     }
@@ -91,9 +89,10 @@ TEST_F(GiveBack, ATakeWithNothingScheduledAfterItGivesBackWhatItStillHolds) {
   for (const Limit& limit : limits) {
     const std::string name(to_string(limit.algorithm));
     for (Backend* backend : {static_cast<Backend*>(&redis), static_cast<Backend*>(&local)}) {
-      const std::int64_t wait =
-          run(loop(), wait_after_a_give_back(*backend, limit, "rl:{given-back-" + name + "}"));
-      EXPECT_EQ(wait, 0) << name << (backend == &redis ? " in Redis" : " in process");
+      const AroundAGiveBack around =
+          run(loop(), around_a_give_back(*backend, limit, "rl:{given-back-" + name + "}", false));
+      EXPECT_EQ(around.after.wait_us, 0)
+          << name << (backend == &redis ? " in Redis" : " in process");
     }
   }
 }
