@@ -82,11 +82,13 @@ LimitAdjustment adjust_limit(const LimitSpec& spec, std::optional<LimitState> st
       const std::int64_t p = spec.a, d = spec.b;
       // A request scheduled after the take keeps its slot (nothing moves it): gcra's slot ahead
       // of now (TAT - tau > now), the leaky bucket's next departure past the take's end.
-      const bool scheduled_after =
-          spec.algorithm == Algorithm::gcra
-              ? FracTime{now, 0} < subtract(loaded.tat, scaled(spec.c, d, p), p)
-              : add({taken_at, 0}, scaled(amount, d, p), p) < loaded.tat;
-      if (adjustment != Adjustment::give_back || (giving && !scheduled_after)) {
+      // Why only for give_back: a block's amount is a duration, and amount x d overflows.
+      const auto scheduled_after = [&] {
+        return spec.algorithm == Algorithm::gcra
+                   ? FracTime{now, 0} < subtract(loaded.tat, scaled(spec.c, d, p), p)
+                   : add({taken_at, 0}, scaled(amount, d, p), p) < loaded.tat;
+      };
+      if (adjustment != Adjustment::give_back || (giving && !scheduled_after())) {
         loaded.tat = adjust_time(loaded.tat, GcraParams{spec.a, spec.b, spec.c}, adjustment, amount,
                                  now, elapsed, spec.algorithm == Algorithm::leaky_bucket);
       }
