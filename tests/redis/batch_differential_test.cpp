@@ -298,7 +298,8 @@ std::shared_ptr<const CompiledPolicy> next_policy(std::mt19937_64& random,
 }
 
 /// A round: 1 to 40 operations on random keys of the sequence, at times that mostly move
-/// forward by less than a period, sometimes stand still, and sometimes step back.
+/// forward by less than a period, sometimes stand still, and sometimes step back; one round in
+/// four stands still throughout (a hot key's batch: its denials repeat).
 std::vector<Step> random_round(std::mt19937_64& random, Sequence& sequence, std::int64_t& now) {
   std::int64_t capacity = INT64_MAX;
   std::int64_t period = INT64_MAX;
@@ -308,8 +309,9 @@ std::vector<Step> random_round(std::mt19937_64& random, Sequence& sequence, std:
   }
   std::vector<Step> round;
   const int size = static_cast<int>(pick(random, 1, 40));
+  const bool still = pick(random, 0, 3) == 0;
   for (int i = 0; i < size; ++i) {
-    switch (pick(random, 0, 9)) {
+    switch (still ? 0 : pick(random, 0, 9)) {
       case 0:
         break;  // the same microsecond
       case 1:

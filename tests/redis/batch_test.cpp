@@ -447,6 +447,35 @@ TEST_F(Batch, ACallRepeatsTheOneBeforeItWithItsOwnKey) {
   EXPECT_EQ(remaining(2), "4") << "3 more permits on the first key";
 }
 
+// A denial writes nothing, so the batch answers a call like it on an unchanged key with the
+// same reply without running it (lua/batch.lua, REPLAYS); every call must still answer what it
+// answers alone, also when a write in between changed the key, or the time or permits differ.
+TEST_F(Batch, ARepeatedDenialAnswersAsAloneAndAWriteBetweenIsSeen) {
+  const std::string now = "1800000000000000";
+  auto gcra = [](std::string permits, std::string at) {
+    return std::vector<std::string>{permits, at, "0", "0", "0", "1", "1000", "10"};
+  };
+  const std::string later = "1800000000000001";
+  const std::vector<std::vector<std::string>> calls{
+      gcra("8", now), gcra("3", now),   {"="},          gcra("2", now), gcra("3", now),
+      {"="},          gcra("3", later), gcra("3", now), gcra("1", now), gcra("3", now)};
+  std::vector<std::string> batched_keys(calls.size(), "{a}");
+  const Reply batched = server_.command(raw_gcra_batch(batched_keys, calls));
+  ASSERT_EQ(batched.type, Reply::Type::array) << batched.str;
+  ASSERT_EQ(batched.elements.size(), calls.size());
+  std::vector<std::string> last;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i].size() > 1) last = calls[i];
+    const Reply alone = server_.command(raw_gcra_batch({"{b}"}, {last}));
+    ASSERT_EQ(alone.type, Reply::Type::array) << alone.str;
+    EXPECT_EQ(batched.elements[i].as_string(), alone.elements[0].as_string()) << "call " << i;
+  }
+  EXPECT_EQ(batched.elements[1].as_string().substr(0, 2), "0 ") << "3 permits are denied";
+  EXPECT_NE(batched.elements[4].as_string(), batched.elements[1].as_string())
+      << "the 2 permits taken between must move the second denial's retry";
+  EXPECT_EQ(server_.command({"GET", "{a}"}).str, server_.command({"GET", "{b}"}).str);
+}
+
 // Why: a call's command on a key flushes the batch's deferred write of that key first, inside
 // that call's pcall; when Redis refused the write (OOM), the write was dropped, that call failed,
 // and the calls before it stayed answered "allowed" with their permits never stored.
