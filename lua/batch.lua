@@ -33,9 +33,6 @@ local function BATCH_TIME()
 end
 
 local read, unwritten, unwritten_keys = {}, {}, {}
--- How many commands other than GET the scripts sent through BATCH_CALL: a lean call that sent
--- none only read its key (see REPLAYS).
-local commands = 0
 -- The commands that may name keys after their first argument: every key is written first.
 local MANY_KEYS = {DEL = true, UNLINK = true, EXISTS = true, TOUCH = true, MGET = true,
                    MSET = true, RENAME = true, COPY = true, SUNIONSTORE = true,
@@ -66,7 +63,6 @@ local function BATCH_CALL(command, key, ...)
     end
     return value
   end
-  commands = commands + 1
   if command == 'SET' and select('#', ...) == 3 and select(2, ...) == 'PX' then
     local value, _, ms = ...
     if not unwritten[key] then unwritten_keys[#unwritten_keys + 1] = key end
@@ -98,6 +94,8 @@ local SCRIPTS = {}
 
 --!include lib/numbers.lua
 local RUNS = {}
+-- The runs whose first command is `GET key`: DECIDED may answer them (decide_lean).
+local VALUE_RUNS = {}
 --!runs
 
 local function whole(value, what)
@@ -153,18 +151,56 @@ local function lean_now(sent)
   return lean_number(sent, 0), 3600000
 end
 
--- Why REPLAYS: on a hot key most calls of a batch are denied, and a denial writes nothing. A
--- lean call is a function of its arguments and its key's value alone, so a call with the same
--- run function, permits, policy (lean_policy's table, which is the same exactly while the
--- arguments are), now and TTL that finds the value another call left unchanged gets that call's
--- reply, without running. A value maps to one string (Lua interns them): comparing the value
--- is comparing a reference. Per shared key: what its last call that sent no command but GET was
--- given, and the value it left.
-local REPLAYS = {}
-local function current_value(key)
-  local value = unwritten[key]
-  if value then return value[1] end
-  return read[key]
+-- The current call's arguments, once checked (as lean run functions take them): its run
+-- function, the permits, policy (lean_policy's table, the same one exactly while the arguments
+-- are), now, the TTL it adds and since, resolved.
+local run, value_run, n, policy, now, ttl_extra, since
+
+-- Why DECIDED: a lean call is a function of its arguments and its key's value alone (it reads
+-- the key with one GET and writes it with at most one SET ... PX). Calls with equal arguments
+-- on equal values decide alike: the keys of a batch that hold nothing (new or expired: over
+-- many keys, most of them) are all decided as the first of them, and on a hot key, most of
+-- whose calls are denied and write nothing, a call finds the value the denial before it left.
+-- So the first such call runs, and the batch keeps under the value what it answered and wrote;
+-- a call like it on the same value gets that reply and writes that value to its own key. Lua
+-- interns strings: a value is compared and looked up by reference.
+local DECIDED = {}
+-- The commands of the running lean call go through RUN_CALL to `through` (redis.call, or
+-- BATCH_CALL for a key other calls name too). Its GET of the key is answered with the value
+-- decide_lean read; a SET ... PX is kept in set_value and set_ms; any other command marks the
+-- call as not to be kept (`other`).
+local through, prefetched_key, prefetched, set_value, set_ms, other
+local function RUN_CALL(command, key, ...)
+  if command == 'GET' and key == prefetched_key then
+    prefetched_key = nil
+    return prefetched
+  end
+  prefetched_key = nil
+  if command == 'SET' and not set_value and select('#', ...) == 3 and select(2, ...) == 'PX' then
+    set_value, set_ms = select(1, ...), select(3, ...)
+  else
+    other = true
+  end
+  return through(command, key, ...)
+end
+
+-- The reply of the current lean call on `key`: from DECIDED when a call like it decided the same
+-- value, else by running it (and keeping what it did in DECIDED).
+local function decide_lean(key)
+  local memo = nil
+  if through == BATCH_CALL then memo = MEMO end
+  local value = through('GET', key)
+  local known = DECIDED[value]
+  if known and known[1] == run and known[2] == n and known[3] == policy and known[4] == now and
+      known[5] == ttl_extra then
+    if known[7] then through('SET', key, known[7], 'PX', known[8]) end
+    return known[6]
+  end
+  prefetched_key, prefetched, set_value, set_ms, other = key, value, nil, nil, false
+  local reply = run(RUN_CALL, memo, key, n, now, ttl_extra, policy[1], since, policy[3],
+                    policy[4], policy[5], policy[6])
+  if not other then DECIDED[value] = {run, n, policy, now, ttl_extra, reply, set_value, set_ms} end
+  return reply
 end
 
 local calls = whole(ARGV[1], 'the number of calls')
@@ -179,13 +215,10 @@ end
 local redis_call = redis.call
 local replies = {}
 local key_at, arg_at = 1, 2
--- The current call's script (and its run function, when it is a lean decide whose arguments are
+-- The current call's script (and `run` above, when it is a lean decide whose arguments are
 -- valid), its numbers of keys and arguments, and where its arguments start in ARGV: a call
 -- that repeats the one before keeps them.
-local script, run, key_count, arg_count, args_from
--- A lean decide's checked arguments: the permits, policy (lean_policy), now, the TTL it adds
--- and since, resolved.
-local n, policy, now, ttl_extra, since
+local script, key_count, arg_count, args_from
 for call = 1, calls do
   if ARGV[arg_at] == '=' and call > 1 then
     arg_at = arg_at + 1
@@ -205,7 +238,7 @@ for call = 1, calls do
     end
     script = SCRIPTS[index]
     if script == nil then error('redlimit: batch: no script ' .. tostring(ARGV[args_from - 3])) end
-    run = RUNS[index]
+    run, value_run = RUNS[index], VALUE_RUNS[index]
     if run and key_count == 1 and arg_count == 8 then
       -- A lean decide call with an argument that is not valid goes the wrapped script's way,
       -- which names the error as the script alone does.
@@ -229,22 +262,15 @@ for call = 1, calls do
     local key = KEYS[key_at]
     -- Why redis.call is safe for a key named once: every script declares the keys it touches
     -- (a cluster requires it), so no other call of the batch has it in BATCH_CALL's tables.
-    if shared[key] then
-      local last, value = REPLAYS[key], current_value(key)
-      if last and value ~= nil and last[1] == value and last[2] == run and last[3] == n and
-          last[4] == policy and last[5] == now and last[6] == ttl_extra then
-        ok, reply = true, last[7]
-      else
-        local commands_before = commands
-        ok, reply = pcall(run, BATCH_CALL, MEMO, key, n, now, ttl_extra, policy[1], since,
-                          policy[3], policy[4], policy[5], policy[6])
-        if ok and commands == commands_before then
-          REPLAYS[key] = {current_value(key), run, n, policy, now, ttl_extra, reply}
-        end
-      end
+    through = redis_call
+    if shared[key] then through = BATCH_CALL end
+    if value_run then
+      ok, reply = pcall(decide_lean, key)
     else
-      ok, reply = pcall(run, redis_call, nil, key, n, now, ttl_extra, policy[1], since,
-                        policy[3], policy[4], policy[5], policy[6])
+      local memo = nil
+      if shared[key] then memo = MEMO end
+      ok, reply = pcall(run, through, memo, key, n, now, ttl_extra, policy[1], since, policy[3],
+                        policy[4], policy[5], policy[6])
     end
   else
     local keys, args = {}, {}

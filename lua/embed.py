@@ -305,6 +305,11 @@ def lean_runs(root, wrapped, generated):
         lines = render(shape_lines, [algorithm], algorithm)
         out += [COMMAND_CALL.sub("CALL(", l.replace("@INDEX@", str(index)))
                 for l in uncommented(lines)]
+        # Why: the batch answers a run whose first command reads its key's value from what a
+        # call like it decided on that value (DECIDED in lua/batch.lua).
+        commands = CALL.findall("".join(code(lines)))
+        if commands and commands[0] == "GET":
+            out.append(f"VALUE_RUNS[{index}] = true\n")
     return out
 
 

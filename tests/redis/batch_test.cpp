@@ -476,6 +476,32 @@ TEST_F(Batch, ARepeatedDenialAnswersAsAloneAndAWriteBetweenIsSeen) {
   EXPECT_EQ(server_.command({"GET", "{a}"}).str, server_.command({"GET", "{b}"}).str);
 }
 
+// Keys that hold the same value (here none: new keys) are decided alike, so the batch decides the
+// first and gives the others its reply and its write (lua/batch.lua, DECIDED): each key must
+// still answer, hold and live exactly as alone, and a call with other permits is its own.
+TEST_F(Batch, CallsOnKeysHoldingEqualValuesAnswerAndWriteAsAlone) {
+  const std::string now = "1800000000000000";
+  const std::vector<std::string> two{"2", now, "0", "0", "0", "1", "1000", "10"};
+  std::vector<std::string> three = two;
+  three[0] = "3";
+  const std::vector<std::string> keys{"{a}", "{b}", "{c}", "{d}"};
+  const Reply batched = server_.command(raw_gcra_batch(keys, {two, {"="}, three, two}));
+  ASSERT_EQ(batched.type, Reply::Type::array) << batched.str;
+  const std::vector<std::vector<std::string>> alone_calls{two, two, three, two};
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::string alone_key = "{alone" + std::to_string(i) + "}";
+    const Reply alone = server_.command(raw_gcra_batch({alone_key}, {alone_calls[i]}));
+    ASSERT_EQ(alone.type, Reply::Type::array) << alone.str;
+    EXPECT_EQ(batched.elements[i].as_string(), alone.elements[0].as_string()) << keys[i];
+    EXPECT_EQ(server_.command({"GET", keys[i]}).str, server_.command({"GET", alone_key}).str)
+        << keys[i];
+    // The TTLs differ only by the wall time between the two writes.
+    EXPECT_NEAR(server_.integer({"PTTL", keys[i]}), server_.integer({"PTTL", alone_key}), 1000)
+        << keys[i] << " must live as long as alone";
+  }
+  EXPECT_NE(batched.elements[2].as_string(), batched.elements[0].as_string());
+}
+
 // Why: a call's command on a key flushes the batch's deferred write of that key first, inside
 // that call's pcall; when Redis refused the write (OOM), the write was dropped, that call failed,
 // and the calls before it stayed answered "allowed" with their permits never stored.
