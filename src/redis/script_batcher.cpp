@@ -303,6 +303,11 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
     Call* const resumed = std::exchange(call, nullptr);
     resumed->in_batch_ = nullptr;
     resumed->waiter_.resume();
+    // Why here, not when the loop is about to poll: the callers this batch resumes queue their
+    // next calls, and a full batch of them sent now keeps Redis busy while the client answers
+    // the other replies it read; sent at the end of the iteration, the batches in flight all
+    // come back together, and the client and Redis take turns instead.
+    if (*alive && !flushing_now_ && !closed_ && queued_.size() >= max_batch_) flush();
   }
 }
 

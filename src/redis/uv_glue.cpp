@@ -1,5 +1,10 @@
 #include "redis/uv_glue.hpp"
 
+#include <hiredis/sds.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
 #include "redis/sigpipe_guard.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -26,6 +31,27 @@ void write_now(PollGlue* glue) {
   // A failed write makes hiredis set an error, and usually free the context (cleanup() then
   // clears glue->context).
   if (glue->context == nullptr || glue->context->c.err != 0) guard.write_failed();
+}
+
+/// A buffer this large (a batch of decisions) is written as soon as it is queued.
+constexpr std::size_t write_at_once_bytes = 2048;
+
+// Why at once: a batch's command waiting for the end of the loop iteration leaves Redis idle
+// while the client answers the rest of what it read; the two then take turns, each waiting for
+// the other (a batch sent as soon as its callers have queued it keeps Redis busy meanwhile).
+// Why not redisAsyncHandleWrite: this runs inside hiredis (a command queued from a reply's
+// callback), and a write error there would make hiredis free the context under its caller.
+// So the bytes go with one non-blocking send; whatever it leaves (the socket full, an error) stays
+// in the buffer for the flush before the poll, which writes through hiredis.
+void write_large_buffer_now(redisContext* c) {
+  const std::size_t length = sdslen(c->obuf);
+  if (length < write_at_once_bytes) return;
+  const ssize_t written = send(c->fd, c->obuf, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (written <= 0) return;
+  const std::size_t left = length - static_cast<std::size_t>(written);
+  std::memmove(c->obuf, c->obuf + written, left);
+  sdssetlen(c->obuf, left);
+  c->obuf[left] = '\0';
 }
 
 void on_poll(uv_poll_t* poll, int status, int events) {
@@ -78,10 +104,12 @@ void del_read(void* data) {
 // before the loop polls, instead of each waiting for the poll to report the socket writable
 // (two epoll_ctl calls and a loop iteration per command). Only a connected socket is written
 // this way; a connect in progress, or a write the socket could not take whole, waits for the
-// poll as before.
+// poll as before. A large buffer is written at once (write_large_buffer_now); the flush still
+// runs, for what it left and for hiredis to watch the socket for the reply.
 void add_write(void* data) {
   auto* glue = static_cast<PollGlue*>(data);
   if (!glue->flushing && (glue->context->c.flags & REDIS_CONNECTED)) {
+    write_large_buffer_now(&glue->context->c);
     uv_prepare_start(&glue->flush, &on_flush);
     return;
   }

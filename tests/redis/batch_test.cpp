@@ -4,6 +4,7 @@
 // flight neither crashes nor leaks; and Client::close() completes every call queued or in flight.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <typeinfo>
@@ -234,6 +235,29 @@ TEST_F(Batch, TheLargestBatchOfMultiLimitCallsIsAnsweredWhole) {
   run(loop(), client.close());
 }
 
+// A batch's command is written as soon as it is queued, with what the socket takes at once;
+// a command of 16 MB (more than a loopback socket takes) leaves the rest for the flush before
+// the poll, in order.
+TEST_F(Batch, ABatchLargerThanTheSocketTakesAtOnceIsWrittenWhole) {
+  Client client(loop(), options(max_batch_limit));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(10);
+  const std::string long_name(16000, 'x');
+  std::vector<Answer> answers(max_batch_limit);
+  const long long before = server_.command_calls("evalsha");
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < answers.size(); ++i)
+      group.add(
+          decide_into(backend, policy, "{k" + std::to_string(i) + "}" + long_name, &answers[i]));
+    co_await group.join();
+  }());
+  EXPECT_EQ(server_.command_calls("evalsha") - before, 1) << "one batch of 16 MB";
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    EXPECT_EQ(answers[i].text, "allowed 1 remaining 9") << "call " << i;
+  run(loop(), client.close());
+}
+
 TEST_F(Batch, SemaphoreCallsInOneTurnGrantExactlyItsPermitsAndReleaseTogether) {
   Client client(loop(), options(64));
   Semaphore semaphore(client, 5, "pool", 10s);
@@ -325,6 +349,78 @@ TEST_F(Batch, ACallerResumedByItsBatchMayDestroyAnotherCallerOfTheSameBatch) {
   EXPECT_EQ(answers[3].text, "allowed 1 remaining 6") << "the destroyed call was still applied";
   EXPECT_EQ(last.text, "allowed 1 remaining 5");
   run(loop(), client.close());
+}
+
+/// Decides one permit on `key_base` `times` times, one after the other, keeping each answer.
+Task<void> decide_in_turn(RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                          std::string key_base, int times, std::vector<Answer>* out) {
+  for (int i = 0; i < times; ++i) {
+    Answer answer;
+    co_await decide_into(backend, policy, key_base, &answer);
+    out->push_back(answer);
+  }
+}
+
+/// The number after "remaining " in `text`.
+int remaining_in(const std::string& text) {
+  return std::stoi(text.substr(text.find("remaining ") + 10));
+}
+
+// The callers a batch resumes queue their next calls; once they fill a batch it goes at once,
+// before the batch has resumed the rest: every decision still applies exactly once, in order.
+TEST_F(Batch, CallersResumedByABatchSendTheBatchTheyFillAtOnceAndEachCallAppliesOnce) {
+  Client client(loop(), options(4));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(100);
+  std::vector<std::vector<Answer>> chains(4);
+  const long long before = server_.command_calls("evalsha");
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (auto& chain : chains)
+      group.add(decide_in_turn(backend, policy, "{k}", 5, &chain));
+    co_await group.join();
+  }());
+  EXPECT_EQ(server_.command_calls("evalsha") - before, 5) << "five rounds of four calls";
+  std::vector<int> remaining;
+  for (const auto& chain : chains) {
+    ASSERT_EQ(chain.size(), 5u);
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      ASSERT_EQ(chain[i].text.rfind("allowed 1 remaining ", 0), 0u) << chain[i].text;
+      remaining.push_back(remaining_in(chain[i].text));
+      if (i > 0) {
+        EXPECT_LT(remaining.back(), remaining_in(chain[i - 1].text));
+      }
+    }
+  }
+  std::sort(remaining.begin(), remaining.end());
+  for (std::size_t i = 0; i < remaining.size(); ++i)
+    EXPECT_EQ(remaining[i], static_cast<int>(80 + i)) << "each permit taken once";
+  run(loop(), client.close());
+}
+
+// A resumed caller may close the client while the batch it belongs to still resumes the
+// others: what they queue then is not sent as a batch, and fails as a call on a closed client.
+TEST_F(Batch, ACallerResumedByABatchMayCloseTheClientWhileTheOthersQueueTheirNextCalls) {
+  Client client(loop(), options(2));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(100);
+  std::vector<Answer> first, second;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add([](Client& client, RedisBackend& backend,
+                 std::shared_ptr<const CompiledPolicy> policy,
+                 std::vector<Answer>* out) -> Task<void> {
+      co_await decide_in_turn(backend, policy, "{k}", 2, out);
+      co_await client.close();
+    }(client, backend, policy, &first));
+    group.add(decide_in_turn(backend, policy, "{k}", 3, &second));
+    co_await group.join();
+  }());
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_FALSE(first[1].failed) << first[1].text;
+  ASSERT_EQ(second.size(), 3u);
+  EXPECT_FALSE(second[1].failed) << second[1].text;
+  EXPECT_TRUE(second[2].failed) << "queued after the close: " << second[2].text;
 }
 
 TEST_F(Batch, ABatchRedisDoesNotAnswerFailsEachCallByItsDeadlineAsAloneThenRecovers) {
