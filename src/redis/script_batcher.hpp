@@ -29,7 +29,8 @@ class CommandDispatcher;
 /// queued alone goes as it would have without a batcher. No timer: libuv runs idle handles
 /// between any callback and the next poll, right before the prepare phase in which the
 /// connections write (redis/uv_glue.cpp), and an active idle handle keeps the poll from
-/// blocking; so coalescing adds no latency.
+/// blocking; so coalescing adds no latency. A full batch queued by the callers a batch resumes
+/// goes at once, while the batch still resumes the others (run_batch): Redis runs it meanwhile.
 ///
 /// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
 /// batch Redis could not answer fails each of its calls with the same error; a batch Redis
