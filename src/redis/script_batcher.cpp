@@ -113,6 +113,11 @@ bool ScriptBatcher::queue(Call* call, std::coroutine_handle<> waiter) {
   call->list_ = &queued_;
   call->index_ = queued_.size();
   queued_.push_back(call);
+  if (queued_.size() == 1 || call->slot_ != tail_slot_) {
+    tail_slot_ = call->slot_;
+    tail_run_ = 0;
+  }
+  ++tail_run_;
   if (!idle_) idle_ = std::make_unique<Idle>(loop_, &on_idle, this, nullptr);
   if (queued_.size() == 1) idle_->start();
   return true;
@@ -129,6 +134,7 @@ void ScriptBatcher::flush() {
   // iteration too; the idle handle does not run again in it.
   while (!queued_.empty()) {
     flushing_.swap(queued_);
+    tail_run_ = 0;
     if (dispatcher_.router().is_cluster()) {
       // Why stable: calls on one slot keep their order.
       std::stable_sort(flushing_.begin(), flushing_.end(), [](const Call* a, const Call* b) {
@@ -306,8 +312,9 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
     // Why here, not when the loop is about to poll: the callers this batch resumes queue their
     // next calls, and a full batch of them sent now keeps Redis busy while the client answers
     // the other replies it read; sent at the end of the iteration, the batches in flight all
-    // come back together, and the client and Redis take turns instead.
-    if (*alive && !flushing_now_ && !closed_ && queued_.size() >= max_batch_) flush();
+    // come back together, and the client and Redis take turns instead. Why only a full batch of
+    // one slot: calls of several slots, sent now, would go as several small batches.
+    if (*alive && !flushing_now_ && !closed_ && tail_run_ >= max_batch_) flush();
   }
 }
 

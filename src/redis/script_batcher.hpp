@@ -121,6 +121,10 @@ class ScriptBatcher {
   std::unique_ptr<Idle> idle_;
   bool closed_ = false;
   bool flushing_now_ = false;  ///< flush() runs (close() then leaves the lists to it)
+  /// The slot of the last call queued, and how many calls queued last in a row are of it: a
+  /// full batch of them goes at once (run_batch).
+  std::optional<std::uint16_t> tail_slot_;
+  std::size_t tail_run_ = 0;
   /// Why: a caller resumed here may destroy the client, and this object with it.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::size_t batches_in_flight_ = 0;

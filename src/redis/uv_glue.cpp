@@ -22,10 +22,13 @@ struct PollGlue {
   bool guard_sigpipe;
   std::shared_ptr<CloseLatch> latch;
   bool flushing = false;  ///< inside the flush: a write hiredis could not finish needs the poll
+  /// The socket took less than write_large_buffer_now() sent: it waits for hiredis's next write.
+  bool socket_full = false;
   int open_handles = 2;
 };
 
 void write_now(PollGlue* glue) {
+  glue->socket_full = false;
   SigpipeGuard guard(glue->guard_sigpipe);
   redisAsyncHandleWrite(glue->context);
   // A failed write makes hiredis set an error, and usually free the context (cleanup() then
@@ -33,7 +36,8 @@ void write_now(PollGlue* glue) {
   if (glue->context == nullptr || glue->context->c.err != 0) guard.write_failed();
 }
 
-/// A buffer this large (a batch of decisions) is written as soon as it is queued.
+/// A buffer this large (a batch of decisions, or many commands queued in one loop iteration)
+/// is written as soon as it is queued.
 constexpr std::size_t write_at_once_bytes = 2048;
 
 // Why at once: a batch's command waiting for the end of the loop iteration leaves Redis idle
@@ -42,11 +46,17 @@ constexpr std::size_t write_at_once_bytes = 2048;
 // Why not redisAsyncHandleWrite: this runs inside hiredis (a command queued from a reply's
 // callback), and a write error there would make hiredis free the context under its caller.
 // So the bytes go with one non-blocking send; whatever it leaves (the socket full, an error) stays
-// in the buffer for the flush before the poll, which writes through hiredis.
-void write_large_buffer_now(redisContext* c) {
+// in the buffer for the flush before the poll, which writes through hiredis. Why socket_full:
+// once the socket took less, each command queued after would try again, and move the rest of
+// the buffer each time; it waits for hiredis's write instead. Why not after an error (hiredis
+// could not append a command, out of memory): the flush then drops the connection and fails
+// every command queued, which must not have reached Redis.
+void write_large_buffer_now(PollGlue* glue) {
+  redisContext* c = &glue->context->c;
   const std::size_t length = sdslen(c->obuf);
-  if (length < write_at_once_bytes) return;
+  if (length < write_at_once_bytes || glue->socket_full || c->err != 0) return;
   const ssize_t written = send(c->fd, c->obuf, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (written < static_cast<ssize_t>(length)) glue->socket_full = true;
   if (written <= 0) return;
   const std::size_t left = length - static_cast<std::size_t>(written);
   std::memmove(c->obuf, c->obuf + written, left);
@@ -109,7 +119,7 @@ void del_read(void* data) {
 void add_write(void* data) {
   auto* glue = static_cast<PollGlue*>(data);
   if (!glue->flushing && (glue->context->c.flags & REDIS_CONNECTED)) {
-    write_large_buffer_now(&glue->context->c);
+    write_large_buffer_now(glue);
     uv_prepare_start(&glue->flush, &on_flush);
     return;
   }

@@ -544,7 +544,7 @@ TEST_F(Batch, ACallRepeatsTheOneBeforeItWithItsOwnKey) {
 }
 
 // A denial writes nothing, so the batch answers a call like it on an unchanged key with the
-// same reply without running it (lua/batch.lua, REPLAYS); every call must still answer what it
+// same reply without running it (lua/batch.lua, DECIDED); every call must still answer what it
 // answers alone, also when a write in between changed the key, or the time or permits differ.
 TEST_F(Batch, ARepeatedDenialAnswersAsAloneAndAWriteBetweenIsSeen) {
   const std::string now = "1800000000000000";
