@@ -17,7 +17,7 @@ constexpr std::int64_t t0 = 1'800'000'000'000'000;  // a microsecond timestamp i
 
 // Why: a block's amount is a duration in microseconds, not permits; a give-back's permit step
 // (amount x period) computed from it overflowed 64 bits (UndefinedBehaviorSanitizer caught it).
-TEST(Adjustments, ABlockOfAnHourOnAPerHourLeakyBucketIsComputedWithoutAPermitStep) {
+TEST(Adjustments, ALongBlockOnAPerHourLeakyBucketIsComputedWithoutAPermitStep) {
   const auto compiled = CompiledPolicy::compile(
       Policy::of(Limit{Algorithm::leaky_bucket, Rate{1, std::chrono::hours(1)}, 1}));
   std::vector<std::optional<LimitState>> states(1);
