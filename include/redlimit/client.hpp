@@ -86,8 +86,9 @@ struct ClientOptions {
   /// iteration for one server (in a cluster, for one hash slot) go to Redis as one script call
   /// of at most this many, each decided as if sent alone, in the order queued; one queued alone
   /// goes alone. No timer: only what is already queued when the loop is about to poll, or, as
-  /// soon as the callers a batch resumed have queued this many, those at once. 1: every call
-  /// alone. From 1 to max_batch_limit; anything else is a ConfigError at construction.
+  /// soon as the callers a batch resumed have queued this many in a row for one server (hash
+  /// slot), those at once. 1: every call alone. From 1 to max_batch_limit; anything else is a
+  /// ConfigError at construction.
   std::size_t max_batch = 64;
   /// Where this client and the limiters made from it count what they do; null: a Metrics of
   /// its own (Client::metrics()).
