@@ -50,9 +50,7 @@ constexpr int keys_per_case = 3;
 constexpr std::int64_t short_lease_us = 1000;
 constexpr std::int64_t long_lease_us = 100'000;
 
-std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) {
-  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
-}
+using test::pick;
 
 /// A limit the limiter accepts, small enough that a round of 40 reaches denials.
 Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {

@@ -17,6 +17,7 @@
 #include "redlimit/runtime.hpp"
 #include "support/decision_text.hpp"
 #include "support/loop_test.hpp"
+#include "support/random_epoch.hpp"
 #include "support/redis_server.hpp"
 #include "support/valid_limit.hpp"
 
@@ -29,9 +30,7 @@ constexpr int sequences = 400;
 constexpr int steps_per_sequence = 40;
 constexpr std::size_t keys_per_sequence = 3;
 
-std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) {
-  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
-}
+using test::pick;
 
 const Algorithm algorithms[] = {
     Algorithm::gcra,         Algorithm::token_bucket,       Algorithm::leaky_bucket,

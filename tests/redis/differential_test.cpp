@@ -49,9 +49,7 @@ const int sequences_per_case = [] {
 }();
 constexpr int in_flight = 64;
 
-std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) {
-  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
-}
+using test::pick;
 
 /// Periods that exercise exact arithmetic: tiny, odd, prime, and long.
 std::int64_t random_period(std::mt19937_64& random) {

@@ -37,9 +37,7 @@ constexpr int sequences = 300;
 constexpr int steps_per_sequence = 40;
 constexpr std::size_t keys_per_sequence = 3;
 
-std::int64_t pick(std::mt19937_64& random, std::int64_t low, std::int64_t high) {
-  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
-}
+using test::pick;
 
 const Algorithm reservable[] = {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket};
 
