@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <thread>
 #include <typeinfo>
 #include <vector>
 
@@ -424,6 +425,35 @@ TEST_F(Batch, ACallerResumedByABatchMayCloseTheClientWhileTheOthersQueueTheirNex
   ASSERT_EQ(second.size(), 3u);
   EXPECT_FALSE(second[1].failed) << second[1].text;
   EXPECT_TRUE(second[2].failed) << "queued after the close: " << second[2].text;
+}
+
+// A call whose deadline passed while the loop was busy fails as soon as the flush sends it alone,
+// and its caller resumes inside the flush. A close() there still sends the call that caller
+// queued before it, as a close() anywhere else does, and waits for it.
+TEST_F(Batch, ACallerThatAFlushResumesMayCloseTheClientAndTheCallItQueuedFirstIsAnswered) {
+  ClientOptions short_deadline = options(64);
+  short_deadline.command_timeout = 50ms;
+  Client client(loop(), short_deadline);
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(100);
+  run(loop(), client.connect());
+  Answer late, queued_first;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add([](Client& client, RedisBackend& backend,
+                 std::shared_ptr<const CompiledPolicy> policy, Answer* late,
+                 Answer* queued_first) -> Task<void> {
+      co_await decide_into(backend, policy, "{late}", late);
+      TaskGroup next;
+      next.add(decide_into(backend, policy, "{k}", queued_first));
+      co_await client.close();
+      co_await next.join();
+    }(client, backend, policy, &late, &queued_first));
+    std::this_thread::sleep_for(100ms);  // the loop is busy past the first call's deadline
+    co_await group.join();
+  }());
+  EXPECT_EQ(late.text, typeid(TimeoutError).name());
+  EXPECT_EQ(queued_first.text, "allowed 1 remaining 99");
 }
 
 TEST_F(Batch, ABatchRedisDoesNotAnswerFailsEachCallByItsDeadlineAsAloneThenRecovers) {
