@@ -1,5 +1,6 @@
 // Client::close() waits for the library's own background work (lease releases, refunds of
-// abandoned reservations) before it closes the connections.
+// abandoned reservations) before it closes the connections, and answers the decisions in
+// flight.
 
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 #include "support/started_task.hpp"
@@ -67,6 +69,33 @@ TEST_F(CloseTest, AReservationAbandonedJustBeforeCloseHasBeenRefunded) {
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 1)).allowed)
       << "the abandoned reservation still holds the permit";
   run(loop(), reconnected.close());
+}
+
+Task<void> decide_into(Limiter& limiter, Decision* out) {
+  *out = co_await limiter.try_acquire("k");
+}
+
+// Why it matters: after a restart or a SCRIPT FLUSH, the decision's EVALSHA meets NOSCRIPT, and
+// the reload that completes it goes out while close() waits for the commands in flight.
+TEST_F(CloseTest, ADecisionInFlightWhenCloseBeginsIsAnsweredEvenIfRedisForgotItsScript) {
+  ClientOptions without_stats = options();
+  without_stats.stats_interval = 0ms;  // nothing else for close() to send and wait for first
+  Client client(loop(), without_stats);
+  Limiter limiter(client, Policy::of(Limit::gcra(Rate{10, 1h})),
+                  LimiterOptions{.name = "noscript"});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
+  server_.command({"SCRIPT", "FLUSH"});
+  // Why: the NOSCRIPT answer comes after close() has begun to close the connection.
+  server_.command({"CLIENT", "PAUSE", "200", "ALL"});
+  Decision decision;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(decide_into(limiter, &decision));
+    co_await client.close();
+    co_await group.join();
+  }());
+  EXPECT_TRUE(decision.allowed);
+  EXPECT_EQ(decision.remaining, 8);
 }
 
 }  // namespace
