@@ -183,10 +183,10 @@ Task<void> CommandDispatcher::close() {
 
 Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
                                                    std::span<const std::string_view> argv,
-                                                   Clock::time_point deadline) {
+                                                   Clock::time_point deadline, bool follow_up) {
   // Why both sends before either await: ASKING applies to the very next command on its
   // connection, and sends go out in call order.
-  auto [ask, command] = connection.send_asking(argv, deadline);
+  auto [ask, command] = connection.send_asking(argv, deadline, follow_up);
   CommandResult asked = co_await std::move(ask);
   if (asked.reply.type == Reply::Type::error) co_return asked;  // e.g. no +asking in the ACL
   co_return co_await std::move(command);
@@ -238,13 +238,18 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
         std::span<const std::string_view> command = argv.words();
         // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
         for (int reloads = 0;; ++reloads) {
+          // Why a follow-up: a command in flight when close() began is still answered, and
+          // its reload is part of it.
+          const bool follow_up = reloads > 0;
           if (asking) {
-            result = co_await send_asking(*target, command, deadline);
+            result = co_await send_asking(*target, command, deadline, follow_up);
           } else {
-            result = co_await target->send(command, deadline);
+            result = co_await target->send(command, deadline, follow_up);
           }
+          // Why not on a connection that no longer accepts (unless the client closes): its node
+          // left the slot map, and the retry below goes to the node that serves the slot.
           if (script == nullptr || reloads == 2 || !ScriptRegistry::is_noscript(result.reply) ||
-              !target->accepting()) {
+              (!target->accepting() && !closing_)) {
             break;
           }
           command =

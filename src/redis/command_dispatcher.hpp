@@ -139,9 +139,10 @@ class CommandDispatcher {
   /// Records the outcome of a script call in `breaker`: a failure (`failure`, or a transient
   /// error `reply`) that leaves it open becomes CircuitOpen in `failure`.
   void record_outcome(CircuitBreaker& breaker, std::exception_ptr& failure, const Reply& reply);
-  /// `argv` on `connection` right after ASKING (an error reply to ASKING is the result).
+  /// `argv` on `connection` right after ASKING (an error reply to ASKING is the result); a
+  /// `follow_up` as in Connection::send.
   Task<CommandResult> send_asking(Connection& connection, std::span<const std::string_view> argv,
-                                  Clock::time_point deadline);
+                                  Clock::time_point deadline, bool follow_up);
 
   uv_loop_t* loop_;
   ClientOptions options_;

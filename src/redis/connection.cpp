@@ -51,17 +51,18 @@ Connection::~Connection() {
 }
 
 std::pair<CommandAwaiter, CommandAwaiter> Connection::send_asking(
-    std::span<const std::string_view> argv, Clock::time_point deadline) {
+    std::span<const std::string_view> argv, Clock::time_point deadline, bool follow_up) {
   static constexpr std::array<std::string_view, 1> asking = {"ASKING"};
   // Why one clock reading and room for two: if ASKING is accepted, so is the command.
   const auto now = Clock::now();
-  CommandAwaiter ask = send(asking, deadline, now, 2, true);
-  CommandAwaiter command = send(argv, deadline, now, 1, false);
+  CommandAwaiter ask = send(asking, deadline, now, 2, true, follow_up);
+  CommandAwaiter command = send(argv, deadline, now, 1, false, follow_up);
   return {std::move(ask), std::move(command)};
 }
 
 CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::time_point deadline,
-                                Clock::time_point now, std::size_t room, bool asking) {
+                                Clock::time_point now, std::size_t room, bool asking,
+                                bool follow_up) {
   auto* op = new CommandOp;
   op->connection = this;
   op->deadline = deadline;
@@ -71,7 +72,8 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::t
     op->error = std::move(error);
     op->stage = CommandOp::Stage::done;
   };
-  if (!session_.accepting()) {
+  const bool draining = follow_up && session_.draining();
+  if (!session_.accepting() && !draining) {
     fail_now(std::make_exception_ptr(UsageError("command on a closed Redis client")));
     return awaiter;
   }
@@ -89,6 +91,7 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::t
   session_.open();
   switch (session_.state()) {
     case Session::State::ready:
+    case Session::State::closing:  // draining (refused above otherwise)
       if (!dispatch(op, argv)) {
         fail_now(std::make_exception_ptr(
             ConnectionError("redis " + name_ + ": the connection is closing")));
@@ -303,8 +306,9 @@ Task<void> Connection::close() {
     }
     void await_resume() const noexcept {}
   };
-  // Why a loop: commands completed while draining may be retried by their callers (they get
-  // UsageError, or wait in the ready queue); close only once nothing is left.
+  // Why a loop: commands completed while draining may be followed up (a reload after NOSCRIPT
+  // is sent and waited for) or retried by their callers (they get UsageError, or wait in the
+  // ready queue); close only once nothing is left.
   for (Drained drained(*this); !drained.await_ready();)
     co_await drained;
   session_.release();

@@ -55,16 +55,21 @@ class Connection final : private SessionEvents {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  /// Sends `argv` (copied before this returns) and returns the awaiter of the outcome.
-  CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline) {
-    return send(argv, deadline, Clock::now(), 1, false);
+  /// Sends `argv` (copied before this returns) and returns the awaiter of the outcome. A
+  /// `follow_up` completes a command this connection ran (the EVAL after an EVALSHA met
+  /// NOSCRIPT): close() waiting for the commands in flight takes it too.
+  CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline,
+                      bool follow_up = false) {
+    return send(argv, deadline, Clock::now(), 1, false, follow_up);
   }
   /// Sends ASKING and then `argv`, back to back: the awaiters of both outcomes. ASKING is only
   /// sent if `argv` will be too (ASKING alone would apply to another caller's command).
   std::pair<CommandAwaiter, CommandAwaiter> send_asking(std::span<const std::string_view> argv,
-                                                        Clock::time_point deadline);
+                                                        Clock::time_point deadline,
+                                                        bool follow_up = false);
 
-  /// Fails queued commands, waits for those in flight, disconnects, closes every handle. A call
+  /// Fails queued commands, waits for those in flight (and their follow-ups), disconnects,
+  /// closes every handle. A call
   /// while another is under way waits for that one.
   Task<void> close();
 
@@ -115,7 +120,7 @@ class Connection final : private SessionEvents {
   /// send() as of `now`, refused (Overloaded) unless `room` commands fit under max_pending;
   /// `asking` for the ASKING before a command.
   CommandAwaiter send(std::span<const std::string_view> argv, Clock::time_point deadline,
-                      Clock::time_point now, std::size_t room, bool asking);
+                      Clock::time_point now, std::size_t room, bool asking, bool follow_up);
   bool dispatch(CommandOp* op, std::span<const std::string_view> argv);
   void complete(CommandOp* op, std::exception_ptr error);
   void complete_inline(CommandOp* op, Reply reply);

@@ -175,11 +175,9 @@ void ScriptBatcher::flush() {
     flushing_.clear();
   }
   flushing_now_ = false;
-  if (closed_) {
-    idle_->close();  // close() ran meanwhile and left the handle to this
-  } else {
-    idle_->stop();
-  }
+  idle_->stop();
+  // Why last: what close() does once resumed may end with the client destroyed.
+  if (flush_ended_) flush_ended_->set();
 }
 
 void ScriptBatcher::send_alone(Call* call) {
@@ -320,8 +318,13 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
 
 Task<void> ScriptBatcher::close() {
   closed_ = true;
-  // Why: close() called by a caller that flush() resumed; flush() sends the rest itself.
-  if (flushing_now_) co_return;
+  // Why: close() called by a caller that flush() resumed; flush() goes on sending what is
+  // queued (what this caller queued first included) once this suspends, and the client accepts
+  // commands until then.
+  if (flushing_now_) {
+    flush_ended_ = std::make_unique<Completion>();
+    co_await flush_ended_->wait();
+  }
   // What is still queued goes alone.
   flushing_.swap(queued_);
   for (std::size_t i = 0; i < flushing_.size(); ++i) {

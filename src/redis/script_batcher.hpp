@@ -120,7 +120,7 @@ class ScriptBatcher {
   std::vector<Call*> flushing_;  ///< what flush() is sending
   std::unique_ptr<Idle> idle_;
   bool closed_ = false;
-  bool flushing_now_ = false;  ///< flush() runs (close() then leaves the lists to it)
+  bool flushing_now_ = false;  ///< flush() runs (close() then waits for it to end)
   /// The slot of the last call queued, and how many calls queued last in a row are of it: a
   /// full batch of them goes at once (run_batch).
   std::optional<std::uint16_t> tail_slot_;
@@ -129,6 +129,7 @@ class ScriptBatcher {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::size_t batches_in_flight_ = 0;
   std::unique_ptr<Completion> batches_ended_;  ///< while close() waits for batches in flight
+  std::unique_ptr<Completion> flush_ended_;    ///< while close() waits for flush() to end
 };
 
 }  // namespace redlimit::detail

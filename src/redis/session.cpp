@@ -351,6 +351,7 @@ void Session::drop_context(const std::string& reason) {
 }
 
 void Session::begin_close() {
+  closed_while_ready_ = state_ == State::ready;
   state_ = State::closing;
   backoff_timer_.stop();
   connect_timer_.stop();

@@ -94,6 +94,11 @@ class Session {
   State state() const noexcept { return state_; }
   /// False once close has begun.
   bool accepting() const noexcept { return state_ != State::closing && state_ != State::closed; }
+  /// Closing, and the connection that was ready when close began is still up: what completes
+  /// a command it ran may still go out on it.
+  bool draining() const noexcept {
+    return state_ == State::closing && closed_while_ready_ && context_ != nullptr;
+  }
   /// The context: set while connecting (once the attempt has one) and ready; null otherwise.
   redisAsyncContext* context() const noexcept { return context_; }
   /// The server in use, or the one to try next.
@@ -182,6 +187,7 @@ class Session {
   /// Waiting for the EndpointSource to find the server (connecting, without a context).
   bool awaiting_endpoint_ = false;
   bool was_ready_ = false;  ///< a connection was established before (the next is a reconnect)
+  bool closed_while_ready_ = false;  ///< begin_close() found the connection ready
   bool owner_logs_failures_ = false;
   std::exception_ptr last_error_;
   std::string lost_reason_;
