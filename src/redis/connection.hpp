@@ -69,8 +69,7 @@ class Connection final : private SessionEvents {
                                                         bool follow_up = false);
 
   /// Fails queued commands, waits for those in flight (and their follow-ups), disconnects,
-  /// closes every handle. A call
-  /// while another is under way waits for that one.
+  /// closes every handle. A call while another is under way waits for that one.
   Task<void> close();
 
   /// The sequence number the next command sent will get.
