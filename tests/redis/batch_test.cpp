@@ -432,7 +432,9 @@ TEST_F(Batch, ACallerResumedByABatchMayCloseTheClientWhileTheOthersQueueTheirNex
 // queued before it, as a close() anywhere else does, and waits for it.
 TEST_F(Batch, ACallerThatAFlushResumesMayCloseTheClientAndTheCallItQueuedFirstIsAnswered) {
   ClientOptions short_deadline = options(64);
-  short_deadline.command_timeout = 50ms;
+  // Why not shorter: the call queued after the late one must be answered within it, also on a
+  // loaded machine under the sanitizers.
+  short_deadline.command_timeout = 500ms;
   Client client(loop(), short_deadline);
   RedisBackend backend(client.dispatcher());
   const auto policy = gcra_policy(100);
@@ -449,7 +451,7 @@ TEST_F(Batch, ACallerThatAFlushResumesMayCloseTheClientAndTheCallItQueuedFirstIs
       co_await client.close();
       co_await next.join();
     }(client, backend, policy, &late, &queued_first));
-    std::this_thread::sleep_for(100ms);  // the loop is busy past the first call's deadline
+    std::this_thread::sleep_for(600ms);  // the loop is busy past the first call's deadline
     co_await group.join();
   }());
   EXPECT_EQ(late.text, typeid(TimeoutError).name());
