@@ -326,6 +326,26 @@ Task<std::string> ping_while_blocked(Client& client, uv_check_t* check, Blocker*
   co_return reply.str;
 }
 
+Task<void> ping_into(Client& client, std::string* out) {
+  const Reply reply = co_await client.command("PING");
+  *out = reply.str;
+}
+
+/// ping_while_blocked(), with close() begun while the PING waits for its reply.
+Task<std::string> ping_while_closing_and_blocked(Client& client, uv_check_t* check,
+                                                 Blocker* blocker) {
+  co_await client.command("PING");  // connected
+  blocker->server->pause();
+  blocker->sent = Clock::now();
+  uv_check_start(check, &block_after_poll);
+  std::string reply;
+  TaskGroup group;
+  group.add(ping_into(client, &reply));
+  co_await client.close();
+  co_await group.join();
+  co_return reply;
+}
+
 class ReplyInTime : public test::LoopTest {
  protected:
   test::RedisServer server_;
@@ -343,6 +363,22 @@ TEST_F(ReplyInTime, AReplyInTheSocketWhenTheDeadlinePassedCompletesTheCommand) {
   EXPECT_EQ(reply, "PONG");
   uv_close(reinterpret_cast<uv_handle_t*>(&check), nullptr);
   run(loop(), client.close());
+}
+
+TEST_F(ReplyInTime, AReplyInTheSocketWhenTheDeadlinePassedCompletesTheCommandWhileTheClientCloses) {
+  // Why no stats: their last counts would be sent first, and the close would begin after.
+  Client client(loop(),
+                {.url = server_.url(), .command_timeout = short_timeout, .stats_interval = 0ms});
+  Blocker blocker{.server = &server_};
+  uv_check_t check;
+  uv_check_init(loop(), &check);
+  check.data = &blocker;
+  std::string reply;
+  EXPECT_NO_THROW(reply = run(loop(), ping_while_closing_and_blocked(client, &check, &blocker)));
+  EXPECT_TRUE(blocker.done);
+  EXPECT_EQ(reply, "PONG");
+  uv_close(reinterpret_cast<uv_handle_t*>(&check), nullptr);
+  uv_run(loop(), UV_RUN_DEFAULT);
 }
 
 }  // namespace
