@@ -233,8 +233,10 @@ void Connection::read_arrived_replies() {
   // Why: libuv runs timers before it polls for I/O, so after a turn that kept the loop busy a
   // reply that arrived before its deadline may still wait in the socket; reading it first
   // completes its command rather than judging it late (and dropping the connection).
-  // Only a ready connection has commands in flight (while connecting, they wait in queue_).
-  if (session_.state() != Session::State::ready || !deadlines_.expired(Clock::now())) return;
+  // Only a ready or draining connection has commands in flight (while connecting, they wait
+  // in queue_).
+  const bool in_flight = session_.state() == Session::State::ready || session_.draining();
+  if (!in_flight || !deadlines_.expired(Clock::now())) return;
   // hiredis reads what the socket holds without blocking (nothing: EAGAIN, no change).
   redisAsyncHandleRead(session_.context());
 }

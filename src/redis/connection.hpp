@@ -79,7 +79,8 @@ class Connection final : private SessionEvents {
   const Endpoint& endpoint() const noexcept { return session_.endpoint(); }
   /// endpoint().display(), made once: the server's name for logs and per-server state.
   const std::string& name() const noexcept { return name_; }
-  /// False once close() has begun: commands sent now fail with UsageError.
+  /// False once close() has begun: commands sent now fail with UsageError (follow-ups of
+  /// commands in flight excepted, see send()).
   bool accepting() const noexcept { return session_.accepting(); }
   /// True once close() has finished.
   bool closed() const noexcept { return session_.state() == Session::State::closed; }

@@ -77,7 +77,7 @@ Task<void> decide_into(Limiter& limiter, Decision* out) {
 
 // Why it matters: after a restart or a SCRIPT FLUSH, the decision's EVALSHA meets NOSCRIPT, and
 // the reload that completes it goes out while close() waits for the commands in flight.
-TEST_F(CloseTest, ADecisionInFlightWhenCloseBeginsIsAnsweredEvenIfRedisForgotItsScript) {
+TEST_F(CloseTest, ADecisionStartedJustBeforeCloseIsAnsweredEvenIfRedisForgotItsScript) {
   ClientOptions without_stats = options();
   without_stats.stats_interval = 0ms;  // nothing else for close() to send and wait for first
   Client client(loop(), without_stats);
