@@ -152,8 +152,9 @@ class Client {
   /// Connects now instead of on the first command; fails by connect_timeout.
   Task<void> connect();
   /// First waits for the library's background work on this client (releases of destroyed
-  /// Leases, refunds of abandoned reservations), so that it reaches Redis; then stops accepting
-  /// commands, waits for those in flight (each is bounded by its deadline), disconnects and
+  /// Leases, refunds of abandoned reservations), so that it reaches Redis; then sends the calls
+  /// already queued, stops accepting commands, waits for those in flight (each is bounded by
+  /// its deadline; a script Redis forgot meanwhile is loaded again for them), disconnects and
   /// closes every handle. Idempotent.
   Task<void> close();
   /// Sends one command, e.g. {"SET", "k", "v"}. An error reply raises ReplyError (or
