@@ -99,7 +99,8 @@ class Session {
   bool draining() const noexcept {
     return state_ == State::closing && closed_while_ready_ && context_ != nullptr;
   }
-  /// The context: set while connecting (once the attempt has one) and ready; null otherwise.
+  /// The context: set while connecting (once the attempt has one) and ready, and after close
+  /// began until it is freed; null otherwise.
   redisAsyncContext* context() const noexcept { return context_; }
   /// The server in use, or the one to try next.
   const Endpoint& endpoint() const noexcept { return endpoints_[current_]; }
