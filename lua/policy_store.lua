@@ -12,13 +12,23 @@
 --          "<version>:<since>" of the removal (the key follows the policy from then on, so its
 --          state converts at that time); cleared for a key by set_override, entirely when the
 --          policy is stored (its version is then larger) and by remove
--- ARGV[1]  'read', 'try_set', 'set', 'remove', 'set_override' or 'remove_override'
--- ARGV[2]  try_set, set, set_override: the policy's text form (validated by the client)
--- ARGV[3]  set: the carry (0, 1 or 2); set_override, remove_override: the key
+-- ARGV[1]  'read', 'try_set', 'set', 'remove', 'set_override', 'remove_override' or 'advance'
+-- ARGV[2]  try_set, set, set_override: the policy's text form (validated by the client);
+--          advance: the version a key's state was written under (the floor)
+-- ARGV[3]  set: the carry (0, 1 or 2); set_override, remove_override, advance: the key
 --
 -- read returns {record fields and values, override keys and values, removed keys and values}
 -- (HGETALL of each); the writes return {done (0/1), version, since}: try_set is not done when a
--- policy is stored, remove_override when the key has no override.
+-- policy is stored, remove_override when the key has no override, advance when the key's
+-- version is at least the floor.
+--
+-- advance: a follower found a key's state written under a version above the key's version
+-- here, so the store lost changes (a restart without persistence, a failover to a replica that
+-- had not received them). Every record of the name moves to one new version, above the floor
+-- and the name's version, keeping its policy, its since and its carry (a reset becomes as_is:
+-- it was applied to the keys it reached, and applying it again would free their permits); the
+-- keys then follow their policies again, their states converted as for any new version of the
+-- same parameters (kept exactly).
 
 local record, overrides, removed = KEYS[1], KEYS[2], KEYS[3]
 local op = ARGV[1]
@@ -67,11 +77,42 @@ elseif op == 'set_override' then
   redis.call('HDEL', removed, ARGV[3])
   redis.call('HSET', overrides, ARGV[3], string.format('%d', reply[2]) .. ':' .. since .. ':' .. ARGV[2])
   return reply
+elseif op == 'advance' then
+  local floor = tonumber(ARGV[2])
+  if not floor or floor ~= math.floor(floor) or floor < 1 or floor > 9007199254740992 then
+    error('redlimit: advance needs a version floor from 1 to 2^53, got ' .. tostring(ARGV[2]))
+  end
+  local key = ARGV[3]
+  local held = redis.call('HGET', overrides, key) or redis.call('HGET', removed, key)
+  local key_version
+  if held then
+    key_version = tonumber(string.match(held, '^(%d+):'))
+  else
+    key_version = tonumber(redis.call('HGET', record, 'policy_version') or '0')
+  end
+  if key_version >= floor then return {0, current_version(), 0} end
+  if current_version() < floor then
+    redis.call('HSET', record, 'version', string.format('%d', floor))
+  end
+  local reply = changed()
+  local version = string.format('%d', reply[2])
+  -- Why HGET, not HEXISTS: a follower runs this, and its ACL rules have no HEXISTS.
+  if redis.call('HGET', record, 'policy') then
+    redis.call('HSET', record, 'policy_version', version)
+    if redis.call('HGET', record, 'carry') == '2' then redis.call('HSET', record, 'carry', '0') end
+  end
+  for _, hash in ipairs({overrides, removed}) do
+    local entries = redis.call('HGETALL', hash)
+    for i = 1, #entries, 2 do
+      redis.call('HSET', hash, entries[i], version .. string.match(entries[i + 1], '^%d+(:.*)$'))
+    end
+  end
+  return reply
 elseif op == 'remove_override' then
   if redis.call('HDEL', overrides, ARGV[3]) == 0 then return {0, current_version(), 0} end
   local reply = changed()
   redis.call('HSET', removed, ARGV[3], string.format('%d', reply[2]) .. ':' .. since)
   return reply
 end
-error('redlimit: operation must be read, try_set, set, remove, set_override or remove_override, got '
-      .. tostring(op))
+error('redlimit: operation must be read, try_set, set, remove, set_override, remove_override or ' ..
+      'advance, got ' .. tostring(op))

@@ -12,6 +12,7 @@
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
+#include "limiter/unconfirmed_policy.hpp"
 #include "limiter/validation.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
@@ -167,8 +168,10 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
   const auto deadline = client.command_deadline();
   std::vector<std::int64_t> min_versions(claims.size(), 0);
   for (;;) {
-    const std::vector<DecideRequest> requests =
+    const RequestsInForce in_force =
         co_await requests_in_force(claims, operation, min_versions, deadline);
+    const std::vector<DecideRequest>& requests = in_force.requests;
+    if (in_force.unconfirmed) co_return decide_on_failure(claims, requests, in_force.unconfirmed);
     const auto groups = slot_groups(requests, client.is_cluster());
     std::exception_ptr error;
     try {
@@ -238,19 +241,25 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 
 }  // namespace
 
-Task<std::vector<DecideRequest>> requests_in_force(const std::vector<HeldClaim>& held,
-                                                   Operation operation,
-                                                   const std::vector<std::int64_t>& min_versions,
-                                                   std::chrono::steady_clock::time_point deadline) {
-  std::vector<DecideRequest> requests;
-  requests.reserve(held.size());
+Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Operation operation,
+                                        const std::vector<std::int64_t>& min_versions,
+                                        std::chrono::steady_clock::time_point deadline) {
+  RequestsInForce out;
+  out.requests.reserve(held.size());
   for (std::size_t i = 0; i < held.size(); ++i) {
     const HeldClaim& claim = held[i];
-    requests.push_back(co_await PolicyEnforcer::request_in_force(
-        claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
+    std::optional<DecideRequest> unconfirmed;
+    try {
+      out.requests.push_back(co_await PolicyEnforcer::request_in_force(
+          claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
+    } catch (const UnconfirmedPolicy& e) {
+      unconfirmed.emplace(e.request());
+      out.unconfirmed = std::current_exception();
+    }
+    if (unconfirmed) out.requests.push_back(std::move(*unconfirmed));
   }
-  if (held.front().enforcer->redis_backend() != nullptr) check_keys(requests);
-  co_return requests;
+  if (held.front().enforcer->redis_backend() != nullptr) check_keys(out.requests);
+  co_return out;
 }
 
 Decision decide_on_failure(const std::vector<HeldClaim>& held,

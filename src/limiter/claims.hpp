@@ -34,12 +34,18 @@ struct HeldClaim {
   std::int64_t permits = 1;
 };
 
+/// The claims' requests under the policies in force, and whether Redis may be asked.
+struct RequestsInForce {
+  std::vector<DecideRequest> requests;
+  /// Set when a follower's claim could not confirm its stored policy (UnconfirmedPolicy): its
+  /// request is under the policy read last, and the call is the failure policies' to answer.
+  std::exception_ptr unconfirmed;
+};
 /// The claims' requests under the policies in force (a follower's claim: its stored policy, of
 /// at least its `min_versions` entry, read by `deadline`), checked by check_keys() in Redis.
-Task<std::vector<DecideRequest>> requests_in_force(const std::vector<HeldClaim>& held,
-                                                   Operation operation,
-                                                   const std::vector<std::int64_t>& min_versions,
-                                                   std::chrono::steady_clock::time_point deadline);
+Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Operation operation,
+                                        const std::vector<std::int64_t>& min_versions,
+                                        std::chrono::steady_clock::time_point deadline);
 
 /// Each claim's failure policy's answer when Redis could not answer (`error`), as one decision
 /// (binding_decision()); rethrows an error that is not unavailability.

@@ -244,8 +244,11 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
   auto deadline = deadline_from_now();
   for (;;) {
     co_await held.front().enforcer->turn().yield_if_due();
-    const std::vector<DecideRequest> requests =
+    const RequestsInForce in_force =
         co_await requests_in_force(held, Operation::acquire, min_versions, deadline);
+    const std::vector<DecideRequest>& requests = in_force.requests;
+    if (in_force.unconfirmed)
+      co_return answer_on_failure(held, requests, in_force.unconfirmed, started);
     if (!reservable(requests)) co_return std::nullopt;
     // What is left of max_wait now (each hash slot's call gets what is left then).
     const auto max_wait = [&] {

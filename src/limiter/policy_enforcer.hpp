@@ -14,6 +14,7 @@
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/redis_backend.hpp"
+#include "limiter/unconfirmed_policy.hpp"
 #include "limiter/waiters.hpp"
 #include "policy/policy_follower.hpp"
 #include "redis/command_dispatcher.hpp"
@@ -166,6 +167,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// acquire() of a follower, asking again as decide_following() does.
   static Task<Decision> acquire_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                           std::int64_t permits, OwnedAcquireOptions options);
+  /// The failure policy's answer for a call whose stored policy could not be confirmed.
+  Decision answer_unconfirmed(const UnconfirmedPolicy& unconfirmed);
   /// Takes `followed` as the policies in effect: a new version clears the deny cache.
   void follow(const FollowedPolicies& followed);
   /// The fallback's scaled policy for a request under `source` (a follower's policies change).

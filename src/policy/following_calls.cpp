@@ -6,6 +6,7 @@
 
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
+#include "limiter/unconfirmed_policy.hpp"
 #include "limiter/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -37,6 +38,13 @@ Clock::time_point call_deadline(const CommandDispatcher& redis) {
 
 }  // namespace
 
+Decision PolicyEnforcer::answer_unconfirmed(const UnconfirmedPolicy& unconfirmed) {
+  // Why no wait before Redis is asked again: the next call reads the policy again at once.
+  Decision decision = decide_on_failure(unconfirmed.request(), std::chrono::microseconds{0});
+  decision.policy_version = unconfirmed.request().policy->epoch().version;
+  return decision;
+}
+
 void PolicyEnforcer::follow(const FollowedPolicies& followed) {
   if (followed.version == followed_version_) return;
   followed_version_ = followed.version;
@@ -51,35 +59,49 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
                                                      std::int64_t permits, std::int64_t min_version,
                                                      Clock::time_point deadline) {
   check_key(key);
-  std::shared_ptr<const FollowedPolicies> followed;
-  std::string unread;
-  std::exception_ptr unread_again;
-  try {
-    followed = co_await PolicyFollower::current(self->follower_, min_version, deadline);
-  } catch (const Unavailable& e) {
-    unread = e.what();  // Redis cannot answer: typed as "no policy", never an allow
-    unread_again = std::current_exception();
+  // Why at most twice: a key written under a version the store lost makes the store advance
+  // its versions once; still older after that is a store this release cannot follow.
+  for (bool advanced = false;; advanced = true) {
+    std::shared_ptr<const FollowedPolicies> followed;
+    std::string unread = "the connection to Redis ended again while it was read";
+    std::exception_ptr unread_error;
+    try {
+      followed = co_await PolicyFollower::current(self->follower_, min_version, deadline);
+    } catch (const Unavailable& e) {
+      unread = e.what();  // Redis cannot answer: typed as "no policy", never an allow
+      unread_error = std::current_exception();
+    }
+    if (!followed || !self->follower_->verified(*followed)) {
+      // Why not PolicyNotFound when asked again after StalePolicy: a policy was read, and Redis
+      // did not answer the read again by the call's deadline.
+      if (min_version > 0) {
+        if (unread_error) std::rethrow_exception(unread_error);
+        throw ConnectionError(unread);
+      }
+      const std::shared_ptr<const FollowedPolicies>& last =
+          followed ? followed : self->follower_->last();
+      if (last && last->for_key(key)) {
+        throw UnconfirmedPolicy(self->request_under(last->for_key(key), key, operation, permits),
+                                unread);
+      }
+      throw PolicyNotFound("no policy of '" + self->options_.name +
+                           "' could be read from its PolicyStore yet: " + unread);
+    }
+    self->follow(*followed);
+    const std::shared_ptr<const CompiledPolicy>& policy = followed->for_key(key);
+    if (!policy) {
+      throw PolicyNotFound("no policy is stored under '" + self->options_.name +
+                           "' (PolicyStore::set), nor an override for the key");
+    }
+    if (policy->epoch().version >= min_version) {
+      co_return self->request_under(policy, key, operation, permits);
+    }
+    // The policy was just read again (a script named a newer version), and the store holds
+    // nothing that new for the key: it lost the changes the key's state was written under.
+    if (advanced)
+      throw_older_than_state(self->options_.name, key, min_version, policy->epoch().version);
+    co_await PolicyFollower::advance(self->follower_, key, min_version, deadline);
   }
-  // Why not PolicyNotFound when asked again after StalePolicy: a policy was read, and Redis did
-  // not answer the read again by the call's deadline.
-  if (!followed && min_version > 0) std::rethrow_exception(unread_again);
-  if (!followed) {
-    throw PolicyNotFound("no policy of '" + self->options_.name +
-                         "' could be read from its PolicyStore yet: " + unread);
-  }
-  self->follow(*followed);
-  const std::shared_ptr<const CompiledPolicy>& policy = followed->for_key(key);
-  if (!policy) {
-    throw PolicyNotFound("no policy is stored under '" + self->options_.name +
-                         "' (PolicyStore::set), nor an override for the key");
-  }
-  // Why at once: the policy was just read again (a script named a newer version), and the store
-  // holds nothing newer for the key; asking again would be refused the same way until the
-  // deadline.
-  if (policy->epoch().version < min_version) {
-    throw_older_than_state(self->options_.name, key, min_version, policy->epoch().version);
-  }
-  co_return self->request_under(policy, key, operation, permits);
 }
 
 Task<DecideRequest> PolicyEnforcer::request_in_force(std::shared_ptr<PolicyEnforcer> self,
@@ -106,9 +128,16 @@ Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> 
         ready.emplace(self->request_under(policy, key, operation, permits));
       }
     }
-    if (!ready)
-      ready.emplace(
-          co_await followed_request(self, key, operation, permits, min_version, deadline));
+    if (!ready) {
+      std::optional<Decision> unconfirmed;
+      try {
+        ready.emplace(
+            co_await followed_request(self, key, operation, permits, min_version, deadline));
+      } catch (const UnconfirmedPolicy& e) {
+        unconfirmed = self->answer_unconfirmed(e);
+      }
+      if (unconfirmed) co_return *unconfirmed;
+    }
     DecideRequest& request = *ready;
     try {
       Decision decision = co_await self->decide(request, nullptr);  // self keeps the enforcer
@@ -164,8 +193,20 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
   auto deadline = call_deadline(*self->redis_);
   std::int64_t min_version = 0;
   for (;;) {
-    DecideRequest request =
-        co_await followed_request(self, key, Operation::acquire, permits, min_version, deadline);
+    std::optional<DecideRequest> in_force;
+    std::optional<Decision> unconfirmed;
+    try {
+      in_force.emplace(
+          co_await followed_request(self, key, Operation::acquire, permits, min_version, deadline));
+    } catch (const UnconfirmedPolicy& e) {
+      unconfirmed = self->answer_unconfirmed(e);
+    }
+    if (unconfirmed) {
+      unconfirmed->waited =
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+      co_return *unconfirmed;
+    }
+    DecideRequest& request = *in_force;
     const std::int64_t version = request.policy->epoch().version;
     const bool reservable = request.policy->limits().size() == 1 &&
                             can_reserve(request.policy->limits().front().limit.algorithm);

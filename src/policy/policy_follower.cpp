@@ -1,5 +1,7 @@
 #include "policy/policy_follower.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <utility>
 
 #include "policy/policy_records.hpp"
@@ -26,7 +28,8 @@ PolicyFollower::~PolicyFollower() {
 }
 
 std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
-  if (subscription_ == 0 || !followed_ || (!followed_->policy && followed_->per_key.empty())) {
+  if (subscription_ == 0 || !followed_ || !verified(*followed_) ||
+      (!followed_->policy && followed_->per_key.empty())) {
     return nullptr;
   }
   refresh_if_due();
@@ -34,9 +37,7 @@ std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
 }
 
 void PolicyFollower::refresh_if_due() {
-  if (Clock::now() - read_at_ >= refresh_ || followed_->version < announced_version_) {
-    read_in_background();
-  }
+  if (Clock::now() - read_at_ >= refresh_) read_in_background();
 }
 
 Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
@@ -55,16 +56,18 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
     self->subscription_ = self->redis_->subscriber().subscribe(policy_channel(self->record_key_),
                                                                on_message, on_confirmed);
   }
-  auto fresh_enough = [&self, min_version] {
-    return self->followed_ && self->followed_->version >= min_version &&
+  auto read_since_contact = [&self] { return self->followed_ && self->verified(*self->followed_); };
+  auto fresh_enough = [&self, &read_since_contact, min_version] {
+    return read_since_contact() && self->followed_->version >= min_version &&
            (min_version > 0 || self->followed_->policy || !self->followed_->per_key.empty());
   };
   if (!fresh_enough()) {
     const bool waited = self->reading_;
     co_await self->wait_for_read(deadline);
     // Why read again after waiting: the read we waited for may have started before the change
-    // a script told us of; a read that merely found nothing stored is recent enough.
-    if (!fresh_enough() && !(waited && min_version == 0 && self->followed_)) {
+    // a script told us of, or before the contact broke; a read that merely found nothing
+    // stored is recent enough.
+    if (!fresh_enough() && !(waited && min_version == 0 && read_since_contact())) {
       self->read_in_background();
       co_await self->wait_for_read(deadline);
     }
@@ -73,7 +76,8 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
         throw TimeoutError("the policies stored under " + self->record_key_ +
                            " were not read by the call's deadline");
       }
-      if (self->read_error_ && (min_version > 0 || !self->followed_)) {
+      // Why not the policies read before the contact broke: the server may have lost them.
+      if (self->read_error_ && (min_version > 0 || !read_since_contact())) {
         std::rethrow_exception(self->read_error_);
       }
     }
@@ -112,10 +116,12 @@ Task<void> PolicyFollower::wait_for_read(Clock::time_point deadline) {
 Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   // Why cleared here: this read sees every change stored before it starts.
   self->read_again_ = false;
+  // Why taken before: a break during the read leaves its result unverified.
+  const std::uint64_t contact = self->redis_->contact();
   std::exception_ptr error;
   try {
     const StoredPolicies stored = co_await read_policies(self->redis_, self->record_key_);
-    self->install(stored);
+    self->install(stored, contact);
   } catch (...) {
     error = std::current_exception();
   }
@@ -124,9 +130,9 @@ Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   self->reading_ = false;
   // A notice that arrived during the read may name a change the read did not see; a change
   // stored before the subscription was confirmed, during the read, was announced to nobody.
-  if (!error && (self->followed_->version < self->announced_version_ || self->read_again_)) {
-    self->read_in_background();
-  }
+  // Why nothing more: a notice of a version the store no longer holds (it lost changes) would
+  // otherwise start one read after another.
+  if (!error && self->read_again_) self->read_in_background();
   // Why safe at any point: sleep_for() resumes a stopped waiter from the loop, never inline.
   for (std::stop_source* waiter : std::exchange(self->read_waiters_, {}))
     waiter->request_stop();
@@ -151,9 +157,13 @@ void PolicyFollower::on_notice(std::string_view message) {
     version = version * 10 + (digit - '0');
     if (version > (std::int64_t{1} << 53)) return;
   }
-  if (version <= announced_version_) return;
-  announced_version_ = version;
-  if (!followed_ || followed_->version < version) read_in_background();
+  // Why any other version, a smaller one too: the store's versions start again after a restart
+  // that lost them.
+  if (reading_) {
+    read_again_ = true;
+  } else if (!followed_ || followed_->version != version) {
+    read_in_background();
+  }
 }
 
 void PolicyFollower::on_subscribed() {
@@ -166,9 +176,26 @@ void PolicyFollower::on_subscribed() {
   }
 }
 
-void PolicyFollower::install(const StoredPolicies& stored) {
+Task<void> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::string key,
+                                   std::int64_t floor, Clock::time_point deadline) {
+  const std::int64_t version =
+      co_await advance_policies(self->redis_, self->record_key_, key, floor);
+  if (version != 0) {
+    self->redis_->logger()->warn(
+        "the policy store under {} held older versions than key '{}' was written under ({}): it "
+        "lost changes (a restart without persistence, or a failover); its versions go on from {}",
+        self->record_key_, key, floor, version);
+  }
+  // Why wait for a read that starts now: one in flight may have started before the advance.
+  co_await self->wait_for_read(deadline);
+  self->read_in_background();
+  co_await self->wait_for_read(deadline);
+}
+
+void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {
   auto followed = std::make_shared<FollowedPolicies>();
   followed->version = stored.version;
+  followed->contact = contact;
   // Why per key: a key's state is stamped with the version of the change that last set ITS
   // policy, so that another key's override neither converts it again (at a later time, or with
   // the policy's carry once more) nor makes its decisions look newer than they are.

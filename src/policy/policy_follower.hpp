@@ -22,6 +22,9 @@ namespace redlimit::detail {
 struct FollowedPolicies {
   /// The name's version (its latest change): at least every key's version below.
   std::int64_t version = 0;
+  /// The client's contact() when the read began: after a later break, the server may have
+  /// lost what was read.
+  std::uint64_t contact = 0;
   /// The name's policy under the epoch of its change; null when none is stored.
   std::shared_ptr<const CompiledPolicy> policy;
   /// Per raw key whose policy was set by a later change: its override, or the name's policy
@@ -36,7 +39,14 @@ struct FollowedPolicies {
 /// Keeps a limiter's policies current with a PolicyStore: reads the name's record on first use,
 /// reads it again within a round trip of each change notice (pub/sub), each time the
 /// subscription is confirmed (notices are lost until then and while the pub/sub connection is
-/// down), every `refresh` otherwise, and when a script refused a request as stale.
+/// down), every `refresh` otherwise, and when a script refused a request as stale. What was read
+/// is trusted only while the client keeps its contact with Redis (CommandDispatcher::contact()):
+/// after a connection ended, the server may be another one, or the same one restarted without
+/// its data, and the next call reads again before deciding.
+///
+/// Reads are one at a time; one starts another only when a notice arrived or the subscription
+/// was confirmed while it ran, so they are bounded by the notices, the refresh interval and the
+/// calls that need a newer version than the one held.
 ///
 /// Shared: reads in flight keep it alive; the notice handler holds it weakly.
 class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
@@ -52,7 +62,9 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// The policies to decide under, of at least `min_version`: those read last if they are,
   /// else read now (a call waits for a read in flight rather than starting another), waiting
   /// until `deadline` at most (then TimeoutError). Throws what the read threw (Unavailable, ...)
-  /// when there is nothing read to fall back on, or nothing of `min_version` (> 0).
+  /// when there is nothing read to fall back on: nothing of `min_version` (> 0), or nothing
+  /// read since the contact broke. What it returns may still fail verified() (the contact
+  /// broke during the read).
   static Task<std::shared_ptr<const FollowedPolicies>> current(std::shared_ptr<PolicyFollower> self,
                                                                std::int64_t min_version,
                                                                Clock::time_point deadline);
@@ -61,10 +73,18 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   std::shared_ptr<const FollowedPolicies> ready();
   /// The policies read last, or null before the first read.
   const std::shared_ptr<const FollowedPolicies>& last() const noexcept { return followed_; }
+  /// Whether `followed` was read since the client's contact with Redis last broke.
+  bool verified(const FollowedPolicies& followed) const noexcept {
+    return followed.contact == redis_->contact();
+  }
+  /// Has the store give `key`'s policy a version above `floor` (the version a key's state was
+  /// written under, which the store no longer holds: it lost changes), then reads it again.
+  static Task<void> advance(std::shared_ptr<PolicyFollower> self, std::string key,
+                            std::int64_t floor, Clock::time_point deadline);
 
  private:
-  /// Reads the record once and installs it; then again if a notice announced a newer version
-  /// meanwhile. Wakes the calls waiting for it.
+  /// Reads the record once and installs it; then again if a notice came, or the subscription
+  /// was confirmed, meanwhile. Wakes the calls waiting for it.
   static Task<void> read(std::shared_ptr<PolicyFollower> self);
   /// Starts read() in the client's background work unless one is in flight (or the client is
   /// closed). Reads never run in a call's frame: a call destroyed meanwhile cannot end them.
@@ -72,24 +92,24 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// Waits until no read is in flight, or until `deadline`. A caller destroyed while waiting is
   /// forgotten, never resumed.
   Task<void> wait_for_read(Clock::time_point deadline);
-  /// Reads in the background if `refresh` passed since the last read, or a notice named a newer
-  /// version than the one held (followed_ must be set).
+  /// Reads in the background if `refresh` passed since the last read (followed_ must be set).
   void refresh_if_due();
   void on_notice(std::string_view message);
   /// Reads again after the subscription is confirmed (first, or after a reconnect).
   void on_subscribed();
-  void install(const StoredPolicies& stored);
+  void install(const StoredPolicies& stored, std::uint64_t contact);
 
   std::shared_ptr<CommandDispatcher> redis_;
   std::string record_key_;
   std::chrono::microseconds refresh_;
   std::shared_ptr<const FollowedPolicies> followed_;
   Clock::time_point read_at_{};                  ///< when followed_ was read
-  std::int64_t announced_version_ = 0;           ///< the largest version a notice or a script named
   bool reading_ = false;                         ///< a read was started and has not ended
   std::vector<std::stop_source*> read_waiters_;  ///< wait_for_read() calls to wake
   std::exception_ptr read_error_;                ///< what the last read threw, if it failed
-  bool read_again_ = false;                      ///< the subscription was confirmed during a read
+  /// A notice, or the subscription's confirmation, came during the read: the read may not have
+  /// seen the change it announces.
+  bool read_again_ = false;
   std::uint64_t subscription_ = 0;
 };
 

@@ -143,4 +143,13 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
   co_return stored;
 }
 
+Task<std::int64_t> advance_policies(std::shared_ptr<CommandDispatcher> redis,
+                                    std::string record_key, std::string key, std::int64_t floor) {
+  const Reply reply = co_await run_policy_script(std::move(redis), std::move(record_key), "advance",
+                                                 std::to_string(floor), std::move(key));
+  const auto& parts = reply.as_array();
+  if (parts.size() != 3) throw ProtocolError("the policy store's advance returned a bad reply");
+  co_return parts[0].as_integer() == 1 ? parts[1].as_integer() : 0;
+}
+
 }  // namespace redlimit::detail

@@ -24,6 +24,13 @@ Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::str
 Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
                                    std::string record_key);
 
+/// Has the store give raw key `key`'s policy a version above `floor`, when it holds a smaller one
+/// (the store lost changes that a key's state was written under): every record of the name
+/// moves to one new version, above `floor` and above the name's; returns it, or 0 when the
+/// key's version was already at least `floor` (another process advanced it).
+Task<std::int64_t> advance_policies(std::shared_ptr<CommandDispatcher> redis,
+                                    std::string record_key, std::string key, std::int64_t floor);
+
 /// The script's argument for `carry`.
 std::string carry_argument(Carry carry);
 

@@ -78,9 +78,15 @@ ClientOptions validated(ClientOptions options) {
   return options;
 }
 
-ConnectionSettings settings_of(const ClientOptions& options, std::shared_ptr<TlsContext> tls) {
-  return {options.connect_timeout, options.reconnect_min,     options.reconnect_max,
-          options.max_pending,     &options.metrics->redis(), std::move(tls)};
+ConnectionSettings settings_of(const ClientOptions& options, std::shared_ptr<TlsContext> tls,
+                               std::uint64_t* contact_breaks) {
+  return {.connect_timeout = options.connect_timeout,
+          .reconnect_min = options.reconnect_min,
+          .reconnect_max = options.reconnect_max,
+          .max_pending = options.max_pending,
+          .metrics = &options.metrics->redis(),
+          .tls = std::move(tls),
+          .contact_breaks = contact_breaks};
 }
 
 /// The TLS configuration of a `rediss://` URL, loaded now (a ConfigError before any I/O);
@@ -93,11 +99,12 @@ std::shared_ptr<TlsContext> tls_of(const ClientOptions& options) {
 }
 
 std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& options,
-                                        const std::shared_ptr<TlsContext>& tls) {
+                                        const std::shared_ptr<TlsContext>& tls,
+                                        std::uint64_t* contact_breaks) {
   if (is_cluster_url(options.url)) {
     return std::make_unique<ClusterRouter>(loop, parse_cluster_url(options.url),
-                                           settings_of(options, tls), options.command_timeout,
-                                           options.logger);
+                                           settings_of(options, tls, contact_breaks),
+                                           options.command_timeout, options.logger);
   }
   if (is_sentinel_url(options.url)) {
     SentinelConfig config = parse_sentinel_url(options.url);
@@ -105,12 +112,14 @@ std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& op
       sentinel.user = options.sentinel_user;
       sentinel.password = options.sentinel_password;
     }
-    return std::make_unique<SentinelRouter>(loop, std::move(config), settings_of(options, tls),
-                                            settings_of(options, tls), options.command_timeout,
-                                            options.logger);
+    // Why the sentinels' connections count no contact: a sentinel holds none of the data.
+    return std::make_unique<SentinelRouter>(
+        loop, std::move(config), settings_of(options, tls, contact_breaks),
+        settings_of(options, tls, nullptr), options.command_timeout, options.logger);
   }
-  return std::make_unique<SingleNodeRouter>(std::make_unique<Connection>(
-      loop, parse_redis_url(options.url), settings_of(options, tls), options.logger));
+  return std::make_unique<SingleNodeRouter>(
+      std::make_unique<Connection>(loop, parse_redis_url(options.url),
+                                   settings_of(options, tls, contact_breaks), options.logger));
 }
 
 /// The pause before retrying a cluster error that says "not now" (a slot migrating, a
@@ -125,7 +134,7 @@ CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
     : loop_(loop),
       options_(validated(std::move(options))),
       tls_(tls_of(options_)),
-      router_(make_router(loop, options_, tls_)),
+      router_(make_router(loop, options_, tls_, &contact_breaks_)),
       batcher_(options_.max_batch > 1
                    ? std::make_unique<ScriptBatcher>(loop, *this, options_.max_batch)
                    : nullptr),
@@ -136,7 +145,9 @@ CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
 Subscriber& CommandDispatcher::subscriber() {
   check_thread();
   if (!subscriber_) {
-    ConnectionSettings settings = settings_of(options_, tls_);
+    // Why no contact counted: the data connections count a restart; a lost subscription is
+    // made good by the read that follows its confirmation.
+    ConnectionSettings settings = settings_of(options_, tls_, nullptr);
     settings.endpoint_source = router_->endpoint_source();
     subscriber_ = std::make_unique<Subscriber>(loop_, router_->subscriber_endpoints(), settings,
                                                options_.logger);

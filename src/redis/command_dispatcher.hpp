@@ -93,6 +93,10 @@ class CommandDispatcher {
   const ScriptRegistry& scripts() const noexcept { return scripts_; }
   /// Throws UsageError when called from a thread other than the one that made the client.
   void check_thread() const;
+  /// Changes each time a ready connection of this client ends (lost, moved, dropped): what was
+  /// read before (a follower's stored policies) may come from a server that is gone, or that
+  /// restarted without its data.
+  std::uint64_t contact() const noexcept { return contact_breaks_; }
 
  private:
   friend class ScriptBatcher;  // sends batches with execute(), answers their calls with answer()
@@ -155,6 +159,7 @@ class CommandDispatcher {
   ScriptRegistry scripts_{&redis_metrics_};
   /// The TLS configuration of a rediss:// URL (null otherwise), shared by its connections.
   std::shared_ptr<TlsContext> tls_;
+  std::uint64_t contact_breaks_ = 0;    ///< see contact(); counted by every connection's session
   std::unique_ptr<SlotRouter> router_;  ///< after options_, breakers_ and tls_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   BackgroundTasks background_{loop_};

@@ -260,6 +260,7 @@ void Session::endpoint_changed() {
       return;
     case State::ready:
       logger_->info("redis {}: the {} moves to the new primary", endpoint().display(), role_);
+      break_contact();
       drop_context("the server moved");
       state_ = State::connecting;
       backoff_timer_.start(0);
@@ -308,6 +309,7 @@ void Session::lost(const std::string& reason) {
       if (settings_.endpoint_source != nullptr) {
         settings_.endpoint_source->trouble_with(endpoint());
       }
+      break_contact();
       next_endpoint();
       // Why a timer: a new context is not created inside the old one's callbacks. Why before
       // the event: the owner may delay it (back_off_after_loss).
@@ -334,6 +336,7 @@ void Session::reconnect_after_failure(const std::string& reason) {
   if (state_ != State::ready) return;
   const auto delay = backoff_.next();
   logger_->warn("redis {}: {}; reconnecting in {} ms", endpoint().display(), reason, delay.count());
+  break_contact();
   drop_context(reason);
   state_ = State::connecting;
   backoff_timer_.start(static_cast<std::uint64_t>(delay.count()));

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -44,6 +45,10 @@ struct ConnectionSettings {
   /// Where the server is found before each attempt (a Sentinel's primary; see EndpointSource),
   /// instead of the session's endpoints; null: they are given. Must outlive the session.
   EndpointSource* endpoint_source = nullptr;
+  /// Counts the ends of ready connections (lost, moved to a new primary, dropped after a
+  /// missed deadline): after one, the server on the other side may be another one, or the same
+  /// one restarted without its data. Null: not counted. Must outlive the session.
+  std::uint64_t* contact_breaks = nullptr;
 };
 
 /// What a Session tells its owner. Called from the loop (inside hiredis or a timer callback):
@@ -162,6 +167,10 @@ class Session {
   void become_ready();
   void attempt_failed(std::exception_ptr error);
   void lost(const std::string& reason);
+  /// A ready connection ends: counted in ConnectionSettings::contact_breaks.
+  void break_contact() noexcept {
+    if (settings_.contact_breaks != nullptr) ++*settings_.contact_breaks;
+  }
   void drop_context(const std::string& reason);
   /// Closes the TLS tunnel of the context, if any: it goes with the context.
   void close_tunnel() noexcept;
