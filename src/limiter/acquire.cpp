@@ -56,11 +56,28 @@ Task<Decision> PolicyEnforcer::acquire_unobserved(std::shared_ptr<PolicyEnforcer
   DecideRequest validated_request = self->request(key, Operation::acquire, permits);
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
-  if (reservable(*validated_request.policy)) {
-    co_return co_await self->acquire_by_reserving(std::move(validated_request), std::move(key),
-                                                  std::move(options));
+  if (!reservable(*validated_request.policy)) {
+    co_return co_await self->acquire_by_retrying(std::move(validated_request), std::move(options));
   }
-  co_return co_await self->acquire_by_retrying(std::move(validated_request), std::move(options));
+  const auto started = Clock::now();
+  for (;;) {
+    OwnedAcquireOptions rest = options;
+    rest.max_wait = options.max_wait - std::min(options.max_wait, since(started));
+    std::optional<Decision> decision =
+        co_await self->acquire_by_reserving(std::move(validated_request), key, rest);
+    if (decision) {
+      decision->waited = since(started);
+      co_return *decision;
+    }
+    // set_policy() replaced the policy it waited under: it reserves again under this one.
+    validated_request = self->request(key, Operation::acquire, permits);
+    if (!reservable(*validated_request.policy)) {
+      rest.max_wait = options.max_wait - std::min(options.max_wait, since(started));
+      Decision retried = co_await self->acquire_by_retrying(std::move(validated_request), rest);
+      retried.waited = since(started);
+      co_return retried;
+    }
+  }
 }
 
 Task<Decision> PolicyEnforcer::acquire_by_retrying(DecideRequest request,
@@ -109,10 +126,13 @@ Task<void> PolicyEnforcer::renew_beside(std::shared_ptr<PolicyEnforcer> enforcer
   if (renewal->wake != nullptr) renewal->wake->request_stop();  // the waiter looks again
 }
 
-Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::string key,
-                                                    OwnedAcquireOptions options) {
+Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
+                                                                   std::string key,
+                                                                   OwnedAcquireOptions options) {
   co_await turn_.yield_if_due();
   const auto started = Clock::now();
+  // Why kept: a fallback's reservation is made under another policy (the scaled one).
+  const std::shared_ptr<const CompiledPolicy> reserved_under = request.policy;
   const std::int64_t max_wait = std::min(options.max_wait.count(), max_reservation_wait_us);
   // Why before reserving: a cancellation announced before our reply arrives is kept for us.
   WaiterRegistry::Watch watch = waiters_.watch(request);
@@ -215,10 +235,16 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
   } forget_wake{*renewal};
   auto next_renewal = Clock::now() + renew_every;
   std::optional<GaugeScope> waiting(std::in_place, waiters_gauge(), options.slept);
+  bool replaced = false;
   for (;;) {
     if (renewal->error) std::rethrow_exception(renewal->error);
     const auto current = Clock::now();
     if (current >= waiter.wake || renewal->reclaimed) break;
+    // Why before the slot: a change reaches the waiters (the slot is the old policy's).
+    if (!options.stop.stop_requested() && superseded(*reserved_under, key)) {
+      replaced = true;
+      break;
+    }
     const bool renewing = unconfirmed() && !renewal->in_flight;
     if (renewing && current >= next_renewal) {
       next_renewal = current + renew_every;
@@ -249,6 +275,18 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     if (woken && options.stop.stop_requested()) break;
   }
   waiting.reset();
+  if (replaced) {
+    // Given back under the policy in force (its terms; the reservation's own when none is),
+    // then reserved again by the caller. A give-back Redis does not answer leaves the permits
+    // taken until their slot: under-admission, never over.
+    guard.armed = false;
+    try {
+      co_await backend->cancel(give_back_request(request, backend, key), waiter.ticket());
+    } catch (const Unavailable&) {
+    } catch (const StalePolicy&) {
+    }
+    co_return std::nullopt;
+  }
   bool reclaimed = renewal->reclaimed;
   // Why decided once: a stop that came after the wake does not cancel (the slot has come).
   const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
@@ -288,8 +326,9 @@ Task<Decision> PolicyEnforcer::acquire_by_reserving(DecideRequest request, std::
     const auto waited = since(started);
     OwnedAcquireOptions rest = options;
     rest.max_wait = options.max_wait - std::min(options.max_wait, waited);
-    Decision again = co_await acquire_by_reserving(std::move(request), std::move(key), rest);
-    again.waited += waited;
+    std::optional<Decision> again =
+        co_await acquire_by_reserving(std::move(request), std::move(key), rest);
+    if (again) again->waited += waited;
     co_return again;
   }
   guard.armed = false;

@@ -95,6 +95,13 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
   if (options_.on_failure.kind == FailurePolicy::local_fallback) {
     fallback_ = std::make_unique<LocalBackend>();
   }
+  // Why: a waiter reserved under a version that a change replaced reserves again under the new
+  // one (acquire_by_reserving); waking them makes it happen at the change, not at their slot.
+  change_listener_ = follower_->listen([this] { waiters_.wake_all(); });
+}
+
+PolicyEnforcer::~PolicyEnforcer() {
+  if (follower_) follower_->forget(change_listener_);
 }
 
 void PolicyEnforcer::publish_counts() {
@@ -388,6 +395,14 @@ void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
   policy_ = std::move(compiled);
   ++generation_;
   deny_cache_.clear();
+  waiters_.wake_all();  // they reserve again under this policy (acquire_by_reserving)
+}
+
+bool PolicyEnforcer::superseded(const CompiledPolicy& reserved_under, std::string_view key) const {
+  if (!follower_) return policy_.get() != &reserved_under;
+  const auto& followed = follower_->last();
+  const CompiledPolicy* in_force = followed ? followed->for_key(key).get() : nullptr;
+  return in_force == nullptr || in_force->epoch().version != reserved_under.epoch().version;
 }
 
 }  // namespace redlimit::detail

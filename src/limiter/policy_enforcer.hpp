@@ -39,6 +39,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                  std::unique_ptr<Backend> backend, std::shared_ptr<PolicyFollower> follower,
                  LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
+  ~PolicyEnforcer();
+  PolicyEnforcer(const PolicyEnforcer&) = delete;
+  PolicyEnforcer& operator=(const PolicyEnforcer&) = delete;
 
   // Why every call keeps the enforcer alive: a Limiter that is destroyed or assigned to while
   // a call waits drops its reference, and the call's frames still use the enforcer.
@@ -176,8 +179,13 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
       const std::shared_ptr<const CompiledPolicy>& source) const;
 
   /// acquire() by reserving `request`'s permits for `key` (the caller's key, for the give-back).
-  Task<Decision> acquire_by_reserving(DecideRequest request, std::string key,
-                                      OwnedAcquireOptions options);
+  /// Nothing when the policy changed while it waited (superseded()): its reservation was given
+  /// back, and the caller reserves again under the policy in force.
+  Task<std::optional<Decision>> acquire_by_reserving(DecideRequest request, std::string key,
+                                                     OwnedAcquireOptions options);
+  /// Whether a reservation made under `reserved_under` for `key` waits under a policy that is no
+  /// longer in force (set_policy(), or a change or removal of the stored policy).
+  bool superseded(const CompiledPolicy& reserved_under, std::string_view key) const;
   Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
   static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                               DecideRequest request, CancelTicket ticket);
@@ -208,6 +216,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   std::string per_client_name_;
   std::shared_ptr<PolicyFollower> follower_;  ///< null unless following a PolicyStore
   std::int64_t followed_version_ = -1;        ///< the version follow() took last
+  std::uint64_t change_listener_ = 0;         ///< this enforcer's listener on follower_
   /// A follower's fallback policy and the policy it was scaled from.
   mutable std::shared_ptr<const CompiledPolicy> fallback_source_;
   mutable std::shared_ptr<const CompiledPolicy> followed_fallback_;

@@ -64,6 +64,14 @@ void WaiterRegistry::Watch::add(Waiter* waiter) {
   key.waiters.push_back(waiter);
 }
 
+void WaiterRegistry::wake_all() {
+  for (const auto& [name, key] : keys_) {
+    for (Waiter* waiter : key.waiters) {
+      if (waiter->reschedule != nullptr) waiter->reschedule->request_stop();
+    }
+  }
+}
+
 void WaiterRegistry::on_notice(const std::string& name, const CancelNotice& notice) {
   const auto it = keys_.find(name);
   if (it == keys_.end()) return;

@@ -81,6 +81,8 @@ class WaiterRegistry {
 
   /// Starts watching the key of `request`.
   Watch watch(const DecideRequest& request);
+  /// Wakes every sleeping waiter to look again (the policy changed under their reservations).
+  void wake_all();
 
  private:
   struct Key {

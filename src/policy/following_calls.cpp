@@ -100,7 +100,7 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
     // nothing that new for the key: it lost the changes the key's state was written under.
     if (advanced)
       throw_older_than_state(self->options_.name, key, min_version, policy->epoch().version);
-    co_await PolicyFollower::advance(self->follower_, key, min_version, deadline);
+    co_await PolicyFollower::advance(self->follower_, key, min_version);
   }
 }
 
@@ -211,10 +211,24 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
     const bool reservable = request.policy->limits().size() == 1 &&
                             can_reserve(request.policy->limits().front().limit.algorithm);
     bool again = false;
+    bool continue_after_change = false;
     try {
       Decision decision;
       if (reservable) {
-        decision = co_await self->acquire_by_reserving(std::move(request), key, options);
+        OwnedAcquireOptions rest = options;
+        const auto waited =
+            std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+        rest.max_wait = options.max_wait - std::min(options.max_wait, waited);
+        std::optional<Decision> reserved =
+            co_await self->acquire_by_reserving(std::move(request), key, rest);
+        // Nothing: the stored policy changed while it waited, and it reserves again under it.
+        again = !reserved;
+        if (again) continue_after_change = true;
+        if (reserved) {
+          decision = *reserved;
+          decision.waited =
+              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
+        }
       } else {
         // Why not acquire_by_retrying(): each attempt asks under the policy in force then.
         decision = co_await self->decide(request, nullptr);
@@ -224,8 +238,10 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
       }
       decision.policy_version = version;
       if (!again) co_return decision;
-      const GaugeScope waiting(self->waiters_gauge(), options.slept);
-      co_await sleep_for(self->loop_, decision.retry_after, options.stop);
+      if (!continue_after_change) {
+        const GaugeScope waiting(self->waiters_gauge(), options.slept);
+        co_await sleep_for(self->loop_, decision.retry_after, options.stop);
+      }
     } catch (const StalePolicy& stale) {
       min_version = stale.stored_version();
     }

@@ -177,7 +177,7 @@ void PolicyFollower::on_subscribed() {
 }
 
 Task<void> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::string key,
-                                   std::int64_t floor, Clock::time_point deadline) {
+                                   std::int64_t floor) {
   const std::int64_t version =
       co_await advance_policies(self->redis_, self->record_key_, key, floor);
   if (version != 0) {
@@ -186,13 +186,19 @@ Task<void> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::st
         "lost changes (a restart without persistence, or a failover); its versions go on from {}",
         self->record_key_, key, floor, version);
   }
-  // Why wait for a read that starts now: one in flight may have started before the advance.
-  co_await self->wait_for_read(deadline);
-  self->read_in_background();
-  co_await self->wait_for_read(deadline);
+}
+
+std::uint64_t PolicyFollower::listen(std::function<void()> on_change) {
+  listeners_.emplace_back(++last_listener_, std::move(on_change));
+  return last_listener_;
+}
+
+void PolicyFollower::forget(std::uint64_t listener) {
+  std::erase_if(listeners_, [listener](const auto& entry) { return entry.first == listener; });
 }
 
 void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {
+  const bool changed = followed_ && followed_->version != stored.version;
   auto followed = std::make_shared<FollowedPolicies>();
   followed->version = stored.version;
   followed->contact = contact;
@@ -215,6 +221,11 @@ void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact
                                      PolicyEpoch{record.version, record.since_us, Carry::as_is}));
   }
   followed_ = std::move(followed);
+  if (!changed) return;
+  // Why a copy: a listener may forget itself.
+  const auto listeners = listeners_;
+  for (const auto& [id, on_change] : listeners)
+    on_change();
 }
 
 }  // namespace redlimit::detail

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "limiter/compiled_policy.hpp"
@@ -77,10 +79,15 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   bool verified(const FollowedPolicies& followed) const noexcept {
     return followed.contact == redis_->contact();
   }
+  /// Calls `on_change` each time a read installs another version of the name's policies, where
+  /// the read ends (inside hiredis's reply callback, perhaps): it may only schedule work (wake
+  /// a sleeper), never resume a coroutine. Returns the id that forget() takes.
+  std::uint64_t listen(std::function<void()> on_change);
+  void forget(std::uint64_t listener);
   /// Has the store give `key`'s policy a version above `floor` (the version a key's state was
-  /// written under, which the store no longer holds: it lost changes), then reads it again.
+  /// written under, which the store no longer holds: it lost changes); current() then reads it.
   static Task<void> advance(std::shared_ptr<PolicyFollower> self, std::string key,
-                            std::int64_t floor, Clock::time_point deadline);
+                            std::int64_t floor);
 
  private:
   /// Reads the record once and installs it; then again if a notice came, or the subscription
@@ -111,6 +118,8 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// seen the change it announces.
   bool read_again_ = false;
   std::uint64_t subscription_ = 0;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> listeners_;
+  std::uint64_t last_listener_ = 0;
 };
 
 }  // namespace redlimit::detail

@@ -14,6 +14,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 #include "support/started_task.hpp"
@@ -76,6 +77,38 @@ TEST_P(PolicyChange, TighteningALeakyBucketKeepsItsQueueInPermits) {
   EXPECT_EQ(admitted(1), 0);  // a denial carries the key over (and its expiry with it)
   run(loop(), sleep_for(loop(), 700ms));
   EXPECT_EQ(admitted(1), 0) << "one permit queued is 36 s at the new rate, not 600 ms";
+}
+
+Task<void> acquire_into(Limiter& limiter, std::vector<Decision>& out) {
+  out.push_back(co_await limiter.acquire("k", 1, {.max_wait = 3s}));
+}
+
+Task<void> set_policy_after(uv_loop_t* loop, Limiter& limiter, Policy policy) {
+  co_await sleep_for(loop, 100ms);
+  limiter.set_policy(std::move(policy));
+}
+
+// Issue 32, bug 4: waiters kept the slots they reserved under the old policy.
+TEST_P(PolicyChange, WaitersReserveAgainWhenSetPolicyTightens) {
+  Limiter& l = limiter(Limit::gcra("20/s", 1));
+  std::vector<Decision> decisions;
+  auto all = [](uv_loop_t* loop, Limiter& target, std::vector<Decision>& out) -> Task<void> {
+    TaskGroup group;
+    for (int i = 0; i < 10; ++i)
+      group.add(acquire_into(target, out));
+    group.add(set_policy_after(loop, target, Policy{Limit::gcra("10/s", 1)}));
+    co_await group.join();
+  };
+  run(loop(), all(loop(), l, decisions));
+  ASSERT_EQ(decisions.size(), 10u);
+  std::chrono::microseconds longest{};
+  for (const Decision& decision : decisions) {
+    EXPECT_TRUE(decision.allowed);
+    longest = std::max(longest, decision.waited);
+  }
+  // At 20/s the last of ten leaves 450 ms in; two or three leave before the change at 100 ms,
+  // the rest at 10/s after it: the last at least 100 + 6 x 100 ms in.
+  EXPECT_GE(longest, 700ms) << "the waiters kept the old policy's slots";
 }
 
 // Bug 1: denials never refreshed the key's TTL, set by the last admission under the old
