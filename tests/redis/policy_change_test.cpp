@@ -12,6 +12,7 @@
 #include "limiter/redis_backend.hpp"
 #include "limiter/stale_policy.hpp"
 #include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
@@ -109,6 +110,17 @@ TEST_P(PolicyChange, WaitersReserveAgainWhenSetPolicyTightens) {
   // At 20/s the last of ten leaves 450 ms in; two or three leave before the change at 100 ms,
   // the rest at 10/s after it: the last at least 100 + 6 x 100 ms in.
   EXPECT_GE(longest, 700ms) << "the waiters kept the old policy's slots";
+}
+
+// Issue 32, bug 5: a change of scope starts every key afresh (the other scope's keys are other
+// keys): only a reset says so.
+TEST_P(PolicyChange, SetPolicyRefusesAScopeChangeUnlessItIsAReset) {
+  Limiter& l = limiter(Limit::gcra("10/h"));
+  Policy per_client = Policy::parse("gcra 10/h; scope per_client");
+  EXPECT_THROW(l.set_policy(per_client), InvalidArgument);
+  EXPECT_EQ(l.policy(), Policy::parse("gcra 10/h"));
+  l.set_policy(per_client, Carry::reset);
+  EXPECT_EQ(l.policy(), per_client);
 }
 
 // Bug 1: denials never refreshed the key's TTL, set by the last admission under the old

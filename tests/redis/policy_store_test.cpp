@@ -100,6 +100,23 @@ TEST_F(PolicyStoreTest, TheScopeIsStoredWithThePolicy) {
   EXPECT_EQ(run(loop(), store.get("api")), policy);
 }
 
+// Issue 32, bug 5: from per_client to overall the overall key started fresh, admitting the
+// limit again on top of what every client had taken. A scope change cannot carry (the clients'
+// keys are not known), so it is made only as a reset, which says so.
+TEST_F(PolicyStoreTest, AScopeChangeIsRefusedUnlessItIsAReset) {
+  PolicyStore store(client());
+  const Policy per_client = Policy::parse("gcra 10/h; scope per_client");
+  const Policy overall = Policy::parse("gcra 10/h");
+  run(loop(), store.set("api", per_client));
+  EXPECT_THROW(run(loop(), store.set("api", overall)), InvalidArgument);
+  EXPECT_THROW(run(loop(), store.set("api", overall, Carry::proportional)), InvalidArgument);
+  EXPECT_EQ(run(loop(), store.get("api")), per_client) << "a refused change stores nothing";
+  EXPECT_THROW(run(loop(), store.set_override("api", "vip", overall)), InvalidArgument);
+  run(loop(), store.set("api", overall, Carry::reset));
+  EXPECT_EQ(run(loop(), store.get("api")), overall);
+  EXPECT_THROW(run(loop(), store.set("api", per_client)), InvalidArgument);
+}
+
 TEST_F(PolicyStoreTest, AnInvalidPolicyIsRefusedBeforeAnythingIsStored) {
   PolicyStore store(client());
   EXPECT_THROW(run(loop(), store.set("api", Policy::parse("gcra 0/s"))), InvalidArgument);
