@@ -20,7 +20,8 @@
 -- read returns {record fields and values, override keys and values, removed keys and values}
 -- (HGETALL of each); the writes return {done (0/1), version, since}: try_set is not done when a
 -- policy is stored, remove_override when the key has no override, advance when the key's
--- version is at least the floor.
+-- version is at least the floor; set (unless its carry is reset) and set_override return
+-- {-1, version, 0} and store nothing when the policy would change the stored one's scope.
 --
 -- advance: a follower found a key's state written under a version above the key's version
 -- here, so the store lost changes (a restart without persistence, a failover to a replica that
@@ -52,10 +53,23 @@ local function changed()
   return {1, version, since}
 end
 
+-- Whether a policy's text form has a per_client scope: to_string() writes it last.
+local function per_client(text)
+  return string.sub(text, -18) == '; scope per_client'
+end
+
+-- Whether `text` would change the scope of the stored policy: every key would start afresh
+-- under it (the other scope's keys are other keys), so only a reset makes that change.
+local function changes_scope(text)
+  local stored = redis.call('HGET', record, 'policy')
+  return stored and per_client(stored) ~= per_client(text)
+end
+
 local function store(text, carry)
   if carry ~= '0' and carry ~= '1' and carry ~= '2' then
     error('redlimit: carry must be 0, 1 or 2, got ' .. tostring(carry))
   end
+  if carry ~= '2' and changes_scope(text) then return {-1, current_version(), 0} end
   local reply = changed()
   redis.call('DEL', removed)
   redis.call('HSET', record, 'policy', text, 'since', since, 'carry', carry, 'policy_version',
@@ -73,6 +87,7 @@ elseif op == 'remove' then
   redis.call('DEL', overrides, removed)
   return changed()
 elseif op == 'set_override' then
+  if changes_scope(ARGV[2]) then return {-1, current_version(), 0} end
   local reply = changed()
   redis.call('HDEL', removed, ARGV[3])
   redis.call('HSET', overrides, ARGV[3], string.format('%d', reply[2]) .. ':' .. since .. ':' .. ARGV[2])

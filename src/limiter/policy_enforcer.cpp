@@ -384,6 +384,11 @@ void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
         "set_policy() on a limiter that follows a PolicyStore: change the "
         "stored policy instead (PolicyStore::set)");
   }
+  if (policy.scope != policy_->policy().scope && carry != Carry::reset) {
+    throw InvalidArgument(
+        "set_policy(): the policy changes the scope: every key starts afresh under another "
+        "scope (its keys are other keys), so that change is made only with Carry::reset");
+  }
   // Why the system clock: the change takes effect now; Redis converts a key at
   // min(since, its own TIME), so a client clock ahead of Redis's only means "at once".
   const PolicyEpoch epoch{.version = 0, .since_us = LocalBackend::system_clock(), .carry = carry};

@@ -15,6 +15,12 @@ std::string validated_text(const Policy& policy) {
   return to_string(policy);
 }
 
+[[noreturn]] void throw_scope_change(const std::string& name) {
+  throw InvalidArgument("the policy would change the scope of the one stored under '" + name +
+                        "': every key starts afresh under another scope (its keys are other "
+                        "keys), so that change is made only with Carry::reset");
+}
+
 }  // namespace
 
 PolicyStore::PolicyStore(Client& client, std::string prefix)
@@ -34,9 +40,10 @@ Task<bool> PolicyStore::try_set(std::string name, Policy policy) {
 Task<void> PolicyStore::set(std::string name, Policy policy, Carry carry) {
   detail::check_name("PolicyStore name", name);
   std::string text = validated_text(policy);
-  co_await detail::run_policy_script(client_->shared_dispatcher(),
-                                     detail::policy_record_key(prefix_, name), "set",
-                                     std::move(text), detail::carry_argument(carry));
+  const Reply reply = co_await detail::run_policy_script(
+      client_->shared_dispatcher(), detail::policy_record_key(prefix_, name), "set",
+      std::move(text), detail::carry_argument(carry));
+  if (reply.as_array().at(0).as_integer() == -1) throw_scope_change(name);
 }
 
 Task<std::optional<Policy>> PolicyStore::get(std::string name) {
@@ -60,9 +67,10 @@ Task<void> PolicyStore::set_override(std::string name, std::string key, Policy p
   detail::check_name("PolicyStore name", name);
   detail::check_key(key);
   std::string text = validated_text(policy);
-  co_await detail::run_policy_script(client_->shared_dispatcher(),
-                                     detail::policy_record_key(prefix_, name), "set_override",
-                                     std::move(text), std::move(key));
+  const Reply reply = co_await detail::run_policy_script(
+      client_->shared_dispatcher(), detail::policy_record_key(prefix_, name), "set_override",
+      std::move(text), std::move(key));
+  if (reply.as_array().at(0).as_integer() == -1) throw_scope_change(name);
 }
 
 Task<void> PolicyStore::remove_override(std::string name, std::string key) {
