@@ -129,6 +129,8 @@ Task<void> PolicyEnforcer::renew_beside(std::shared_ptr<PolicyEnforcer> enforcer
 Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
                                                                    std::string key,
                                                                    OwnedAcquireOptions options) {
+  // Why before the turn: a follower's request was confirmed with the server at this contact.
+  const std::uint64_t contact = redis_ != nullptr ? redis_->contact() : 0;
   co_await turn_.yield_if_due();
   const auto started = Clock::now();
   // Why kept: a fallback's reservation is made under another policy (the scaled one).
@@ -170,7 +172,11 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
                           " us reaches past 2^52 us since the epoch (the year 2112), the latest "
                           "slot a reservation keeps exact");
   }
-  if (!decision.allowed || reservation->wait_us == 0) {
+  // A follower's reservation made on a server reached after the contact broke (a retry after a
+  // failover) may be under a version that server lost: it is given back (below) and made again
+  // once the policy is read again.
+  const bool crossed = follower_ && backend == backend_.get() && contact != redis_->contact();
+  if (!decision.allowed || (reservation->wait_us == 0 && !crossed)) {
     decision.waited = since(started);
     co_return decision;
   }
@@ -235,8 +241,8 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   } forget_wake{*renewal};
   auto next_renewal = Clock::now() + renew_every;
   std::optional<GaugeScope> waiting(std::in_place, waiters_gauge(), options.slept);
-  bool replaced = false;
-  for (;;) {
+  bool replaced = crossed;
+  while (!replaced) {
     if (renewal->error) std::rethrow_exception(renewal->error);
     const auto current = Clock::now();
     if (current >= waiter.wake || renewal->reclaimed) break;

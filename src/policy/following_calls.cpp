@@ -139,9 +139,18 @@ Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> 
       if (unconfirmed) co_return *unconfirmed;
     }
     DecideRequest& request = *ready;
+    // Why taken now: the request's policy was confirmed with the server at this contact.
+    const std::uint64_t contact = self->redis_->contact();
     try {
       Decision decision = co_await self->decide(request, nullptr);  // self keeps the enforcer
       decision.policy_version = request.policy->epoch().version;
+      // Why not this answer: it came from a server reached after the contact broke (a retry
+      // after a failover), where the policy it was asked under may be lost. Taking the failure
+      // policy's answer instead can only under-admit; the next call reads the policy again.
+      if (decision.source == Source::redis && contact != self->redis_->contact()) {
+        decision = self->decide_on_failure(request, std::chrono::microseconds{0});
+        decision.policy_version = request.policy->epoch().version;
+      }
       co_return decision;
     } catch (const StalePolicy& stale) {
       min_version = stale.stored_version();

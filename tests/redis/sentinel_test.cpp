@@ -17,6 +17,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/policy_store.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/child_process.hpp"
@@ -61,6 +62,51 @@ TEST_F(SentinelTest, ALimiterDecidesOnThePrimaryTheSentinelsName) {
   EXPECT_EQ(allowed, 3);
   const Reply stored = group.primary().command({"GET", "rl:{found:user}:fixed_window:0"});
   EXPECT_FALSE(stored.is_nil()) << "the decisions are on the primary";
+}
+
+// Issue 32, bug 1: a failover to a replica that had not received the last change of a stored
+// policy. The follower must not go on deciding under the lost version, and the key it wrote
+// under that version must not lock.
+TEST_F(SentinelTest, AFailoverThatLostAPolicyChangeNeitherKeepsNorLocksItsVersion) {
+  test::SentinelGroup group;
+  Client client(loop(), {.url = group.url()});
+  PolicyStore store(client);
+  run(loop(), store.set("api", Policy::parse("gcra 10/h")));
+  Limiter limiter(client, LimiterOptions{.name = "api", .policy_refresh = 1h});
+  EXPECT_EQ(run(loop(), limiter.try_acquire("k")).policy_version, 1);
+  // The replica loses the next change: it takes the record as it is now, made writable for it.
+  const std::string record = "rl:policy:{api}";
+  while (group.replica().command({"HGET", record, "version"}).str != "1")
+    std::this_thread::sleep_for(10ms);
+  run(loop(), store.set("api", Policy::parse("gcra 10/h")));
+  while (run(loop(), limiter.peek("k")).policy_version != 2)
+    run(loop(), sleep_for(loop(), 1ms));
+  EXPECT_EQ(run(loop(), limiter.try_acquire("k", 4)).policy_version, 2);  // state stamped 2
+  const std::string state = "rl:{api:k}:gcra:0";
+  while (group.replica().command({"GET", state}).str != group.primary().command({"GET", state}).str)
+    std::this_thread::sleep_for(10ms);
+  group.replica().command({"CONFIG", "SET", "replica-read-only", "no"});
+  group.replica().command({"HSET", record, "version", "1", "policy_version", "1"});
+
+  test::RedisServer& old_primary = group.primary();
+  group.failover();
+  // Why wait: until the sentinels turn it into a replica, the old primary still takes writes
+  // (those are lost too, as any write to it during a failover).
+  while (old_primary.command({"ROLE"}).elements.at(0).str != "slave")
+    std::this_thread::sleep_for(10ms);
+  Decision decision;
+  const auto give_up = Clock::now() + 10s;
+  do {
+    decision = run(loop(), limiter.try_acquire("k"));
+  } while (decision.source != Source::redis && Clock::now() < give_up);
+  EXPECT_EQ(decision.source, Source::redis);
+  EXPECT_TRUE(decision.allowed);
+  EXPECT_GT(decision.policy_version, 2) << "decided under the version the failover lost";
+  // The state kept: 1 + 4 taken, 1 now (and 1 more if a call retried across the switch was
+  // answered by the failure policy after Redis took it).
+  EXPECT_GE(decision.remaining, 3);
+  EXPECT_LE(decision.remaining, 4);
+  run(loop(), client.close());
 }
 
 TEST_F(SentinelTest, PasswordsOfThePrimaryAndOfTheSentinelsAreEachTheirOwn) {
