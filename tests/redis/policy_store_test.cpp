@@ -362,9 +362,11 @@ TEST_F(PolicyStoreTest, AStateNewerThanTheStoredPolicyMakesTheStoreAdvanceItsVer
   EXPECT_EQ(run(loop(), store.record("api"))->version, decision.policy_version);
   EXPECT_EQ(run(loop(), store.get("api")), Policy::parse("gcra 5/min"));
   // The refused decision, one read of the record, the advance, the read after it and the
-  // decision (and perhaps the read that follows the subscription's confirmation): no loop.
+  // decision; perhaps the read of the advance's notice, one more for a notice that came during
+  // a read, and the read that follows the subscription's confirmation: a bounded few, where a
+  // loop until the deadline makes hundreds.
   EXPECT_GE(server_.command_calls("evalsha") + server_.command_calls("eval"), 5);
-  EXPECT_LE(server_.command_calls("evalsha") + server_.command_calls("eval"), 7);
+  EXPECT_LE(server_.command_calls("evalsha") + server_.command_calls("eval"), 10);
 }
 
 TEST_F(PolicyStoreTest, WhenRedisCannotAnswerTheFailurePolicyUsesThePolicyReadLast) {
