@@ -398,7 +398,7 @@ Task<void> followed_decision(Client& client) {
   co_await follower.try_acquire("user");
 }
 
-TEST_F(Acl, FollowingNeedsHgetallAndChangingPoliciesHexists) {
+TEST_F(Acl, FollowingAndAdvancingAStoreThatLostChangesNeedHgetallAndChangingPoliciesHexists) {
   Client admin(loop(), {.url = server_.url()});
   PolicyStore admin_store(admin);
   run(loop(), admin_store.set("followed", Policy{Limit::gcra("10/s")}));
@@ -409,6 +409,17 @@ TEST_F(Acl, FollowingNeedsHgetallAndChangingPoliciesHexists) {
     follow.push_back(rule);
   EXPECT_EQ(server_.command(follow).str, "OK");
   EXPECT_NO_THROW(run(loop(), followed_decision(client_)));
+  // A key stamped with a version the store lost: the follower's advance of the store needs no
+  // more rules (`us:f:p:0:0:0:d:burst:pv:written`, pv ninth).
+  const std::string state_key = "rl:{followed:user}:gcra:0";
+  std::string stamp = server_.command({"GET", state_key}).str;
+  std::size_t pv_start = 0;
+  for (int field = 0; field < 8; ++field)
+    pv_start = stamp.find(':', pv_start) + 1;
+  stamp.replace(pv_start, stamp.find(':', pv_start) - pv_start, "100");
+  server_.command({"SET", state_key, stamp, "KEEPTTL"});
+  EXPECT_NO_THROW(run(loop(), followed_decision(client_)));
+  EXPECT_GT(run(loop(), admin_store.record("followed"))->version, 100);
   PolicyStore store(client_);
   EXPECT_THAT(config_error_of(loop(), store.try_set("fresh", Policy{Limit::gcra("5/s")})),
               HasSubstr("lack of permission"));
