@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "redis/command_dispatcher.hpp"
 #include "redis/sigpipe_guard.hpp"
 #include "redis/subscriber.hpp"
+#include "redlimit/callback.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
@@ -152,6 +154,24 @@ Task<void> expect_reply_errors(Client& client) {
     EXPECT_EQ(e.code(), "NOSCRIPT");
   }
   EXPECT_THROW(co_await client.command(std::vector<std::string>()), InvalidArgument);
+}
+
+// Issue 33, bug 7: the tasks of close(), connect() and command() did not keep the client's
+// implementation alive, so a callback-style shutdown that destroyed the Client before the loop
+// ran used freed memory (AddressSanitizer: SEGV in uv_close from StatsPublisher::close).
+TEST_F(ClientTest, AClientDestroyedRightAfterStartingItsCloseAndACommandEndsBoth) {
+  auto client = std::make_unique<Client>(loop(), options());
+  run(loop(), client->command("PING"));  // connected: its connection and timers are open
+  std::optional<Result<Reply>> pinged;
+  std::optional<Result<void>> closed;
+  start(loop(), client->command("PING"), [&](Result<Reply> r) { pinged.emplace(std::move(r)); });
+  start(loop(), client->close(), [&](Result<void> r) { closed.emplace(std::move(r)); });
+  client.reset();
+  uv_run(loop(), UV_RUN_DEFAULT);
+  ASSERT_TRUE(pinged);
+  EXPECT_EQ(pinged->value().str, "PONG");
+  ASSERT_TRUE(closed);
+  EXPECT_TRUE(closed->ok()) << closed->error_message();
 }
 
 TEST_F(ClientTest, ErrorRepliesRaiseReplyErrorKeepingTheRedisCode) {
