@@ -155,7 +155,9 @@ class Client {
   /// Leases, refunds of abandoned reservations), so that it reaches Redis; then sends the calls
   /// already queued, stops accepting commands, waits for those in flight (each is bounded by
   /// its deadline; a script Redis forgot meanwhile is loaded again for them), disconnects and
-  /// closes every handle. Idempotent.
+  /// closes every handle. Idempotent. The tasks of connect(), close() and command() keep what
+  /// they need alive: the Client may be destroyed once they are started (a callback-style
+  /// shutdown: `start(loop, client.close(), done)`, then the Client goes).
   Task<void> close();
   /// Sends one command, e.g. {"SET", "k", "v"}. An error reply raises ReplyError (or
   /// ConfigError for NOPERM, NOAUTH and WRONGPASS). Commands that would turn the connection

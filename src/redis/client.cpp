@@ -3,6 +3,17 @@
 #include "redis/command_dispatcher.hpp"
 
 namespace redlimit {
+namespace {
+
+/// `task`, holding `dispatcher`: the Client may be destroyed before the task runs (a callback
+/// style shutdown starts close() and lets the Client go).
+template <class T>
+Task<T> keeping(std::shared_ptr<detail::CommandDispatcher> dispatcher, Task<T> task) {
+  (void)dispatcher;
+  co_return co_await std::move(task);
+}
+
+}  // namespace
 
 Client::Client(uv_loop_t* loop, ClientOptions options)
     : dispatcher_(std::make_shared<detail::CommandDispatcher>(loop, std::move(options))) {}
@@ -12,13 +23,13 @@ Client::Client(Client&& other) noexcept = default;
 Client& Client::operator=(Client&& other) noexcept = default;
 
 Task<void> Client::connect() {
-  return dispatcher_->connect();
+  return keeping(dispatcher_, dispatcher_->connect());
 }
 Task<void> Client::close() {
-  return dispatcher_->close();
+  return keeping(dispatcher_, dispatcher_->close());
 }
 Task<Reply> Client::command(std::vector<std::string> argv) {
-  return dispatcher_->command(std::move(argv));
+  return keeping(dispatcher_, dispatcher_->command(std::move(argv)));
 }
 uv_loop_t* Client::loop() const noexcept {
   return dispatcher_->loop();
