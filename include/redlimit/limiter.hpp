@@ -113,8 +113,12 @@ class Limiter {
   /// again within a round trip of each change notice and at least every
   /// `options.policy_refresh`, and when a script finds a key written under a newer version.
   /// With no policy stored, calls fail with PolicyNotFound (never an allow) until one is. When
-  /// Redis cannot answer, the failure policy applies with the policy read last (PolicyNotFound
-  /// if none was read yet). set_policy() is an InvalidArgument: the store decides.
+  /// Redis cannot answer, decisions get the failure policy's answer under the policy read last
+  /// (PolicyNotFound if none was read yet; inspect(), reset() and adjustments raise the
+  /// Unavailable error instead). What was read is read again before the next decision once a
+  /// connection to Redis ended (the server may have lost it: docs/failures.md). A waiting
+  /// acquire() reserves again when the policy it waits under changes. set_policy() is an
+  /// InvalidArgument: the store decides.
   Limiter(Client& client, LimiterOptions options);
   /// A limiter whose state lives in this process only (LocalBackend): the same algorithms,
   /// no Redis. Idle keys are evicted, so memory stays bounded.

@@ -342,7 +342,8 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
   std::optional<DecideRequest> followed;
   if (self->follower_)
     followed.emplace(co_await followed_request(self, key, Operation::peek, 1, 0,
-                                               self->redis_->command_deadline()));
+                                               self->redis_->command_deadline(),
+                                               WhenUnread::unavailable));
   DecideRequest validated_request =
       followed ? std::move(*followed) : self->request(key, Operation::peek, 1);
   ++self->generation_;

@@ -145,12 +145,19 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool fits_fallback(const DecideRequest& request) const;
 
   // ---- a follower's calls (src/policy/following_calls.cpp)
+  /// What a follower's call that has no policy read raises when the store cannot be read.
+  enum class WhenUnread {
+    no_policy,    ///< PolicyNotFound: a decision (never an allow without a policy)
+    unavailable,  ///< the read's Unavailable: inspect(), reset() and adjustments
+  };
   /// A validated request for `key` under the stored policy for it, of at least `min_version`,
-  /// read by `deadline`: PolicyNotFound when none is stored (or none could be read yet).
+  /// read by `deadline`: PolicyNotFound when none is stored; when none could be read yet, as
+  /// `when_unread` says.
   static Task<DecideRequest> followed_request(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                               Operation operation, std::int64_t permits,
                                               std::int64_t min_version,
-                                              std::chrono::steady_clock::time_point deadline);
+                                              std::chrono::steady_clock::time_point deadline,
+                                              WhenUnread when_unread);
   /// try_acquire() and peek() of a follower: asks again under the policy read again when a
   /// script refuses the request as stale (StalePolicy), until the call's deadline.
   static Task<Decision> decide_following(std::shared_ptr<PolicyEnforcer> self, std::string key,

@@ -57,7 +57,8 @@ void PolicyEnforcer::follow(const FollowedPolicies& followed) {
 Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnforcer> self,
                                                      std::string key, Operation operation,
                                                      std::int64_t permits, std::int64_t min_version,
-                                                     Clock::time_point deadline) {
+                                                     Clock::time_point deadline,
+                                                     WhenUnread when_unread) {
   check_key(key);
   // Why at most twice: a key written under a version the store lost makes the store advance
   // its versions once; still older after that is a store this release cannot follow.
@@ -83,6 +84,9 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
       if (last && last->for_key(key)) {
         throw UnconfirmedPolicy(self->request_under(last->for_key(key), key, operation, permits),
                                 unread);
+      }
+      if (when_unread == WhenUnread::unavailable && unread_error) {
+        std::rethrow_exception(unread_error);
       }
       throw PolicyNotFound("no policy of '" + self->options_.name +
                            "' could be read from its PolicyStore yet: " + unread);
@@ -110,7 +114,7 @@ Task<DecideRequest> PolicyEnforcer::request_in_force(std::shared_ptr<PolicyEnfor
                                                      Clock::time_point deadline) {
   if (!self->follower_) co_return self->request(key, operation, permits);
   co_return co_await followed_request(self, std::move(key), operation, permits, min_version,
-                                      deadline);
+                                      deadline, WhenUnread::no_policy);
 }
 
 Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> self,
@@ -131,8 +135,8 @@ Task<Decision> PolicyEnforcer::decide_following(std::shared_ptr<PolicyEnforcer> 
     if (!ready) {
       std::optional<Decision> unconfirmed;
       try {
-        ready.emplace(
-            co_await followed_request(self, key, operation, permits, min_version, deadline));
+        ready.emplace(co_await followed_request(self, key, operation, permits, min_version,
+                                                deadline, WhenUnread::no_policy));
       } catch (const UnconfirmedPolicy& e) {
         unconfirmed = self->answer_unconfirmed(e);
       }
@@ -164,8 +168,8 @@ Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_following(
   const auto deadline = call_deadline(*self->redis_);
   std::int64_t min_version = 0;
   for (;;) {
-    DecideRequest request =
-        co_await followed_request(self, key, Operation::peek, 1, min_version, deadline);
+    DecideRequest request = co_await followed_request(self, key, Operation::peek, 1, min_version,
+                                                      deadline, WhenUnread::unavailable);
     try {
       co_return co_await self->inspect_under(std::move(request));
     } catch (const StalePolicy& stale) {
@@ -181,8 +185,8 @@ Task<void> PolicyEnforcer::adjust_following(std::shared_ptr<PolicyEnforcer> self
   const std::int64_t permits = adjustment == Adjustment::block ? 1 : amount;
   std::int64_t min_version = 0;
   for (;;) {
-    DecideRequest request =
-        co_await followed_request(self, key, Operation::acquire, permits, min_version, deadline);
+    DecideRequest request = co_await followed_request(
+        self, key, Operation::acquire, permits, min_version, deadline, WhenUnread::unavailable);
     try {
       co_await self->adjust_under(std::move(request), adjustment, amount);
       co_return;
@@ -205,8 +209,8 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
     std::optional<DecideRequest> in_force;
     std::optional<Decision> unconfirmed;
     try {
-      in_force.emplace(
-          co_await followed_request(self, key, Operation::acquire, permits, min_version, deadline));
+      in_force.emplace(co_await followed_request(self, key, Operation::acquire, permits,
+                                                 min_version, deadline, WhenUnread::no_policy));
     } catch (const UnconfirmedPolicy& e) {
       unconfirmed = self->answer_unconfirmed(e);
     }
