@@ -225,8 +225,10 @@ class Limiter {
   /// of this call: Carry::as_is keeps the permits available then, capped at the new capacity
   /// (tightening never frees a permit), Carry::proportional scales them by the capacity ratio,
   /// Carry::reset starts every key full. A key's state is converted once, on its next
-  /// decision (allowed or denied), and its expiry follows the new policy.
-  /// On a limiter that follows a PolicyStore: InvalidArgument (the store decides).
+  /// decision (allowed or denied), and its expiry follows the new policy. Waiting acquire()
+  /// calls give their reservations back and reserve again under the new policy. A change of
+  /// Policy::scope starts every key afresh, so it is an InvalidArgument unless `carry` is
+  /// Carry::reset. On a limiter that follows a PolicyStore: InvalidArgument (the store decides).
   void set_policy(Policy policy, Carry carry = Carry::as_is);
   /// The policy in effect (a copy: set_policy() may replace it); for a follower, the name's
   /// policy read last (an empty policy before the first read).
