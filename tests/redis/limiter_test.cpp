@@ -7,6 +7,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
@@ -196,6 +197,40 @@ TEST_F(LimiterTest, InvalidInputIsReportedEvenWhenRedisIsUnreachable) {
   Limiter limiter(unreachable, one(Algorithm::gcra, {5, 1s}), {.name = "x"});
   EXPECT_THROW(run(loop(), limiter.try_acquire("k", 9)), InvalidArgument);
   run(loop(), unreachable.close());
+}
+
+Task<void> peek_into(Limiter& limiter, Decision& out) {
+  out = co_await limiter.peek("k");
+}
+
+Task<void> take_into(Limiter& limiter, std::int64_t permits, Decision& out) {
+  out = co_await limiter.try_acquire("k", permits);
+}
+
+// Issue 33, bug 3: the first call met NOSCRIPT (its script not loaded yet) and was sent again as
+// EVAL after the calls pipelined behind it, which had been decided first.
+TEST_F(LimiterTest, CallsQueuedTogetherAreDecidedInTheirOrderWhenOneScriptIsNotLoadedYet) {
+  ClientOptions options;
+  options.url = server_.url();
+  options.max_batch = 1;
+  Client unbatched(loop(), options);
+  Limiter limiter(unbatched, one(Algorithm::gcra, {10, 1h}), {.name = "order"});
+  run(loop(), limiter.try_acquire("other"));  // loads the script of try_acquire, not of peek
+  Decision peeked;
+  Decision first;
+  Decision second;
+  auto in_one_turn = [](Limiter& target, Decision& p, Decision& a, Decision& b) -> Task<void> {
+    TaskGroup group;
+    group.add(peek_into(target, p));
+    group.add(take_into(target, 4, a));
+    group.add(take_into(target, 6, b));
+    co_await group.join();
+  };
+  run(loop(), in_one_turn(limiter, peeked, first, second));
+  EXPECT_EQ(peeked.remaining, 10) << "the peek answered the state after the takes behind it";
+  EXPECT_EQ(first.remaining, 6);
+  EXPECT_EQ(second.remaining, 0);
+  run(loop(), unbatched.close());
 }
 
 TEST_F(LimiterTest, SetPolicyCarriesStateOverWithoutFreeingPermits) {
