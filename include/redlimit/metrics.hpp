@@ -108,7 +108,8 @@ struct RedisStats {
   /// Connections established again after an established one was lost or dropped (a first
   /// connection is not counted, even after failed attempts).
   std::uint64_t reconnects = 0;
-  /// Scripts sent again because a server did not know them (NOSCRIPT).
+  /// Scripts sent with their source (EVAL): at each one's first use on a connection (a new
+  /// connection, or one to a server that restarted), and again when a server answered NOSCRIPT.
   std::uint64_t scripts_loaded = 0;
   /// Calls per script call sent (1 for a call sent alone).
   HistogramSnapshot batch_size;

@@ -246,7 +246,9 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
         // One try on one connection: ASKING first when asking, EVAL after NOSCRIPT.
         // Why not a coroutine of its own: this runs once per decision, and a coroutine layer
         // costs a frame and a resumption.
-        std::span<const std::string_view> command = argv.words();
+        std::span<const std::string_view> command =
+            script != nullptr ? scripts_.first_send(*target, *script, argv.words(), reload)
+                              : argv.words();
         // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
         for (int reloads = 0;; ++reloads) {
           // Why a follow-up: a command in flight when close() began is still answered, and

@@ -252,6 +252,8 @@ void Connection::notify_if_drained() {
 // ---- connecting
 
 void Connection::session_ready() {
+  // Why: the server may be another one, or restarted; scripts are loaded again at first use.
+  forget_scripts();
   std::deque<CommandOp*> queued;
   queued.swap(queue_);
   const auto now = Clock::now();

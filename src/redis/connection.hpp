@@ -96,6 +96,14 @@ class Connection final : private SessionEvents {
     if (script_loads_.size() <= index) script_loads_.resize(index + 1, 0);
     script_loads_[index] = next_sequence();
   }
+  /// True if an EVAL of script `index` went out on this connection since it last connected
+  /// and since forget_scripts(): an EVALSHA of it sent now finds the script, unless the
+  /// server forgets it meanwhile (SCRIPT FLUSH).
+  bool script_known(std::size_t index) const noexcept {
+    return index < script_loads_.size() && script_loads_[index] > scripts_forgotten_at_;
+  }
+  /// The server answered NOSCRIPT: it forgot every script (a restart, a failover, SCRIPT FLUSH).
+  void forget_scripts() noexcept { scripts_forgotten_at_ = sequence_; }
 
   /// The circuit breaker of this connection's server (owned by the dispatcher, which outlives
   /// the connection and keeps it when the connection is replaced); null until attached.
@@ -139,10 +147,13 @@ class Connection final : private SessionEvents {
   ReadyQueue ready_;
   std::uint64_t sequence_ = 0;
   std::vector<std::uint64_t> script_loads_;  ///< per script: sequence of its last EVAL
-  CircuitBreaker* breaker_ = nullptr;        ///< the dispatcher's, for this server
-  PendingCount pending_;                     ///< queued + in flight, not yet completed
-  std::deque<CommandOp*> queue_;             ///< waiting for a connection, in send order
-  std::coroutine_handle<> closer_;           ///< close() waiting for in-flight commands
+  /// The sequence when the server was last connected or found without a script: loads up to
+  /// it may be gone.
+  std::uint64_t scripts_forgotten_at_ = 0;
+  CircuitBreaker* breaker_ = nullptr;  ///< the dispatcher's, for this server
+  PendingCount pending_;               ///< queued + in flight, not yet completed
+  std::deque<CommandOp*> queue_;       ///< waiting for a connection, in send order
+  std::coroutine_handle<> closer_;     ///< close() waiting for in-flight commands
   bool closer_scheduled_ = false;
   Completion closed_;  ///< a second close() waits for the first
 };

@@ -384,7 +384,7 @@ struct Tally {
                         ///< owner leases claimed
   int stale = 0;        ///< refused as stale (a newer policy version stored)
   int policies = 0;     ///< policy changes
-  long long coalesced_evalshas = 0;  ///< EVALSHA calls Redis counted for the coalesced way
+  long long coalesced_evalshas = 0;  ///< script calls Redis counted for the coalesced way
 };
 
 class BatchDifferential
@@ -431,7 +431,7 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
       }
       const std::vector<Step> round = random_round(random, sequence, now);
       std::vector<Outcome> batched(round.size());
-      const long long evalshas_before = server_.command_calls("evalsha");
+      const long long script_calls_before = server_.script_calls();
       {
         TaskGroup group;
         for (std::size_t i = 0; i < round.size(); ++i) {
@@ -442,9 +442,9 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
         }
         co_await group.join();
       }
-      const long long evalshas = server_.command_calls("evalsha") - evalshas_before;
-      tally->coalesced_evalshas += evalshas;
-      if (evalshas < static_cast<long long>(round.size())) ++tally->batched_rounds;
+      const long long script_calls = server_.script_calls() - script_calls_before;
+      tally->coalesced_evalshas += script_calls;
+      if (script_calls < static_cast<long long>(round.size())) ++tally->batched_rounds;
       for (std::size_t i = 0; i < round.size(); ++i) {
         const Outcome one = co_await sequence.run(alone, "b", round[i]);
         const Outcome model = sequence.model(round[i]);

@@ -60,7 +60,7 @@ std::shared_ptr<const CompiledPolicy> gcra_policy(std::int64_t capacity, std::in
 
 class Batch : public test::LoopTest {
  protected:
-  // Why loaded first: a batch that met NOSCRIPT would count twice among the EVALSHAs.
+  // Why loaded first: the raw batches (raw_gcra_batch) are sent as EVALSHA by the test itself.
   Batch() { server_.command({"SCRIPT", "LOAD", std::string(scripts::batch.source)}); }
   ClientOptions options(std::size_t max_batch) const {
     ClientOptions options;
@@ -84,18 +84,18 @@ class Batch : public test::LoopTest {
   /// Starts every call in one loop turn on a coalescing client and waits for all of them.
   std::vector<Answer> together(
       const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>>& calls,
-      long long* evalshas = nullptr) {
+      long long* script_calls = nullptr) {
     Client client(loop(), options(64));
     RedisBackend backend(client.dispatcher());
     std::vector<Answer> answers(calls.size());
-    const long long before = server_.command_calls("evalsha");
+    const long long before = server_.script_calls();
     run(loop(), [&]() -> Task<void> {
       TaskGroup group;
       for (std::size_t i = 0; i < calls.size(); ++i)
         group.add(decide_into(backend, calls[i].first, calls[i].second, &answers[i]));
       co_await group.join();
     }());
-    if (evalshas != nullptr) *evalshas = server_.command_calls("evalsha") - before;
+    if (script_calls != nullptr) *script_calls = server_.script_calls() - before;
     run(loop(), client.close());
     return answers;
   }
@@ -111,13 +111,13 @@ TEST_F(Batch, OneCallsWrongTypedKeyFailsThatCallOnlyWithTheErrorItWouldHaveAlone
   const Answer expected = alone(gcra_policy(10), "{bad}");
   ASSERT_TRUE(expected.failed) << expected.text;
 
-  long long evalshas = 0;
+  long long script_calls = 0;
   const auto answers = together({{gcra_policy(10), "{a}"},
                                  {gcra_policy(10), "{bad}"},
                                  {gcra_policy(10), "{b}"},
                                  {gcra_policy(10), "{a}"}},
-                                &evalshas);
-  EXPECT_EQ(evalshas, 1) << "the four calls must go as one batch";
+                                &script_calls);
+  EXPECT_EQ(script_calls, 1) << "the four calls must go as one batch";
   EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
   EXPECT_TRUE(answers[1].failed);
   EXPECT_EQ(answers[1].text, expected.text);
@@ -131,11 +131,11 @@ TEST_F(Batch, OneCallsBadStoredValueFailsThatCallOnlyWithTheErrorItWouldHaveAlon
   const Answer expected = alone(gcra_policy(10), "{garbled}");
   ASSERT_TRUE(expected.failed) << expected.text;
 
-  long long evalshas = 0;
+  long long script_calls = 0;
   const auto answers =
       together({{gcra_policy(10), "{a}"}, {gcra_policy(10), "{garbled}"}, {gcra_policy(10), "{a}"}},
-               &evalshas);
-  EXPECT_EQ(evalshas, 1) << "the three calls must go as one batch";
+               &script_calls);
+  EXPECT_EQ(script_calls, 1) << "the three calls must go as one batch";
   EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
   EXPECT_EQ(answers[1].text, expected.text);
   EXPECT_EQ(answers[2].text, "allowed 1 remaining 8");
@@ -147,13 +147,13 @@ TEST_F(Batch, OneCallsStalePolicyIsRefusedAloneAsItWouldBeAlone) {
   const Answer expected = alone(gcra_policy(10, 3), "{stamped}");
   EXPECT_EQ(expected.text, "StalePolicy 5");
 
-  long long evalshas = 0;
+  long long script_calls = 0;
   const auto answers = together({{gcra_policy(10, 3), "{a}"},
                                  {gcra_policy(10, 3), "{stamped}"},
                                  {gcra_policy(10, 5), "{stamped}"},
                                  {gcra_policy(10, 0), "{b}"}},
-                                &evalshas);
-  EXPECT_EQ(evalshas, 1) << "the four calls must go as one batch";
+                                &script_calls);
+  EXPECT_EQ(script_calls, 1) << "the four calls must go as one batch";
   EXPECT_EQ(answers[0].text, "allowed 1 remaining 9");
   EXPECT_EQ(answers[1].text, expected.text);
   EXPECT_EQ(answers[2].text, "allowed 1 remaining 8") << "the refused call wrote nothing";
@@ -164,9 +164,9 @@ TEST_F(Batch, CallsOnOneKeyApplyInTheOrderQueued) {
   const auto policy = gcra_policy(10);
   const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>> calls(
       40, {policy, "{hot}"});
-  long long evalshas = 0;
-  const auto answers = together(calls, &evalshas);
-  EXPECT_EQ(evalshas, 1) << "the 40 calls must go as one batch";
+  long long script_calls = 0;
+  const auto answers = together(calls, &script_calls);
+  EXPECT_EQ(script_calls, 1) << "the 40 calls must go as one batch";
   for (std::size_t i = 0; i < answers.size(); ++i) {
     if (i < 10) {
       EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(9 - i)) << "call " << i;
@@ -204,9 +204,9 @@ TEST_F(Batch, MoreCallsThanMaxBatchGoAsSeveralBatchesInOrder) {
   const auto policy = gcra_policy(100);
   const std::vector<std::pair<std::shared_ptr<const CompiledPolicy>, std::string>> calls(
       150, {policy, "{hot}"});
-  long long evalshas = 0;
-  const auto answers = together(calls, &evalshas);
-  EXPECT_EQ(evalshas, 3) << "64 + 64 + 22";
+  long long script_calls = 0;
+  const auto answers = together(calls, &script_calls);
+  EXPECT_EQ(script_calls, 3) << "64 + 64 + 22";
   for (std::size_t i = 0; i < answers.size(); ++i) {
     const std::string expected =
         i < 100 ? "allowed 1 remaining " + std::to_string(99 - i) : "allowed 0";
@@ -222,14 +222,14 @@ TEST_F(Batch, TheLargestBatchOfMultiLimitCallsIsAnsweredWhole) {
   Client client(loop(), largest);
   RedisBackend backend(client.dispatcher());
   std::vector<Answer> answers(max_batch_limit);
-  const long long before = server_.command_calls("evalsha");
+  const long long before = server_.script_calls();
   run(loop(), [&]() -> Task<void> {
     TaskGroup group;
     for (std::size_t i = 0; i < answers.size(); ++i)
       group.add(decide_into(backend, policy, "{k" + std::to_string(i % 2) + "}", &answers[i]));
     co_await group.join();
   }());
-  EXPECT_EQ(server_.command_calls("evalsha") - before, 1);
+  EXPECT_EQ(server_.script_calls() - before, 1);
   for (std::size_t i = 0; i < answers.size(); ++i) {
     const std::size_t nth = i / 2;  // on its key
     const std::string expected =
@@ -248,7 +248,7 @@ TEST_F(Batch, ABatchLargerThanTheSocketTakesAtOnceIsWrittenWhole) {
   const auto policy = gcra_policy(10);
   const std::string long_name(16000, 'x');
   std::vector<Answer> answers(max_batch_limit);
-  const long long before = server_.command_calls("evalsha");
+  const long long before = server_.script_calls();
   run(loop(), [&]() -> Task<void> {
     TaskGroup group;
     for (std::size_t i = 0; i < answers.size(); ++i)
@@ -256,7 +256,7 @@ TEST_F(Batch, ABatchLargerThanTheSocketTakesAtOnceIsWrittenWhole) {
           decide_into(backend, policy, "{k" + std::to_string(i) + "}" + long_name, &answers[i]));
     co_await group.join();
   }());
-  EXPECT_EQ(server_.command_calls("evalsha") - before, 1) << "one batch of 16 MB";
+  EXPECT_EQ(server_.script_calls() - before, 1) << "one batch of 16 MB";
   for (std::size_t i = 0; i < answers.size(); ++i)
     EXPECT_EQ(answers[i].text, "allowed 1 remaining 9") << "call " << i;
   run(loop(), client.close());
@@ -278,9 +278,9 @@ TEST_F(Batch, SemaphoreCallsInOneTurnGrantExactlyItsPermitsAndReleaseTogether) {
       if (ask) leases->push_back(std::move(*ask));
   };
   std::vector<Lease> leases;
-  const long long before = server_.command_calls("evalsha");
+  const long long before = server_.script_calls();
   run(loop(), take_all(&leases));
-  EXPECT_EQ(server_.command_calls("evalsha") - before, 1) << "the 20 asks must go as one batch";
+  EXPECT_EQ(server_.script_calls() - before, 1) << "the 20 asks must go as one batch";
   EXPECT_EQ(leases.size(), 5u);
   run(loop(), [&]() -> Task<void> {
     TaskGroup group;
@@ -377,14 +377,14 @@ TEST_F(Batch, CallersResumedByABatchSendTheBatchTheyFillAtOnceAndEachCallApplies
   RedisBackend backend(client.dispatcher());
   const auto policy = gcra_policy(100);
   std::vector<std::vector<Answer>> chains(4);
-  const long long before = server_.command_calls("evalsha");
+  const long long before = server_.script_calls();
   run(loop(), [&]() -> Task<void> {
     TaskGroup group;
     for (auto& chain : chains)
       group.add(decide_in_turn(backend, policy, "{k}", 5, &chain));
     co_await group.join();
   }());
-  EXPECT_EQ(server_.command_calls("evalsha") - before, 5) << "five rounds of four calls";
+  EXPECT_EQ(server_.script_calls() - before, 5) << "five rounds of four calls";
   std::vector<int> remaining;
   for (const auto& chain : chains) {
     ASSERT_EQ(chain.size(), 5u);

@@ -479,7 +479,7 @@ TEST_F(ClientTest, ScriptFlushEveryHundredMillisecondsCausesNoFailedScriptCall) 
   const long long evals = server_.command_calls("eval");
   EXPECT_GE(evals, 1);
   EXPECT_LE(evals, flushes + 1) << "one EVAL per flush on a connection reloads the script";
-  EXPECT_GT(server_.command_calls("evalsha"), 100);
+  EXPECT_GT(server_.script_calls(), 100);
   run(loop(), client.close());
   run(loop(), flusher.close());
 }

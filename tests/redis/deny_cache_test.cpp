@@ -94,14 +94,14 @@ TEST_P(DenyCache, SavesRoundTripsUnderOverloadWithoutChangingWhatIsAdmitted) {
   Limiter plain(client, GetParam().policy, {.name = "plain", .deny_cache = false});
   Tally with_cache;
   Tally without_cache;
-  const long long before = server_.command_calls("evalsha");
+  const long long before = server_.script_calls();
   run(loop(),
       both_at_once(overload(loop(), cached, cached_truth, GetParam().limit_per_second, &with_cache),
                    overload(loop(), plain, plain, GetParam().limit_per_second, &without_cache)));
   run(loop(), client.close());
   // Every request of the plain limiter is a round trip; the rest, minus the checks made for
   // each cached denial, are the cached limiter's.
-  const long long all_trips = server_.command_calls("evalsha") - before;
+  const long long all_trips = server_.script_calls() - before;
   const long long without_cache_trips =
       static_cast<long long>(without_cache.admits.size()) + without_cache.denied_by_redis;
   const long long with_cache_trips = all_trips - without_cache_trips - with_cache.denied_by_cache;
@@ -197,10 +197,10 @@ long long round_trips_on_a_denied_key(test::RedisServer& server, Policy policy, 
     Limiter limiter(client, std::move(policy), {.name = "order"});
     while (run(&loop, limiter.try_acquire("hot")).allowed) {
     }
-    const long long before = server.command_calls("evalsha");
+    const long long before = server.script_calls();
     for (int i = 0; i < calls; ++i)
       EXPECT_FALSE(run(&loop, limiter.try_acquire("hot")).allowed);
-    trips = server.command_calls("evalsha") - before;
+    trips = server.script_calls() - before;
     run(&loop, limiter.reset("hot"));
     run(&loop, client.close());
   }

@@ -181,13 +181,13 @@ TEST_F(LimiterTest, PeekReportsTheStateNowAndConsumesNothing) {
 TEST_F(LimiterTest, InvalidInputFailsBeforeAnyIo) {
   Limiter limiter(client(), one(Algorithm::gcra, {5, 1s}), {.name = "x"});
   run(loop(), limiter.try_acquire("warm-up"));
-  const long long scripts_before = server_.command_calls("evalsha");
+  const long long scripts_before = server_.script_calls();
   EXPECT_THROW(run(loop(), limiter.try_acquire("")), InvalidArgument);
   EXPECT_THROW(run(loop(), limiter.try_acquire("k", 0)), InvalidArgument);
   EXPECT_THROW(run(loop(), limiter.try_acquire("k", -3)), InvalidArgument);
   EXPECT_THROW(run(loop(), limiter.try_acquire("k", 6)), InvalidArgument);
   EXPECT_THROW(run(loop(), limiter.try_acquire(std::string(70'000, 'k'))), InvalidArgument);
-  EXPECT_EQ(server_.command_calls("evalsha"), scripts_before);
+  EXPECT_EQ(server_.script_calls(), scripts_before);
   EXPECT_THROW(limiter.set_policy(Policy{}), InvalidArgument);
   EXPECT_EQ(limiter.policy().limits.size(), 1u) << "a rejected policy leaves the old one";
 }

@@ -51,6 +51,9 @@ class RedisServer {
   std::vector<std::string> keys_without_ttl() const;
   /// The calls counted for `command` by INFO commandstats (e.g. "evalsha").
   long long command_calls(const std::string& command) const;
+  /// The script calls counted by INFO commandstats: EVALSHA and EVAL (a client sends a script's
+  /// first call on a connection as EVAL).
+  long long script_calls() const { return command_calls("evalsha") + command_calls("eval"); }
 
  private:
   void spawn();

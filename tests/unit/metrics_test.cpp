@@ -117,7 +117,7 @@ redlimit_redis_errors_total{type="protocol"} 0
 # HELP redlimit_redis_reconnects_total Redis connections established again after one was lost or failed.
 # TYPE redlimit_redis_reconnects_total counter
 redlimit_redis_reconnects_total 1
-# HELP redlimit_redis_scripts_loaded_total Scripts sent again (EVAL) because a Redis server answered NOSCRIPT.
+# HELP redlimit_redis_scripts_loaded_total Scripts sent with their source (EVAL): first use on a connection, or after NOSCRIPT.
 # TYPE redlimit_redis_scripts_loaded_total counter
 redlimit_redis_scripts_loaded_total 3
 # HELP redlimit_redis_batch_size Limiter calls per script call sent to Redis (1 for a call sent alone).
