@@ -95,7 +95,10 @@ enum class Scope {
 /// What a key's stored state becomes when its policy changes (Bucket4j's
 /// TokensInheritanceStrategy). Window algorithms carry their counts of an overlapping window.
 enum class Carry {
-  as_is,         ///< the permits available at the change, capped at the new capacity
+  /// the permits available at the change, capped at the new capacity; a leaky bucket keeps the
+  /// permits queued then, which depart at the new rate (only a change of rate moves its next
+  /// departure)
+  as_is,
   proportional,  ///< the permits available scaled by new capacity / old capacity
   reset,         ///< every key starts full (only when asked)
 };

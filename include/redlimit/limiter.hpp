@@ -223,7 +223,8 @@ class Limiter {
   /// Replaces the policy from the next call on. State carries over per limit position and
   /// algorithm (see docs/algorithms.md, "Changing a policy"), as `carry` says, from the moment
   /// of this call: Carry::as_is keeps the permits available then, capped at the new capacity
-  /// (tightening never frees a permit), Carry::proportional scales them by the capacity ratio,
+  /// (tightening never frees a permit; a leaky bucket keeps its queue, which departs at the new
+  /// rate), Carry::proportional scales them by the capacity ratio,
   /// Carry::reset starts every key full. A key's state is converted once, on its next
   /// decision (allowed or denied), and its expiry follows the new policy. Waiting acquire()
   /// calls give their reservations back and reserve again under the new policy. A change of

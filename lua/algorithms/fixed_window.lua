@@ -5,7 +5,10 @@
 -- none). A value stamped otherwise is carried over: its window's count holds in the new window
 -- holding now when the two overlap (anchored: the kept window, or one starting now while the
 -- stored one is open), as `carry` says, and it is written back under the new stamp also when
--- denied.
+-- denied. A stored window that started after the change's since was started by an old-version
+-- write, which dropped the count of the window that held since: that lost window counts as full
+-- (the old limit) as well, where it meets the new window holding now (stricter than its count,
+-- never looser).
 -- When the Redis clock steps back: no window is ever written starting after the now it was
 -- decided at, so a stored window starting after now is a clock step. It is taken as a window
 -- starting now, with its count (as the window holding now, when aligned): the permits used stay
@@ -18,6 +21,7 @@
 --!section decide
 local stored_start, stored_count
 local converting, old_limit, old_period = false, limit, period
+local stamped, old_anchored = false, anchored  -- a stamp other than the request's
 local stamp = string.format(':%d:%d:%d:%d', limit, period, anchored, pv)
 local stored = redis.call('GET', key)
 if stored then
@@ -28,8 +32,8 @@ if stored then
     stored_count = tonumber(string.sub(stored, first + 1, second - 1))
     if string.sub(stored, second) ~= stamp then
       --!include ../lib/split.lua
-      old_limit, old_period = fields[3], fields[4]
-      if pv > 0 and fields[6] > pv then stale = fields[6] else converting = true end
+      old_limit, old_period, old_anchored = fields[3], fields[4], fields[5]
+      if pv > 0 and fields[6] > pv then stale = fields[6] else converting, stamped = true, true end
     end
   else
     -- The previous release's format: read under the current parameters, then stamped.
@@ -54,6 +58,27 @@ else
   start = q * period
   if stored and stored_start < start + period and start < stored_start + old_period then
     count = stored_count
+  end
+end
+-- A stored window that started after since was started by an old-version write (a process that
+-- had not heard of the change yet), and the count of the old window that held since went with
+-- it. That window was admitted before since: it counts as full (the old limit) where it meets
+-- the new window holding now. Its start: aligned, the old period's multiple; anchored, the
+-- latest it can have been, as it ended by the stored window's start. Its length: the old
+-- period; in an anchored window, the new period (an anchored carry keeps a window's start).
+if stamped and stored_start > since then
+  local from = since
+  if old_anchored == 1 then
+    if stored_start - old_period < from then from = stored_start - old_period end
+  else
+    from = IDIV(since, old_period)
+    from = from * old_period
+  end
+  local length = old_period
+  if anchored == 1 then length = period end
+  if from < start + period and start < from + length then
+    count = count + old_limit
+    if count > MAX_EXACT then count = MAX_EXACT end
   end
 end
 if converting then

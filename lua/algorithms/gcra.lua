@@ -15,7 +15,7 @@
 --!checks p >= 1, d >= 1, burst >= 0
 
 --!part schedule
-local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/reserve.lua)
+local departures = false  -- the stored time is a TAT (lib/load_frac_time.lua)
 --!include ../lib/load_frac_time.lua
 local tat, tat_f = stored_time, stored_f
 -- n*T and tau = burst*T as (whole us, fraction in 1/p us).
@@ -83,7 +83,7 @@ allowed = wait <= max_wait
 --!use outcome
 
 --!section cancel
-local reserved_reach = MAX_EXACT - now  -- the longest reservation wait (lua/reserve.lua)
+local departures = false  -- the stored time is a TAT (lib/load_frac_time.lua)
 --!include ../reservations/cancel_frac_time.lua
 
 --!section adjust

@@ -2,6 +2,10 @@
 -- permits may be queued. The key holds the time the next departure may leave, stored as GCRA
 -- stores its TAT (lib/frac_time.lua). A request is admitted only when it can leave now; it then
 -- occupies the next n*T.
+-- When its policy changes (lib/load_frac_time.lua): carried as is, the permits queued at the
+-- change's since stay queued (also beyond a smaller queue size: they drain first) and depart at
+-- the new rate from since, so a change of the queue size alone never moves the next departure;
+-- carried proportionally, the queue's fill is scaled to the new size; reset empties it.
 -- When the Redis clock steps back: a value written later than now (its write time) has its
 -- departure moved back by the step, the queue of the write kept (lib/load_frac_time.lua). In a
 -- value of an earlier release, the queue never reaches beyond now + burst*T (a reservation is
@@ -11,9 +15,10 @@
 -- Model: src/algorithms/leaky_bucket.cpp.
 --!params p, d, burst
 --!checks p >= 1, d >= 1, burst >= 0
+--!needs ../lib/muldiv.lua
 
 --!part load
-local reserved_reach = 0
+local departures = true  -- the stored time is the next departure (lib/load_frac_time.lua)
 --!include ../lib/load_frac_time.lua
 local free, free_f = stored_time, stored_f
 
@@ -94,7 +99,7 @@ end
 --!use queued
 
 --!section cancel
-local reserved_reach = 0
+local departures = true  -- the stored time is the next departure (lib/load_frac_time.lua)
 --!include ../reservations/cancel_frac_time.lua
 
 --!section adjust

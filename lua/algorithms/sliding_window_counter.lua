@@ -6,7 +6,11 @@
 -- written under; a value of the previous release, "start:current:previous", has none). A value
 -- stamped otherwise is carried over: its current and previous windows'
 -- counts each land in the newest new window (current or previous) they overlap, as `carry`
--- says, and it is written back under the new stamp also when denied.
+-- says, and it is written back under the new stamp also when denied. When its current window
+-- started after the change's since, an old-version write rolled the counters on after since and
+-- dropped the windows the state held then (the one holding since, and the one before) that it
+-- rolled past: each of those counts as full (the old limit) and lands the same way (stricter than
+-- their counts, never looser).
 -- When the Redis clock steps back: no window is ever written starting after the now it was
 -- decided at, so a stored window starting after now is a clock step. It is taken as the window
 -- (of its period) holding now, with both its counts: the permits used stay counted, and it is
@@ -20,6 +24,7 @@
 --!section decide
 local s_start, s_current, s_previous
 local converting, old_limit, old_period = false, limit, period
+local stamped = false  -- a stamp other than the request's
 local stamp = string.format(':%d:%d:%d', limit, period, pv)
 local stored = redis.call('GET', key)
 if stored then
@@ -33,7 +38,7 @@ if stored then
     if string.sub(stored, third) ~= stamp then
       --!include ../lib/split.lua
       old_limit, old_period = fields[4], fields[5]
-      if pv > 0 and fields[6] > pv then stale = fields[6] else converting = true end
+      if pv > 0 and fields[6] > pv then stale = fields[6] else converting, stamped = true, true end
     end
   else
     -- The previous release's format: read under the current parameters, then stamped.
@@ -58,9 +63,20 @@ if stored and not converting then
   end
 elseif stored then
   -- Each stored window lands in the newest new window it overlaps: this one or the one before.
-  for i = 1, 2 do
+  -- The state held two windows at since, the old one holding it and the one before; a stored
+  -- window that started after since was started by an old-version write, which rolled the
+  -- counters past one or both of them: each window lost so counts as full (the old limit) and
+  -- lands the same way (windows 3 and 4; nothing when not lost).
+  local held = IDIV(since, old_period)
+  held = held * old_period
+  local lost_before, lost_held = 0, 0
+  if stamped and s_start > since then lost_before = old_limit end
+  if stamped and s_start - old_period > since then lost_held = old_limit end
+  for i = 1, 4 do
     local from, count = s_start, s_current
     if i == 2 then from, count = s_start - old_period, s_previous end
+    if i == 3 then from, count = held - old_period, lost_before end
+    if i == 4 then from, count = held, lost_held end
     --!include ../lib/carried_count.lua
     if from < start + period and start < from + old_period then
       current = current + count
@@ -68,6 +84,8 @@ elseif stored then
       previous = previous + count
     end
   end
+  if current > MAX_EXACT then current = MAX_EXACT end
+  if previous > MAX_EXACT then previous = MAX_EXACT end
   rewrite = true
 end
 local elapsed = now - start

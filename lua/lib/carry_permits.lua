@@ -1,6 +1,6 @@
 -- What the permits `available` of a state stamped with other parameters (capacity `old_cap`)
 -- become under the policy in force (capacity `new_cap`), as `carry` says (statements, inside a
--- do-block of the includer). Needs MAX_EXACT and floor; old_cap, new_cap <= 10^12 < 2^46.
+-- block of the includer). Needs MAX_EXACT and floor; old_cap, new_cap <= 10^12 < 2^46.
 -- C++ twin: carry_permits in src/algorithms/exact.hpp.
 --   0 as_is: min(available, new_cap), so that tightening never frees a permit;
 --   1 proportional: floor(available * new_cap / old_cap) (a debt stays a debt);

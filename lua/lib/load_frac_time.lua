@@ -1,13 +1,18 @@
 -- Loads the stored time of a gcra or leaky_bucket key `key` (GCRA's TAT, the leaky bucket's
 -- next departure), or now if that is later. Statements, not a function: included by the
 -- algorithms' fragments (a lean script defines no function); lib/frac_time.lua describes the
--- stored value. Needs p, d, burst and the policy epoch pv, since, carry (the shapes').
+-- stored value. Needs p, d, burst and the policy epoch pv, since, carry (the shapes'), and
+-- `departures` (the includer's: true for a leaky bucket's next departure, false for a TAT).
 --
 -- A state stamped with a newer policy version than pv (pv > 0) sets `stale` (the shape refuses
 -- the request). A state stamped with other parameters or another version sets `rewrite`; with
--- other parameters (or carry reset) it is carried over at since: the permits available then under its stamp, A = burst' - ceil((time - since) / T'),
--- become A' (lib/carry_permits.lua), and the state is rebuilt at since holding A':
--- time = since + (burst - A') * T, exact in 1/p us. A rewritten state is written back under
+-- other parameters (or carry reset) it is carried over at since. A TAT, and a next departure
+-- carried proportionally or reset: the permits available then under its stamp,
+-- A = burst' - ceil((time - since) / T') (burst', T' the stamp's), become A'
+-- (lib/carry_permits.lua), and the state is rebuilt at since holding A':
+-- time = since + (burst - A') * T, exact in 1/p us. A next departure carried as is: the permits
+-- queued at since stay queued and depart at the new rate from since (lib/keep_queue.lua), so
+-- that a change of the queue size alone never moves it. A rewritten state is written back under
 -- the new stamp, also when denied. An old-format value (no stamp) is read as before (a fraction
 -- counted in another unit than 1/p us is rounded up to the next whole us: that can only make it
 -- stricter) and sets `rewrite`.
@@ -18,15 +23,16 @@
 -- state is written back (`rewrite`) so that the backlog drains from now on; a time far ahead
 -- in such a value is a debt (Limiter::penalize, block) and is kept. A value of the previous
 -- release (9 fields, no write time), or of an older one, keeps the horizon rule: the latest
--- time this policy can store at now is now + burst*T, and on a key acquire() reserved on
--- (version > 0) up to `reserved_reach` us more (the includer sets it: the longest reservation
--- wait for GCRA, 0 for the leaky bucket, whose queue holds reservations too). A later stored
--- time can only come from a clock that stepped back: it is taken as that latest time (the
--- state's own horizon: nothing is freed, the key is full) and written back, so that the lock
--- lasts at most that horizon, not the whole step.
+-- time this policy can store at now is now + burst*T, and a TAT on a key acquire() reserved on
+-- (version > 0) up to `reserved_reach` us more (the longest reservation wait; a leaky bucket's
+-- queue holds its reservations). A later stored time can only come from a clock that stepped
+-- back: it is taken as that latest time (the state's own horizon: nothing is freed, the key is
+-- full) and written back, so that the lock lasts at most that horizon, not the whole step.
 --
 -- Leaves stored (the value read), stored_time and stored_f (whole us, fraction in 1/p us),
 -- version, cancels and epoch (0 on a key nobody reserved on).
+local reserved_reach = 0
+if not departures then reserved_reach = MAX_EXACT - now end  -- lua/reserve.lua's longest wait
 local stored_time, stored_f = now, 0
 local version, cancels, epoch = 0, 0, 0
 local timed = false  -- the value records its write time: no horizon rule (a debt is kept)
@@ -60,7 +66,9 @@ if stored then
     -- Only a change of parameters, or a reset, converts: a new version of the same parameters
     -- keeps the state exactly (with its fraction of a permit).
     if rewrite and (den ~= p or sd ~= d or sb ~= burst or carry == 2) then
-      do
+      if departures and carry == 0 then
+        --!include keep_queue.lua
+      else
         local available = sb
         if us > since or (us == since and f > 0) then
           local units = MAX_EXACT  -- (time - since) in 1/den us, at most 2^52

@@ -11,8 +11,13 @@
 -- unit keeps its whole tokens, or its whole debt rounded up) and rewritten (`rewrite`).
 -- A state stamped with a newer policy version than pv (pv > 0) sets `stale`; one stamped with
 -- other parameters or another version sets `rewrite`, and with other parameters (or carry
--- reset) it is carried over at x = max(since, last): the whole permits A available then under
--- its stamp become A' (lib/carry_permits.lua), the level A' x d at x. C++ twin: src/algorithms/token_bucket.cpp.
+-- reset) it is carried over at since: the whole permits A available then under its stamp
+-- become A' (lib/carry_permits.lua), the level A' x d at since, refilled at the new rate from
+-- there. A state last written before since is refilled to since at its stamp's rate. One last
+-- written after since (a process that had not heard of the change yet decided under the old
+-- version) is projected back to since: the refill its rate credited over (since, last] is taken
+-- off, a debt if it comes to that (what the late write took stays taken), so the conversion is
+-- stricter than the state at since, never looser. C++ twin: src/algorithms/token_bucket.cpp.
 --
 -- When the Redis clock steps back: a state is never written with a last refill later than the
 -- now it was decided at, so a later one is a clock step. It is taken as now (no refill for the
@@ -49,21 +54,30 @@ if stored then
     -- keeps the level exactly (with its fraction of a token).
     if rewrite and (den ~= d or sp ~= p or sb ~= burst or carry == 2) then
       do
-        local x = since
-        if last > x then x = last end
         local old_full = sb * den
         if level > old_full then level = old_full end
-        local missing = old_full - level
-        if missing > 0 then
-          local refill = CEIL_DIV(missing, sp)  -- full again after this many us
-          if x - last >= refill then level = old_full else level = level + (x - last) * sp end
+        if last > since then
+          -- Written after since under the old version: the refill its rate credited since then
+          -- is taken off, a debt if it comes to that (at most the most a level may carry).
+          local most_debt = MAX_EXACT - old_full
+          local longest = IDIV(MAX_EXACT, sp)  -- the longest span whose refill stays exact
+          local span = last - since
+          if span > longest then level = -most_debt else level = level - span * sp end
+          if level < -most_debt then level = -most_debt end
+        else
+          local missing = old_full - level
+          if missing > 0 then
+            local refill = CEIL_DIV(missing, sp)  -- full again after this many us
+            local span = since - last
+            if span >= refill then level = old_full else level = level + span * sp end
+          end
         end
         local available = IDIV(level, den)  -- floor, also of a debt
         local old_cap, new_cap = sb, burst
         --!include carry_permits.lua
         local most = IDIV(MAX_EXACT - full, d)  -- the most debt a level may carry, in tokens
         if carried < -most then carried = -most end
-        level, last = carried * d, x
+        level, last = carried * d, since
       end
     end
   else

@@ -37,6 +37,19 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyCh
       count = state->count;
     }
   }
+  // A window that started after since was started by an old-version write (a process that had
+  // not heard of the change yet), and the count of the old window that held since went with it.
+  // That window was admitted before since: it counts as full (the old limit) where it meets the
+  // new window holding now. Its start: aligned, the old period's multiple; anchored, the latest
+  // it can have been, as it ended by the stored window's start. Its length: the old period; in
+  // an anchored window, the new period (an anchored carry keeps a window's start).
+  const std::int64_t since = change_time(change, now);
+  if (converting && state->stamp && stored_start > since) {
+    const std::int64_t from =
+        old.c == 1 ? std::min(since, stored_start - old.b) : floor_div(since, old.b) * old.b;
+    if (windows_overlap(from, params.anchored ? params.period_us : old.b, start, params.period_us))
+      count = std::min(count + old.a, max_exact);
+  }
   if (converting) count = carried_count(count, old.a, params.limit, change.carry);
 
   out.now_us = now;

@@ -24,8 +24,10 @@ struct FixedWindowState {
 
 /// Decides `n` permits at `now`. A state stamped with other parameters or another policy
 /// version is carried over first (its window's count lands in the new window holding the
-/// decision's time when the two overlap, as `change.carry` says); it is then written under the
-/// new stamp also when denied (`rewritten`). A state of a newer policy version refuses the
+/// decision's time when the two overlap, as `change.carry` says; a stored window that started
+/// after the change's since, by an old-version write, adds the window that held since, lost with
+/// its count, as full where it meets the new window); it is then written under the new stamp
+/// also when denied (`rewritten`). A state of a newer policy version refuses the
 /// request (`stale_version`) and is not written.
 LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyChange& change,
                                  const FixedWindowState* state, std::int64_t now, std::int64_t n,

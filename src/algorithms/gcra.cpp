@@ -3,10 +3,33 @@
 #include <algorithm>
 
 namespace redlimit::detail {
+namespace {
+
+/// A leaky bucket's next departure `stored` (in 1/den us; a step of old_d/den us per permit)
+/// carried as is to `params` at `since`: the permits queued then, (stored - since) / T as an
+/// exact fraction (none when it is not after since), stay queued and depart d/p us apart from
+/// since, rounded up to the next 1/p us, and no later than 2^52 us (the latest time any value
+/// holds). With the same rate it is `stored` itself; a queue beyond the new size is kept.
+FracTime keep_queue(FracTime stored, std::int64_t den, std::int64_t old_d, const GcraParams& params,
+                    std::int64_t since) {
+  if (!(FracTime{since, 0} < stored)) return {since, 0};
+  // The backlog in 1/den us, at most 2^52 x 2^40: queued = units / old_d permits.
+  const Int128 units = static_cast<Int128>(stored.us - since) * den + stored.frac;
+  const Int128 whole = units / old_d;
+  const Int128 part = units % old_d;
+  // since + queued x d/p reaches 2^52 us once the span, in 1/p us, reaches `limit`.
+  const Int128 limit = static_cast<Int128>(max_exact - since) * params.p;
+  if (whole > limit / params.d) return {max_exact, 0};
+  const Int128 span = whole * params.d + (part * params.d + old_d - 1) / old_d;
+  if (span >= limit) return {max_exact, 0};
+  return {since + static_cast<std::int64_t>(span / params.p),
+          static_cast<std::int64_t>(span % params.p)};
+}
+
+}  // namespace
 
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
-                          const GcraState* state, std::int64_t now,
-                          std::int64_t reserved_reach_us) {
+                          const GcraState* state, std::int64_t now, StoredTime kind) {
   LoadedTime out{.time = {now, 0}};
   if (state == nullptr) return out;
   const std::int64_t p = params.p;
@@ -28,18 +51,22 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
     // A new version of the same parameters keeps the state exactly, unless asked to reset.
     if (other_parameters || (out.rewritten && change.carry == Carry::reset)) {
       const std::int64_t since = change.since_us;
-      std::int64_t available = stamp.c;
-      if (FracTime{since, 0} < stored) {
-        const Int128 units = static_cast<Int128>(stored.us - since) * state->den + stored.frac;
-        available =
-            stamp.c -
-            ceil_div(units <= max_exact ? static_cast<std::int64_t>(units) : max_exact, stamp.b);
+      if (kind == StoredTime::next_departure && change.carry == Carry::as_is) {
+        stored = keep_queue(stored, state->den, stamp.b, params, since);
+      } else {
+        std::int64_t available = stamp.c;
+        if (FracTime{since, 0} < stored) {
+          const Int128 units = static_cast<Int128>(stored.us - since) * state->den + stored.frac;
+          available =
+              stamp.c -
+              ceil_div(units <= max_exact ? static_cast<std::int64_t>(units) : max_exact, stamp.b);
+        }
+        const std::int64_t carried =
+            std::max(carry_permits(available, stamp.c, params.burst, change.carry),
+                     params.burst - max_exact / params.d);
+        const FracTime span = scaled(params.burst - carried, params.d, p);
+        stored = {since + span.us, span.frac};
       }
-      const std::int64_t carried =
-          std::max(carry_permits(available, stamp.c, params.burst, change.carry),
-                   params.burst - max_exact / params.d);
-      const FracTime span = scaled(params.burst - carried, params.d, p);
-      stored = {since + span.us, span.frac};
     }
   }
   out.rewritten = out.rewritten || stepped;
@@ -49,7 +76,8 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
   if (state->written_us) return out;
   const FracTime capacity = scaled(params.burst, params.d, p);
   FracTime reach{now + capacity.us, capacity.frac};
-  if (state->book.version > 0) reach.us += reserved_reach_us;
+  if (kind == StoredTime::tat && state->book.version > 0)
+    reach.us += longest_reservation_wait_us(now);
   if (reach < out.time) {
     out.time = reach;
     out.rewritten = true;
@@ -64,8 +92,7 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
   LimitOutcome out;
   out.limit = params.burst;
   out.now_us = now;
-  const LoadedTime loaded =
-      load_frac_time(params, change, state, now, longest_reservation_wait_us(now));
+  const LoadedTime loaded = load_frac_time(params, change, state, now, StoredTime::tat);
   if (loaded.stale_version != 0) {
     out.stale_version = loaded.stale_version;
     return out;

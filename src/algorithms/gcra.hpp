@@ -60,19 +60,32 @@ constexpr std::int64_t longest_reservation_wait_us(std::int64_t now) noexcept {
   return max_exact - now;
 }
 
+/// What a GCRA-shaped state's stored time is, which decides how a change of parameters carries
+/// it over and how far ahead of now it may legitimately be.
+enum class StoredTime {
+  /// GCRA's TAT: compared with now + tau, so it holds the permits available (burst - its
+  /// backlog); a key acquire() reserved on may hold it up to longest_reservation_wait_us ahead.
+  tat,
+  /// A leaky bucket's next departure: compared with now alone, so it holds the queue; a
+  /// reservation is part of the queue.
+  next_departure,
+};
+
 /// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change` (its
-/// since_us resolved), as lua/lib/load_frac_time.lua reads it: a state stamped with other
-/// parameters (or another version, carry reset) is carried over at since_us (the permits
-/// available then become carry_permits() of them, and the time is rebuilt at since_us holding
-/// those); another version of the same parameters is only restamped; one
-/// without a stamp is read as before (stored under another denominator: rounded up to a whole
-/// microsecond, which never frees permits). A state written later than now (written_us) is a
-/// clock step back: its time moves back by written_us - now (the backlog of the write is kept,
-/// measured from the write) and it is rewritten. In a state without written_us, a time later
-/// than now + burst*T (plus `reserved_reach_us` on a key with reservations) is a clock step
-/// back: it is taken as now + burst*T and rewritten.
+/// since_us resolved), as lua/lib/load_frac_time.lua reads it. A state stamped with other
+/// parameters (or another version, carry reset) is carried over at since_us: a TAT, and a next
+/// departure carried proportionally or reset, holds the permits available then, which become
+/// carry_permits() of them, and the time is rebuilt at since_us holding those; a next
+/// departure carried as is keeps the permits queued then, which depart at the new rate from
+/// since_us. Another version of the same parameters is only restamped. A state without a stamp
+/// is read as before (stored under another denominator: rounded up to a whole microsecond,
+/// which never frees permits). A state written later than now (written_us) is a clock step
+/// back: its time moves back by written_us - now (the backlog of the write is kept, measured
+/// from the write) and it is rewritten. In a state without written_us, a time later than
+/// now + burst*T (a TAT on a key with reservations: plus longest_reservation_wait_us) is a
+/// clock step back: it is taken as that time and rewritten.
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
-                          const GcraState* state, std::int64_t now, std::int64_t reserved_reach_us);
+                          const GcraState* state, std::int64_t now, StoredTime kind);
 
 /// The stamp a state written under `params` and `change` carries.
 inline Stamp stamp_of(const GcraParams& params, const PolicyChange& change) noexcept {

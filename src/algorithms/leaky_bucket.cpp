@@ -11,7 +11,7 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyCh
   LimitOutcome out;
   out.limit = params.burst;
   out.now_us = now;
-  const LoadedTime loaded = load_frac_time(params, change, state, now, 0);
+  const LoadedTime loaded = load_frac_time(params, change, state, now, StoredTime::next_departure);
   if (loaded.stale_version != 0) {
     out.stale_version = loaded.stale_version;
     return out;

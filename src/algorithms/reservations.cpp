@@ -152,8 +152,7 @@ ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change
                             std::int64_t max_wait, std::int64_t not_before) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
-  const LoadedTime loaded =
-      load_frac_time(params, change, current, now, longest_reservation_wait_us(now));
+  const LoadedTime loaded = load_frac_time(params, change, current, now, StoredTime::tat);
   if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
   const FracTime tat = loaded.time;
   const ReservationBook book = current != nullptr ? current->book : ReservationBook{};
@@ -253,7 +252,8 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const Polic
                                     std::int64_t not_before) {
   const std::int64_t p = params.p;
   const GcraState* current = stored<GcraState>(state);
-  const LoadedTime loaded = load_frac_time(params, change, current, now, 0);
+  const LoadedTime loaded =
+      load_frac_time(params, change, current, now, StoredTime::next_departure);
   if (loaded.stale_version != 0) return stale_reservation(loaded.stale_version);
   // Permits arriving at not_before depart no earlier, and the queue is counted from then.
   const FracTime free = loaded.time.us < not_before ? FracTime{not_before, 0} : loaded.time;
@@ -313,11 +313,11 @@ CancelOutcome log_cancel(State& current, FracTime shift, std::int64_t p, std::in
 
 CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& change,
                                std::optional<LimitState>& state, std::int64_t now, std::int64_t n,
-                               const CancelTicket& ticket, std::int64_t reserved_reach_us,
+                               const CancelTicket& ticket, StoredTime kind,
                                std::optional<std::int64_t> log_ceiling) {
   const std::int64_t p = params.p;
   GcraState* current = state ? std::get_if<GcraState>(&*state) : nullptr;
-  const LoadedTime loaded = load_frac_time(params, change, current, now, reserved_reach_us);
+  const LoadedTime loaded = load_frac_time(params, change, current, now, kind);
   if (loaded.stale_version != 0) return stale_cancel(loaded.stale_version);
   const CancelVerdict verdict =
       verdict_for(current, now, ticket.slot, ticket.den, ticket, log_ceiling);
@@ -423,10 +423,10 @@ CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState
   switch (spec.algorithm) {
     case Algorithm::gcra:
       return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket,
-                              longest_reservation_wait_us(now), log_ceiling);
+                              StoredTime::tat, log_ceiling);
     case Algorithm::leaky_bucket:
-      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket, 0,
-                              log_ceiling);
+      return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket,
+                              StoredTime::next_departure, log_ceiling);
     case Algorithm::token_bucket:
       return cancel_token_bucket({spec.a, spec.b, spec.c}, change, state, now, n, ticket,
                                  log_ceiling);

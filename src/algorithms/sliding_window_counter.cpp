@@ -47,6 +47,17 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
     const std::int64_t stored_start = stepped ? floor_div(now, old.b) * old.b : state->start_us;
     land(stored_start, state->current);
     land(stored_start - old.b, state->previous);
+    // The state held two windows at since, the old one holding it and the one before; a stored
+    // window that started after since was started by an old-version write, which rolled the
+    // counters past one or both of them: each window lost so counts as full (the old limit).
+    const std::int64_t since = change_time(change, now);
+    const std::int64_t held = floor_div(since, old.b) * old.b;
+    if (converting && state->stamp && stored_start > since) land(held - old.b, old.a);
+    if (converting && state->stamp && stored_start - old.b > since) land(held, old.a);
+    if (converting) {
+      current = std::min(current, max_exact);
+      previous = std::min(previous, max_exact);
+    }
   }
   const std::int64_t elapsed = now - start;
   const std::int64_t weighted = previous - mul_div(previous, elapsed, period).quotient;

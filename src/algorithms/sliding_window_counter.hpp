@@ -25,9 +25,11 @@ struct SlidingWindowCounterState {
 
 /// Decides `n` permits at `now`. A state stamped with other parameters or another policy
 /// version is carried over first (its current and previous windows' counts each land in the
-/// newest new window they overlap, as `change.carry` says) and is then written under the new
-/// stamp also when denied (`rewritten`). A state of a newer policy version refuses the request
-/// (`stale_version`) and is not written.
+/// newest new window they overlap, as `change.carry` says; when an old-version write rolled the
+/// counters on after the change's since, each window the state held at since that it rolled
+/// past lands so too, counted as full) and is then written under the new stamp also when denied
+/// (`rewritten`). A state of a newer policy version refuses the request (`stale_version`) and is
+/// not written.
 LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& params,
                                            const PolicyChange& change,
                                            const SlidingWindowCounterState* state, std::int64_t now,

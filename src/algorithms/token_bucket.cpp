@@ -7,23 +7,35 @@
 namespace redlimit::detail {
 namespace {
 
-/// The level of a stamped state carried over to `params` at max(since, last): its whole
-/// permits then, under the stamp, as carry_permits() says.
+/// The level of a stamped state carried over to `params` at since: its whole permits then,
+/// under the stamp, as carry_permits() says; the level is set at since. A state last written
+/// before since is refilled to since at the old rate. One last written after since (by a
+/// process that had not heard of the change yet) is projected back to since: the refill the old
+/// rate credited over (since, last] is taken off, a debt if it comes to that (at most the most
+/// debt a level may carry). That is stricter than the state at since, never looser: what the
+/// late write took stays taken.
 void carry_over(const TokenBucketParams& params, const PolicyChange& change,
                 const TokenBucketState& state, std::int64_t& level, std::int64_t& last) {
   const Stamp& stamp = *state.stamp;
-  const std::int64_t x = std::max(change.since_us, last);
+  const std::int64_t since = change.since_us;
   const std::int64_t old_full = stamp.c * state.den;
   level = std::min(level, old_full);
-  const std::int64_t missing = old_full - level;
-  if (missing > 0) {
-    level = x - last >= ceil_div(missing, stamp.a) ? old_full : level + (x - last) * stamp.a;
+  if (last > since) {
+    const std::int64_t most = max_debt(old_full);
+    level = last - since > max_exact / stamp.a ? -most : level - (last - since) * stamp.a;
+    level = std::max(level, -most);
+  } else {
+    const std::int64_t missing = old_full - level;
+    if (missing > 0) {
+      level =
+          since - last >= ceil_div(missing, stamp.a) ? old_full : level + (since - last) * stamp.a;
+    }
   }
   const std::int64_t available = floor_div_signed(level, state.den);
   const std::int64_t full = params.burst * params.d;
   const std::int64_t most = (max_exact - full) / params.d;  // the most debt, in tokens
   level = std::max(carry_permits(available, stamp.c, params.burst, change.carry), -most) * params.d;
-  last = x;
+  last = since;
 }
 
 }  // namespace

@@ -45,8 +45,10 @@ struct Tokens {
 };
 /// The tokens as lua/lib/load_tokens.lua reads them under `params` and `change` (its since_us
 /// resolved): a state stamped with other parameters (or another version, carry reset) is
-/// carried over at max(since_us, last) (its whole permits then become carry_permits() of them);
-/// another version of the same parameters is only restamped. A last refill later than now is a
+/// carried over at since_us (its whole permits then become carry_permits() of them, refilled at
+/// the new rate from since_us; a state last written after since_us is first projected back to
+/// it, see carry_over in token_bucket.cpp); another version of the same parameters is only
+/// restamped. A last refill later than now is a
 /// clock step back: it is taken as now (no refill for the step) and rewritten.
 Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
                    const TokenBucketState* state, std::int64_t now);

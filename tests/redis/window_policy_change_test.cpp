@@ -173,6 +173,66 @@ TEST_P(WindowPolicyChange, APeekConvertsWithoutWriting) {
   }
 }
 
+// A process that has not heard of a change yet decides under the old version after its since,
+// past the end of the old window that held since: its write starts a new window and drops the
+// count of the one that held since. That window was admitted before since: the new version counts
+// it as full (the old limit), as it overlaps the new window. 100/s exhausted just before since,
+// a late write 1.3 ms after it in the next second, then 10/min: nothing is left to admit.
+TEST_P(WindowPolicyChange, ALateOldVersionWriteThatStartsAWindowKeepsTheLostWindowCounted) {
+  const std::int64_t since = t0 + 999'000;  // in the second [t0, t0 + 1 s)
+  for (const Window window : {Window::aligned, Window::anchored}) {
+    SCOPED_TRACE(window == Window::aligned ? "aligned" : "anchored");
+    const auto old_version = detail::CompiledPolicy::compile(
+        Policy::of(Limit::fixed_window("100/s", window)), {.version = 1});
+    const auto new_version =
+        detail::CompiledPolicy::compile(Policy::of(Limit::fixed_window("10/min", window)),
+                                        {.version = 2, .since_us = since, .carry = Carry::as_is});
+    run(loop(), backend().reset(old_version, "{k}"));
+    // Anchored: the window [t0 + 300 us, since + 1.3 ms) holds since.
+    EXPECT_TRUE(decide(old_version, window == Window::aligned ? since - 1 : t0 + 300, 100).allowed);
+    EXPECT_TRUE(decide(old_version, since + 1'300).allowed);  // the late write: a new window
+    int admitted = 0;
+    for (int i = 0; i < 20; ++i)
+      admitted += decide(new_version, since + 2'000 + i).allowed ? 1 : 0;
+    EXPECT_EQ(admitted, 0) << "the window holding since was exhausted";
+  }
+}
+
+// The sliding window counter keeps two windows: the one holding since and the one before, both
+// admitted before since, carry over (each lands in the new window it overlaps). A late
+// old-version write that rolls the counters on drops one of them (a window on) or both (two
+// windows on): each dropped one counts as full (the old limit) where it lands. Then 10/min:
+// nothing is left to admit.
+TEST_P(WindowPolicyChange, ALateOldVersionWriteThatRollsTheCountersKeepsTheLostWindowsCounted) {
+  struct Case {
+    const char* what;
+    const char* old_rate;
+    std::int64_t exhausted_at, since;
+  };
+  for (const auto& [what, old_rate, exhausted_at, since] : {
+           // 100/ms exhausted in [t0, t0 + 1 ms), which holds since; the late write at
+           // t0 + 2.2 ms is two windows on: its previous window, [t0 + 1 ms, t0 + 2 ms), is empty.
+           Case{"the window holding since", "100/ms", t0 + 899, t0 + 900},
+           // 100/s exhausted in [t0, t0 + 1 s), the window before the one holding since (which
+           // admitted none); the late write at t0 + 2.0003 s is one window on.
+           Case{"the window before", "100/s", t0 + 500'000, t0 + 1'999'000},
+       }) {
+    SCOPED_TRACE(what);
+    const auto old_version = detail::CompiledPolicy::compile(
+        Policy::of(Limit::sliding_window_counter(old_rate)), {.version = 1});
+    const auto new_version =
+        detail::CompiledPolicy::compile(Policy::of(Limit::sliding_window_counter("10/min")),
+                                        {.version = 2, .since_us = since, .carry = Carry::as_is});
+    run(loop(), backend().reset(old_version, "{k}"));
+    EXPECT_TRUE(decide(old_version, exhausted_at, 100).allowed);
+    EXPECT_TRUE(decide(old_version, since + 1'300).allowed);  // the late write: rolled on
+    int admitted = 0;
+    for (int i = 0; i < 20; ++i)
+      admitted += decide(new_version, since + 2'000 + i).allowed ? 1 : 0;
+    EXPECT_EQ(admitted, 0) << "100 permits were admitted in a window that lands in this minute";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(RedisAndInProcess, WindowPolicyChange, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? std::string("Redis") : std::string("InProcess");
