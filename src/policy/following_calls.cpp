@@ -69,7 +69,7 @@ Task<DecideRequest> PolicyEnforcer::followed_request(std::shared_ptr<PolicyEnfor
     try {
       followed = co_await PolicyFollower::current(self->follower_, min_version, deadline);
     } catch (const Unavailable& e) {
-      unread = e.what();  // Redis cannot answer: typed as "no policy", never an allow
+      unread = e.what();  // Redis cannot answer: never an allow
       unread_error = std::current_exception();
     }
     if (!followed || !self->follower_->verified(*followed)) {
@@ -224,7 +224,7 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
     const bool reservable = request.policy->limits().size() == 1 &&
                             can_reserve(request.policy->limits().front().limit.algorithm);
     bool again = false;
-    bool continue_after_change = false;
+    bool replaced = false;  // the stored policy changed while it waited: reserve again at once
     try {
       Decision decision;
       if (reservable) {
@@ -234,9 +234,8 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
         rest.max_wait = options.max_wait - std::min(options.max_wait, waited);
         std::optional<Decision> reserved =
             co_await self->acquire_by_reserving(std::move(request), key, rest);
-        // Nothing: the stored policy changed while it waited, and it reserves again under it.
-        again = !reserved;
-        if (again) continue_after_change = true;
+        replaced = !reserved;
+        again = replaced;
         if (reserved) {
           decision = *reserved;
           decision.waited =
@@ -251,7 +250,7 @@ Task<Decision> PolicyEnforcer::acquire_following(std::shared_ptr<PolicyEnforcer>
       }
       decision.policy_version = version;
       if (!again) co_return decision;
-      if (!continue_after_change) {
+      if (!replaced) {
         const GaugeScope waiting(self->waiters_gauge(), options.slept);
         co_await sleep_for(self->loop_, decision.retry_after, options.stop);
       }
