@@ -280,19 +280,21 @@ class Sequence {
   std::vector<Granted> granted_;
 };
 
-/// A new policy of the same algorithms (sometimes the same one again), with a version that
-/// mostly grows but sometimes goes back (the scripts refuse it as stale on keys written under a
-/// newer one; 0 never is), a since before or after `now`, and a random carry.
+/// A new policy of the same algorithms (sometimes the same one again: more often without a
+/// store, set_policy() of the same policy with a reset), under an epoch test::random_epoch()
+/// draws: a version that mostly grows but sometimes goes back (the scripts refuse it as stale on
+/// keys written under a newer one; 0 never is), or version 0 throughout (mostly resets), a
+/// since before or after `now`, and a carry.
 std::shared_ptr<const CompiledPolicy> next_policy(std::mt19937_64& random,
                                                   const CompiledPolicy& current,
                                                   const std::vector<Algorithm>& algorithms,
-                                                  std::int64_t now, std::int64_t& version) {
+                                                  std::int64_t now, test::EpochDraws& draws) {
   Policy next;
   for (const Algorithm algorithm : algorithms)
     next.limits.push_back(random_limit(random, algorithm));
-  if (pick(random, 0, 4) == 0) next = current.policy();
+  if (pick(random, 0, draws.fixed ? 1 : 4) == 0) next = current.policy();
   const std::int64_t period = current.limits().front().limit.rate.period.count();
-  return CompiledPolicy::compile(next, test::random_epoch(random, now, period, version));
+  return CompiledPolicy::compile(next, test::random_epoch(random, now, period, draws));
 }
 
 /// A round: 1 to 40 operations on random keys of the sequence, at times that mostly move
@@ -422,12 +424,12 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
       policy.limits.push_back(random_limit(random, algorithm));
     Sequence sequence(CompiledPolicy::compile(policy), "seq" + std::to_string(s), lease_us);
     std::int64_t now = 1'795'000'000'000'000 + pick(random, 0, 100'000'000'000);
-    std::int64_t version = 0;
+    test::EpochDraws draws = test::random_draws(random);
     for (int r = 0; r < rounds_per_case / 4; ++r) {
       if (r > 0 && pick(random, 0, 3) == 0) {
         ++tally->policies;
         sequence.change_policy(
-            next_policy(random, sequence.policy(), GetParam().second, now, version));
+            next_policy(random, sequence.policy(), GetParam().second, now, draws));
       }
       const std::vector<Step> round = random_round(random, sequence, now);
       std::vector<Outcome> batched(round.size());

@@ -148,7 +148,7 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
     period = std::min(period, limit.limit.rate.period.count());
   }
   std::int64_t now = 1'795'000'000'000'000 + pick(random, 0, 100'000'000'000);
-  std::int64_t version = 0;
+  test::EpochDraws draws = test::random_draws(random);
   const int length = static_cast<int>(pick(random, 1, 12));
   for (int i = 0; i < length; ++i) {
     switch (pick(random, 0, 7)) {
@@ -194,9 +194,10 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       Policy next;
       for (Algorithm algorithm : algorithms)
         next.limits.push_back(random_limit(random, algorithm));
-      if (pick(random, 0, 4) == 0) next = sequence.policy->policy();
+      // Why more often without a store: set_policy() of the same policy with a reset.
+      if (pick(random, 0, draws.fixed ? 1 : 4) == 0) next = sequence.policy->policy();
       step.kind = Kind::change_policy;
-      step.policy = CompiledPolicy::compile(next, test::random_epoch(random, now, period, version));
+      step.policy = CompiledPolicy::compile(next, test::random_epoch(random, now, period, draws));
     } else if (roll == 1) {
       step.kind = Kind::reset;  // the key starts again: reservations made before are void
     } else if (reservations && roll < 10) {
@@ -662,15 +663,19 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::string(info.param.name); });
 
 /// A window sequence whose policy changes often, each change with a newer version, a time at or
-/// before the step that follows it, and a random carry: the scripts carry stored windows over as
-/// the models do.
+/// before the step that follows it, and a random carry; or, in one sequence in four, by
+/// limiters that follow no store (test::fixed_epoch: mostly resets, some with a since after the
+/// step). The scripts carry stored windows over as the models do.
 Sequence window_carry_sequence(std::mt19937_64& random, Algorithm algorithm, int index) {
   Sequence sequence = random_sequence(random, {algorithm}, index);
   std::vector<Step> steps;
-  std::int64_t version = pick(random, 0, 1);
+  test::EpochDraws draws = test::random_draws(random);
+  draws.version = pick(random, 0, 1);
   const auto epoch = [&](std::int64_t now, std::int64_t period) {
-    version += pick(random, 0, 1);
-    return PolicyEpoch{version, pick(random, 0, 3) == 0 ? 0 : now - pick(random, 0, 2 * period),
+    if (draws.fixed) return test::fixed_epoch(random, now, period, draws);
+    draws.version += pick(random, 0, 1);
+    return PolicyEpoch{draws.version,
+                       pick(random, 0, 3) == 0 ? 0 : now - pick(random, 0, 2 * period),
                        static_cast<Carry>(pick(random, 0, 2))};
   };
   const auto period = [](const CompiledPolicy& policy) {
@@ -678,10 +683,16 @@ Sequence window_carry_sequence(std::mt19937_64& random, Algorithm algorithm, int
   };
   sequence.policy = CompiledPolicy::compile(
       sequence.policy->policy(), epoch(sequence.steps.front().now, period(*sequence.policy)));
+  Policy current = sequence.policy->policy();
   for (Step step : sequence.steps) {
-    if (step.kind != Kind::change_policy && pick(random, 0, 2) == 0) {
+    if (step.kind == Kind::change_policy) {
+      current = step.policy->policy();
+    } else if (pick(random, 0, 2) == 0) {
+      // Why the same policy often without a store: set_policy() of it with a reset.
+      if (!draws.fixed || pick(random, 0, 1) == 0)
+        current = Policy::of(random_limit(random, algorithm));
       Step change{step.now, 1, Kind::change_policy};
-      change.policy = CompiledPolicy::compile(Policy::of(random_limit(random, algorithm)));
+      change.policy = CompiledPolicy::compile(current);
       steps.push_back(change);
     }
     steps.push_back(step);

@@ -364,6 +364,72 @@ TEST_P(PolicyChange, ALateOldVersionWriteIsNotCreditedToTheNewPolicy) {
   }
 }
 
+// Issue 32, bug 6: set_policy() of the same policy with Carry::reset reset nothing (the key's
+// stamp, its parameters and version 0, did not change). It makes an exhausted key full again,
+// once: the permits taken after the reset stay taken.
+TEST_P(PolicyChange, SetPolicyOfTheSamePolicyWithResetMakesAnExhaustedKeyFullOnce) {
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    SCOPED_TRACE(to_string(algorithm));
+    const Policy policy{Limit{algorithm, Rate::parse("10/h"), 0, Window::aligned}};
+    Limiter& l = limiter(policy.limits.front());
+    run(loop(), l.reset("k"));
+    EXPECT_TRUE(run(loop(), l.try_acquire("k", 10)).allowed);
+    EXPECT_FALSE(run(loop(), l.try_acquire("k", 10)).allowed);
+    l.set_policy(policy, Carry::reset);
+    EXPECT_TRUE(run(loop(), l.try_acquire("k", 10)).allowed) << "the reset made the key full";
+    EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the reset applied again";
+    EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the reset applied again";
+  }
+}
+
+/// The epoch of set_policy(policy, Carry::reset) called at `since_us` on a limiter that follows
+/// no store.
+detail::PolicyEpoch reset_at(std::int64_t since_us) {
+  return {.version = 0, .since_us = since_us, .carry = Carry::reset};
+}
+
+// Another process of the same name, with the same fixed policy and no reset (as_is, version 0),
+// decides on the key between two decisions of the resetting limiter: the reset is not applied
+// again (that would free permits at every such decision). 10/h with a burst of 10, exhausted at
+// t0; the reset at t0 + 2 us makes the key full, the limiter takes 1, the other process 1 (a
+// leaky bucket's queue denies it): neither the rest of the burst, 9, nor a permit more is left.
+TEST_P(PolicyChange, AnotherProcessOfTheSameNameDoesNotMakeTheResetApplyAgain) {
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    SCOPED_TRACE(to_string(algorithm));
+    const Policy policy{Limit{algorithm, Rate::parse("10/h"), 10, Window::aligned}};
+    const auto fixed = detail::CompiledPolicy::compile(policy);
+    const auto resetting = detail::CompiledPolicy::compile(policy, reset_at(t0 + 2));
+    run(loop(), backend().reset(fixed, "{same}"));
+    EXPECT_TRUE(decide(fixed, t0, 10).allowed);
+    EXPECT_FALSE(decide(fixed, t0 + 1).allowed);
+    EXPECT_TRUE(decide(resetting, t0 + 3).allowed) << "the reset made the key full";
+    EXPECT_EQ(decide(fixed, t0 + 4).allowed, algorithm != Algorithm::leaky_bucket);
+    EXPECT_FALSE(decide(resetting, t0 + 5, 9).allowed)
+        << "the other process's decision made the reset apply again";
+    EXPECT_FALSE(decide(resetting, t0 + 6, 9).allowed) << "the reset applied again";
+  }
+}
+
+// set_policy()'s since is the client's system clock; a Redis clock behind it decides at a now
+// before since (the conversion is at now then). The reset applies once, not at every call until
+// Redis's clock passes since.
+TEST_P(PolicyChange, AResetWhoseSinceIsAheadOfTheDecisionsClockAppliesOnce) {
+  for (const Algorithm algorithm :
+       {Algorithm::gcra, Algorithm::token_bucket, Algorithm::leaky_bucket}) {
+    SCOPED_TRACE(to_string(algorithm));
+    const Policy policy{Limit{algorithm, Rate::parse("10/h"), 10, Window::aligned}};
+    const auto fixed = detail::CompiledPolicy::compile(policy);
+    const auto resetting = detail::CompiledPolicy::compile(policy, reset_at(t0 + 10'000'000));
+    run(loop(), backend().reset(fixed, "{same}"));
+    EXPECT_TRUE(decide(fixed, t0, 10).allowed);
+    EXPECT_TRUE(decide(resetting, t0 + 1, 10).allowed) << "the reset made the key full";
+    EXPECT_FALSE(decide(resetting, t0 + 2).allowed) << "the reset applied again";
+    EXPECT_FALSE(decide(resetting, t0 + 3).allowed) << "the reset applied again";
+  }
+}
+
 /// Reserves `n` permits of `policy` on key "{shift}" at `now_us` (waiting up to an hour).
 Task<detail::Reservation> reserve_at(detail::Backend& backend,
                                      std::shared_ptr<const detail::CompiledPolicy> policy,

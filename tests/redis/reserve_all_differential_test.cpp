@@ -91,6 +91,7 @@ class Sequence {
                        "rl:{reserve-all-" + std::to_string(index) + "-" + std::to_string(k) + "}",
                        std::nullopt});
     }
+    draws_ = test::random_draws(random_);
   }
 
   Task<void> run() {
@@ -121,13 +122,18 @@ class Sequence {
                          permits, now_);
   }
 
-  /// A key's policy changes: another limit of its algorithm, under a random epoch (a version
-  /// that sometimes goes back: the script refuses it as stale where a newer one wrote).
+  /// A key's policy changes: another limit of its algorithm (without a store, often the same
+  /// one), under an epoch test::random_epoch() draws (a version that sometimes goes back: the
+  /// script refuses it as stale where a newer one wrote; or version 0, mostly resets).
   void change_policy() {
     ReservedKey& key = keys_[static_cast<std::size_t>(pick(random_, 0, keys_per_sequence - 1))];
     const Algorithm algorithm = key.policy->limits()[0].limit.algorithm;
-    key.policy = CompiledPolicy::compile(Policy::of(small_limit(random_, algorithm)),
-                                         test::random_epoch(random_, now_, 1'000'000, version_));
+    // Why the same limit often without a store: set_policy() of it with a reset.
+    Policy next = key.policy->policy();
+    if (!draws_.fixed || pick(random_, 0, 1) == 0)
+      next = Policy::of(small_limit(random_, algorithm));
+    key.policy =
+        CompiledPolicy::compile(next, test::random_epoch(random_, now_, 1'000'000, draws_));
     ++tally_->policy_changes;
   }
 
@@ -313,7 +319,7 @@ class Sequence {
   std::vector<ReservedKey> keys_;
   std::vector<Part> parts_;
   std::int64_t now_ = 0;
-  std::int64_t version_ = 0;  ///< the policy version drawn last
+  test::EpochDraws draws_;  ///< what the policy changes' epochs are drawn from
   int step_ = 0;
 };
 

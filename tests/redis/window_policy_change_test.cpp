@@ -233,6 +233,67 @@ TEST_P(WindowPolicyChange, ALateOldVersionWriteThatRollsTheCountersKeepsTheLostW
   }
 }
 
+// Issue 32, bug 6: set_policy() of the same policy with Carry::reset reset nothing (the key's
+// stamp, its parameters and version 0, did not change). It makes an exhausted key full again,
+// once: the permits taken after the reset stay taken.
+TEST_P(WindowPolicyChange, SetPolicyOfTheSamePolicyWithResetMakesAnExhaustedKeyFullOnce) {
+  for (const Algorithm algorithm : window_algorithms) {
+    SCOPED_TRACE(to_string(algorithm));
+    auto limits = limiter(one(algorithm, {10, 1h}), algorithm);
+    run(loop(), limits->reset("k"));
+    EXPECT_TRUE(run(loop(), limits->try_acquire("k", 10)).allowed);
+    EXPECT_FALSE(run(loop(), limits->try_acquire("k")).allowed);
+    limits->set_policy(one(algorithm, {10, 1h}), Carry::reset);
+    int admitted = 0;
+    for (int i = 0; i < 30; ++i)
+      admitted += run(loop(), limits->try_acquire("k")).allowed ? 1 : 0;
+    EXPECT_EQ(admitted, 10) << "full again once (0: no reset; more: the reset applied again)";
+  }
+}
+
+/// The epoch of set_policy(policy, Carry::reset) called at `since_us` on a limiter that follows
+/// no store.
+detail::PolicyEpoch reset_at(std::int64_t since_us) {
+  return {.version = 0, .since_us = since_us, .carry = Carry::reset};
+}
+
+// Another process of the same name, with the same fixed policy and no reset (as_is, version 0),
+// writes the key between two decisions of the resetting limiter: the reset is not applied again
+// (that would free permits at every such write).
+TEST_P(WindowPolicyChange, AnotherProcessOfTheSameNameDoesNotMakeTheResetApplyAgain) {
+  for (const Algorithm algorithm : window_algorithms) {
+    SCOPED_TRACE(to_string(algorithm));
+    const auto fixed = compiled(algorithm, {10, 1h});
+    const auto resetting = compiled(algorithm, {10, 1h}, reset_at(t0 + 7));
+    run(loop(), backend().reset(fixed, "{k}"));
+    EXPECT_TRUE(decide(fixed, t0 + 5, 10).allowed);
+    EXPECT_FALSE(decide(fixed, t0 + 6).allowed);
+    EXPECT_TRUE(decide(resetting, t0 + 8, 5).allowed) << "the reset made the key full";
+    EXPECT_TRUE(decide(fixed, t0 + 9).allowed);  // the other process: 4 left
+    EXPECT_FALSE(decide(resetting, t0 + 10, 5).allowed)
+        << "the other process's write made the reset apply again";
+    EXPECT_TRUE(decide(resetting, t0 + 11, 4).allowed);
+    EXPECT_FALSE(decide(resetting, t0 + 12).allowed) << "the reset applied again";
+    EXPECT_FALSE(decide(fixed, t0 + 13).allowed);
+  }
+}
+
+// set_policy()'s since is the client's system clock; a Redis clock behind it decides at a now
+// before since (the conversion is at now then: a log drops every entry up to now). The reset
+// applies once, not at every call until Redis's clock passes since.
+TEST_P(WindowPolicyChange, AResetWhoseSinceIsAheadOfTheDecisionsClockAppliesOnce) {
+  for (const Algorithm algorithm : window_algorithms) {
+    SCOPED_TRACE(to_string(algorithm));
+    const auto fixed = compiled(algorithm, {10, 1h});
+    const auto resetting = compiled(algorithm, {10, 1h}, reset_at(t0 + 10'000'000));
+    run(loop(), backend().reset(fixed, "{k}"));
+    EXPECT_TRUE(decide(fixed, t0 + 5, 10).allowed);
+    EXPECT_TRUE(decide(resetting, t0 + 6, 10).allowed) << "the reset made the key full";
+    EXPECT_FALSE(decide(resetting, t0 + 7).allowed) << "the reset applied again";
+    EXPECT_FALSE(decide(resetting, t0 + 8).allowed) << "the reset applied again";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(RedisAndInProcess, WindowPolicyChange, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? std::string("Redis") : std::string("InProcess");
