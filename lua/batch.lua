@@ -161,6 +161,7 @@ local run, value_run, n, policy, now, ttl_extra, since
 -- on equal values decide alike: the keys of a batch that hold nothing (new or expired: over
 -- many keys, most of them) are all decided as the first of them, and on a hot key, most of
 -- whose calls are denied and write nothing, a call finds the value the denial before it left.
+-- (A call's arguments include its since as sent, which a reset's tag holds: lib/stamp_rule.lua.)
 -- So the first such call runs, and the batch keeps under the value what it answered and wrote;
 -- a call like it on the same value gets that reply and writes that value to its own key. Lua
 -- interns strings: a value is compared and looked up by reference.
@@ -197,8 +198,8 @@ local function decide_lean(key)
     return known[6]
   end
   prefetched_key, prefetched, set_value, set_ms, other = key, value, nil, nil, false
-  local reply = run(RUN_CALL, memo, key, n, now, ttl_extra, policy[1], since, policy[3],
-                    policy[4], policy[5], policy[6])
+  local reply = run(RUN_CALL, memo, key, n, now, ttl_extra, policy[1], since, policy[2],
+                    policy[3], policy[4], policy[5], policy[6])
   if not other then DECIDED[value] = {run, n, policy, now, ttl_extra, reply, set_value, set_ms} end
   return reply
 end
@@ -269,8 +270,8 @@ for call = 1, calls do
     else
       local memo = nil
       if shared[key] then memo = MEMO end
-      ok, reply = pcall(run, through, memo, key, n, now, ttl_extra, policy[1], since, policy[3],
-                        policy[4], policy[5], policy[6])
+      ok, reply = pcall(run, through, memo, key, n, now, ttl_extra, policy[1], since, policy[2],
+                        policy[3], policy[4], policy[5], policy[6])
     end
   else
     local keys, args = {}, {}

@@ -14,11 +14,13 @@ Each algorithm is written once, in lua/algorithms/<name>.lua, as statement fragm
   --!section idle      for peek, after decide: sets reset to the time until idle from the
                        state now
                        Every section also sees the policy epoch: pv (the request's policy
-                       version), since (when the policy took effect, resolved: at most now) and
-                       carry (0 as_is, 1 proportional, 2 reset). decide (and reserve, cancel)
-                       may set `stale = <stored pv>` (the shape refuses the request before any
-                       write) and `rewrite = true` (the state was stamped with other parameters
-                       and carried over: write it back even when denied)
+                       version), since (when the policy took effect, resolved: at most now),
+                       sent_since (since as the request sent it) and carry (0 as_is, 1
+                       proportional, 2 reset); each reads its state's stamp with
+                       lib/stamp_rule.lua. decide (and reserve, cancel) may set
+                       `stale = <stored pv>` (the shape refuses the request before any write)
+                       and `rewrite = true` (the state was restamped, and carried over: write it
+                       back even when denied)
   --!section write     after decide, when allowed or rewriting: writes the new state holding
                        `taken` permits more (n when allowed, 0 when rewriting a denial), with
                        its stamp, and a TTL until the written state is idle

@@ -88,8 +88,8 @@ local MEMO = nil  -- no values remembered: one call alone (lua/batch.lua, MEMO)
 -- @ALG@ (lua/algorithms/@ALG@.lua).
 -- not_before: 0, or a slot (us) the permits are reserved at, no earlier (reserve_all); dry:
 -- decide only, writing nothing.
-RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait, pv, since, carry, not_before,
-                                 dry)
+RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait, pv, since, sent_since, carry,
+                                 not_before, dry)
   local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
   local wait, slot, slot_f = 0, 0, 0
   local rewrite, stale = false, nil
@@ -111,7 +111,7 @@ RESERVATIONS['@ALG@'] = function(key, now, n, @PARAMS@, max_wait, pv, since, car
 end
 
 CANCELS['@ALG@'] = function(key, log, now, n, @PARAMS@, slot, slot_f, cancelled,
-    reserved_epoch, cancels_before, pv, since, carry, reserved_p, reserved_d)
+    reserved_epoch, cancels_before, pv, since, sent_since, carry, reserved_p, reserved_d)
   local verdict, shift, shift_f, shift_p, reset, t = 'refused', 0, 0, 1, 0, now
   local rewrite, stale, taken = false, nil, 0
   --!section cancel
@@ -182,6 +182,7 @@ local function reserve_all()
                    d = integer_arg(ARGV[at + 7], 'd', 1, MAX_EXACT),
                    burst = integer_arg(ARGV[at + 8], 'burst', 1, MAX_EXACT),
                    keys = {KEYS[4 * c - 3], KEYS[4 * c - 2], KEYS[4 * c - 1], KEYS[4 * c]}}
+    claim.sent_since = claim.since
     if claim.since == 0 or claim.since > now then claim.since = now end
     claims[c] = claim
   end
@@ -195,8 +196,8 @@ local function reserve_all()
     for c, claim in ipairs(claims) do
       local allowed, limit, remaining, retry, reset, wait =
           RESERVATIONS[claim.algorithm](claim.keys[1], now, claim.n, claim.p, claim.d, claim.burst,
-                                        max_wait, claim.pv, claim.since, claim.carry, not_before,
-                                        true)
+                                        max_wait, claim.pv, claim.since, claim.sent_since,
+                                        claim.carry, not_before, true)
       if allowed == nil then return {-1, limit, c - 1} end
       decided[c] = {limit, remaining, reset, wait}
       if not allowed then
@@ -213,7 +214,7 @@ local function reserve_all()
     K = claim.keys
     if not dry then
       reclaim_expired(CANCELS[claim.algorithm], now, claim.p, claim.d, claim.burst, claim.pv,
-                      claim.since, claim.carry)
+                      claim.since, claim.sent_since, claim.carry)
     end
   end
   local refused = decide_all(0)
@@ -248,7 +249,8 @@ local function reserve_all()
     K = claim.keys
     local _, limit, remaining, _, reset, _, at, at_f, version, cancels, epoch =
         RESERVATIONS[claim.algorithm](K[1], now, claim.n, claim.p, claim.d, claim.burst, max_wait,
-                                      claim.pv, claim.since, claim.carry, slot, false)
+                                      claim.pv, claim.since, claim.sent_since, claim.carry, slot,
+                                      false)
     if version == 1 then redis.call('DEL', K[2]) end  -- a new epoch: the old log is void
     local expiry = 0
     if lease > 0 and wait > lease then
@@ -272,7 +274,7 @@ if op == 'confirm' then
                                           epoch, before)
   return {claim_lease(version), now, standing, at, at_f}
 end
-local reclaimed = reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
+local reclaimed = reclaim_expired(cancel, now, p, d, burst, pv, since, sent_since, carry)
 if op == 'reclaim' then return {reclaimed, now} end
 if op == 'renew' then
   local expiry = renew_lease(version, now, lease)
@@ -281,8 +283,8 @@ if op == 'renew' then
 end
 if op == 'reserve' then
   local allowed, limit, remaining, retry, reset, wait, reserved_slot, reserved_f, reserved,
-      cancels, key_epoch = reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since, carry,
-                                   0, false)
+      cancels, key_epoch = reserve(KEYS[1], now, permits, p, d, burst, max_wait, pv, since,
+                                   sent_since, carry, 0, false)
   if allowed == nil then return {-1, limit} end  -- stale: limit is the stored version
   local flag, expiry = 0, 0
   if allowed then
@@ -300,7 +302,7 @@ end
 -- cancel
 local verdict, shift, shift_f, shift_p, cancels, key_epoch =
     cancel(KEYS[1], KEYS[2], now, permits, p, d, burst, slot, slot_f, version, epoch, before, pv,
-           since, carry, reserved_p, reserved_d)
+           since, sent_since, carry, reserved_p, reserved_d)
 if verdict == 'stale' then return {-1, shift} end  -- shift is the stored version
 end_lease(version)
 if verdict == 'refused' then return {2, now} end

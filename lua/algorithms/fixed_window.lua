@@ -1,14 +1,15 @@
 -- Fixed window: a counter per window of `period` us. Aligned windows start at multiples of the
 -- period since the epoch; anchored windows start at the first request after the previous one
 -- ended. The key holds "start:count:limit:period:anchored:pv" (the stamp: the parameters and
--- policy version it was written under; a value of the previous release, "start:count", has
--- none). A value stamped otherwise is carried over: its window's count holds in the new window
--- holding now when the two overlap (anchored: the kept window, or one starting now while the
--- stored one is open), as `carry` says, and it is written back under the new stamp also when
--- denied. A stored window that started after the change's since was started by an old-version
--- write, which dropped the count of the window that held since: that lost window counts as full
--- (the old limit) as well, where it meets the new window holding now (stricter than its count,
--- never looser).
+-- policy version it was written under, or for pv 0 the reset tag; a value of the previous
+-- release, "start:count", has none). A value the stamp rule restamps (lib/stamp_rule.lua: other
+-- parameters, another version of a store, or a reset due) or without a stamp is carried over
+-- with the carry the rule leaves: its window's count holds in the new window holding now when
+-- the two overlap (anchored: the kept window, or one starting now while the stored one is open),
+-- as `carry` says, and it is written back under the new stamp also when denied. A stored window
+-- that started after the change's since was started by an old-version write, which dropped the
+-- count of the window that held since: that lost window counts as full (the old limit) as well,
+-- where it meets the new window holding now (stricter than its count, never looser).
 -- When the Redis clock steps back: no window is ever written starting after the now it was
 -- decided at, so a stored window starting after now is a clock step. It is taken as a window
 -- starting now, with its count (as the window holding now, when aligned): the permits used stay
@@ -20,9 +21,9 @@
 
 --!section decide
 local stored_start, stored_count
-local converting, old_limit, old_period = false, limit, period
-local stamped, old_anchored = false, anchored  -- a stamp other than the request's
-local stamp = string.format(':%d:%d:%d:%d', limit, period, anchored, pv)
+local old_limit, old_period, old_anchored = limit, period, anchored
+local params = string.format(':%d:%d:%d:', limit, period, anchored)  -- the stamp less its pv
+local spv, other = nil, false  -- the stored stamp's version, and whether its parameters differ
 local stored = redis.call('GET', key)
 if stored then
   local first = string.find(stored, ':', 1, true)
@@ -30,21 +31,26 @@ if stored then
   stored_start = tonumber(string.sub(stored, 1, first - 1))
   if second then
     stored_count = tonumber(string.sub(stored, first + 1, second - 1))
-    if string.sub(stored, second) ~= stamp then
+    if string.sub(stored, second, second + #params - 1) == params then
+      spv = tonumber(string.sub(stored, second + #params))
+    else
       --!include ../lib/split.lua
       old_limit, old_period, old_anchored = fields[3], fields[4], fields[5]
-      if pv > 0 and fields[6] > pv then stale = fields[6] else converting, stamped = true, true end
+      spv, other = fields[6], true
     end
   else
     -- The previous release's format: read under the current parameters, then stamped.
     stored_count = tonumber(string.sub(stored, first + 1))
-    converting = true
   end
   if stored_start > now then
     stored_start = now
     rewrite = true
   end
 end
+--!include ../lib/stamp_rule.lua
+local stamped = restamp  -- a stamp other than the one written: converted
+local converting = stamped or (stored and spv == nil)
+local stamp = params .. string.format('%d', stamp_pv)
 local start, count = now, 0
 if anchored == 1 then
   if stored and now < stored_start + period then

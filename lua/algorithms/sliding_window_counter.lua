@@ -3,14 +3,16 @@
 -- used = previous - floor(previous * elapsed / period) + current. Cheap for any limit, but an
 -- estimate (see docs/algorithms.md for its error bound). The key holds
 -- "start:current:previous:limit:period:pv" (the stamp: the parameters and policy version it was
--- written under; a value of the previous release, "start:current:previous", has none). A value
--- stamped otherwise is carried over: its current and previous windows'
--- counts each land in the newest new window (current or previous) they overlap, as `carry`
--- says, and it is written back under the new stamp also when denied. When its current window
--- started after the change's since, an old-version write rolled the counters on after since and
--- dropped the windows the state held then (the one holding since, and the one before) that it
--- rolled past: each of those counts as full (the old limit) and lands the same way (stricter than
--- their counts, never looser).
+-- written under, or for pv 0 the reset tag; a value of the previous release,
+-- "start:current:previous", has none). A value the stamp rule restamps (lib/stamp_rule.lua:
+-- other parameters, another version of a store, or a reset due) or without a stamp is carried
+-- over with the carry the rule leaves: its current and previous windows' counts each land in the
+-- newest new window (current or previous) they overlap, as `carry` says, and it is written back
+-- under the new stamp also when denied. When its current window started after the change's
+-- since, an old-version write rolled the counters on after since and dropped the windows the
+-- state held then (the one holding since, and the one before) that it rolled past: each of those
+-- counts as full (the old limit) and lands the same way (stricter than their counts, never
+-- looser).
 -- When the Redis clock steps back: no window is ever written starting after the now it was
 -- decided at, so a stored window starting after now is a clock step. It is taken as the window
 -- (of its period) holding now, with both its counts: the permits used stay counted, and it is
@@ -23,9 +25,9 @@
 
 --!section decide
 local s_start, s_current, s_previous
-local converting, old_limit, old_period = false, limit, period
-local stamped = false  -- a stamp other than the request's
-local stamp = string.format(':%d:%d:%d', limit, period, pv)
+local old_limit, old_period = limit, period
+local params = string.format(':%d:%d:', limit, period)  -- the stamp less its pv
+local spv, other = nil, false  -- the stored stamp's version, and whether its parameters differ
 local stored = redis.call('GET', key)
 if stored then
   local first = string.find(stored, ':', 1, true)
@@ -35,15 +37,16 @@ if stored then
   s_current = tonumber(string.sub(stored, first + 1, second - 1))
   if third then
     s_previous = tonumber(string.sub(stored, second + 1, third - 1))
-    if string.sub(stored, third) ~= stamp then
+    if string.sub(stored, third, third + #params - 1) == params then
+      spv = tonumber(string.sub(stored, third + #params))
+    else
       --!include ../lib/split.lua
       old_limit, old_period = fields[4], fields[5]
-      if pv > 0 and fields[6] > pv then stale = fields[6] else converting, stamped = true, true end
+      spv, other = fields[6], true
     end
   else
     -- The previous release's format: read under the current parameters, then stamped.
     s_previous = tonumber(string.sub(stored, second + 1))
-    converting = true
   end
   if s_start > now then
     s_start = IDIV(now, old_period)
@@ -51,6 +54,10 @@ if stored then
     rewrite = true
   end
 end
+--!include ../lib/stamp_rule.lua
+local stamped = restamp  -- a stamp other than the one written: converted
+local converting = stamped or (stored and spv == nil)
+local stamp = params .. string.format('%d', stamp_pv)
 -- The aligned window holding now.
 local start = IDIV(now, period)
 start = start * period

@@ -3,11 +3,13 @@
 -- members already at that microsecond, so two permits at the same microsecond are two members
 -- (whatever the window, also after a policy change shrank it). One more member,
 -- "stamp:<limit>:<window>:<pv>" with score 0, names the parameters and policy version the log
--- was written under (a log of the previous release has none); trimming spares score 0. A log
--- stamped otherwise is carried over: its times apply to the new window and limit as they are
--- (reset: those at or before `since` are dropped), and it is written back under the new stamp
--- also when denied. Reads only while deciding; trims and adds when written (its only table:
--- ZADD's arguments). Work and memory are bounded by limit <= 10,000.
+-- was written under, or for pv 0 the reset tag (a log of the previous release has none);
+-- trimming spares score 0. A log the stamp rule restamps (lib/stamp_rule.lua: other parameters,
+-- another version of a store, or a reset due) or without a stamp is carried over with the carry
+-- the rule leaves: its times apply to the new window and limit as they are (reset: those at or
+-- before `since` are dropped, once per reset, as the tag says), and it is written back under the
+-- new stamp also when denied. Reads only while deciding; trims and adds when written (its only
+-- table: ZADD's arguments). Work and memory are bounded by limit <= 10,000.
 -- When the Redis clock steps back: no member is ever written later than the now it was decided
 -- at, so members after now are a clock step. They are taken as admitted now (they stay counted)
 -- and written back at now, also when denied, so the key is locked for at most one window, not
@@ -47,8 +49,8 @@ for k = c - r, c - 1 do
 end
 
 --!section decide
-local stamp = string.format('stamp:%d:%d:%d', limit, window, pv)
-local converting, stamped, old_stamp = false, false, nil
+local params = string.format('stamp:%d:%d:', limit, window)  -- the stamp less its pv
+local old_stamp, spv, other = nil, nil, false  -- the stored stamp, its version, other parameters
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 local newest_at, ahead = 0, false  -- ahead: members after now, a clock step
 if newest[2] then
@@ -58,17 +60,18 @@ if newest[2] then
     rewrite = true
   end
   old_stamp = redis.call('ZRANGE', key, 0, 0)[1]
-  stamped = old_stamp == stamp
-  if not stamped then
-    if string.sub(old_stamp, 1, 6) == 'stamp:' then
-      local stored_pv = tonumber(string.match(old_stamp, '(%d+)$'))
-      if pv > 0 and stored_pv > pv then stale = stored_pv else converting = true end
-    else
-      old_stamp = nil  -- the previous release's log: read as it is, then stamped
-      converting = true
-    end
+  if string.sub(old_stamp, 1, #params) == params then
+    spv = tonumber(string.sub(old_stamp, #params + 1))
+  elseif string.sub(old_stamp, 1, 6) == 'stamp:' then
+    spv, other = tonumber(string.match(old_stamp, '(%d+)$')), true
+  else
+    old_stamp = nil  -- the previous release's log: read as it is, then stamped
   end
 end
+--!include ../lib/stamp_rule.lua
+local converting = restamp or (newest[2] ~= nil and spv == nil)
+local stamp = params .. string.format('%d', stamp_pv)
+local stamped = old_stamp == stamp  -- the log holds the stamp written
 local bound = now - window  -- permits at or before this have left
 if converting and carry == 2 and since > bound then bound = since end
 if bound < 0 then bound = 0 end  -- score 0 is the stamp's

@@ -4,11 +4,12 @@
 -- The stored state of the GCRA and leaky bucket keys (read by load_frac_time.lua, written by
 -- frac_time_value.lua): "us:f:p:version:cancels:epoch:d:burst:pv:written", the time in whole
 -- microseconds with its fraction f/p, the reservation bookkeeping (0:0:0 until acquire()
--- reserved on the key, see reservations/cancel.lua), the stamp: the parameters p, d, burst
--- and the policy version pv it was written under, and the script's now when it wrote (a clock
--- step back is told by it, see load_frac_time.lua). Earlier releases wrote the same without
--- `written` (read with the horizon rule), or "us", "us:f:p" or "us:f:p:version:cancels:epoch"
--- (no stamp; read as before, rewritten on the next write).
+-- reserved on the key, see reservations/cancel.lua), the stamp: the parameters p, d, burst and
+-- the policy version pv it was written under (for a limiter that follows no store, pv 0, the
+-- reset tag: lib/stamp_rule.lua), and the script's now when it wrote (a clock step back is told
+-- by it, see load_frac_time.lua). Earlier releases wrote the same without `written` (read with
+-- the horizon rule), or "us", "us:f:p" or "us:f:p:version:cancels:epoch" (no stamp; read as
+-- before, rewritten on the next write).
 
 -- a - b; may be negative in whole microseconds (the fraction stays in [0, p)).
 local function sub_frac(a, af, b, bf, p)

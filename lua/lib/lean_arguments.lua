@@ -15,7 +15,7 @@
 --             two >= 1, the third >= 0
 --
 -- Leaves MAX_EXACT, floor, n (the permits), field1, field2, field3, now, TTL_EXTRA_MS, pv,
--- since (resolved: now when 0 or later than now) and carry.
+-- since (resolved: now when 0 or later than now), sent_since (since as sent) and carry.
 
 --!include numbers.lua
 
@@ -46,4 +46,5 @@ else
   end
   TTL_EXTRA_MS = 3600000
 end
+local sent_since = since
 if since == 0 or since > now then since = now end

@@ -66,7 +66,7 @@ end
 -- Cancels, as their owners would, the reservations whose leases expired by now, under the
 -- limit in force (cancel is the algorithm's CANCELS function); returns how many gave permits
 -- back. Stops, leaving them, on a key of a newer policy version than the request's.
-local function reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
+local function reclaim_expired(cancel, now, p, d, burst, pv, since, sent_since, carry)
   local returned = 0
   local expired = redis.call('ZRANGEBYSCORE', K[3], '-inf', string.format('%d', now),
                              'LIMIT', 0, RECLAIM_MAX)
@@ -91,7 +91,7 @@ local function reclaim_expired(cancel, now, p, d, burst, pv, since, carry)
     if f then
       local verdict, shift, shift_f, shift_p, cancels, key_epoch =
           cancel(K[1], K[2], now, f[1], p, d, burst, f[2], f[3], version, f[4], f[5], pv,
-                 since, carry, f[6], f[7])
+                 since, sent_since, carry, f[6], f[7])
       if verdict == 'stale' then
         end_reclaim()
         return returned

@@ -31,7 +31,8 @@ local elapsed_since_take = 0  -- give_back: now - the take's time (set below, be
 --!needs
 
 --!each-algorithm
-ALGORITHMS['@ALG@'] = function(key, now, n, until_us, taken_at, @PARAMS@, op, pv, since, carry)
+ALGORITHMS['@ALG@'] = function(key, now, n, until_us, taken_at, @PARAMS@, op, pv, since,
+                               sent_since, carry)
   local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
   local rewrite, stale, refused, apply = false, nil, nil, nil
   --!section adjust
@@ -69,7 +70,7 @@ for i = 1, #KEYS do
   local b = integer_arg(ARGV[base + 3], 'parameter 2', 1, MAX_EXACT)
   local c = integer_arg(ARGV[base + 4], 'parameter 3', 0, MAX_EXACT)
   local stale, refused, apply = algorithm(KEYS[i], now, n, until_us, taken_at, a, b, c, op, pv,
-                                          since, carry)
+                                          since, sent_since, carry)
   if stale then return {-1, stale} end
   if refused and not refusal then refusal = {0, i - 1, refused} end
   applies[i] = apply

@@ -15,7 +15,8 @@
 --           expires them on its own clock, not on the injected one.
 -- ARGV[4]   the request's policy version pv (0: a policy given in process, never stale)
 -- ARGV[5]   since: when the policy took effect, in microseconds (0: unknown, now); a state
---           stamped with other parameters is carried over at min(since, now)
+--           stamped with other parameters is carried over at min(since, now); for pv 0, a
+--           reset is tagged with since as sent (lib/stamp_rule.lua)
 -- ARGV[6]   carry: '0' as_is, '1' proportional, '2' reset (what a carried-over state becomes)
 -- ARGV[7..] per limit, 4 fields: algorithm, then its three integer parameters
 --           gcra, token_bucket, leaky_bucket: p and d (the rate in lowest terms), burst
@@ -25,14 +26,14 @@
 --           number of keys (its limits, in KEYS and in the fields above, claim after claim),
 --           permits, pv, since and carry (ARGV[2] and ARGV[4..6] are read, and ignored)
 --
--- An algorithm is a function (key, now, n, a, b, c, peek, pv, since, carry) returning allowed,
--- limit, remaining, retry_after_us, reset_after_us, the time it used, a function
--- write(taken) that writes its new state holding `taken` permits more (when not peeking, and
--- allowed or its state must be rewritten), the stored policy version when it is newer than pv
--- (the request is refused), and whether its state must be rewritten (it was stamped with other
--- parameters and was carried over to these). Each algorithm only reads
--- while deciding; writes happen only after every limit has decided: the taken permits when
--- every limit allows, else only the rewritten states, converted, with nothing taken.
+-- An algorithm is a function (key, now, n, a, b, c, peek, pv, since, sent_since, carry) (since
+-- resolved, sent_since as sent) returning allowed, limit, remaining, retry_after_us,
+-- reset_after_us, the time it used, a function write(taken) that writes its new state holding
+-- `taken` permits more (when not peeking, and allowed or its state must be rewritten), the
+-- stored policy version when it is newer than pv (the request is refused), and whether its state
+-- must be rewritten (its stamp changes: lib/stamp_rule.lua). Each algorithm only reads while
+-- deciding; writes happen only after every limit has decided: the taken permits when every limit
+-- allows, else only the rewritten states, converted, with nothing taken.
 --
 -- Returns {allowed (0/1), now_us, binding (0-based), limit, remaining, retry_after_us,
 -- reset_after_us}: a denied decision is bound by the limit with the longest retry_after, an
@@ -50,7 +51,7 @@ local MEMO = nil  -- no values remembered: one call alone (lua/batch.lua, MEMO)
 
 --!each-algorithm
 --!doc
-ALGORITHMS['@ALG@'] = function(key, now, n, @PARAMS@, peek, pv, since, carry)
+ALGORITHMS['@ALG@'] = function(key, now, n, @PARAMS@, peek, pv, since, sent_since, carry)
   local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
   local rewrite, stale = false, nil
   --!section decide
@@ -86,8 +87,9 @@ end
 --!include ../lib/permits_and_now.lua
 --!include ../lib/policy_epoch.lua
 
--- The claims: {permits, pv, since, carry, number of keys}, their keys one claim after the other.
-local claims = {{permits, pv, since, carry, #KEYS}}
+-- The claims: {permits, pv, since (resolved), carry, number of keys, since as sent}, their keys
+-- one claim after the other.
+local claims = {{permits, pv, since, carry, #KEYS, sent_since}}
 if several then
   local count = integer_arg(ARGV[limit_args + 1], 'claims', 1, #KEYS)
   if #ARGV ~= limit_args + 1 + 5 * count then error('redlimit: expected 5 arguments per claim') end
@@ -99,6 +101,7 @@ if several then
                    integer_arg(ARGV[at + 4], 'since', 0, MAX_EXACT),
                    integer_arg(ARGV[at + 5], 'carry', 0, 2),
                    integer_arg(ARGV[at + 1], 'keys of a claim', 1, #KEYS)}
+    claim[6] = claim[3]
     if claim[3] == 0 or claim[3] > now then claim[3] = now end
     keys = keys + claim[5]
     claims[c] = claim
@@ -122,7 +125,7 @@ for c = 1, #claims do
     local b = integer_arg(ARGV[base + 3], 'parameter 2', 1, MAX_EXACT)
     local c3 = integer_arg(ARGV[base + 4], 'parameter 3', 0, MAX_EXACT)
     local decision = {algorithm(KEYS[i], now, claim[1], a, b, c3, peek, claim[2], claim[3],
-                                claim[4])}
+                                claim[6], claim[4])}
     if decision[8] then  -- stale: refused before any write
       if several then return {-1, decision[8], c - 1} end
       return {-1, decision[8]}

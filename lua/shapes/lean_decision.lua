@@ -2,9 +2,9 @@
 -- and the reply, as shapes/lean.lua describes it. Included by shapes/lean.lua (a script per
 -- request) and shapes/lean_run.lua (a function per request of a batch).
 --
--- Needs key, n (the permits), now, TTL_EXTRA_MS, the policy epoch pv, since (resolved) and
--- carry, the limit's three fields field1, field2, field3, MAX_EXACT and floor, and the
--- functions the algorithm names under --!needs. Returns the reply.
+-- Needs key, n (the permits), now, TTL_EXTRA_MS, the policy epoch pv, since (resolved),
+-- sent_since (as sent) and carry, the limit's three fields field1, field2, field3, MAX_EXACT and
+-- floor, and the functions the algorithm names under --!needs. Returns the reply.
 local @PARAMS@ = field1, field2, field3
 local allowed, capacity, remaining, retry, reset, t = false, 0, 0, 0, 0, now
 local rewrite, stale = false, nil

@@ -199,8 +199,6 @@ AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
                             Adjustment adjustment, std::int64_t amount, PolicyChange change,
                             std::int64_t taken_at) {
-  // As the scripts resolve it: an unknown or future change takes effect now.
-  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   AdjustOutcome out;
   out.now_us = now;
   std::vector<LimitAdjustment> adjusted;

@@ -12,11 +12,18 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyCh
                                  FixedWindowState* next) {
   LimitOutcome out;
   out.limit = params.limit;
-  if (state != nullptr) out.stale_version = refused_by_version(state->stamp, change);
-  const Stamp stamp{params.limit, params.period_us, params.anchored ? 1 : 0, change.policy_version};
-  const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
+  const std::optional<Stamp> stored = state != nullptr ? state->stamp : std::nullopt;
+  const std::int64_t anchored = params.anchored ? 1 : 0;
+  const StampRule rule =
+      stamp_rule(change, version_field(stored),
+                 stored && (stored->a != params.limit || stored->b != params.period_us ||
+                            stored->c != anchored));
+  out.stale_version = rule.stale_version;
+  const Stamp stamp{params.limit, params.period_us, anchored, rule.version};
+  // A state restamped, or without a stamp, is carried over.
+  const bool converting = state != nullptr && (rule.restamp || !stored);
   // An old-format state was written under parameters nobody recorded: read as the current ones.
-  const Stamp old = state != nullptr && state->stamp ? *state->stamp : stamp;
+  const Stamp old = stored.value_or(stamp);
   // A window starting after now is a clock step back: taken as one starting now, with its count.
   const bool stepped = state != nullptr && state->start_us > now;
   const std::int64_t stored_start = stepped ? now : (state != nullptr ? state->start_us : 0);
@@ -50,7 +57,7 @@ LimitOutcome decide_fixed_window(const FixedWindowParams& params, const PolicyCh
     if (windows_overlap(from, params.anchored ? params.period_us : old.b, start, params.period_us))
       count = std::min(count + old.a, max_exact);
   }
-  if (converting) count = carried_count(count, old.a, params.limit, change.carry);
+  if (converting) count = carried_count(count, old.a, params.limit, rule.carry);
 
   out.now_us = now;
   out.reset_after_us = start + params.period_us - now;

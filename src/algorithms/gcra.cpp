@@ -30,9 +30,13 @@ FracTime keep_queue(FracTime stored, std::int64_t den, std::int64_t old_d, const
 
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
                           const GcraState* state, std::int64_t now, StoredTime kind) {
-  LoadedTime out{.time = {now, 0}};
-  if (state == nullptr) return out;
   const std::int64_t p = params.p;
+  const std::optional<Stamp> stored_stamp = state != nullptr ? state->stamp : std::nullopt;
+  const bool other_parameters = stored_stamp && (state->den != p || stored_stamp->b != params.d ||
+                                                 stored_stamp->c != params.burst);
+  const StampRule rule = stamp_rule(change, version_field(stored_stamp), other_parameters);
+  LoadedTime out{.time = {now, 0}, .stamp_version = rule.version};
+  if (state == nullptr) return out;
   FracTime stored = state->tat;
   // A clock step back: the backlog the write held, counted from now.
   const bool stepped = state->written_us && now < *state->written_us;
@@ -42,16 +46,15 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
     out.rewritten = true;
   } else {
     const Stamp& stamp = *state->stamp;
-    if (change.policy_version > 0 && stamp.policy_version > change.policy_version) {
-      out.stale_version = stamp.policy_version;
+    if (rule.stale_version != 0) {
+      out.stale_version = rule.stale_version;
       return out;
     }
-    const bool other_parameters = state->den != p || stamp.b != params.d || stamp.c != params.burst;
-    out.rewritten = other_parameters || stamp.policy_version != change.policy_version;
+    out.rewritten = rule.restamp;
     // A new version of the same parameters keeps the state exactly, unless asked to reset.
-    if (other_parameters || (out.rewritten && change.carry == Carry::reset)) {
-      const std::int64_t since = change.since_us;
-      if (kind == StoredTime::next_departure && change.carry == Carry::as_is) {
+    if (rule.restamp && (other_parameters || rule.carry == Carry::reset)) {
+      const std::int64_t since = change_time(change, now);
+      if (kind == StoredTime::next_departure && rule.carry == Carry::as_is) {
         stored = keep_queue(stored, state->den, stamp.b, params, since);
       } else {
         std::int64_t available = stamp.c;
@@ -62,7 +65,7 @@ LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
               ceil_div(units <= max_exact ? static_cast<std::int64_t>(units) : max_exact, stamp.b);
         }
         const std::int64_t carried =
-            std::max(carry_permits(available, stamp.c, params.burst, change.carry),
+            std::max(carry_permits(available, stamp.c, params.burst, rule.carry),
                      params.burst - max_exact / params.d);
         const FracTime span = scaled(params.burst - carried, params.d, p);
         stored = {since + span.us, span.frac};
@@ -121,7 +124,7 @@ LimitOutcome decide_gcra(const GcraParams& params, const PolicyChange& change,
       if (next != state) *next = state != nullptr ? *state : GcraState{};
       next->tat = left;  // the reservation bookkeeping stays
       next->den = p;
-      next->stamp = stamp_of(params, change);
+      next->stamp = stamp_of(params, loaded.stamp_version);
       next->written_us = now;
     }
   }

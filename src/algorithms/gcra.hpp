@@ -25,19 +25,19 @@ struct GcraState {
   std::int64_t den = 1;
   ReservationBook book;
   CancelLog cancel_log;
-  /// The parameters {p, d, burst} and policy version it was written under (den is p); nullopt
-  /// for a value of the previous release (lib/frac_time.lua).
+  /// The parameters {p, d, burst} and the version field (stamp_rule()) it was written under
+  /// (den is p); nullopt for a value of the previous release (lib/frac_time.lua).
   std::optional<Stamp> stamp;
   /// The time (now) of the write that stored it; nullopt for a value of an earlier release.
   /// One later than now is a clock step back (load_frac_time).
   std::optional<std::int64_t> written_us;
 };
 
-/// Decides `n` permits at `now` under the policy in force `change` (its since_us resolved:
-/// at most now); when allowed and `next` is not null, writes the new state there (it may be
-/// `state` itself). A state stamped with other parameters is carried over to these
-/// (`rewritten`; with `next`, written even when denied); one stamped with a newer policy
-/// version refuses the request (`stale_version`, nothing written). With n = 0, `next` is always
+/// Decides `n` permits at `now` under the policy in force `change`; when allowed and `next` is
+/// not null, writes the new state there (it may be `state` itself). A state that stamp_rule()
+/// restamps is carried over to these parameters as load_frac_time() says (`rewritten`; with
+/// `next`, written even when denied); one stamped with a newer policy version refuses the
+/// request (`stale_version`, nothing written). With n = 0, `next` is always
 /// written: the state as loaded (carried over, nothing taken). decide_policy writes a rewritten
 /// state of a denied request so, and adjust_policy loads the state it adjusts so. The other
 /// algorithms follow the same convention.
@@ -50,6 +50,7 @@ struct LoadedTime {
   /// It was stamped otherwise, or not at all, or the clock stepped back: write it back.
   bool rewritten = false;
   std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
+  std::int64_t stamp_version = 0;  ///< the version field of the stamp a write carries
 };
 
 /// The longest wait a reservation made at `now` may have: its slot is at most 2^52 us since the
@@ -71,14 +72,14 @@ enum class StoredTime {
   next_departure,
 };
 
-/// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change` (its
-/// since_us resolved), as lua/lib/load_frac_time.lua reads it. A state stamped with other
-/// parameters (or another version, carry reset) is carried over at since_us: a TAT, and a next
-/// departure carried proportionally or reset, holds the permits available then, which become
-/// carry_permits() of them, and the time is rebuilt at since_us holding those; a next
-/// departure carried as is keeps the permits queued then, which depart at the new rate from
-/// since_us. Another version of the same parameters is only restamped. A state without a stamp
-/// is read as before (stored under another denominator: rounded up to a whole microsecond,
+/// The stored time of a GCRA or leaky bucket state at `now` under `params` and `change`, as
+/// lua/lib/load_frac_time.lua reads it. A state that stamp_rule() restamps is carried over at
+/// change_time() when its parameters differ or the rule's carry is a reset, with the rule's
+/// carry: a TAT, and a next departure carried proportionally or reset, holds the permits
+/// available then, which become carry_permits() of them, and the time is rebuilt then holding
+/// those; a next departure carried as is keeps the permits queued then, which depart at the new
+/// rate from then. Another version of the same parameters is only restamped. A state without a
+/// stamp is read as before (stored under another denominator: rounded up to a whole microsecond,
 /// which never frees permits). A state written later than now (written_us) is a clock step
 /// back: its time moves back by written_us - now (the backlog of the write is kept, measured
 /// from the write) and it is rewritten. In a state without written_us, a time later than
@@ -87,9 +88,10 @@ enum class StoredTime {
 LoadedTime load_frac_time(const GcraParams& params, const PolicyChange& change,
                           const GcraState* state, std::int64_t now, StoredTime kind);
 
-/// The stamp a state written under `params` and `change` carries.
-inline Stamp stamp_of(const GcraParams& params, const PolicyChange& change) noexcept {
-  return {params.p, params.d, params.burst, change.policy_version};
+/// The stamp a state written under `params` carries, with the version field `version`
+/// (LoadedTime::stamp_version).
+inline Stamp stamp_of(const GcraParams& params, std::int64_t version) noexcept {
+  return {params.p, params.d, params.burst, version};
 }
 
 }  // namespace redlimit::detail

@@ -38,7 +38,7 @@ LimitOutcome decide_leaky_bucket(const LeakyBucketParams& params, const PolicyCh
       if (next != state) *next = state != nullptr ? *state : LeakyBucketState{};
       next->tat = written;  // the reservation bookkeeping stays
       next->den = p;
-      next->stamp = stamp_of(params, change);
+      next->stamp = stamp_of(params, loaded.stamp_version);
       next->written_us = now;
     }
   }

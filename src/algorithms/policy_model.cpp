@@ -59,18 +59,14 @@ PolicyOutcome decide_policy(std::span<const LimitSpec> limits,
 }
 
 PolicyOutcome decide_claims(std::span<const ClaimModel> claims, std::int64_t now, Mode mode) {
-  std::vector<ClaimModel> resolved(claims.begin(), claims.end());
   std::size_t limit_count = 0;
-  for (ClaimModel& claim : resolved) {
-    // As the scripts resolve it: an unknown or future change takes effect now.
-    if (claim.change.since_us == 0 || claim.change.since_us > now) claim.change.since_us = now;
+  for (const ClaimModel& claim : claims)
     limit_count += claim.limits.size();
-  }
   PolicyOutcome out;
   out.allowed = true;
   out.limits.reserve(limit_count);
-  for (std::size_t c = 0; c < resolved.size(); ++c) {
-    const ClaimModel& claim = resolved[c];
+  for (std::size_t c = 0; c < claims.size(); ++c) {
+    const ClaimModel& claim = claims[c];
     for (std::size_t i = 0; i < claim.limits.size(); ++i) {
       out.limits.push_back(
           decide_limit(claim.limits[i], claim.change, claim.states[i], now, claim.n, false));
@@ -85,7 +81,7 @@ PolicyOutcome decide_claims(std::span<const ClaimModel> claims, std::int64_t now
     }
   }
   std::size_t at = 0;
-  for (const ClaimModel& claim : resolved) {
+  for (const ClaimModel& claim : claims) {
     for (std::size_t i = 0; i < claim.limits.size(); ++i, ++at) {
       LimitOutcome& limit = out.limits[at];
       if (mode == Mode::peek) {  // every field as the state now: nothing was taken

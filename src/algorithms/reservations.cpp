@@ -38,9 +38,10 @@ void write_book(State& state, const ReservationBook& book) {
 }
 
 /// Completes an allowed gcra or leaky-bucket reservation of the slot `slot`, `wait` away: the
-/// decision's TTL and reset, and the stored time moved to `after` with the new bookkeeping.
+/// decision's TTL and reset, and the stored time moved to `after` with the new bookkeeping and
+/// a stamp with the version field `stamp_version` (LoadedTime's).
 void grant_at(ReserveOutcome& out, std::optional<LimitState>& state, FracTime after,
-              const GcraParams& params, const PolicyChange& change, std::int64_t now,
+              const GcraParams& params, std::int64_t stamp_version, std::int64_t now,
               const ReservationBook& book, std::int64_t wait, FracTime slot) {
   out.decision.ttl_us = subtract(after, {now, 0}, params.p).ceil_us();
   out.decision.reset_after_us = out.decision.ttl_us;
@@ -50,21 +51,21 @@ void grant_at(ReserveOutcome& out, std::optional<LimitState>& state, FracTime af
   GcraState& written = writable<GcraState>(state);
   written.tat = after;
   written.den = params.p;
-  written.stamp = stamp_of(params, change);
+  written.stamp = stamp_of(params, stamp_version);
   written.written_us = now;
   write_book(written, out.book);
 }
 
 /// A denied gcra or leaky-bucket reservation on a state carried over to this policy writes it
-/// back, converted (`time`), with nothing taken.
+/// back, converted (`time`), with nothing taken, stamped with the version field `stamp_version`.
 void rewrite_time(ReserveOutcome& out, std::optional<LimitState>& state, FracTime time,
-                  const GcraParams& params, const PolicyChange& change, std::int64_t now) {
+                  const GcraParams& params, std::int64_t stamp_version, std::int64_t now) {
   out.decision.rewritten = true;
   out.decision.ttl_us = std::max<std::int64_t>(1, subtract(time, {now, 0}, params.p).ceil_us());
   GcraState& written = writable<GcraState>(state);
   written.tat = time;
   written.den = params.p;
-  written.stamp = stamp_of(params, change);
+  written.stamp = stamp_of(params, stamp_version);
   written.written_us = now;
 }
 
@@ -175,12 +176,12 @@ ReserveOutcome reserve_gcra(const GcraParams& params, const PolicyChange& change
     out.decision.remaining = remaining_after(latest, tat, p, params.d);
     out.decision.retry_after_us = subtract(after, latest, p).ceil_us();
     out.decision.reset_after_us = subtract(tat, {now, 0}, p).ceil_us();
-    if (loaded.rewritten) rewrite_time(out, state, tat, params, change, now);
+    if (loaded.rewritten) rewrite_time(out, state, tat, params, loaded.stamp_version, now);
     return out;
   }
   out.decision.allowed = true;
   out.decision.remaining = remaining_after(latest, after, p, params.d);
-  grant_at(out, state, after, params, change, now, book, wait, slot);
+  grant_at(out, state, after, params, loaded.stamp_version, now, book, wait, slot);
   return out;
 }
 
@@ -226,7 +227,7 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const Polic
       written.level = level;
       written.last_us = now;
       written.den = params.d;
-      written.stamp = stamp_of(params, change);
+      written.stamp = stamp_of(params, tokens.stamp_version);
     }
     return out;
   }
@@ -241,7 +242,7 @@ ReserveOutcome reserve_token_bucket(const TokenBucketParams& params, const Polic
   written.level = after;
   written.last_us = now;
   written.den = params.d;
-  written.stamp = stamp_of(params, change);
+  written.stamp = stamp_of(params, tokens.stamp_version);
   write_book(written, out.book);
   return out;
 }
@@ -271,12 +272,12 @@ ReserveOutcome reserve_leaky_bucket(const LeakyBucketParams& params, const Polic
     out.decision.remaining = leaky_remaining({free.us - now, free.frac}, params);
     out.decision.retry_after_us = wait;
     out.decision.reset_after_us = wait;
-    if (loaded.rewritten) rewrite_time(out, state, loaded.time, params, change, now);
+    if (loaded.rewritten) rewrite_time(out, state, loaded.time, params, loaded.stamp_version, now);
     return out;
   }
   out.decision.allowed = true;
   out.decision.remaining = leaky_remaining({after.us - now, after.frac}, params);
-  grant_at(out, state, after, params, change, now, book, wait, free);
+  grant_at(out, state, after, params, loaded.stamp_version, now, book, wait, free);
   return out;
 }
 
@@ -332,7 +333,7 @@ CancelOutcome cancel_frac_time(const GcraParams& params, const PolicyChange& cha
   out.ttl_us = std::max<std::int64_t>(1, subtract(back, {now, 0}, p).ceil_us());
   current->tat = back;
   current->den = p;
-  current->stamp = stamp_of(params, change);
+  current->stamp = stamp_of(params, loaded.stamp_version);
   current->written_us = now;
   return out;
 }
@@ -358,7 +359,7 @@ CancelOutcome cancel_token_bucket(const TokenBucketParams& params, const PolicyC
   current->level = back;
   current->last_us = now;
   current->den = params.d;
-  current->stamp = stamp_of(params, change);
+  current->stamp = stamp_of(params, tokens.stamp_version);
   return out;
 }
 
@@ -372,7 +373,6 @@ bool can_reserve(Algorithm algorithm) noexcept {
 ReserveOutcome reserve(const LimitSpec& spec, std::optional<LimitState>& state, std::int64_t now,
                        std::int64_t n, std::int64_t max_wait_us, PolicyChange change,
                        std::int64_t not_before_us) {
-  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   max_wait_us = std::min(max_wait_us, longest_reservation_wait_us(now));
   switch (spec.algorithm) {
     case Algorithm::gcra:
@@ -419,7 +419,6 @@ StandingOutcome reservation_standing(const std::optional<LimitState>& state,
 CancelOutcome cancel_reservation(const LimitSpec& spec, std::optional<LimitState>& state,
                                  std::int64_t now, std::int64_t n, const CancelTicket& ticket,
                                  PolicyChange change, std::optional<std::int64_t> log_ceiling) {
-  if (change.since_us == 0 || change.since_us > now) change.since_us = now;
   switch (spec.algorithm) {
     case Algorithm::gcra:
       return cancel_frac_time({spec.a, spec.b, spec.c}, change, state, now, n, ticket,

@@ -23,11 +23,15 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
   const std::int64_t period = params.period_us;
   LimitOutcome out;
   out.limit = params.limit;
-  if (state != nullptr) out.stale_version = refused_by_version(state->stamp, change);
-  const Stamp stamp{params.limit, period, 0, change.policy_version};
-  const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
+  const std::optional<Stamp> stored = state != nullptr ? state->stamp : std::nullopt;
+  const StampRule rule = stamp_rule(change, version_field(stored),
+                                    stored && (stored->a != params.limit || stored->b != period));
+  out.stale_version = rule.stale_version;
+  const Stamp stamp{params.limit, period, 0, rule.version};
+  // A state restamped, or without a stamp, is carried over.
+  const bool converting = state != nullptr && (rule.restamp || !stored);
   // An old-format state was written under parameters nobody recorded: read as the current ones.
-  const Stamp old = state != nullptr && state->stamp ? *state->stamp : stamp;
+  const Stamp old = stored.value_or(stamp);
   // A window starting after now is a clock step back: taken as the window (of its period)
   // holding now, with both its counts.
   const bool stepped = state != nullptr && state->start_us > now;
@@ -37,7 +41,7 @@ LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& par
   if (state != nullptr) {
     // Each stored window lands in the newest window it overlaps: this one or the one before.
     const auto land = [&](std::int64_t window_start, std::int64_t count) {
-      if (converting) count = carried_count(count, old.a, params.limit, change.carry);
+      if (converting) count = carried_count(count, old.a, params.limit, rule.carry);
       if (windows_overlap(window_start, old.b, start, period)) {
         current += count;
       } else if (windows_overlap(window_start, old.b, start - period, period)) {

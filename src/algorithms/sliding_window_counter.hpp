@@ -23,13 +23,13 @@ struct SlidingWindowCounterState {
   std::optional<Stamp> stamp;  ///< nullopt: written by a release without stamps
 };
 
-/// Decides `n` permits at `now`. A state stamped with other parameters or another policy
-/// version is carried over first (its current and previous windows' counts each land in the
-/// newest new window they overlap, as `change.carry` says; when an old-version write rolled the
-/// counters on after the change's since, each window the state held at since that it rolled
-/// past lands so too, counted as full) and is then written under the new stamp also when denied
-/// (`rewritten`). A state of a newer policy version refuses the request (`stale_version`) and is
-/// not written.
+/// Decides `n` permits at `now`. A state that stamp_rule() restamps (other parameters, another
+/// policy version of a store, or a reset due), or without a stamp, is carried over first (its
+/// current and previous windows' counts each land in the newest new window they overlap, as the
+/// rule's carry says; when an old-version write rolled the counters on after the change's since,
+/// each window the state held at since that it rolled past lands so too, counted as full) and is
+/// then written under the new stamp also when denied (`rewritten`). A state of a newer policy
+/// version refuses the request (`stale_version`) and is not written.
 LimitOutcome decide_sliding_window_counter(const SlidingWindowCounterParams& params,
                                            const PolicyChange& change,
                                            const SlidingWindowCounterState* state, std::int64_t now,

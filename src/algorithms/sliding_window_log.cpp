@@ -14,14 +14,20 @@ LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
   const auto& times = state != nullptr ? state->times : empty.times;
   LimitOutcome out;
   out.limit = params.limit;
-  if (state != nullptr) out.stale_version = refused_by_version(state->stamp, change);
-  const Stamp stamp{params.limit, params.window_us, 0, change.policy_version};
-  const bool converting = state != nullptr && out.stale_version == 0 && state->stamp != stamp;
+  const std::optional<Stamp> stored = state != nullptr ? state->stamp : std::nullopt;
+  const StampRule rule =
+      stamp_rule(change, version_field(stored),
+                 stored && (stored->a != params.limit || stored->b != params.window_us));
+  out.stale_version = rule.stale_version;
+  const Stamp stamp{params.limit, params.window_us, 0, rule.version};
+  // A state restamped, or without a stamp, is carried over (a reset drops the times up to the
+  // change, once: the rule tags it).
+  const bool converting = state != nullptr && (rule.restamp || !stored);
   // Permits after now are a clock step back: taken as admitted now, and written back at now.
   const bool stepped = !times.empty() && times.back() > now;
   const auto at_most_now = [now](std::int64_t time) { return std::min(time, now); };
   std::int64_t outside = now - params.window_us;  // permits at or before this have left
-  if (converting && change.carry == Carry::reset)
+  if (converting && rule.carry == Carry::reset)
     outside = std::max(outside, change_time(change, now));
   outside = std::max<std::int64_t>(outside, 0);  // score 0 is the stamp's in Redis
   const auto first_inside = std::upper_bound(times.begin(), times.end(), outside);

@@ -25,13 +25,13 @@ struct SlidingWindowLogState {
   std::optional<Stamp> stamp;  ///< nullopt: written by a release without stamps
 };
 
-/// Decides `n` permits at `now`. When allowed and `next` is not null, `*next` becomes `*state`
-/// (or empty) with the permits outside the window dropped and n entries added; pass the same
-/// object as `state` to update in place. A state stamped with other parameters or another
-/// policy version is carried over first (its times apply to the new window and limit as they
-/// are; Carry::reset drops those at or before the change) and is then written under the new
-/// stamp also when denied (`rewritten`). A state of a newer policy version refuses the request
-/// (`stale_version`) and is not written.
+/// Decides `n` permits at `now`. When allowed and `next` is not null, `*next` becomes `*state` (or
+/// empty) with the permits outside the window dropped and n entries added; pass the same object as
+/// `state` to update in place. A state that stamp_rule() restamps (other parameters, another policy
+/// version of a store, or a reset due), or without a stamp, is carried over first (its times apply
+/// to the new window and limit as they are; a reset due drops those at or before the change's time,
+/// once) and is then written under the new stamp also when denied (`rewritten`). A state of a newer
+/// policy version refuses the request (`stale_version`) and is not written.
 LimitOutcome decide_sliding_window_log(const SlidingWindowLogParams& params,
                                        const PolicyChange& change,
                                        const SlidingWindowLogState* state, std::int64_t now,

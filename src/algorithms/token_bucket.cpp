@@ -7,17 +7,16 @@
 namespace redlimit::detail {
 namespace {
 
-/// The level of a stamped state carried over to `params` at since: its whole permits then,
-/// under the stamp, as carry_permits() says; the level is set at since. A state last written
-/// before since is refilled to since at the old rate. One last written after since (by a
-/// process that had not heard of the change yet) is projected back to since: the refill the old
-/// rate credited over (since, last] is taken off, a debt if it comes to that (at most the most
-/// debt a level may carry). That is stricter than the state at since, never looser: what the
-/// late write took stays taken.
-void carry_over(const TokenBucketParams& params, const PolicyChange& change,
+/// The level of a stamped state carried over to `params` at `since`: its whole permits then,
+/// under the stamp, as carry_permits() says with `carry`; the level is set at since. A state
+/// last written before since is refilled to since at the old rate. One last written after since
+/// (by a process that had not heard of the change yet) is projected back to since: the refill
+/// the old rate credited over (since, last] is taken off, a debt if it comes to that (at most the
+/// most debt a level may carry). That is stricter than the state at since, never looser: what
+/// the late write took stays taken.
+void carry_over(const TokenBucketParams& params, std::int64_t since, Carry carry,
                 const TokenBucketState& state, std::int64_t& level, std::int64_t& last) {
   const Stamp& stamp = *state.stamp;
-  const std::int64_t since = change.since_us;
   const std::int64_t old_full = stamp.c * state.den;
   level = std::min(level, old_full);
   if (last > since) {
@@ -34,7 +33,7 @@ void carry_over(const TokenBucketParams& params, const PolicyChange& change,
   const std::int64_t available = floor_div_signed(level, state.den);
   const std::int64_t full = params.burst * params.d;
   const std::int64_t most = (max_exact - full) / params.d;  // the most debt, in tokens
-  level = std::max(carry_permits(available, stamp.c, params.burst, change.carry), -most) * params.d;
+  level = std::max(carry_permits(available, stamp.c, params.burst, carry), -most) * params.d;
   last = since;
 }
 
@@ -43,24 +42,26 @@ void carry_over(const TokenBucketParams& params, const PolicyChange& change,
 Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
                    const TokenBucketState* state, std::int64_t now) {
   const std::int64_t full = params.burst * params.d;
+  const std::optional<Stamp> stored = state != nullptr ? state->stamp : std::nullopt;
+  const bool other_parameters =
+      stored && (state->den != params.d || stored->a != params.p || stored->c != params.burst);
+  const StampRule rule = stamp_rule(change, version_field(stored), other_parameters);
   Tokens out;
+  out.stamp_version = rule.version;
   std::int64_t level = full;
   std::int64_t last = now;
   if (state != nullptr) {
     level = state->level;
     last = state->last_us;
-    if (state->stamp) {
-      const Stamp& stamp = *state->stamp;
-      if (change.policy_version > 0 && stamp.policy_version > change.policy_version) {
-        out.stale_version = stamp.policy_version;
+    if (stored) {
+      if (rule.stale_version != 0) {
+        out.stale_version = rule.stale_version;
         return out;
       }
-      const bool other_parameters =
-          state->den != params.d || stamp.a != params.p || stamp.c != params.burst;
-      out.rewritten = other_parameters || stamp.policy_version != change.policy_version;
+      out.rewritten = rule.restamp;
       // A new version of the same parameters keeps the level exactly, unless asked to reset.
-      if (other_parameters || (out.rewritten && change.carry == Carry::reset)) {
-        carry_over(params, change, *state, level, last);
+      if (rule.restamp && (other_parameters || rule.carry == Carry::reset)) {
+        carry_over(params, change_time(change, now), rule.carry, *state, level, last);
       }
     } else {
       out.rewritten = true;
@@ -123,7 +124,7 @@ LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyCh
       next->level = left;  // the reservation bookkeeping stays
       next->last_us = now;
       next->den = params.d;
-      next->stamp = stamp_of(params, change);
+      next->stamp = stamp_of(params, tokens.stamp_version);
     }
   }
   return out;

@@ -26,8 +26,8 @@ struct TokenBucketState {
   std::int64_t den = 1;
   ReservationBook book;
   CancelLog cancel_log;
-  /// The parameters {p, d, burst} and policy version it was written under (den is d); nullopt
-  /// for a value of the previous release (lib/load_tokens.lua).
+  /// The parameters {p, d, burst} and the version field (stamp_rule()) it was written under
+  /// (den is d); nullopt for a value of the previous release (lib/load_tokens.lua).
   std::optional<Stamp> stamp;
 };
 
@@ -42,20 +42,22 @@ struct Tokens {
   /// Stamped otherwise, or not at all, or the clock stepped back: write it back.
   bool rewritten = false;
   std::int64_t stale_version = 0;  ///< stamped with a newer policy version: refuse
+  std::int64_t stamp_version = 0;  ///< the version field of the stamp a write carries
 };
-/// The tokens as lua/lib/load_tokens.lua reads them under `params` and `change` (its since_us
-/// resolved): a state stamped with other parameters (or another version, carry reset) is
-/// carried over at since_us (its whole permits then become carry_permits() of them, refilled at
-/// the new rate from since_us; a state last written after since_us is first projected back to
-/// it, see carry_over in token_bucket.cpp); another version of the same parameters is only
-/// restamped. A last refill later than now is a
-/// clock step back: it is taken as now (no refill for the step) and rewritten.
+/// The tokens as lua/lib/load_tokens.lua reads them under `params` and `change`: a state that
+/// stamp_rule() restamps is carried over at change_time() when its parameters differ or the
+/// rule's carry is a reset (its whole permits then become carry_permits() of them, refilled at
+/// the new rate from then; a state last written after that time is first projected back to it,
+/// see carry_over in token_bucket.cpp); another version of the same parameters is only
+/// restamped. A last refill later than now is a clock step back: it is taken as now (no refill
+/// for the step) and rewritten.
 Tokens load_tokens(const TokenBucketParams& params, const PolicyChange& change,
                    const TokenBucketState* state, std::int64_t now);
 
-/// The stamp a state written under `params` and `change` carries.
-inline Stamp stamp_of(const TokenBucketParams& params, const PolicyChange& change) noexcept {
-  return {params.p, params.d, params.burst, change.policy_version};
+/// The stamp a state written under `params` carries, with the version field `version`
+/// (Tokens::stamp_version).
+inline Stamp stamp_of(const TokenBucketParams& params, std::int64_t version) noexcept {
+  return {params.p, params.d, params.burst, version};
 }
 
 LimitOutcome decide_token_bucket(const TokenBucketParams& params, const PolicyChange& change,

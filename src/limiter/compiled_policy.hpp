@@ -37,7 +37,9 @@ struct PolicyEpoch {
   /// refuses a version older than one a key was already written under (StalePolicy).
   std::int64_t version = 0;
   /// The time the policy took effect: the Redis time of the store's change, or the system
-  /// clock at set_policy(); microseconds since the epoch, 0 when unknown (a first policy).
+  /// clock at set_policy(); microseconds since the epoch, 0 when unknown (a first policy). With
+  /// version 0 it is also the tag of a Carry::reset (detail::stamp_rule()): a reset with since
+  /// 0 is never applied, which set_policy() never sends.
   std::int64_t since_us = 0;
   /// How state written under other parameters carries over.
   Carry carry = Carry::as_is;

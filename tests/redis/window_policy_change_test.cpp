@@ -163,7 +163,7 @@ TEST_P(WindowPolicyChange, APeekConvertsWithoutWriting) {
   for (const Algorithm algorithm : window_algorithms) {
     run(loop(), backend().reset(compiled(algorithm, {10, 1h}), "{k}"));
     EXPECT_TRUE(decide(compiled(algorithm, {10, 1h}), t0, 8).allowed);
-    const auto reset = compiled(algorithm, {20, 1h}, {.carry = Carry::reset});
+    const auto reset = compiled(algorithm, {20, 1h}, {.since_us = t0 + 1, .carry = Carry::reset});
     EXPECT_EQ(decide(reset, t0 + 1, 1, detail::Operation::peek).remaining, 20)
         << to_string(algorithm);
     // The peek left the state as it was: the change is carried over by the next acquire.

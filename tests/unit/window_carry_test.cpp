@@ -102,8 +102,8 @@ TEST(FixedWindowCarry, AsIsKeepsTheCountProportionalScalesItResetZeroesIt) {
         std::pair{Carry::reset, 20}}) {
     FixedWindowKey key;
     EXPECT_TRUE(key.acquire(fixed(10, hour), t0, 8).allowed);
-    // 8 of 10 become 16 of 20 (proportional), or nothing (reset).
-    EXPECT_EQ(key.drain(fixed(20, hour), t0 + second, carry(how)), expected);
+    // 8 of 10 become 16 of 20 (proportional), or nothing (reset: set_policy() sends its time).
+    EXPECT_EQ(key.drain(fixed(20, hour), t0 + second, carry(how, t0 + second)), expected);
   }
 }
 
@@ -193,7 +193,7 @@ TEST(SlidingWindowCounterCarry, AsIsKeepsTheCountsProportionalScalesThemResetZer
         std::pair{Carry::reset, 20}}) {
     CounterKey key;
     EXPECT_TRUE(key.acquire({10, hour}, t0, 8).allowed);
-    EXPECT_EQ(key.drain({20, hour}, t0 + second, carry(how)), expected);
+    EXPECT_EQ(key.drain({20, hour}, t0 + second, carry(how, t0 + second)), expected);
   }
 }
 
