@@ -225,7 +225,8 @@ class Limiter {
   /// of this call: Carry::as_is keeps the permits available then, capped at the new capacity
   /// (tightening never frees a permit; a leaky bucket keeps its queue, which departs at the new
   /// rate), Carry::proportional scales them by the capacity ratio,
-  /// Carry::reset starts every key full. A key's state is converted once, on its next
+  /// Carry::reset starts every key full, once per key, also with the same policy (see
+  /// "`set_policy` and `Carry::reset`" there). A key's state is converted once, on its next
   /// decision (allowed or denied), and its expiry follows the new policy. Waiting acquire()
   /// calls give their reservations back and reserve again under the new policy. A change of
   /// Policy::scope starts every key afresh, so it is an InvalidArgument unless `carry` is
