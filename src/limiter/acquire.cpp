@@ -284,12 +284,12 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   if (replaced) {
     // Given back under the policy in force (its terms; the reservation's own when none is),
     // then reserved again by the caller. A give-back Redis does not answer leaves the permits
-    // taken until their slot: under-admission, never over.
+    // taken until their slot: under-admission, never over. One refused as stale goes to the
+    // follower's call, which reads its policy again and reserves under it.
     guard.armed = false;
     try {
       co_await backend->cancel(give_back_request(request, backend, key), waiter.ticket());
     } catch (const Unavailable&) {
-    } catch (const StalePolicy&) {
     }
     co_return std::nullopt;
   }

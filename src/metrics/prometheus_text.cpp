@@ -219,8 +219,9 @@ void redis_families(Exposition& text, const RedisStats& redis) {
   text.family("redlimit_redis_reconnects_total", "counter",
               "Redis connections established again after one was lost or failed.");
   text.sample("redlimit_redis_reconnects_total", {}, redis.reconnects);
-  text.family("redlimit_redis_scripts_loaded_total", "counter",
-              "Scripts sent with their source (EVAL): first use on a connection, or after NOSCRIPT.");
+  text.family(
+      "redlimit_redis_scripts_loaded_total", "counter",
+      "Scripts sent with their source (EVAL): first use on a connection, or after NOSCRIPT.");
   text.sample("redlimit_redis_scripts_loaded_total", {}, redis.scripts_loaded);
   text.family("redlimit_redis_batch_size", "histogram",
               "Limiter calls per script call sent to Redis (1 for a call sent alone).");

@@ -476,9 +476,9 @@ TEST_F(CommandTest, AnUnreachableRedisExits3) {
   const std::string url = "redis://127.0.0.1:" + std::to_string(redlimit::test::free_port());
   // Issue 33, bug 6: inspect and reset read the stored policy first, and an unreadable store
   // was reported as "not found" (exit 1).
-  for (const std::vector<std::string>& command :
-       {std::vector<std::string>{"policy", "get", "sms"}, {"inspect", "sms", "k"},
-        {"reset", "sms", "k"}}) {
+  for (const std::vector<std::string>& command : {std::vector<std::string>{"policy", "get", "sms"},
+                                                  {"inspect", "sms", "k"},
+                                                  {"reset", "sms", "k"}}) {
     std::vector<std::string> args{"--url", url};
     args.insert(args.end(), command.begin(), command.end());
     const Outcome outcome = run_command(args);
