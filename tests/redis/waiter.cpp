@@ -5,7 +5,7 @@
 //   denied <retry_after_us> <waited_us>
 //   cancelled <index>
 // With cancel_odd = 1, the odd-numbered coroutines are cancelled `cancel_after_ms` after the
-// start.
+// start. A key "a,b" makes each coroutine acquire_all() one permit of each key.
 //
 // usage: waiter <url> <key> <permits> <period_us> <count> <start_unix_us> <max_wait_ms>
 //               <cancel_odd> <cancel_after_ms> <out>
@@ -38,8 +38,18 @@ redlimit::Task<void> wait_one(redlimit::Limiter& limiter, std::string key,
                               std::chrono::milliseconds max_wait, std::stop_token stop, int index,
                               std::vector<std::string>* lines) {
   try {
-    const redlimit::Decision d =
-        co_await limiter.acquire(key, 1, {.max_wait = max_wait, .stop = stop});
+    const redlimit::AcquireOptions options{.max_wait = max_wait, .stop = stop};
+    const auto comma = key.find(',');
+    std::vector<redlimit::Claim> claims;
+    if (comma != std::string::npos) {
+      claims = {{&limiter, key.substr(0, comma), 1}, {&limiter, key.substr(comma + 1), 1}};
+    }
+    redlimit::Decision d;
+    if (claims.empty()) {
+      d = co_await limiter.acquire(key, 1, options);
+    } else {
+      d = co_await redlimit::acquire_all(std::move(claims), options);
+    }
     if (d.allowed) {
       lines->push_back("allowed " + std::to_string(d.server_time_us) + " " +
                        std::to_string(d.waited.count()) + " " + std::to_string(steady_ns()));
