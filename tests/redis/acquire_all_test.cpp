@@ -147,6 +147,35 @@ Moved moved_by_a_cancellation(uv_loop_t* loop, Limiter& global, Limiter& per_use
   return out;
 }
 
+/// Two keys of one limiter (2/s, burst 1: a slot every 500 ms), each's burst taken
+/// (`burst`); acquire_all of both (`ahead`), then 10 ms later another (`behind`), and `ahead`
+/// stopped at 40 ms: the cancellations move both of behind's parts alike, to ahead's slot.
+struct MovedAlike {
+  Decision burst;
+  Outcome ahead, behind;
+  std::chrono::steady_clock::time_point started;
+};
+
+MovedAlike moved_alike_by_cancellations(uv_loop_t* loop, Limiter& limiter) {
+  MovedAlike out;
+  std::vector<Claim> both{{&limiter, "a"}, {&limiter, "b"}};
+  out.burst = run(loop, try_acquire_all(std::move(both)));
+  EXPECT_TRUE(out.burst.allowed);
+  std::stop_source cancel_ahead;
+  out.started = std::chrono::steady_clock::now();
+  run(loop, [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_all_after(loop, 0ms, {{&limiter, "a"}, {&limiter, "b"}},
+                                cancel_ahead.get_token(), &out.ahead));
+    group.add(acquire_all_after(loop, 10ms, {{&limiter, "a"}, {&limiter, "b"}}, {}, &out.behind));
+    group.add(stop_after(loop, 40ms, &cancel_ahead));
+    co_await group.join();
+  }());
+  EXPECT_TRUE(out.ahead.cancelled);
+  EXPECT_TRUE(out.behind.decision && out.behind.decision->allowed);
+  return out;
+}
+
 TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   // The global key admits one permit per 100 ms; a waiter, then acquire_all, then another
   // waiter queue on it. Asking again at each retry_after, acquire_all was overtaken by every
@@ -186,6 +215,20 @@ TEST_F(AcquireAllTest, APartMovedByACancellationAheadOfItIsNotUsedWhereItNoLonge
                                   {moved.claims.decision->server_time_us, 1}};
   if (moved.other->allowed) admits.push_back({moved.other->server_time_us, 1});
   const test::CheckResult check = test::check_admits(global_limit, admits);
+  EXPECT_TRUE(check) << check.description;
+}
+
+TEST_F(AcquireAllTest, PartsMovedAlikeByCancellationsAheadAreUsedWhereTheyStand) {
+  // Issue 33, bug 1: acquire_all did not hear the notices; it slept until the slot reserved
+  // (1 s), found its parts moved and reserved again at the back (1.5 s).
+  const Limit limit = Limit::gcra({2, 1s}, 1);
+  Limiter limiter(client(), Policy::of(limit), {.name = "moved-alike"});
+  const MovedAlike moved = moved_alike_by_cancellations(loop(), limiter);
+  ASSERT_TRUE(moved.behind.decision && moved.behind.decision->allowed);
+  EXPECT_EQ(moved.behind.decision->server_time_us, moved.burst.server_time_us + 500'000)
+      << "used where ahead's slot was, 500 ms after the burst";
+  const test::CheckResult check = test::check_admits(
+      limit, {{moved.burst.server_time_us, 1}, {moved.behind.decision->server_time_us, 1}});
   EXPECT_TRUE(check) << check.description;
 }
 
@@ -236,6 +279,15 @@ TEST_F(AcquireAllInProcessTest, APartMovedByACancellationAheadOfItIsNotUsedWhere
   ASSERT_TRUE(moved.claims.decision && moved.claims.decision->allowed && moved.other);
   EXPECT_EQ(moved.claims.decision->claim, 0u) << "the user's key bound";
   EXPECT_FALSE(moved.other->allowed) << "the global key gave acquire_all its permit at its wake";
+}
+
+TEST_F(AcquireAllInProcessTest, PartsMovedAlikeByCancellationsAheadAreUsedWhereTheyStand) {
+  // In process a decision carries no time: woken at ahead's slot (500 ms), not at its own
+  // (1 s), nor reserved again at the back (1.5 s).
+  Limiter limiter(loop(), Policy::of(Limit::gcra({2, 1s}, 1)), {.name = "local-moved-alike"});
+  const MovedAlike moved = moved_alike_by_cancellations(loop(), limiter);
+  ASSERT_TRUE(moved.behind.decision && moved.behind.decision->allowed);
+  EXPECT_LT(moved.behind.ended - moved.started, 800ms);
 }
 
 }  // namespace
