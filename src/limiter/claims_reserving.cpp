@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <stop_token>
 
 #include "algorithms/exact.hpp"
 #include "limiter/claims.hpp"
@@ -11,6 +13,7 @@
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
+#include "limiter/waiters.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -67,6 +70,17 @@ ClaimsReservation reserve_claims_in_process(const std::vector<HeldClaim>& held,
   return out;
 }
 
+/// A time in 1/den microseconds, compared across denominators.
+struct Fraction {
+  std::int64_t us = 0;
+  std::int64_t frac = 0;
+  std::int64_t den = 1;
+  friend bool operator==(const Fraction& a, const Fraction& b) noexcept {
+    return a.us == b.us &&
+           static_cast<Int128>(a.frac) * b.den == static_cast<Int128>(b.frac) * a.den;
+  }
+};
+
 /// Whether acquire_all() can reserve on `requests`: each policy a single limit that can be
 /// reserved on.
 bool reservable(std::span<const DecideRequest> requests) {
@@ -99,14 +113,32 @@ Decision answer_on_failure(const std::vector<HeldClaim>& held,
   return decision;
 }
 
+/// One claim's key watched for cancellation notices (from before its part of a reservation is
+/// sent), and the part as a waiter whose slot the notices move (WaiterRegistry).
+struct WatchedPart {
+  WaiterRegistry::Waiter waiter;
+  // Why after the waiter: the watch, destroyed first, unregisters it.
+  std::unique_ptr<WaiterRegistry::Watch> watch;
+};
+
+/// Wakes a sleep early when the caller's stop is requested.
+struct ForwardStop {
+  std::stop_source* target;
+  void operator()() const noexcept { target->request_stop(); }
+};
+
 /// Waits for the slot of `reservation` (allowed, with a wait), renewing its owner leases.
 /// Returns the decision when the permits are the caller's; none when a key gave them back
 /// (its lease lapsed) or moved them (a cancellation ahead of it: the permits were charged
 /// earlier than the slot, which used now would over-admit), so that the caller reserves
-/// again. A stop request gives every part back and ends with Cancelled.
+/// again. The notices of such moves (`watched`, one per claim) wake it once every part's slot
+/// has moved past: a dead process's backlog given back ahead of every key ends the wait then,
+/// not at the slot reserved (issue 33, bug 1). A stop request gives every part back and ends
+/// with Cancelled.
 Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
                                             const std::vector<DecideRequest>& requests,
                                             const ClaimsReservation& reservation,
+                                            std::vector<WatchedPart>& watched,
                                             const OwnedAcquireOptions& options,
                                             Clock::time_point started) {
   PolicyEnforcer& first = *held.front().enforcer;
@@ -134,7 +166,28 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   } guard{held, requests, reservation};
 
   const std::size_t count = held.size();
-  const auto wake = Clock::now() + std::chrono::microseconds(reservation.wait_us);
+  const auto reserved_wake = Clock::now() + std::chrono::microseconds(reservation.wait_us);
+  for (std::size_t i = 0; i < count; ++i) {
+    const CancelTicket& ticket = reservation.claims[i].ticket;
+    WaiterRegistry::Waiter& waiter = watched[i].waiter;
+    waiter.slot = ticket.slot;
+    waiter.reserved_slot = ticket.slot;
+    waiter.den = ticket.den;
+    waiter.d = ticket.d;
+    waiter.reserved_at_us = reservation.slot_us - reservation.wait_us;
+    waiter.book = {
+        .version = ticket.version, .cancels = ticket.cancels_before, .epoch = ticket.epoch};
+    waiter.heard = ticket.cancels_before;
+    waiter.wake = reserved_wake;
+    watched[i].watch->add(&waiter);
+  }
+  // The latest part's wake: the whole reservation's, each part moved by its key's notices.
+  const auto wake = [&] {
+    auto latest = watched.front().waiter.wake;
+    for (const WatchedPart& part : watched)
+      latest = std::max(latest, part.waiter.wake);
+    return latest;
+  };
   // Per claim, the latest lease expiry Redis confirmed (0: not registered). Why slot and
   // expiry compare directly: both are Redis times; once the slot is at or before the confirmed
   // expiry, any reclaim (after that expiry) finds the slot due (as acquire() does).
@@ -152,7 +205,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   bool stopped = false;
   for (;;) {
     const auto current = Clock::now();
-    if (current >= wake) break;
+    if (current >= wake()) break;
     bool renewing = false;
     for (std::size_t i = 0; i < count; ++i)
       renewing = renewing || unconfirmed(i);
@@ -177,14 +230,20 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
       if (given_back) break;
       continue;
     }
-    const auto until = renewing ? std::min(wake, next_renewal) : wake;
+    const auto until = renewing ? std::min(wake(), next_renewal) : wake();
+    std::stop_source wake_early;
+    for (WatchedPart& part : watched)
+      part.waiter.reschedule = &wake_early;
+    std::stop_callback<ForwardStop> forward(options.stop, ForwardStop{&wake_early});
     try {
       co_await sleep_for(first.loop(),
                          std::chrono::ceil<std::chrono::microseconds>(until - current),
-                         options.stop);
+                         wake_early.get_token());
     } catch (const Cancelled&) {
-      stopped = true;
+      stopped = options.stop.stop_requested();
     }
+    for (WatchedPart& part : watched)
+      part.waiter.reschedule = nullptr;
     if (stopped) break;
   }
   if (stopped || given_back) {
@@ -197,27 +256,38 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   // Why every key is asked at the wake: a cancellation ahead of a part moves it earlier on its
   // key alone, and one whose lease lapsed is given back on its key alone; each ends its lease.
   guard.armed = false;
-  std::vector<bool> held_here(count, false);  // as reserved, and still its owner's
+  // Where each part stands, if still its owner's (as reserved, or moved by cancellations ahead).
+  std::vector<std::optional<FracTime>> standing(count);
   std::exception_ptr error;
   for (std::size_t i = 0; i < count; ++i) {
     try {
       const ReservationCheck check =
           co_await backend_of(held[i]).check_reservation(requests[i], reservation.claims[i].ticket);
-      held_here[i] = check.where.standing == ReservationStanding::as_reserved &&
-                     (check.lease_held || !unconfirmed(i));
+      const bool stands = check.where.standing == ReservationStanding::as_reserved ||
+                          check.where.standing == ReservationStanding::moved;
+      if (stands && (check.lease_held || !unconfirmed(i))) standing[i] = check.where.slot;
     } catch (...) {
       error = std::current_exception();
     }
   }
   if (error) co_return answer_on_failure(held, requests, error, started);
-  if (std::find(held_here.begin(), held_here.end(), false) != held_here.end()) {
-    // The parts that stand give back what their take, charged at the slot, still holds (never
-    // more than exact), so that reserving again does not charge their keys twice.
+  // Why one slot for all: a part used later than where it stands joins whatever its key gives
+  // the requests behind it, moved up as well (over-admission). Parts moved alike (the same
+  // cancellations ahead on every key, a dead process's acquire_all() backlog) are used there.
+  const auto at = [&](std::size_t i) {
+    return Fraction{standing[i]->us, standing[i]->frac, reservation.claims[i].ticket.den};
+  };
+  bool one_slot = standing.front().has_value();
+  for (std::size_t i = 1; i < count && one_slot; ++i)
+    one_slot = standing[i] && at(i) == at(0);
+  if (!one_slot) {
+    // The parts that stand give back what their take, charged where it stands, still holds
+    // (never more than exact), so that reserving again does not charge their keys twice.
     for (std::size_t i = 0; i < count; ++i) {
-      if (!held_here[i]) continue;
+      if (!standing[i]) continue;
       try {
         co_await backend_of(held[i]).adjust(requests[i], Adjustment::give_back, requests[i].permits,
-                                            reservation.slot_us);
+                                            standing[i]->ceil_us());
       } catch (...) {
         // Not given back: taken until its slot's time has passed (under-admission, never over).
       }
@@ -225,7 +295,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     co_return std::nullopt;
   }
   Decision decision = reservation.decision;
-  if (decision.source == Source::redis) decision.server_time_us = reservation.slot_us;
+  if (decision.source == Source::redis) decision.server_time_us = standing.front()->ceil_us();
   decision.waited = since(started);
   co_return decision;
 }
@@ -256,6 +326,11 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
       return std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
     };
     const auto groups = slot_groups(requests, redis && redis->dispatcher().is_cluster());
+    // Why before reserving: a cancellation announced before the reply arrives is kept for its
+    // part. Why sized once: the registries keep pointers to the waiters.
+    std::vector<WatchedPart> watched(held.size());
+    for (std::size_t i = 0; i < held.size(); ++i)
+      watched[i].watch = held[i].enforcer->waiters().watch_held(requests[i]);
     std::optional<ClaimsReservation> reservation;
     std::exception_ptr error;
     try {
@@ -287,7 +362,7 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
       co_return decision;
     }
     std::optional<Decision> admitted =
-        co_await wait_for_slot(held, requests, *reservation, options, started);
+        co_await wait_for_slot(held, requests, *reservation, watched, options, started);
     if (admitted) co_return admitted;
     deadline = deadline_from_now();  // given back or moved: a new place in the queues
   }

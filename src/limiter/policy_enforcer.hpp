@@ -82,6 +82,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// What every call checks first (see LoopTurn); try_acquire_all() too, whose answers in
   /// process or from failure policies need no I/O either.
   LoopTurn& turn() noexcept { return turn_; }
+  /// The sleeping waiters of this limiter's reservations, per key (acquire_all() registers its
+  /// parts there too).
+  WaiterRegistry& waiters() noexcept { return waiters_; }
   /// Whether this limiter follows a PolicyStore.
   bool follows() const noexcept { return follower_ != nullptr; }
   /// The backend of a limiter in Redis; null in process.

@@ -28,6 +28,11 @@ WaiterRegistry::Watch WaiterRegistry::watch(const DecideRequest& request) {
   return Watch(*this, std::move(name));
 }
 
+std::unique_ptr<WaiterRegistry::Watch> WaiterRegistry::watch_held(const DecideRequest& request) {
+  // Why new: the prvalue initializes the Watch in place (make_unique would need a move).
+  return std::unique_ptr<Watch>(new Watch(watch(request)));
+}
+
 void WaiterRegistry::release(std::map<std::string, Key>::iterator key) {
   if (--key->second.watches > 0) return;
   idle_.push_back(key->first);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -81,6 +82,8 @@ class WaiterRegistry {
 
   /// Starts watching the key of `request`.
   Watch watch(const DecideRequest& request);
+  /// watch(), for a holder of several watches (Watch cannot move).
+  std::unique_ptr<Watch> watch_held(const DecideRequest& request);
   /// Wakes every sleeping waiter to look again (the policy changed under their reservations).
   void wake_all();
 
