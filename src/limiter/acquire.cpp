@@ -9,6 +9,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "runtime/background_tasks.hpp"
+#include "runtime/outliving_call.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -99,6 +100,20 @@ Task<void> PolicyEnforcer::give_back(std::shared_ptr<PolicyEnforcer> enforcer, B
   co_await backend->cancel(std::move(request), ticket);
 }
 
+Task<void> PolicyEnforcer::give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer,
+                                            Backend* backend, DecideRequest request,
+                                            Reservation made) {
+  // Allowed at once, the permits were taken as a decision is (nobody to give them to).
+  if (!made.decision.allowed || made.wait_us == 0) co_return;
+  const CancelTicket ticket{.slot = made.slot,
+                            .den = made.den,
+                            .d = made.d,
+                            .version = made.book.version,
+                            .epoch = made.book.epoch,
+                            .cancels_before = made.book.cancels};
+  co_await give_back(std::move(enforcer), backend, std::move(request), ticket);
+}
+
 /// What a waiter and the renewal of its owner lease share. Why beside the waiter, not awaited
 /// by it: a renewal Redis does not answer would hold the waiter past its wake for up to a
 /// command timeout, and the claim at the wake for one more.
@@ -145,7 +160,18 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   std::chrono::microseconds retry_in{};
   std::exception_ptr error;
   try {
-    reservation = co_await backend_->reserve(request, max_wait);
+    if (BackgroundTasks* tasks = backend_->background()) {
+      // Why outliving: a caller destroyed before the reply leaves a reservation nobody waits
+      // on; it is given back when the reply comes (issue 33, bug 8).
+      std::function<Task<void>(Reservation)> orphaned =
+          [self = shared_from_this(), backend = backend_.get(),
+           refund = give_back_request(request, backend_.get(), key)](Reservation made) {
+            return give_back_orphan(self, backend, refund, made);
+          };
+      reservation = co_await outliving(*tasks, backend_->reserve(request, max_wait), orphaned);
+    } else {
+      reservation = co_await backend_->reserve(request, max_wait);
+    }
   } catch (const StalePolicy&) {
     throw;  // a follower reads its policy again and asks once more
   } catch (...) {

@@ -19,6 +19,17 @@ Task<void> on_next_iteration(uv_loop_t* loop, Task<void> task) {
   if (error) report_error(error);
 }
 
+/// `task`, its exception passed to the error handler.
+Task<void> reporting(Task<void> task) {
+  std::exception_ptr error;
+  try {
+    co_await std::move(task);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) report_error(error);
+}
+
 /// A coroutine that starts at once and destroys itself when it ends.
 struct Eager {
   struct promise_type {
@@ -52,6 +63,10 @@ void BackgroundTasks::start(Task<void> task) {
   }
   if (!accepting_) return;
   group_.add(on_next_iteration(loop_, std::move(task)));
+}
+
+void BackgroundTasks::start_now(Task<void> task) {
+  group_.add(reporting(std::move(task)));
 }
 
 Task<void> BackgroundTasks::wait_all() {

@@ -37,6 +37,11 @@ class BackgroundTasks {
   /// UsageError, before anything is created, when called from a thread other than the loop's
   /// (a lease destroyed there: its permits come back at expiry).
   void start(Task<void> task);
+  /// Starts `task` at once, within this call, until its first suspension: for work the caller
+  /// awaits next (see outliving()). Call it when accepting(), on the loop's thread.
+  void start_now(Task<void> task);
+  /// Whether start() and start_now() still take tasks.
+  bool accepting() const noexcept { return accepting_; }
   /// From now on start() drops its task unstarted: the client it would use has closed (a lease
   /// released then gets its permits back at expiry; a refund, never).
   void stop_accepting() noexcept { accepting_ = false; }
