@@ -176,6 +176,37 @@ MovedAlike moved_alike_by_cancellations(uv_loop_t* loop, Limiter& limiter) {
   return out;
 }
 
+/// acquire_all of a user's key and the global key (1/s, burst 1, its permit taken: `burst`),
+/// waiting for the global key's next permit in 1 s; at 50 ms the global limiter's policy
+/// becomes 10/s (its key carried over), under which that permit comes about 100 ms after the
+/// first.
+struct Loosened {
+  Decision burst;
+  Outcome claims;
+  std::chrono::steady_clock::time_point started;
+};
+
+Task<void> loosen_after(uv_loop_t* loop, std::chrono::milliseconds delay, Limiter* limiter,
+                        Policy policy) {
+  co_await sleep_for(loop, delay);
+  limiter->set_policy(std::move(policy), Carry::as_is);
+}
+
+Loosened loosened_while_waiting(uv_loop_t* loop, Limiter& global, Limiter& per_user) {
+  Loosened out;
+  out.burst = run(loop, global.try_acquire("all"));
+  EXPECT_TRUE(out.burst.allowed);
+  out.started = std::chrono::steady_clock::now();
+  run(loop, [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_all_after(loop, 0ms, {{&per_user, "u"}, {&global, "all"}}, {}, &out.claims));
+    group.add(loosen_after(loop, 50ms, &global, Policy::of(Limit::gcra({10, 1s}, 1))));
+    co_await group.join();
+  }());
+  EXPECT_TRUE(out.claims.decision && out.claims.decision->allowed);
+  return out;
+}
+
 TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   // The global key admits one permit per 100 ms; a waiter, then acquire_all, then another
   // waiter queue on it. Asking again at each retry_after, acquire_all was overtaken by every
@@ -230,6 +261,17 @@ TEST_F(AcquireAllTest, PartsMovedAlikeByCancellationsAheadAreUsedWhereTheyStand)
   const test::CheckResult check = test::check_admits(
       limit, {{moved.burst.server_time_us, 1}, {moved.behind.decision->server_time_us, 1}});
   EXPECT_TRUE(check) << check.description;
+}
+
+TEST_F(AcquireAllTest, AWaitUnderAPolicyThatChangedIsReservedAgainUnderTheNewOne) {
+  // Left from issue 32: acquire() reserves again when set_policy() replaces the policy it waits
+  // under; acquire_all kept its slot under the old one (1 s after the burst).
+  Limiter global(client(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "loosened-global"});
+  Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "loosened-user"});
+  const Loosened loosened = loosened_while_waiting(loop(), global, per_user);
+  ASSERT_TRUE(loosened.claims.decision && loosened.claims.decision->allowed);
+  EXPECT_LT(loosened.claims.decision->server_time_us, loosened.burst.server_time_us + 500'000)
+      << "admitted under the old policy's slot";
 }
 
 using AcquireAllInProcessTest = test::LoopTest;
@@ -288,6 +330,15 @@ TEST_F(AcquireAllInProcessTest, PartsMovedAlikeByCancellationsAheadAreUsedWhereT
   const MovedAlike moved = moved_alike_by_cancellations(loop(), limiter);
   ASSERT_TRUE(moved.behind.decision && moved.behind.decision->allowed);
   EXPECT_LT(moved.behind.ended - moved.started, 800ms);
+}
+
+TEST_F(AcquireAllInProcessTest, AWaitUnderAPolicyThatChangedIsReservedAgainUnderTheNewOne) {
+  Limiter global(loop(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "local-loosened-global"});
+  Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-loosened-user"});
+  const Loosened loosened = loosened_while_waiting(loop(), global, per_user);
+  ASSERT_TRUE(loosened.claims.decision && loosened.claims.decision->allowed);
+  EXPECT_LT(loosened.claims.ended - loosened.started, 500ms)
+      << "it waited out the old policy's slot";
 }
 
 }  // namespace
