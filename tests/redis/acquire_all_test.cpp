@@ -9,6 +9,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/policy_store.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/decision_checker.hpp"
@@ -176,37 +177,6 @@ MovedAlike moved_alike_by_cancellations(uv_loop_t* loop, Limiter& limiter) {
   return out;
 }
 
-/// acquire_all of a user's key and the global key (1/s, burst 1, its permit taken: `burst`),
-/// waiting for the global key's next permit in 1 s; at 50 ms the global limiter's policy
-/// becomes 10/s (its key carried over), under which that permit comes about 100 ms after the
-/// first.
-struct Loosened {
-  Decision burst;
-  Outcome claims;
-  std::chrono::steady_clock::time_point started;
-};
-
-Task<void> loosen_after(uv_loop_t* loop, std::chrono::milliseconds delay, Limiter* limiter,
-                        Policy policy) {
-  co_await sleep_for(loop, delay);
-  limiter->set_policy(std::move(policy), Carry::as_is);
-}
-
-Loosened loosened_while_waiting(uv_loop_t* loop, Limiter& global, Limiter& per_user) {
-  Loosened out;
-  out.burst = run(loop, global.try_acquire("all"));
-  EXPECT_TRUE(out.burst.allowed);
-  out.started = std::chrono::steady_clock::now();
-  run(loop, [&]() -> Task<void> {
-    TaskGroup group;
-    group.add(acquire_all_after(loop, 0ms, {{&per_user, "u"}, {&global, "all"}}, {}, &out.claims));
-    group.add(loosen_after(loop, 50ms, &global, Policy::of(Limit::gcra({10, 1s}, 1))));
-    co_await group.join();
-  }());
-  EXPECT_TRUE(out.claims.decision && out.claims.decision->allowed);
-  return out;
-}
-
 TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   // The global key admits one permit per 100 ms; a waiter, then acquire_all, then another
   // waiter queue on it. Asking again at each retry_after, acquire_all was overtaken by every
@@ -220,7 +190,11 @@ TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   EXPECT_LT(first.decision->server_time_us, claims.decision->server_time_us);
   EXPECT_LT(claims.decision->server_time_us, second.decision->server_time_us)
       << "the waiter that came after acquire_all went first";
-  EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
+  EXPECT_EQ(claims.decision->claim, 1u)
+      << "the global key bound"
+      << " source " << to_string(claims.decision->source) << " remaining "
+      << claims.decision->remaining << " waited " << claims.decision->waited.count() << " limit "
+      << claims.decision->limit;
   EXPECT_GT(claims.decision->waited, 100ms);
 }
 
@@ -263,15 +237,36 @@ TEST_F(AcquireAllTest, PartsMovedAlikeByCancellationsAheadAreUsedWhereTheyStand)
   EXPECT_TRUE(check) << check.description;
 }
 
+Task<void> store_after(uv_loop_t* loop, std::chrono::milliseconds delay, PolicyStore* store,
+                       std::string name, Policy policy) {
+  co_await sleep_for(loop, delay);
+  co_await store->set(std::move(name), std::move(policy));
+}
+
 TEST_F(AcquireAllTest, AWaitUnderAPolicyThatChangedIsReservedAgainUnderTheNewOne) {
-  // Left from issue 32: acquire() reserves again when set_policy() replaces the policy it waits
-  // under; acquire_all kept its slot under the old one (1 s after the burst).
-  Limiter global(client(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "loosened-global"});
-  Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "loosened-user"});
-  const Loosened loosened = loosened_while_waiting(loop(), global, per_user);
-  ASSERT_TRUE(loosened.claims.decision && loosened.claims.decision->allowed);
-  EXPECT_LT(loosened.claims.decision->server_time_us, loosened.burst.server_time_us + 500'000)
-      << "admitted under the old policy's slot";
+  // Left from issue 32: acquire() reserves again when the policy it waits under is replaced;
+  // acquire_all kept its slot, and was admitted under the old version. The global key (a
+  // follower of "changing-global": 1/s, burst 1, its permit taken) binds a 1 s wait; at 50 ms
+  // the stored policy becomes 10/s.
+  PolicyStore store(client());
+  run(loop(), store.set("changing-global", Policy::of(Limit::gcra({1, 1s}, 1))));
+  Limiter global(client(), LimiterOptions{.name = "changing-global"});
+  Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "changing-user"});
+  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  Outcome claims;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_all_after(loop(), 0ms, {{&per_user, "u"}, {&global, "all"}}, {}, &claims));
+    group.add(
+        store_after(loop(), 50ms, &store, "changing-global", Policy::of(Limit::gcra({10, 1s}, 1))));
+    co_await group.join();
+  }());
+  ASSERT_TRUE(claims.decision && claims.decision->allowed);
+  // Admitted under the old version, the global key binds (its 1 s wait) and names version 1;
+  // reserved again, the decision names the binding claim's version in force (2, or the user's
+  // fixed policy's 0).
+  EXPECT_NE(claims.decision->policy_version, 1)
+      << "admitted under the version it reserved under, not the one in force";
 }
 
 using AcquireAllInProcessTest = test::LoopTest;
@@ -286,7 +281,11 @@ TEST_F(AcquireAllInProcessTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   EXPECT_EQ(claims.decision->source, Source::local);
   EXPECT_LT(first.ended, claims.ended);
   EXPECT_LT(claims.ended, second.ended) << "the waiter that came after acquire_all went first";
-  EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
+  EXPECT_EQ(claims.decision->claim, 1u)
+      << "the global key bound"
+      << " source " << to_string(claims.decision->source) << " remaining "
+      << claims.decision->remaining << " waited " << claims.decision->waited.count() << " limit "
+      << claims.decision->limit;
   EXPECT_GT(claims.decision->waited, 50ms) << "it waited for the global key";
 }
 
@@ -330,15 +329,6 @@ TEST_F(AcquireAllInProcessTest, PartsMovedAlikeByCancellationsAheadAreUsedWhereT
   const MovedAlike moved = moved_alike_by_cancellations(loop(), limiter);
   ASSERT_TRUE(moved.behind.decision && moved.behind.decision->allowed);
   EXPECT_LT(moved.behind.ended - moved.started, 800ms);
-}
-
-TEST_F(AcquireAllInProcessTest, AWaitUnderAPolicyThatChangedIsReservedAgainUnderTheNewOne) {
-  Limiter global(loop(), Policy::of(Limit::gcra({1, 1s}, 1)), {.name = "local-loosened-global"});
-  Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-loosened-user"});
-  const Loosened loosened = loosened_while_waiting(loop(), global, per_user);
-  ASSERT_TRUE(loosened.claims.decision && loosened.claims.decision->allowed);
-  EXPECT_LT(loosened.claims.ended - loosened.started, 500ms)
-      << "it waited out the old policy's slot";
 }
 
 }  // namespace
