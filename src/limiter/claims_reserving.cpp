@@ -90,15 +90,19 @@ bool reservable(std::span<const DecideRequest> requests) {
   });
 }
 
-/// Gives back every claim's part of a reservation whose slot is still ahead. Why errors are
-/// dropped: a part that cannot be given back stays taken until its slot (under-admission,
-/// never over). Why copies: it may run after the caller's frame is gone, and the held claims
-/// keep each limiter's backend alive.
+/// Gives back every claim's part of a reservation whose slot is still ahead, each under the
+/// policy in force for its key (PolicyEnforcer::give_back_request(), as acquire() does). Why
+/// errors are dropped: a part that cannot be given back stays taken until its slot
+/// (under-admission, never over). Why copies: it may run after the caller's frame is gone, and
+/// the held claims keep each limiter's backend alive.
 Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
                          std::vector<ClaimReservation> reserved) {
   for (std::size_t i = 0; i < held.size(); ++i) {
     try {
-      co_await backend_of(held[i]).cancel(requests[i], reserved[i].ticket);
+      Backend& backend = backend_of(held[i]);
+      const DecideRequest give_back =
+          held[i].enforcer->give_back_request(requests[i], &backend, held[i].key);
+      co_await backend.cancel(give_back, reserved[i].ticket);
     } catch (...) {
     }
   }
@@ -133,8 +137,9 @@ struct ForwardStop {
 /// earlier than the slot, which used now would over-admit), so that the caller reserves
 /// again. The notices of such moves (`watched`, one per claim) wake it once every part's slot
 /// has moved past: a dead process's backlog given back ahead of every key ends the wait then,
-/// not at the slot reserved (issue 33, bug 1). A stop request gives every part back and ends
-/// with Cancelled.
+/// not at the slot reserved (issue 33, bug 1). A claim's policy replaced meanwhile gives every
+/// part back, and none is returned. A stop request gives every part back and ends with
+/// Cancelled.
 Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
                                             const std::vector<DecideRequest>& requests,
                                             const ClaimsReservation& reservation,
@@ -203,9 +208,21 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   auto next_renewal = Clock::now() + renew_every;
   bool given_back = false;
   bool stopped = false;
+  bool replaced = false;  // a claim's policy changed: its slot is the old policy's
+  const auto superseded = [&] {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (held[i].enforcer->superseded(*requests[i].policy, held[i].key)) return true;
+    }
+    return false;
+  };
   for (;;) {
     const auto current = Clock::now();
     if (current >= wake()) break;
+    // Why before the slot: a change reaches the waiters (WaiterRegistry::wake_all()).
+    if (!options.stop.stop_requested() && superseded()) {
+      replaced = true;
+      break;
+    }
     bool renewing = false;
     for (std::size_t i = 0; i < count; ++i)
       renewing = renewing || unconfirmed(i);
@@ -246,7 +263,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
       part.waiter.reschedule = nullptr;
     if (stopped) break;
   }
-  if (stopped || given_back) {
+  if (stopped || given_back || replaced) {
+    // Given back under the policies in force, then reserved again by the caller.
     guard.armed = false;
     co_await give_back_all(held, requests, reservation.claims);
     if (stopped)

@@ -104,6 +104,16 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   DecideRequest request_under(std::shared_ptr<const CompiledPolicy> policy, std::string_view key,
                               Operation operation, std::int64_t permits) const;
 
+  /// The request that gives back a reservation made with `reserved` on `backend` for `key`:
+  /// under the policy in force now for that key (a follower's: its override, if any) when its
+  /// single limit is on the same Redis key (the key is carried over to it, bug 4 of issue 14),
+  /// else under the reservation's own.
+  DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend,
+                                  std::string_view key) const;
+  /// Whether a reservation made under `reserved_under` for `key` waits under a policy that is no
+  /// longer in force (set_policy(), or a change or removal of the stored policy).
+  bool superseded(const CompiledPolicy& reserved_under, std::string_view key) const;
+
  private:
   /// try_acquire() and acquire() as they decide, before the observer sees their end.
   Task<Decision> try_acquire_unobserved(std::string key, std::int64_t permits);
@@ -138,12 +148,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Task<Decision> decide(DecideRequest request, std::shared_ptr<PolicyEnforcer> keep_alive);
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
-  /// The request that gives back a reservation made with `reserved` on `backend` for `key`:
-  /// under the policy in force now for that key (a follower's: its override, if any) when its
-  /// single limit is on the same Redis key (the key is carried over to it, bug 4 of issue 14),
-  /// else under the reservation's own.
-  DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend,
-                                  std::string_view key) const;
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
 
@@ -193,9 +197,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// back, and the caller reserves again under the policy in force.
   Task<std::optional<Decision>> acquire_by_reserving(DecideRequest request, std::string key,
                                                      OwnedAcquireOptions options);
-  /// Whether a reservation made under `reserved_under` for `key` waits under a policy that is no
-  /// longer in force (set_policy(), or a change or removal of the stored policy).
-  bool superseded(const CompiledPolicy& reserved_under, std::string_view key) const;
   Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
   static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                               DecideRequest request, CancelTicket ticket);
