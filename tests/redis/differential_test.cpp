@@ -11,11 +11,15 @@
 // an earlier step's time), penalties and blocks (lua/shapes/adjust.lua) come between the
 // decisions, against their model
 // (src/algorithms/adjustments.cpp).
+// The in-process backend (LocalBackend) runs the same random sequences against Redis too, with
+// Redis's expiry of each key replayed on the injected clock: it must answer every step as Redis
+// does, also just after a key stopped mattering, while Redis still keeps it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -23,6 +27,7 @@
 #include "algorithms/policy_model.hpp"
 #include "algorithms/reservation_leases.hpp"
 #include "algorithms/reservations.hpp"
+#include "limiter/local_backend.hpp"
 #include "limiter/redis_backend.hpp"
 #include "limiter/stale_policy.hpp"
 #include "redlimit/client.hpp"
@@ -230,12 +235,7 @@ using test::describe;
 using test::stored_log;
 using test::stored_value;
 
-std::string describe(const Sequence& sequence, std::size_t upto) {
-  std::ostringstream out;
-  for (const auto& limit : sequence.policy->limits()) {
-    out << "  " << limit.description << " burst " << limit.limit.burst << " window "
-        << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
-  }
+const char* kind_name(Kind kind) {
   static const char* const kinds[] = {"acquire",   "acquire by decide",
                                       "peek",      "reserve",
                                       "cancel",    "renew",
@@ -243,10 +243,19 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
                                       "reset",     "refund",
                                       "give back", "penalize",
                                       "block"};
+  return kinds[static_cast<int>(kind)];
+}
+
+std::string describe(const Sequence& sequence, std::size_t upto) {
+  std::ostringstream out;
+  for (const auto& limit : sequence.policy->limits()) {
+    out << "  " << limit.description << " burst " << limit.limit.burst << " window "
+        << (limit.limit.window == Window::anchored ? "anchored" : "aligned") << "\n";
+  }
   for (std::size_t i = 0; i <= upto && i < sequence.steps.size(); ++i) {
     const Step& step = sequence.steps[i];
     out << "  step " << i << ": now " << step.now << " permits " << step.permits << " "
-        << kinds[static_cast<int>(step.kind)];
+        << kind_name(step.kind);
     if (step.kind == Kind::reserve) out << " max_wait " << step.max_wait_us;
     if (step.kind == Kind::block) out << " for " << step.block_us << "us";
     if (step.kind == Kind::give_back) out << " taken at " << step.taken_at_us;
@@ -747,6 +756,256 @@ INSTANTIATE_TEST_SUITE_P(Windows, WindowCarryDifferential,
                          ::testing::Values(Algorithm::fixed_window, Algorithm::sliding_window_log,
                                            Algorithm::sliding_window_counter),
                          [](const auto& info) { return std::string(to_string(info.param)); });
+
+// ---- The in-process backend against Redis
+
+/// How long Redis keeps a key a script wrote, on the sequences' injected clock. A script run
+/// at an injected time writes PX ms + an hour (lua/lib/now.lua: Redis expires keys on its own
+/// clock), so the test reads ms back (PTTL, less the milliseconds Redis's clock moved on from
+/// before the script to after the read) and drops the key itself once Redis would have: Redis
+/// keeps a key while its clock's millisecond is at most the write's millisecond + PX.
+struct KeyLifetime {
+  std::int64_t written_ms = 0;  ///< the injected time of the write, in whole milliseconds
+  std::int64_t px_low = 0;      ///< the TTL the script wrote, at least and at most (ms)
+  std::int64_t px_high = 0;
+  /// The first microsecond Redis no longer holds the key, at the earliest and at the latest.
+  std::int64_t gone_low() const { return (written_ms + px_low + 1) * 1000; }
+  std::int64_t gone_high() const { return (written_ms + px_high + 1) * 1000; }
+};
+
+/// The TTL the test gives every key before a step: a key that still has it after the step was
+/// not written by it (every write sets its key's TTL).
+constexpr std::int64_t untouched_ms = 1'000'000'000'000'000;
+constexpr std::int64_t injected_extra_ms = 3'600'000;
+
+struct LocalTally {
+  int steps = 0;
+  int mismatches = 0;
+  int expired = 0;    ///< keys the test dropped as Redis would have
+  int cut = 0;        ///< sequences ended where Redis's TTL was not known to the millisecond
+  int converted = 0;  ///< policy changes
+};
+
+/// One step's answer, as text both backends must agree on (the decision's fields but its Redis
+/// time; an adjustment's outcome; a stale refusal).
+Task<std::string> local_step(Backend& backend, RedisBackend* redis, const Step& step,
+                             const std::shared_ptr<const CompiledPolicy>& policy,
+                             const std::string& key_base) {
+  std::string out;
+  std::exception_ptr error;
+  try {
+    if (step.kind == Kind::acquire || step.kind == Kind::acquire_by_decide ||
+        step.kind == Kind::peek) {
+      const DecideRequest request(policy, KeyBase(key_base),
+                                  step.kind == Kind::peek ? Operation::peek : Operation::acquire,
+                                  step.permits, step.now);
+      Decision decision;
+      // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
+      if (redis != nullptr && step.kind == Kind::acquire_by_decide) {
+        decision = co_await redis->decide_with_general_script(request);
+      } else {
+        decision = co_await backend.decide(request);
+      }
+      decision.server_time_us = 0;  // 0 in process
+      out = test::describe(decision);
+    } else {
+      const Adjustment adjustment = step.kind == Kind::refund      ? Adjustment::refund
+                                    : step.kind == Kind::give_back ? Adjustment::give_back
+                                    : step.kind == Kind::penalize  ? Adjustment::penalize
+                                                                   : Adjustment::block;
+      const std::int64_t amount =
+          adjustment == Adjustment::block ? blockable(*policy, step.block_us) : step.permits;
+      if (amount < 1) co_return "no block";
+      const DecideRequest request(policy, KeyBase(key_base), Operation::acquire, 1, step.now);
+      const AdjustOutcome outcome =
+          co_await backend.adjust(request, adjustment, amount, step.taken_at_us);
+      out = std::string(adjustment_name(adjustment)) + " applied " +
+            std::to_string(outcome.applied) + " refused by " +
+            std::to_string(outcome.refused_limit);
+    }
+  } catch (const StalePolicy& stale) {
+    out = "stale " + std::to_string(stale.stored_version());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (error) std::rethrow_exception(error);
+  co_return out;
+}
+
+/// A sequence of takes, peeks, refunds, give-backs, penalties, blocks and policy changes (every
+/// carry; set_policy()'s epochs and a store's) on one key, mostly a fraction of a millisecond to
+/// a few milliseconds apart, so that steps often come just after a key stopped mattering: a
+/// refund often leaves it exactly full, and a change often follows.
+Sequence local_sequence(std::mt19937_64& random, const std::vector<Algorithm>& algorithms,
+                        int index) {
+  Sequence sequence = random_sequence(random, algorithms, index);
+  sequence.key = "local-" + std::to_string(index);
+  test::EpochDraws draws = test::random_draws(random);
+  std::shared_ptr<const CompiledPolicy> policy = sequence.policy;
+  std::vector<Step> steps;
+  std::int64_t now = sequence.steps.front().now;
+  for (Step step : sequence.steps) {
+    switch (pick(random, 0, 5)) {
+      case 0:
+        break;
+      case 1:
+        now += pick(random, 1, 100);
+        break;
+      case 2:
+        now -= pick(random, 1, 1'000);
+        break;
+      default:
+        now += pick(random, 100, 2'500);
+    }
+    step.now = now;
+    step.taken_at_us = steps.empty() ? now : steps[pick(random, 0, steps.size() - 1)].now;
+    // Why no reservations (they become refunds): in process no owner lease is kept (renew,
+    // claim), and reservations have their own differentials (reserve_all_differential_test.cpp,
+    // AcquireAllInProcessTest).
+    if (step.kind == Kind::reserve || step.kind == Kind::cancel || step.kind == Kind::renew ||
+        step.kind == Kind::claim || step.kind == Kind::reset) {
+      step.kind = Kind::refund;
+    }
+    if (step.kind == Kind::change_policy || pick(random, 0, 3) == 0) {
+      Policy next;
+      for (Algorithm algorithm : algorithms)
+        next.limits.push_back(random_limit(random, algorithm));
+      if (pick(random, 0, 2) == 0) next = policy->policy();
+      const std::int64_t period = policy->limits().front().limit.rate.period.count();
+      policy = CompiledPolicy::compile(next, test::random_epoch(random, now, period, draws));
+      Step change{now, 1, Kind::change_policy};
+      change.policy = policy;
+      steps.push_back(change);
+      if (step.kind == Kind::change_policy) continue;
+    }
+    steps.push_back(step);
+  }
+  sequence.steps = std::move(steps);
+  return sequence;
+}
+
+/// Redis's clock, in whole milliseconds.
+Task<std::int64_t> redis_ms(Client& client) {
+  const Reply time = co_await client.command("TIME");
+  co_return std::stoll(time.as_array()[0].as_string()) * 1000 +
+      std::stoll(time.as_array()[1].as_string()) / 1000;
+}
+
+Task<void> run_local_sequence(Client& client, RedisBackend& redis, Sequence sequence,
+                              LocalTally* tally) {
+  LocalBackend local;
+  const std::string key_base = "{" + sequence.key + "}";
+  std::map<std::string, KeyLifetime> held;  // the keys Redis holds, by name
+  std::ostringstream log;
+  for (std::size_t i = 0; i < sequence.steps.size(); ++i) {
+    Step& step = sequence.steps[i];
+    if (step.kind == Kind::change_policy) {
+      sequence.policy = step.policy;
+      ++tally->converted;
+      log << "  " << step.now << " policy " << sequence.policy->limits().front().description
+          << " version " << step.policy->epoch().version << " since "
+          << step.policy->epoch().since_us << " carry "
+          << static_cast<int>(step.policy->epoch().carry) << "\n";
+      continue;
+    }
+    for (const auto& limit : sequence.policy->limits())
+      step.permits = std::min(step.permits, limit.capacity);
+    // Redis drops what it would have by now; a TTL not known well enough ends the sequence.
+    bool known = true;
+    for (auto it = held.begin(); it != held.end();) {
+      if (step.now >= it->second.gone_high()) {
+        co_await client.command("DEL", it->first);
+        ++tally->expired;
+        it = held.erase(it);
+        continue;
+      }
+      known = known && step.now < it->second.gone_low();
+      co_await client.command("PEXPIRE", it->first, std::to_string(untouched_ms));
+      ++it;
+    }
+    if (!known) {
+      ++tally->cut;
+      co_return;
+    }
+    const std::int64_t before_ms = co_await redis_ms(client);
+    const std::string script = co_await local_step(redis, &redis, step, sequence.policy, key_base);
+    const std::string model = co_await local_step(local, nullptr, step, sequence.policy, key_base);
+    std::map<std::string, std::int64_t> ttls;
+    for (const auto& limit : sequence.policy->limits()) {
+      const std::string key = key_base + limit.key_suffix;
+      ttls[key] = (co_await client.command("PTTL", key)).as_integer();
+    }
+    // Redis's milliseconds from before the script to after the PTTLs: the TTL read is the one
+    // written less at most that many.
+    const std::int64_t slack_ms = co_await redis_ms(client) - before_ms;
+    for (const auto& [key, pttl] : ttls) {
+      if (pttl == -2) {
+        held.erase(key);
+      } else if (pttl < untouched_ms - injected_extra_ms) {
+        const std::int64_t px = pttl - injected_extra_ms;
+        held[key] = {step.now / 1000, px, px + slack_ms};
+      }
+    }
+    ++tally->steps;
+    log << "  " << step.now << " " << kind_name(step.kind) << " " << step.permits << ": " << script
+        << "\n";
+    if (script != model) {
+      if (++tally->mismatches <= 5) {
+        ADD_FAILURE() << "in process and Redis disagree at step " << i << " of " << sequence.key
+                      << "\n"
+                      << log.str() << "  in process: " << model;
+      }
+      co_return;
+    }
+  }
+}
+
+class LocalDifferential : public test::LoopTest, public ::testing::WithParamInterface<Case> {
+ protected:
+  test::RedisServer server_;
+};
+
+// Issue 33, bug 4: the in-process backend dropped a key as soon as its state stopped mattering,
+// where Redis keeps it through the millisecond its TTL (whole milliseconds, at least 1) ends in:
+// a policy change in that millisecond converted the key in Redis and found none in process.
+TEST_P(LocalDifferential, TheInProcessBackendDecidesAsRedisOnRandomSequences) {
+  const std::uint64_t seed = 20261130 + std::hash<std::string>{}(GetParam().name) % 1000;
+  ClientOptions options;
+  options.url = server_.url();
+  options.command_timeout = 10s;
+  Client client(loop(), options);
+  RedisBackend redis(client.dispatcher());
+  LocalTally tally;
+  const int sequences = std::max(1, sequences_per_case / 25);
+  std::mt19937_64 random(seed);
+  // Why one at a time: the TTL read back is exact when no other call runs in between.
+  for (int index = 0; index < sequences; ++index) {
+    run(loop(), run_local_sequence(client, redis,
+                                   local_sequence(random, GetParam().algorithms, index), &tally));
+  }
+  run(loop(), client.close());
+  EXPECT_EQ(tally.mismatches, 0) << "seed " << seed;
+  EXPECT_GE(tally.steps, sequences / 2) << "a sequence's first step is never cut";
+  std::printf(
+      "[ %-22s ] %d steps, %d policy changes, %d keys expired, %d sequences cut, seed "
+      "%llu\n",
+      GetParam().name, tally.steps, tally.converted, tally.expired, tally.cut,
+      static_cast<unsigned long long>(seed));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, LocalDifferential,
+    ::testing::Values(
+        Case{"gcra", {Algorithm::gcra}}, Case{"token_bucket", {Algorithm::token_bucket}},
+        Case{"leaky_bucket", {Algorithm::leaky_bucket}},
+        Case{"fixed_window", {Algorithm::fixed_window}},
+        Case{"sliding_window_log", {Algorithm::sliding_window_log}},
+        Case{"sliding_window_counter", {Algorithm::sliding_window_counter}},
+        Case{"multi_limit",
+             {Algorithm::gcra, Algorithm::fixed_window, Algorithm::sliding_window_counter}},
+        Case{"multi_limit_buckets",
+             {Algorithm::token_bucket, Algorithm::leaky_bucket, Algorithm::sliding_window_log}}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace redlimit::detail

@@ -16,6 +16,7 @@
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/decision_text.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 #include "support/started_task.hpp"
@@ -381,6 +382,56 @@ TEST_P(PolicyChange, SetPolicyOfTheSamePolicyWithResetMakesAnExhaustedKeyFullOnc
     EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the reset applied again";
     EXPECT_FALSE(run(loop(), l.try_acquire("k")).allowed) << "the reset applied again";
   }
+}
+
+// Issue 33, bug 4: a refund leaves the key exactly full at t: its state matters no longer, but
+// the script writes its TTL in whole milliseconds (at least 1) and Redis keeps the key through
+// the millisecond that TTL ends in, until t + 1.8 ms here. set_policy() was called 50 ms before
+// t (the refund was in flight, decided under the old policy), so within that millisecond the
+// key is converted at since, where it held the refunded permit's backlog. The in-process
+// backend dropped the key at once, and answered as for a fresh key: 20 permits, reset 0 (a
+// leaky bucket carried as is keeps its empty queue, as a fresh key has).
+TEST_P(PolicyChange, AKeyJustFullIsConvertedWhileRedisKeepsIt) {
+  const std::int64_t t = t0 + 200;  // 200 us into a millisecond
+  struct Expected {
+    Algorithm algorithm;
+    Carry carry;
+    bool allowed;
+    std::int64_t remaining;
+    std::int64_t reset_us;  ///< at t + 1 ms
+  };
+  for (const auto& [algorithm, carry, allowed, remaining, reset_us] :
+       {Expected{Algorithm::gcra, Carry::as_is, true, 10, 499'000},
+        Expected{Algorithm::gcra, Carry::proportional, true, 19, 49'000},
+        Expected{Algorithm::token_bucket, Carry::as_is, true, 10, 499'000},
+        Expected{Algorithm::token_bucket, Carry::proportional, true, 19, 49'000},
+        Expected{Algorithm::leaky_bucket, Carry::as_is, true, 20, 0},
+        Expected{Algorithm::leaky_bucket, Carry::proportional, false, 19, 49'000}}) {
+    SCOPED_TRACE(std::string(to_string(algorithm)) + " carry " +
+                 std::to_string(static_cast<int>(carry)));
+    const auto before = detail::CompiledPolicy::compile(
+        Policy{Limit{algorithm, Rate::parse("10/s"), 10, Window::aligned}});
+    const auto after = detail::CompiledPolicy::compile(
+        Policy{Limit{algorithm, Rate::parse("20/s"), 20, Window::aligned}},
+        {.version = 0, .since_us = t - 50'000, .carry = carry});
+    run(loop(), backend().reset(before, "{same}"));
+    ASSERT_TRUE(decide(before, t).allowed);
+    const detail::DecideRequest refund(before, detail::KeyBase("{same}"),
+                                       detail::Operation::acquire, 1, t);
+    ASSERT_TRUE(run(loop(), backend().adjust(refund, detail::Adjustment::refund, 1, 0)).applied);
+    // Within the millisecond after the key became full, and at its last microsecond.
+    for (const std::int64_t later : {1'000, 1'799}) {
+      const Decision peeked = run(
+          loop(), backend().decide(detail::DecideRequest(after, detail::KeyBase("{same}"),
+                                                         detail::Operation::peek, 1, t + later)));
+      SCOPED_TRACE("at t + " + std::to_string(later) + " us: " + test::describe(peeked));
+      EXPECT_EQ(peeked.allowed, allowed);
+      EXPECT_EQ(peeked.remaining, remaining);
+      EXPECT_EQ(peeked.reset_after.count(), reset_us == 0 ? 0 : reset_us - (later - 1'000));
+    }
+  }
+  run(loop(),
+      backend().reset(detail::CompiledPolicy::compile(Policy{Limit::gcra("1/s")}), "{same}"));
 }
 
 /// The epoch of set_policy(policy, Carry::reset) called at `since_us` on a limiter that follows

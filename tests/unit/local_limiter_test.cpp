@@ -86,6 +86,45 @@ TEST(LocalBackend, EvictsIdleKeysSoMemoryStaysBounded) {
   EXPECT_EQ(backend.size(), 1u);
 }
 
+// Issue 33, bug 4: a key is kept as long as Redis keeps it, not only while its state matters.
+// The scripts write the TTL in whole milliseconds, rounded up, at least 1, and Redis expires a
+// key once its millisecond clock is past the write's millisecond plus that TTL.
+TEST_F(LocalLimiterTest, AKeyIsKeptAsLongAsRedisKeepsIt) {
+  const std::int64_t t = 1'800'000'000'000'200;  // 200 us into a millisecond
+  std::int64_t now = t;
+  detail::LocalBackend backend([&now] { return now; });
+  // Whether the key is still held at `at` (a peek of another key evicts what expired by then,
+  // and stores nothing).
+  const auto held_at = [&](std::int64_t at) {
+    now = at;
+    backend.decide_now({detail::CompiledPolicy::compile(per_second(1)), detail::KeyBase("probe"),
+                        detail::Operation::peek, 1});
+    return backend.size() == 1;
+  };
+  struct Case {
+    const char* what;
+    Policy policy;
+    bool refunded;
+    std::int64_t gone_at;
+  };
+  for (const auto& [what, policy, refunded, gone_at] :
+       {Case{"1 permit of 1000/s: 1 ms, PX 1", per_second(1000), false, t + 1'800},
+        Case{"1 permit of 3/s: 333,333.3 us, PX 334", per_second(3), false, t + 334'800},
+        Case{"refunded, exactly full: PX 1", per_second(10), true, t + 1'800}}) {
+    SCOPED_TRACE(what);
+    now = t;
+    const auto compiled = detail::CompiledPolicy::compile(policy);
+    const detail::DecideRequest request(compiled, detail::KeyBase("k"), detail::Operation::acquire,
+                                        1);
+    ASSERT_TRUE(backend.decide_now(request).allowed);
+    if (refunded) {
+      ASSERT_TRUE(run(loop(), backend.adjust(request, detail::Adjustment::refund, 1, 0)).applied);
+    }
+    EXPECT_TRUE(held_at(gone_at - 1)) << "Redis still holds the key";
+    EXPECT_FALSE(held_at(gone_at)) << "Redis no longer holds the key";
+  }
+}
+
 TEST(LocalBackend, ADeniedOrPeekedNewKeyStoresNothing) {
   std::int64_t now = 1'800'000'000'000'000;
   detail::LocalBackend backend([&now] { return now; });
