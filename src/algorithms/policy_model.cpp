@@ -90,8 +90,16 @@ PolicyOutcome decide_claims(std::span<const ClaimModel> claims, std::int64_t now
       } else if (out.allowed) {
         decide_limit(claim.limits[i], claim.change, claim.states[i], now, claim.n, true);
       } else if (limit.rewritten) {  // carried over to this policy, with nothing taken
-        limit.ttl_us =
+        const std::int64_t carried_ttl_us =
             decide_limit(claim.limits[i], claim.change, claim.states[i], now, 0, true).ttl_us;
+        // Why a window keeps the TTL of its own decision on the permits: its script writes
+        // that decision's reset (the window's end, or when its newest permit leaves), where a
+        // bucket's writes how long the state carried over matters.
+        const Algorithm algorithm = claim.limits[i].algorithm;
+        if (algorithm == Algorithm::gcra || algorithm == Algorithm::token_bucket ||
+            algorithm == Algorithm::leaky_bucket) {
+          limit.ttl_us = carried_ttl_us;
+        }
       }
     }
   }

@@ -3,10 +3,23 @@
 #include <algorithm>
 #include <chrono>
 
+#include "algorithms/exact.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/stale_policy.hpp"
 
 namespace redlimit::detail {
+namespace {
+
+/// When Redis drops a key a script wrote at `now` for a state that matters `ttl_us`: the scripts
+/// write the TTL in whole milliseconds, rounded up, at least 1 (lua/lib/write_frac_time.lua,
+/// PX), and Redis expires a key only once its millisecond clock is past the write's millisecond
+/// plus that TTL, so the key lives through the whole millisecond its TTL ends in.
+std::int64_t redis_expiry(std::int64_t now, std::int64_t ttl_us) {
+  const std::int64_t ttl_ms = std::max<std::int64_t>(1, ceil_div(ttl_us, 1000));
+  return (floor_div(now, 1000) + ttl_ms + 1) * 1000;
+}
+
+}  // namespace
 
 LocalBackend::LocalBackend(Clock clock) : clock_(std::move(clock)) {}
 
@@ -52,7 +65,7 @@ void LocalBackend::touch(std::string_view key, Entry& entry, bool created,
                          const std::vector<std::optional<std::int64_t>>& ttls_us,
                          std::int64_t now) {
   for (std::size_t i = 0; i < ttls_us.size(); ++i) {
-    if (ttls_us[i]) entry.slots[i].expires_us = now + *ttls_us[i];
+    if (ttls_us[i]) entry.slots[i].expires_us = redis_expiry(now, *ttls_us[i]);
   }
   std::int64_t entry_expires = 0;
   for (const Slot& slot : entry.slots)

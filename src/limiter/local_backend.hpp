@@ -15,8 +15,10 @@
 namespace redlimit::detail {
 
 /// Runs the algorithms' C++ models in process, with state per key in memory. Each limit's state
-/// expires when it stops mattering (as the script's TTLs do in Redis); expired keys are evicted
-/// on every call, so memory is bounded by the keys active within the longest state lifetime.
+/// expires when Redis would drop its key: the script writes a TTL of how long the state matters
+/// in whole milliseconds (rounded up, at least 1), and Redis keeps the key through the
+/// millisecond that TTL ends in. Expired keys are evicted on every call, so memory is bounded
+/// by the keys active within the longest state lifetime.
 class LocalBackend final : public Backend {
  public:
   /// Microseconds since the Unix epoch; windows align to it as in Redis.
@@ -81,8 +83,8 @@ class LocalBackend final : public Backend {
   std::optional<LimitState> first_state(const DecideRequest& request, std::int64_t now) const;
   /// The entry of `request`'s key with stale limits reset; `created` if it was new.
   Entry& entry_for(const DecideRequest& request, std::int64_t now, bool* created);
-  /// Records that the entry's limit i wrote a state that matters for `ttls_us[i]` (a limit
-  /// without one wrote nothing and keeps its expiry).
+  /// Records that the entry's limit i wrote a state that matters for `ttls_us[i]`, kept as long
+  /// as Redis keeps its key (a limit without one wrote nothing and keeps its expiry).
   void touch(std::string_view key, Entry& entry, bool created,
              const std::vector<std::optional<std::int64_t>>& ttls_us, std::int64_t now);
 
