@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,74 @@ TEST_F(ClaimsCluster, AcquireAllAcrossSlotsKeepsItsPlaceInTheQueueOfTheKeyThatBi
   EXPECT_EQ(claims->claim, 1u) << "the global key bound";
   EXPECT_EQ(run(loop(), per_user.peek(user)).remaining, 1)
       << "the user's key gave acquire_all one permit, not two";
+}
+
+/// The Redis time each call of a limiter was told with (DecisionEvent), by key.
+struct ToldTimes {
+  std::map<std::string, std::int64_t> by_key;
+  DecisionListener listener() {
+    return [this](const DecisionEvent& event) {
+      if (event.decision != nullptr)
+        by_key[std::string(event.key)] = event.decision->server_time_us;
+    };
+  }
+};
+
+/// The fields of the value stored for `key`'s first limit of `limiter` (a bucket: its stored
+/// time first, the Redis time of the script that wrote it last).
+std::vector<std::int64_t> stored_fields(uv_loop_t* loop, Client& client, Limiter& limiter,
+                                        const std::string& key) {
+  const std::vector<LimitState> states = run(loop, limiter.inspect(key));
+  const Reply value = run(loop, client.command("GET", states.front().redis_key));
+  std::vector<std::int64_t> fields;
+  std::istringstream text(value.as_string());
+  for (std::string field; std::getline(text, field, ':');)
+    fields.push_back(std::stoll(field));
+  return fields;
+}
+
+// Issue 33, bug 5: across slots, each slot's claims are one script call at its own Redis time,
+// and every claim's limiter was told the binding slot's time: a decision log checked from it
+// saw a key charged when it was not. Each claim's limiter is told the time its own key used:
+// when its slot's script wrote it, for try_acquire_all and an acquire_all that did not wait
+// (two calls, one after the other: two times); where its key was charged, for one that waited.
+TEST_F(ClaimsCluster, EachClaimIsToldTheRedisTimeItsOwnKeyUsed) {
+  ToldTimes user_times;
+  ToldTimes global_times;
+  Limiter per_user(client(), Policy::of(Limit::gcra({1, 10s}, 3)),
+                   {.name = "per-user", .on_decision = user_times.listener()});
+  Limiter global(client(), Policy::of(Limit::gcra({2, 1s}, 2)),
+                 {.name = "global", .on_decision = global_times.listener()});
+  const std::vector<std::string> users = users_apart_from_global(3);
+  // try_acquire_all, then acquire_all with no wait: the global burst of 2.
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i == 0 ? "try_acquire_all" : "acquire_all, no wait");
+    const std::string& user = users[static_cast<std::size_t>(i)];
+    std::vector<Claim> claims{{&per_user, user}, {&global, "all"}};
+    Decision decision;
+    if (i == 0) {
+      decision = run(loop(), try_acquire_all(std::move(claims)));
+    } else {
+      decision = run(loop(), acquire_all(std::move(claims)));
+    }
+    ASSERT_TRUE(decision.allowed);
+    const std::int64_t user_at = stored_fields(loop(), client(), per_user, user).back();
+    const std::int64_t global_at = stored_fields(loop(), client(), global, "all").back();
+    EXPECT_NE(user_at, global_at) << "two script calls, one after the other";
+    EXPECT_EQ(user_times.by_key[user], user_at);
+    EXPECT_EQ(global_times.by_key["all"], global_at);
+    EXPECT_EQ(decision.server_time_us, decision.claim == 0 ? user_at : global_at)
+        << "the caller gets the binding claim's";
+  }
+  // The global key is busy for 500 ms: acquire_all waits for its slot, and the user's fresh key
+  // is charged there (or at its own call's time, if that came later): its TAT less 10 s.
+  std::vector<Claim> claims{{&per_user, users[2]}, {&global, "all"}};
+  const Decision waited = run(loop(), acquire_all(std::move(claims)));
+  ASSERT_TRUE(waited.allowed);
+  ASSERT_EQ(waited.claim, 1u) << "the global key set the slot";
+  EXPECT_EQ(global_times.by_key["all"], waited.server_time_us);
+  EXPECT_EQ(user_times.by_key[users[2]],
+            stored_fields(loop(), client(), per_user, users[2]).front() - 10'000'000);
 }
 
 /// Admissions of acquire_all() over `user`'s key and the global key (waiting up to
