@@ -30,7 +30,8 @@ struct DecisionEvent {
   std::string_view limiter;  ///< the limiter's name
   std::string_view key;      ///< the caller's key
   std::int64_t permits = 1;
-  /// The decision the caller gets; null for `cancelled`.
+  /// The decision the caller gets; null for `cancelled`. For a claim of try_acquire_all() or
+  /// acquire_all(), its server_time_us is the Redis time that claim's own key used.
   const Decision* decision = nullptr;
 };
 

@@ -263,8 +263,10 @@ struct Claim {
 /// over-admit). The decision is bound by the claim (Decision::claim) and its
 /// limit (Decision::binding) with the longest retry_after when denied, the fewest permits
 /// remaining when allowed. Each limiter counts the decision and tells its listener as its own
-/// try_acquire() would. When Redis cannot answer, each limiter's failure policy answers for
-/// its claim, and the request passes only when every one allows it.
+/// try_acquire() would, with the Redis time its own claim's key used as server_time_us (across
+/// cluster slots each slot's call has its own; the caller gets the binding claim's). When Redis
+/// cannot answer, each limiter's failure policy answers for its claim, and the request passes
+/// only when every one allows it.
 ///
 /// Throws InvalidArgument before any I/O for bad input: no claims, a null or moved-from
 /// limiter, a bad key or permit count, a key claimed twice, limiters of different clients, or a
@@ -283,7 +285,9 @@ Task<Decision> try_acquire_all(std::vector<Claim> claims);
 /// while it lasts); otherwise it asks again at each denial's retry_after (the longest of the
 /// claims'), not first come, first served (docs/waiting.md). A stop request ends the wait with
 /// Cancelled, its reservations given back. Checked as try_acquire_all() checks; the limiters'
-/// state lives until the call ends. Each limiter counts the final decision.
+/// state lives until the call ends. Each limiter counts the final decision, and tells its
+/// listener the time its own claim's key was charged at (its slot's call, or after a wait the
+/// slot), as try_acquire_all() does.
 Task<Decision> acquire_all(std::vector<Claim> claims, AcquireOptions options = {});
 
 /// The claims' state now, as one decision over them; consumes nothing and writes nothing:

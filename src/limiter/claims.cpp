@@ -96,10 +96,10 @@ Task<void> give_back(const HeldClaim& claim, const DecideRequest& request,
 /// and the decision is that denial (or the error). Until then its permits are held, unused: for
 /// the later slots' round trips and the give-backs', one per claim that took (under-admission,
 /// never over). A peek asks every slot and takes nothing.
-Task<Decision> decide_across_slots(const std::vector<HeldClaim>& claims,
-                                   const std::vector<DecideRequest>& requests,
-                                   const std::vector<std::vector<std::size_t>>& groups,
-                                   Operation operation) {
+Task<ClaimsDecision> decide_across_slots(const std::vector<HeldClaim>& claims,
+                                         const std::vector<DecideRequest>& requests,
+                                         const std::vector<std::vector<std::size_t>>& groups,
+                                         Operation operation) {
   CommandDispatcher& client = claims.front().enforcer->redis_backend()->dispatcher();
   std::vector<Decision> decided;  // per group, its claim index mapped to the requests'
   std::optional<Decision> denial;
@@ -131,10 +131,18 @@ Task<Decision> decide_across_slots(const std::vector<HeldClaim>& claims,
     }
   }
   if (error) std::rethrow_exception(error);
-  if (denial) co_return *denial;
-  Decision decision = binding_decision(decided);
-  decision.claim = decided[decision.claim].claim;
-  co_return decision;
+  if (denial) {
+    ClaimsDecision denied{.decision = *denial};
+    co_return denied;
+  }
+  ClaimsDecision out{.decision = binding_decision(decided),
+                     .server_times_us = std::vector<std::int64_t>(requests.size())};
+  out.decision.claim = decided[out.decision.claim].claim;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const std::size_t i : groups[g])
+      out.server_times_us[i] = decided[g].server_time_us;
+  }
+  co_return out;
 }
 
 /// In process: nothing else runs between the peeks and the takes, and time passing only frees
@@ -160,10 +168,10 @@ Decision decide_in_process(const std::vector<HeldClaim>& claims, Operation opera
   return binding_decision(decisions);
 }
 
-/// In Redis: one script call; a follower's claim refused as stale is asked again under its
-/// policy read again, until the call's deadline; when Redis cannot answer, each claim's
-/// failure policy answers for it.
-Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation operation) {
+/// In Redis: one script call (one per hash slot across a cluster's); a follower's claim refused
+/// as stale is asked again under its policy read again, until the call's deadline; when Redis
+/// cannot answer, each claim's failure policy answers for it.
+Task<ClaimsDecision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation operation) {
   CommandDispatcher& client = claims.front().enforcer->redis_backend()->dispatcher();
   const auto deadline = client.command_deadline();
   std::vector<std::int64_t> min_versions(claims.size(), 0);
@@ -171,19 +179,29 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
     const RequestsInForce in_force =
         co_await requests_in_force(claims, operation, min_versions, deadline);
     const std::vector<DecideRequest>& requests = in_force.requests;
-    if (in_force.unconfirmed) co_return decide_on_failure(claims, requests, in_force.unconfirmed);
+    if (in_force.unconfirmed) {
+      ClaimsDecision answer{.decision = decide_on_failure(claims, requests, in_force.unconfirmed)};
+      co_return answer;
+    }
     const auto groups = slot_groups(requests, client.is_cluster());
     std::exception_ptr error;
     try {
-      if (groups.size() == 1)
-        co_return co_await decide_claims_in_redis(client, requests, operation);
+      if (groups.size() == 1) {
+        // Why named first: g++ 12 mishandles a co_await inside a braced initializer.
+        Decision decision = co_await decide_claims_in_redis(client, requests, operation);
+        ClaimsDecision decided{.decision = std::move(decision)};
+        co_return decided;
+      }
       co_return co_await decide_across_slots(claims, requests, groups, operation);
     } catch (const StalePolicy& stale) {
       min_versions.at(stale.claim()) = stale.stored_version();
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) co_return decide_on_failure(claims, requests, error);
+    if (error) {
+      ClaimsDecision answer{.decision = decide_on_failure(claims, requests, error)};
+      co_return answer;
+    }
     if (Clock::now() >= deadline) {
       throw TimeoutError(
           "try_acquire_all: a claim's stored policy stayed older than its key's "
@@ -192,26 +210,31 @@ Task<Decision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation o
   }
 }
 
-/// Each claim's limiter counts `decision` and tells its listener, as its own call would.
-void observe_all(const std::vector<HeldClaim>& held, const Decision& decision) {
-  for (const HeldClaim& claim : held)
-    claim.enforcer->observe(decision, claim.key, claim.permits);
+/// Each claim's limiter counts the decision and tells its listener, as its own call would, with
+/// the Redis time its own key used.
+void observe_all(const std::vector<HeldClaim>& held, const ClaimsDecision& decided) {
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    Decision decision = decided.decision;
+    if (!decided.server_times_us.empty()) decision.server_time_us = decided.server_times_us[i];
+    held[i].enforcer->observe(decision, held[i].key, held[i].permits);
+  }
 }
 
-Task<Decision> decide_held(const std::vector<HeldClaim>& held, Operation operation) {
+Task<ClaimsDecision> decide_held(const std::vector<HeldClaim>& held, Operation operation) {
   co_await held.front().enforcer->turn().yield_if_due();
-  // Why not one conditional expression: g++ 12 mishandles a co_await inside one.
-  if (held.front().enforcer->redis_backend() == nullptr)
-    co_return decide_in_process(held, operation);
+  if (held.front().enforcer->redis_backend() == nullptr) {
+    ClaimsDecision decided{.decision = decide_in_process(held, operation)};
+    co_return decided;
+  }
   co_return co_await decide_in_redis(held, operation);
 }
 
 Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
   const std::vector<HeldClaim> held = checked(claims);
-  Decision decision = co_await decide_held(held, operation);
+  const ClaimsDecision decided = co_await decide_held(held, operation);
   // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
-  if (operation == Operation::acquire) observe_all(held, decision);
-  co_return decision;
+  if (operation == Operation::acquire) observe_all(held, decided);
+  co_return decided.decision;
 }
 
 Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions options) {
@@ -221,18 +244,19 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const auto started = Clock::now();
-  if (std::optional<Decision> reserved =
+  if (std::optional<ClaimsDecision> reserved =
           co_await acquire_all_by_reserving(held, options, started)) {
     observe_all(held, *reserved);
-    co_return *reserved;
+    co_return reserved->decision;
   }
   for (;;) {
-    Decision decision = co_await decide_held(held, Operation::acquire);
+    ClaimsDecision decided = co_await decide_held(held, Operation::acquire);
+    const Decision& decision = decided.decision;
     const auto waited =
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
-    decision.waited = waited;
+    decided.decision.waited = waited;
     if (decision.allowed || decision.retry_after > options.max_wait - waited) {
-      observe_all(held, decision);
+      observe_all(held, decided);
       co_return decision;
     }
     co_await sleep_for(held.front().enforcer->loop(), decision.retry_after, options.stop);

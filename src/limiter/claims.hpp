@@ -34,6 +34,16 @@ struct HeldClaim {
   std::int64_t permits = 1;
 };
 
+/// A decision over several claims, and the Redis time each claim's key used.
+struct ClaimsDecision {
+  Decision decision;
+  /// Per claim (in the requests' order), the Redis time its own key was decided at: across
+  /// cluster slots, each slot's script call has its own. Empty: decision.server_time_us for
+  /// every claim (one script call; after a wait, the slot every part was used at; in process;
+  /// a denial; or the failure policies' answer).
+  std::vector<std::int64_t> server_times_us{};
+};
+
 /// The claims' requests under the policies in force, and whether Redis may be asked.
 struct RequestsInForce {
   std::vector<DecideRequest> requests;
@@ -70,8 +80,9 @@ std::vector<DecideRequest> requests_of(const std::vector<DecideRequest>& request
 /// claim's key at one slot, so that each key's queue keeps its order. None, before any I/O but
 /// reading a follower's policies, when the claims cannot be reserved on: a policy that is not a
 /// single gcra, token_bucket or leaky_bucket limit (the caller asks again at each
-/// retry_after). `started` is when the call began.
-Task<std::optional<Decision>> acquire_all_by_reserving(
+/// retry_after). `started` is when the call began. An admission in Redis names the time each
+/// claim's key was charged: when its slot's script ran, or its slot after a wait.
+Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(
     const std::vector<HeldClaim>& held, const OwnedAcquireOptions& options,
     std::chrono::steady_clock::time_point started);
 
@@ -96,9 +107,11 @@ struct ClaimsReservation {
   /// names the binding claim; server_time_us is when it was decided (in Redis; 0 in process).
   Decision decision;
   std::int64_t wait_us = 0;  ///< how long after the decision the permits may be used
-  /// That time: in Redis, server microseconds; in process, the limiters' clock.
+  /// That time: in Redis, server microseconds; in process, the limiters' clock. Across cluster
+  /// slots with no wait, the binding claim's (each claim's own is its ticket's slot).
   std::int64_t slot_us = 0;
-  std::vector<ClaimReservation> claims;  ///< per request, when allowed
+  /// Per request, when allowed; each ticket's slot is where its key took the permits.
+  std::vector<ClaimReservation> claims;
 };
 
 /// Reserves every request's permits at one slot, the latest of their keys' earliest and

@@ -108,6 +108,17 @@ Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest>
   }
 }
 
+/// Where each claim's key took the permits of `reservation` (allowed, with no wait): its
+/// ticket's slot, the time its slot's script ran, in Redis time; none in process, whose
+/// decisions carry no Redis time.
+std::vector<std::int64_t> claim_times(const ClaimsReservation& reservation) {
+  std::vector<std::int64_t> times;
+  if (reservation.decision.source != Source::redis) return times;
+  for (const ClaimReservation& part : reservation.claims)
+    times.push_back(part.ticket.slot.us);
+  return times;
+}
+
 /// The failure policies' answer, with the time since the call began.
 Decision answer_on_failure(const std::vector<HeldClaim>& held,
                            const std::vector<DecideRequest>& requests,
@@ -320,9 +331,9 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
 
 }  // namespace
 
-Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldClaim>& held,
-                                                       const OwnedAcquireOptions& options,
-                                                       Clock::time_point started) {
+Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<HeldClaim>& held,
+                                                             const OwnedAcquireOptions& options,
+                                                             Clock::time_point started) {
   RedisBackend* redis = held.front().enforcer->redis_backend();  // null: in process
   // A follower's policy is read by the deadline (only in Redis: a store is kept there).
   const auto deadline_from_now = [redis] {
@@ -335,8 +346,11 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
     const RequestsInForce in_force =
         co_await requests_in_force(held, Operation::acquire, min_versions, deadline);
     const std::vector<DecideRequest>& requests = in_force.requests;
-    if (in_force.unconfirmed)
-      co_return answer_on_failure(held, requests, in_force.unconfirmed, started);
+    if (in_force.unconfirmed) {
+      ClaimsDecision answer{.decision =
+                                answer_on_failure(held, requests, in_force.unconfirmed, started)};
+      co_return answer;
+    }
     if (!reservable(requests)) co_return std::nullopt;
     // What is left of max_wait now (each hash slot's call gets what is left then).
     const auto max_wait = [&] {
@@ -373,15 +387,24 @@ Task<std::optional<Decision>> acquire_all_by_reserving(const std::vector<HeldCla
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) co_return answer_on_failure(held, requests, error, started);
+    if (error) {
+      ClaimsDecision answer{.decision = answer_on_failure(held, requests, error, started)};
+      co_return answer;
+    }
     if (!reservation->decision.allowed || reservation->wait_us == 0) {
-      Decision decision = reservation->decision;
-      decision.waited = since(started);
-      co_return decision;
+      ClaimsDecision decided{.decision = reservation->decision};
+      decided.decision.waited = since(started);
+      // Why each claim's own time: across cluster slots each slot's script ran at its own.
+      if (decided.decision.allowed) decided.server_times_us = claim_times(*reservation);
+      co_return decided;
     }
     std::optional<Decision> admitted =
         co_await wait_for_slot(held, requests, *reservation, watched, options, started);
-    if (admitted) co_return admitted;
+    if (admitted) {
+      // Every part was used at one slot, where it stands: the decision's time is each claim's.
+      ClaimsDecision decided{.decision = *admitted};
+      co_return decided;
+    }
     deadline = deadline_from_now();  // given back or moved: a new place in the queues
   }
 }
