@@ -17,6 +17,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/acl_line.hpp"
+#include "support/lateness_probe.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
@@ -88,6 +89,9 @@ TEST_F(ReclaimCost, EachCallReclaimingAThousandDeadReservationsStaysShort) {
 
   // The owner of the rest died: its leases lapse, and the next calls on the key reclaim them.
   std::vector<Clock::duration> calls;
+  // Why a probe: on a loaded machine Redis runs late too; the bound grows by what the load cost
+  // this process in this run. Why no PING: one would wait behind the calls measured.
+  const test::LatenessProbe probe;
   for (std::int64_t at = now + lease_us + 10'000; held_leases() > 0; at += 1'000) {
     const auto start = Clock::now();
     run(loop(), backend_.renew_reservation(request(at), 1));
@@ -98,7 +102,7 @@ TEST_F(ReclaimCost, EachCallReclaimingAThousandDeadReservationsStaysShort) {
     std::printf("[ reclaim cost ] a call reclaiming up to a batch took %.1f ms\n",
                 std::chrono::duration<double, std::milli>(call).count());
   }
-  EXPECT_LT(*std::max_element(calls.begin(), calls.end()), call_bound);
+  EXPECT_LT(*std::max_element(calls.begin(), calls.end()), call_bound + probe.slack());
 }
 
 }  // namespace
