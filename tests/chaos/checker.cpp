@@ -46,7 +46,8 @@ WorkerLog read_log(const std::string& path) {
       CallRecord r;
       int burst = 0;
       fields >> r.stream >> r.start_ns >> r.end_ns >> r.max_ns >> r.count >> r.permits >>
-          r.outcome >> r.source >> r.server_us >> burst >> r.waited_us;
+          r.outcome >> r.source >> r.server_us >> burst >> r.waited_us >> r.wall_from_us >>
+          r.wall_to_us;
       r.burst = burst != 0;
       if (fields) log.calls.push_back(r);  // a line cut by SIGKILL is dropped
     } else if (tag == "G") {
