@@ -78,7 +78,8 @@ ShareReport check_fallback_shares(std::string_view stream, const Limit& limit, d
       report.failures.push_back(name + ": the fleet's local fallbacks admitted " +
                                 std::to_string(fleet) + " permits in the window at " + at +
                                 " s, more than the shares of its " + std::to_string(processes) +
-                                " processes (" + std::to_string(cap * processes) + ")");
+                                (processes == 1 ? " process (" : " processes (") +
+                                std::to_string(cap * processes) + ")");
     }
   }
   if (over_share > named_failures) {
