@@ -126,8 +126,9 @@ CallRecord decision_record(const Decision& d, std::int64_t permits) {
   return r;
 }
 
-CallRecord error_record(std::exception_ptr error) {
+CallRecord error_record(std::exception_ptr error, std::int64_t permits) {
   CallRecord r;
+  r.permits = permits;
   r.outcome = error_kind(error);
   r.source = "-";
   return r;
@@ -142,7 +143,7 @@ Task<void> try_acquire_loop(Worker& w, int stream, std::size_t lane, bool paced)
       const Decision d = co_await limiter.try_acquire("k", permits);
       w.finished(lane, decision_record(d, permits));
     } catch (...) {
-      w.finished(lane, error_record(std::current_exception()));
+      w.finished(lane, error_record(std::current_exception(), permits));
     }
     if (paced) co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(5, 15)));
   }
@@ -167,7 +168,7 @@ Task<void> one_acquire(Worker& w, int stream, std::size_t lane, std::int64_t per
     r.burst = burst;
     w.finished(lane, r);
   } catch (...) {
-    CallRecord r = error_record(std::current_exception());
+    CallRecord r = error_record(std::current_exception(), permits);
     r.burst = burst;
     w.finished(lane, r);
   }
@@ -212,8 +213,7 @@ Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, long i
   } catch (...) {
     error = std::current_exception();
   }
-  CallRecord r = error ? error_record(error) : decision_record(Decision{.allowed = true}, 0);
-  r.permits = 0;
+  CallRecord r = error ? error_record(error, 0) : decision_record(Decision{.allowed = true}, 0);
   w.finished(lane, r);
   if (granted_us == 0) co_return;
   std::int64_t end_us = lease.released_at_us();
@@ -234,7 +234,7 @@ Task<void> lease_loop(Worker& w, int stream, std::size_t lane) {
       lease.emplace(co_await w.semaphore->acquire("k", 1, options));
       granted_ns = monotonic_ns();
     } catch (...) {
-      w.finished(lane, error_record(std::current_exception()));
+      w.finished(lane, error_record(std::current_exception(), 1));
     }
     if (lease) {
       CallRecord r;
