@@ -41,12 +41,17 @@ void CallLog::record(std::size_t lane, const CallRecord& record) {
   }
   CallRecord& run = runs_[lane];
   // Why not Redis's and the deny cache's answers: the checker needs each one's own time (the
-  // first decision after a fault); both come at most once per round trip or paced call.
-  const bool mergeable =
-      record.source != "redis" && record.source != "deny_cache" && record.count == 1;
+  // first decision after a fault); both come at most once per round trip or paced call. Why
+  // not a fallback's admissions: the checker places each in its window; they come at most a
+  // process's share of the limit.
+  const bool fallback_admission = record.source == "fallback" && record.outcome == "A";
+  const bool mergeable = record.source != "redis" && record.source != "deny_cache" &&
+                         !fallback_admission && record.count == 1;
   if (run_open_[lane] && mergeable && run.stream == record.stream &&
-      run.outcome == record.outcome && run.source == record.source && run.burst == record.burst) {
+      run.outcome == record.outcome && run.source == record.source && run.burst == record.burst &&
+      run.permits == record.permits) {
     run.end_ns = record.end_ns;
+    run.wall_to_us = record.wall_to_us;
     run.max_ns = std::max(run.max_ns, record.end_ns - record.start_ns);
     ++run.count;
     return;
@@ -70,11 +75,12 @@ void CallLog::close_run(std::size_t lane) {
 
 void CallLog::write(const CallRecord& r) {
   const std::int64_t max_ns = r.count > 1 ? r.max_ns : r.end_ns - r.start_ns;
-  line("C %d %lld %lld %lld %ld %lld %s %s %lld %d %lld\n", r.stream,
+  line("C %d %lld %lld %lld %ld %lld %s %s %lld %d %lld %lld %lld\n", r.stream,
        static_cast<long long>(r.start_ns), static_cast<long long>(r.end_ns),
        static_cast<long long>(max_ns), r.count, static_cast<long long>(r.permits),
        r.outcome.c_str(), r.source.c_str(), static_cast<long long>(r.server_us), r.burst ? 1 : 0,
-       static_cast<long long>(r.waited_us));
+       static_cast<long long>(r.waited_us), static_cast<long long>(r.wall_from_us),
+       static_cast<long long>(r.wall_to_us));
 }
 
 void CallLog::grant(long id, std::int64_t granted_us, std::int64_t expires_us, std::int64_t permits,

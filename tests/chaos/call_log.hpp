@@ -13,10 +13,13 @@
 ///
 /// Lines:
 ///   C <stream> <start_ns> <end_ns> <max_ns> <count> <permits> <outcome> <source> <server_us>
-///   <burst> <waited_us>
+///   <burst> <waited_us> <wall_from_us> <wall_to_us>
 ///       outcome: A allowed, D denied, K cancelled, E:<error kind>; source: to_string(Source) or -
-///       count > 1: a run of identical answers not from Redis nor its deny cache; start of the
-///       first, end of the last, max_ns the longest of them
+///       count > 1: a run of identical answers (permits included) not from Redis nor its deny
+///       cache, and not admissions of a local fallback; start of the first, end of the last,
+///       max_ns the longest of them
+///       wall_*: the system clock when the call started and ended: a local fallback decides at
+///       a time between them (it has no Redis time)
 ///   G <id> <granted_us> <expires_us> <permits> <granted_ns>
 ///                                          a semaphore lease granted by Redis, when granted; held
 ///                                          until its R line, else (its holder killed) its expiry
@@ -25,8 +28,10 @@
 ///                                          answered (see worker.cpp release()); the last counts
 ///   H <stream> <start_ns>                  a call still running when the worker had to exit
 ///   END <ns>                               the worker ended cleanly
-/// Times *_ns are CLOCK_MONOTONIC (shared by every process on the machine), *_us Redis TIME.
+/// Times *_ns are CLOCK_MONOTONIC (shared by every process on the machine), *_us Redis TIME,
+/// wall_* the system clock (Redis TIME is that clock of the same machine).
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,6 +48,14 @@ inline std::int64_t monotonic_ns() {
       .count();
 }
 
+/// Microseconds of the system clock: the clock a local fallback decides by
+/// (LocalBackend::system_clock).
+inline std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 /// One finished call (or a run of them).
 struct CallRecord {
   int stream = 0;
@@ -54,8 +67,10 @@ struct CallRecord {
   std::string outcome;  ///< A, D, K or E:<kind>
   std::string source;   ///< to_string(Source), or "-" for an error
   std::int64_t server_us = 0;
-  bool burst = false;          ///< one of the SIGUSR1 burst's acquire() calls
-  std::int64_t waited_us = 0;  ///< Decision::waited: server_us - waited_us is when it reserved
+  bool burst = false;             ///< one of the SIGUSR1 burst's acquire() calls
+  std::int64_t waited_us = 0;     ///< Decision::waited: server_us - waited_us is when it reserved
+  std::int64_t wall_from_us = 0;  ///< wall_us() at its start (of the first, for a run)
+  std::int64_t wall_to_us = 0;    ///< wall_us() at its end (of the last, for a run)
 };
 
 /// Writes the lines above to one file. Not thread-safe: the worker's loop thread only.
@@ -66,9 +81,9 @@ class CallLog {
   CallLog(const CallLog&) = delete;
   CallLog& operator=(const CallLog&) = delete;
 
-  /// Logs a call; consecutive identical answers of one coroutine not from Redis nor its deny cache
-  /// (`lane`) are merged into one line, so that a loop answered instantly by its failure policy
-  /// costs little.
+  /// Logs a call; consecutive identical answers of one coroutine (`lane`) not from Redis nor its
+  /// deny cache, and not a local fallback's admissions (the checker needs the time of each), are
+  /// merged into one line, so that a loop answered instantly by its failure policy costs little.
   void record(std::size_t lane, const CallRecord& record);
   /// Writes the pending merged run of `lane`, if any.
   void close_run(std::size_t lane);

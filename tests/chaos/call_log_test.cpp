@@ -35,7 +35,7 @@ TEST(ChaosCallLog, AWorkerKilledBySigkillKeepsEveryLoggedDecisionAndGrant) {
   std::stringstream text;
   text << in.rdbuf();
   std::filesystem::remove(path);
-  EXPECT_NE(text.str().find("C 0 0 0 0 1 1 A redis 1800000000000000 0 0\n"), std::string::npos)
+  EXPECT_NE(text.str().find("C 0 0 0 0 1 1 A redis 1800000000000000 0 0 0 0\n"), std::string::npos)
       << text.str();
   EXPECT_NE(text.str().find("G 7 1800000000000000 1800000000500000 1 1000\n"), std::string::npos)
       << text.str();

@@ -12,6 +12,7 @@
 
 #include "chaos/call_log.hpp"
 #include "chaos/clock_steps.hpp"
+#include "chaos/fallback_share.hpp"
 #include "chaos/workloads.hpp"
 #include "support/decision_checker.hpp"
 
@@ -46,7 +47,8 @@ WorkerLog read_log(const std::string& path) {
       CallRecord r;
       int burst = 0;
       fields >> r.stream >> r.start_ns >> r.end_ns >> r.max_ns >> r.count >> r.permits >>
-          r.outcome >> r.source >> r.server_us >> burst >> r.waited_us;
+          r.outcome >> r.source >> r.server_us >> burst >> r.waited_us >> r.wall_from_us >>
+          r.wall_to_us;
       r.burst = burst != 0;
       if (fields) log.calls.push_back(r);  // a line cut by SIGKILL is dropped
     } else if (tag == "G") {
@@ -196,7 +198,32 @@ struct Context {
   std::ostringstream summary;
 
   void fail(const std::string& text) { report.failures.push_back(text); }
+
+  /// The system clock at the run's start, from the first call logged with its times.
+  std::int64_t run_start_wall_us() const {
+    for (const WorkerLog& log : logs) {
+      for (const CallRecord& r : log.calls) {
+        if (r.wall_from_us != 0) return r.wall_from_us - (r.start_ns - run.start_ns) / 1000;
+      }
+    }
+    return 0;
+  }
 };
+
+/// The admissions of stream `s` by each process's local fallback.
+std::vector<FallbackAdmit> fallback_admits(const Context& c, std::size_t s) {
+  std::vector<FallbackAdmit> admits;
+  for (std::size_t w = 0; w < c.logs.size(); ++w) {
+    for (const CallRecord& r : c.logs[w].calls) {
+      if (r.stream != static_cast<int>(s) || r.outcome != "A" || r.source != "fallback" ||
+          r.permits == 0) {
+        continue;
+      }
+      admits.push_back({w, c.segments.of(w, r.end_ns), r.wall_from_us, r.wall_to_us, r.permits});
+    }
+  }
+  return admits;
+}
 
 void check_limits(Context& c) {
   const auto& restarts = c.run.restarts;
@@ -205,6 +232,13 @@ void check_limits(Context& c) {
   for (std::size_t s = 0; s < workloads.size(); ++s) {
     const Workload& workload = workloads[s];
     std::map<std::string, long> other_admissions;
+    ShareReport fallback;
+    if (workload.on_failure == FailurePolicy::local_fallback) {
+      fallback = check_fallback_shares(workload.name, workload.limit, local_share,
+                                       fallback_admits(c, s), c.run_start_wall_us());
+      for (const std::string& failure : fallback.failures)
+        c.fail(failure);
+    }
     // Index: the Redis lifetime within the clock segment.
     const std::size_t lifetimes = restarts.size() + 1;
     std::vector<std::vector<test::Admit>> admits(lifetimes * c.segments.count());
@@ -213,7 +247,8 @@ void check_limits(Context& c) {
     for (std::size_t w = 0; w < c.logs.size(); ++w) {
       for (const CallRecord& r : c.logs[w].calls) {
         if (r.stream != static_cast<int>(s) || r.permits == 0) continue;
-        if (r.outcome == "A" && r.source != "redis") other_admissions[r.source] += r.count;
+        if (r.outcome == "A" && r.source != "redis" && r.source != "fallback")
+          other_admissions[r.source] += r.count;
         if (!admitted_by_redis(r) || workload.pattern == Pattern::semaphore) continue;
         ++from_redis;
         admits[c.segments.of(w, r.end_ns) * lifetimes +
@@ -284,6 +319,7 @@ void check_limits(Context& c) {
               << violations << " violations";
     for (const auto& [source, count] : other_admissions)
       c.summary << ", " << count << " admitted by " << source << " (not checked)";
+    if (!fallback.summary.empty()) c.summary << "; " << fallback.summary;
     c.summary << "\n";
   }
 }

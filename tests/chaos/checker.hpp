@@ -64,7 +64,10 @@ struct CheckReport {
 ///   windows, N more holders for a semaphore. A Redis clock step (clock_steps.hpp) starts a new
 ///   clock segment: each lifetime of each segment is checked on its own. A lease is held from
 ///   its grant until its release, or its expiry if it has none (its holder was killed).
-///   Admissions of fail_open and local_fallback are counted and reported;
+///   Admissions of fail_open are counted and reported;
+/// - fallback shares: the admissions of a local_fallback stream's fallbacks (fallback_share.hpp):
+///   per window, each process within its share (local_share x the limit, rounded down), so the
+///   fleet within the sum of its processes' shares;
 /// - deadlines: every call ended by its budget (workloads.hpp) plus the slack;
 /// - answers: no call but a lease's release raised an error (every fault of the run is about
 ///   availability, which the failure policy answers);

@@ -25,6 +25,17 @@ int stream_named(std::string_view name) {
   return -1;
 }
 
+/// A C line as the worker writes it (call_log.hpp).
+std::string call_line(std::string_view stream, std::int64_t start_ns, std::int64_t duration_ns,
+                      const char* outcome, const char* source, std::int64_t server_us,
+                      std::int64_t permits) {
+  const std::int64_t wall_from = wall0 + (start_ns - t0) / 1000;
+  return "C " + std::to_string(stream_named(stream)) + " " + std::to_string(start_ns) + " " +
+         std::to_string(start_ns + duration_ns) + " " + std::to_string(duration_ns) + " 1 " +
+         std::to_string(permits) + " " + outcome + " " + source + " " + std::to_string(server_us) +
+         " 0 0 " + std::to_string(wall_from) + " " + std::to_string(wall_from + duration_ns / 1000);
+}
+
 /// A run of one worker over 30 s, whose log the test writes line by line.
 class MadeUpRun {
  public:
@@ -48,11 +59,12 @@ class MadeUpRun {
   }
   ~MadeUpRun() { std::filesystem::remove_all(dir_); }
 
-  /// A call of `stream` from `start_ns` taking `duration_ns`.
+  /// A call of `stream` for `permits` from `start_ns` taking `duration_ns`; its system clock
+  /// reads wall0 at t0, as its Redis time does.
   void call(std::string_view stream, std::int64_t start_ns, std::int64_t duration_ns,
-            const char* outcome, const char* source, std::int64_t server_us = 0) {
-    log_ << "C " << stream_named(stream) << " " << start_ns << " " << start_ns + duration_ns << " "
-         << duration_ns << " 1 1 " << outcome << " " << source << " " << server_us << " 0 0\n";
+            const char* outcome, const char* source, std::int64_t server_us = 0,
+            std::int64_t permits = 1) {
+    log_ << call_line(stream, start_ns, duration_ns, outcome, source, server_us, permits) << "\n";
   }
   /// Every stream admitted by Redis every 20 ms (50/s, within every limit) from `from_ns` to
   /// `to_ns`.
@@ -64,10 +76,23 @@ class MadeUpRun {
   }
   /// A line as the worker writes it (call_log.hpp).
   void raw(const std::string& line) { log_ << line << "\n"; }
-  /// A second worker, killed at `killed_ns`, whose log holds `lines` (no END).
+  /// Another worker that ran the whole run and ended cleanly, whose log holds `lines`.
+  void worker(const std::vector<std::string>& lines) {
+    WorkerRun worker;
+    worker.log_path = (dir_ / ("worker-" + std::to_string(run.workers.size()) + ".log")).string();
+    worker.start_ns = t0;
+    worker.end_ns = run.end_ns + second;
+    worker.exit_status = 0;
+    run.workers.push_back(worker);
+    std::ofstream log(worker.log_path);
+    for (const std::string& line : lines)
+      log << line << "\n";
+    log << "END 0\n";
+  }
+  /// Another worker, killed at `killed_ns`, whose log holds `lines` (no END).
   void killed_worker(std::int64_t killed_ns, const std::vector<std::string>& lines) {
     WorkerRun worker;
-    worker.log_path = (dir_ / "worker-1.log").string();
+    worker.log_path = (dir_ / ("worker-" + std::to_string(run.workers.size()) + ".log")).string();
     worker.start_ns = t0;
     worker.end_ns = killed_ns;
     worker.killed = true;
@@ -219,6 +244,92 @@ TEST(ChaosChecker, FailOpenAdmissionsAreCountedNotChecked) {
   const CheckReport report = run.check();
   EXPECT_FALSE(mentions(report, "open: lifetime"));
   EXPECT_NE(report.summary.find("500 admitted by fail_open"), std::string::npos) << report.summary;
+}
+
+TEST(ChaosChecker, MultiPermitAdmissionsAreCountedByTheirPermits) {
+  MadeUpRun run;
+  // gcra 200/s burst 20: 7 calls of 3 permits at one instant take 21 permits (7 calls would fit).
+  for (int i = 0; i < 7; ++i)
+    run.call("tight", t0 + i * 1000, 1000, "A", "redis", wall0 + 1'000'000, 3);
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report, "tight: lifetime 0: burst + rate x elapsed exceeded: 21 permits"))
+      << report.summary;
+}
+
+/// `calls` admissions of `permits` each by the window stream's local fallback (fixed_window
+/// 100/s with local_share 1/3: each process's fallback admits 33 permits per second), 10 ms
+/// apart from `from_ns`, each call taking 100 us.
+std::vector<std::string> fallback_admissions(std::int64_t from_ns, int calls,
+                                             std::int64_t permits = 1) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < calls; ++i)
+    lines.push_back(
+        call_line("window", from_ns + i * 10'000'000, 100'000, "A", "fallback", 0, permits));
+  return lines;
+}
+
+TEST(ChaosChecker, FallbackAdmissionsOverTheLocalShareAreReported) {
+  MadeUpRun run;
+  for (const std::string& line : fallback_admissions(t0, 34))
+    run.raw(line);
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report,
+                       "window: worker 0's local fallback admitted 34 permits in the window at "
+                       "0.000 s, more than its share of 33"))
+      << report.summary;
+}
+
+TEST(ChaosChecker, FallbackAdmissionsCountTheirPermits) {
+  MadeUpRun run;
+  // 12 calls of 3 permits: 36 permits, over the share of 33 (12 calls would fit).
+  for (const std::string& line : fallback_admissions(t0, 12, 3))
+    run.raw(line);
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report, "window: worker 0's local fallback admitted 36 permits"))
+      << report.summary;
+}
+
+TEST(ChaosChecker, FallbackAdmissionsOfTheFleetOverTheSumOfItsSharesAreReported) {
+  MadeUpRun run;
+  // Each of three processes grants the whole limit in one window: 300 permits, 99 allowed.
+  for (const std::string& line : fallback_admissions(t0, 100))
+    run.raw(line);
+  run.worker(fallback_admissions(t0 + 1'000'000, 100));
+  run.worker(fallback_admissions(t0 + 2'000'000, 100));
+  const CheckReport report = run.check();
+  EXPECT_TRUE(mentions(report,
+                       "window: the fleet's local fallbacks admitted 300 permits in the window "
+                       "at 0.000 s, more than the shares of its 3 processes (99)"))
+      << report.summary;
+  EXPECT_TRUE(mentions(report, "window: worker 2's local fallback admitted 100 permits"))
+      << report.summary;
+}
+
+TEST(ChaosChecker, FallbackAdmissionsWithinEachProcessShareStayWithinTheFleetBound) {
+  MadeUpRun run;
+  // Three processes at their share in one window (99 permits), and the next window too.
+  for (std::int64_t from : {t0, t0 + second}) {
+    for (const std::string& line : fallback_admissions(from, 33))
+      run.raw(line);
+  }
+  run.worker(fallback_admissions(t0 + 1'000'000, 33));
+  run.worker(fallback_admissions(t0 + 2'000'000, 33));
+  const CheckReport report = run.check();
+  EXPECT_FALSE(mentions(report, "window")) << report.summary;
+  EXPECT_NE(report.summary.find("at most 99 permits per window by the fleet"), std::string::npos)
+      << report.summary;
+}
+
+TEST(ChaosChecker, AFallbackAdmissionWhoseCallSpannedTwoWindowsIsNotPlaced) {
+  MadeUpRun run;
+  // 33 permits in the first second, and one call from 0.9995 s to 1.0005 s: it may have been
+  // decided in either window, so it counts in neither.
+  for (const std::string& line : fallback_admissions(t0, 33))
+    run.raw(line);
+  run.call("window", t0 + 999'500'000, 1'000'000, "A", "fallback");
+  const CheckReport report = run.check();
+  EXPECT_FALSE(mentions(report, "window")) << report.summary;
+  EXPECT_NE(report.summary.find("1 not placed"), std::string::npos) << report.summary;
 }
 
 TEST(ChaosChecker, ACallPastItsDeadlineAndSlackIsLate) {

@@ -38,12 +38,6 @@ std::pair<int, int> length_range(FaultKind kind) {
   return {0, 0};
 }
 
-std::int64_t wall_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 long long info_field(const Reply& reply, const std::string& field) {
   const std::string& text = reply.str;
   const auto at = text.find(field + ":");

@@ -54,6 +54,7 @@ std::string error_kind(std::exception_ptr error) {
 struct InFlight {
   int stream = 0;
   std::int64_t start_ns = 0;
+  std::int64_t wall_from_us = 0;
 };
 
 /// Everything the worker's coroutines share; lives in main() for the whole run.
@@ -84,15 +85,24 @@ struct Worker {
     in_flight.emplace_back();
     return in_flight.size() - 1;
   }
-  void started(std::size_t lane, int stream) { in_flight[lane] = {stream, monotonic_ns()}; }
+  void started(std::size_t lane, int stream) {
+    in_flight[lane] = {stream, monotonic_ns(), wall_us()};
+  }
   void finished(std::size_t lane, CallRecord record) {
     record.start_ns = in_flight[lane].start_ns;
     record.stream = in_flight[lane].stream;
+    record.wall_from_us = in_flight[lane].wall_from_us;
     record.end_ns = monotonic_ns();
+    record.wall_to_us = wall_us();
     in_flight[lane] = {};
     log.record(lane, record);
   }
   int uniform(int low, int high) { return std::uniform_int_distribution<int>(low, high)(random); }
+  /// The permits of a call of `stream` (Workload::most_permits).
+  std::int64_t permits(int stream) {
+    return std::uniform_int_distribution<std::int64_t>(
+        1, workloads[static_cast<std::size_t>(stream)].most_permits)(random);
+  }
 
   uv_loop_t* loop;
   Client& client;
@@ -116,8 +126,9 @@ CallRecord decision_record(const Decision& d, std::int64_t permits) {
   return r;
 }
 
-CallRecord error_record(std::exception_ptr error) {
+CallRecord error_record(std::exception_ptr error, std::int64_t permits) {
   CallRecord r;
+  r.permits = permits;
   r.outcome = error_kind(error);
   r.source = "-";
   return r;
@@ -126,12 +137,13 @@ CallRecord error_record(std::exception_ptr error) {
 Task<void> try_acquire_loop(Worker& w, int stream, std::size_t lane, bool paced) {
   Limiter& limiter = *w.limiters[static_cast<std::size_t>(stream)];
   while (!w.stopping) {
+    const std::int64_t permits = w.permits(stream);
     w.started(lane, stream);
     try {
-      const Decision d = co_await limiter.try_acquire("k");
-      w.finished(lane, decision_record(d, 1));
+      const Decision d = co_await limiter.try_acquire("k", permits);
+      w.finished(lane, decision_record(d, permits));
     } catch (...) {
-      w.finished(lane, error_record(std::current_exception()));
+      w.finished(lane, error_record(std::current_exception(), permits));
     }
     if (paced) co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(5, 15)));
   }
@@ -143,20 +155,20 @@ Task<void> cancel_later(uv_loop_t* loop, std::stop_source source, std::chrono::m
   source.request_stop();
 }
 
-Task<void> one_acquire(Worker& w, int stream, std::size_t lane, std::chrono::milliseconds wait,
-                       std::stop_token stop, bool burst) {
+Task<void> one_acquire(Worker& w, int stream, std::size_t lane, std::int64_t permits,
+                       std::chrono::milliseconds wait, std::stop_token stop, bool burst) {
   Limiter& limiter = *w.limiters[static_cast<std::size_t>(stream)];
   w.started(lane, stream);
   try {
     AcquireOptions options;
     options.max_wait = wait;
     options.stop = stop;
-    const Decision d = co_await limiter.acquire("k", 1, options);
-    CallRecord r = decision_record(d, 1);
+    const Decision d = co_await limiter.acquire("k", permits, options);
+    CallRecord r = decision_record(d, permits);
     r.burst = burst;
     w.finished(lane, r);
   } catch (...) {
-    CallRecord r = error_record(std::current_exception());
+    CallRecord r = error_record(std::current_exception(), permits);
     r.burst = burst;
     w.finished(lane, r);
   }
@@ -168,14 +180,14 @@ Task<void> acquire_loop(Worker& w, int stream, std::size_t lane) {
     if (w.uniform(0, 7) == 0) {
       w.group.add(cancel_later(w.loop, source, std::chrono::milliseconds(w.uniform(0, 50))));
     }
-    co_await one_acquire(w, stream, lane, max_wait, source.get_token(), false);
+    co_await one_acquire(w, stream, lane, w.permits(stream), max_wait, source.get_token(), false);
     co_await sleep_for(w.loop, std::chrono::milliseconds(w.uniform(50, 150)));
   }
   w.log.close_run(lane);
 }
 
 Task<void> burst_acquire(Worker& w, int stream, std::size_t lane) {
-  co_await one_acquire(w, stream, lane, burst_max_wait, std::stop_token{}, true);
+  co_await one_acquire(w, stream, lane, 1, burst_max_wait, std::stop_token{}, true);
   w.log.close_run(lane);
 }
 
@@ -201,8 +213,7 @@ Task<void> release(Worker& w, int stream, std::size_t lane, Lease& lease, long i
   } catch (...) {
     error = std::current_exception();
   }
-  CallRecord r = error ? error_record(error) : decision_record(Decision{.allowed = true}, 0);
-  r.permits = 0;
+  CallRecord r = error ? error_record(error, 0) : decision_record(Decision{.allowed = true}, 0);
   w.finished(lane, r);
   if (granted_us == 0) co_return;
   std::int64_t end_us = lease.released_at_us();
@@ -223,7 +234,7 @@ Task<void> lease_loop(Worker& w, int stream, std::size_t lane) {
       lease.emplace(co_await w.semaphore->acquire("k", 1, options));
       granted_ns = monotonic_ns();
     } catch (...) {
-      w.finished(lane, error_record(std::current_exception()));
+      w.finished(lane, error_record(std::current_exception(), 1));
     }
     if (lease) {
       CallRecord r;
