@@ -190,11 +190,7 @@ TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   EXPECT_LT(first.decision->server_time_us, claims.decision->server_time_us);
   EXPECT_LT(claims.decision->server_time_us, second.decision->server_time_us)
       << "the waiter that came after acquire_all went first";
-  EXPECT_EQ(claims.decision->claim, 1u)
-      << "the global key bound"
-      << " source " << to_string(claims.decision->source) << " remaining "
-      << claims.decision->remaining << " waited " << claims.decision->waited.count() << " limit "
-      << claims.decision->limit;
+  EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
   EXPECT_GT(claims.decision->waited, 100ms);
 }
 
@@ -281,11 +277,7 @@ TEST_F(AcquireAllInProcessTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   EXPECT_EQ(claims.decision->source, Source::local);
   EXPECT_LT(first.ended, claims.ended);
   EXPECT_LT(claims.ended, second.ended) << "the waiter that came after acquire_all went first";
-  EXPECT_EQ(claims.decision->claim, 1u)
-      << "the global key bound"
-      << " source " << to_string(claims.decision->source) << " remaining "
-      << claims.decision->remaining << " waited " << claims.decision->waited.count() << " limit "
-      << claims.decision->limit;
+  EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
   EXPECT_GT(claims.decision->waited, 50ms) << "it waited for the global key";
 }
 
