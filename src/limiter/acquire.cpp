@@ -105,13 +105,7 @@ Task<void> PolicyEnforcer::give_back_orphan(std::shared_ptr<PolicyEnforcer> enfo
                                             Reservation made) {
   // Allowed at once, the permits were taken as a decision is (nobody to give them to).
   if (!made.decision.allowed || made.wait_us == 0) co_return;
-  const CancelTicket ticket{.slot = made.slot,
-                            .den = made.den,
-                            .d = made.d,
-                            .version = made.book.version,
-                            .epoch = made.book.epoch,
-                            .cancels_before = made.book.cancels};
-  co_await give_back(std::move(enforcer), backend, std::move(request), ticket);
+  co_await give_back(std::move(enforcer), backend, std::move(request), ticket_of(made));
 }
 
 /// What a waiter and the renewal of its owner lease share. Why beside the waiter, not awaited

@@ -60,6 +60,16 @@ struct Reservation {
   std::int64_t lease_expiry_us = 0;
 };
 
+/// What cancel() needs to give `made` (allowed) back.
+inline CancelTicket ticket_of(const Reservation& made) noexcept {
+  return {.slot = made.slot,
+          .den = made.den,
+          .d = made.d,
+          .version = made.book.version,
+          .epoch = made.book.epoch,
+          .cancels_before = made.book.cancels};
+}
+
 /// A cancelled reservation gave back its permits. Reservations of the same key and epoch behind
 /// the cancelled one (version above `cancelled`) that were made before it (their book counted
 /// fewer cancels) may move earlier by `shift`.

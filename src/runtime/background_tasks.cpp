@@ -42,13 +42,7 @@ struct Eager {
 };
 
 Eager run_eagerly(Task<void> task) {
-  std::exception_ptr error;
-  try {
-    co_await std::move(task);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  if (error) report_error(error);
+  co_await reporting(std::move(task));
 }
 
 }  // namespace

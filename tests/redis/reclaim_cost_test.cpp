@@ -75,13 +75,7 @@ TEST_F(ReclaimCost, EachCallReclaimingAThousandDeadReservationsStaysShort) {
   // Their owners cancel the newest ones: a log every older reservation is moved by.
   for (int i = 0; i < live_cancels; ++i) {
     const detail::Reservation& r = reserved[reserved.size() - 1 - static_cast<std::size_t>(i)];
-    const detail::CancelTicket ticket{.slot = r.slot,
-                                      .den = r.den,
-                                      .d = r.d,
-                                      .version = r.book.version,
-                                      .epoch = r.book.epoch,
-                                      .cancels_before = r.book.cancels};
-    ASSERT_EQ(run(loop(), backend_.cancel(request(now + 5'000 + i), ticket)),
+    ASSERT_EQ(run(loop(), backend_.cancel(request(now + 5'000 + i), detail::ticket_of(r))),
               detail::CancelVerdict::returned);
   }
   // All but those waiting no longer than a lease (40 slots and the burst) are registered.
