@@ -101,11 +101,12 @@ Task<void> PolicyEnforcer::give_back(std::shared_ptr<PolicyEnforcer> enforcer, B
 }
 
 Task<void> PolicyEnforcer::give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer,
-                                            Backend* backend, DecideRequest request,
-                                            Reservation made) {
+                                            Backend* backend, DecideRequest reserved,
+                                            std::string key, Reservation made) {
   // Allowed at once, the permits were taken as a decision is (nobody to give them to).
   if (!made.decision.allowed || made.wait_us == 0) co_return;
-  co_await give_back(std::move(enforcer), backend, std::move(request), ticket_of(made));
+  DecideRequest refund = enforcer->give_back_request(reserved, backend, key);
+  co_await give_back(std::move(enforcer), backend, std::move(refund), ticket_of(made));
 }
 
 /// What a waiter and the renewal of its owner lease share. Why beside the waiter, not awaited
@@ -158,10 +159,8 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
       // Why outliving: a caller destroyed before the reply leaves a reservation nobody waits
       // on; it is given back when the reply comes (issue 33, bug 8).
       std::function<Task<void>(Reservation)> orphaned =
-          [self = shared_from_this(), backend = backend_.get(),
-           refund = give_back_request(request, backend_.get(), key)](Reservation made) {
-            return give_back_orphan(self, backend, refund, made);
-          };
+          [self = shared_from_this(), backend = backend_.get(), reserved = request,
+           key](Reservation made) { return give_back_orphan(self, backend, reserved, key, made); };
       reservation = co_await outliving(*tasks, backend_->reserve(request, max_wait), orphaned);
     } else {
       reservation = co_await backend_->reserve(request, max_wait);

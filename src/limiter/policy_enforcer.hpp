@@ -200,10 +200,10 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
   static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                               DecideRequest request, CancelTicket ticket);
-  /// Gives back a reservation whose acquire() was destroyed before its reply arrived (one
-  /// admitted at once stays taken).
+  /// Gives back `made`, reserved with `reserved` for `key` by an acquire() destroyed before its
+  /// reply arrived, under the policy in force then (one admitted at once stays taken).
   static Task<void> give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                                     DecideRequest request, Reservation made);
+                                     DecideRequest reserved, std::string key, Reservation made);
   struct LeaseRenewal;
   /// Renews a waiter's owner lease beside it, reporting into `renewal` (acquire.cpp).
   static Task<void> renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,

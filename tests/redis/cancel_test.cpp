@@ -47,7 +47,7 @@ class Cancel : public test::LoopTest, public ::testing::WithParamInterface<bool>
   }
   detail::CancelVerdict cancel(std::int64_t n, const detail::Reservation& reservation,
                                std::int64_t now_us) {
-    return run(loop(), backend_->cancel(request(n, now_us), ticket_of(reservation)));
+    return run(loop(), backend_->cancel(request(n, now_us), detail::ticket_of(reservation)));
   }
   /// A fresh key of `algorithm` at 4/min, burst 4, its capacity taken at `now` (a leaky
   /// bucket's queue of 4 takes 1 now and 2 behind it): what comes next waits. True if taken.
@@ -58,15 +58,6 @@ class Cancel : public test::LoopTest, public ::testing::WithParamInterface<bool>
     const std::int64_t taken = algorithm == Algorithm::leaky_bucket ? 1 : 4;
     return reserve(taken, now, 0).decision.allowed;
   }
-  static detail::CancelTicket ticket_of(const detail::Reservation& reservation) {
-    return {.slot = reservation.slot,
-            .den = reservation.den,
-            .d = reservation.d,
-            .version = reservation.book.version,
-            .epoch = reservation.book.epoch,
-            .cancels_before = reservation.book.cancels};
-  }
-
   test::RedisServer server_;
   Client client_{loop(), ClientOptions{.url = server_.url()}};
   std::unique_ptr<detail::Backend> backend_;
@@ -113,7 +104,9 @@ TEST_P(Cancel, WhereAReservationStandsCountsEveryCancellationAheadOfIt) {
     ASSERT_GT(first.wait_us, 0);
     ASSERT_GT(second.slot.us, first.slot.us);
     const auto where = [&](const detail::Reservation& reservation, std::int64_t at) {
-      return run(loop(), backend_->check_reservation(request(1, at), ticket_of(reservation))).where;
+      return run(loop(),
+                 backend_->check_reservation(request(1, at), detail::ticket_of(reservation)))
+          .where;
     };
     detail::StandingOutcome second_at = where(second, now + 3);
     EXPECT_EQ(second_at.standing, detail::ReservationStanding::as_reserved);
