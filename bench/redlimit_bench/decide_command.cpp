@@ -1,9 +1,9 @@
 #include "decide_command.hpp"
 
-#include "limiter/compiled_policy.hpp"
-#include "limiter/key_format.hpp"
 #include "limiter/redis_backend.hpp"
 #include "lua_scripts.hpp"
+#include "policy/compiled_policy.hpp"
+#include "policy/key_format.hpp"
 
 DecideCommand decide_command(const redlimit::Policy& policy, const std::string& prefix,
                              const std::string& name, const std::string& raw_key) {

@@ -5,7 +5,7 @@
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
-#include "limiter/validation.hpp"
+#include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "runtime/background_tasks.hpp"

@@ -13,7 +13,7 @@
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
 #include "limiter/unconfirmed_policy.hpp"
-#include "limiter/validation.hpp"
+#include "policy/validation.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "limiter/key_format.hpp"
+#include "policy/key_format.hpp"
 #include "redlimit/limit.hpp"
 
 namespace redlimit::detail {

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "algorithms/exact.hpp"
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 
 namespace redlimit::detail {
 namespace {

@@ -4,10 +4,10 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/fallback_policy.hpp"
-#include "limiter/key_format.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
-#include "limiter/validation.hpp"
+#include "policy/key_format.hpp"
+#include "policy/validation.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
 #include "runtime/failed_task.hpp"

@@ -3,7 +3,7 @@
 #include <array>
 #include <optional>
 
-#include "limiter/key_format.hpp"
+#include "policy/key_format.hpp"
 #include "redlimit/limit.hpp"
 
 namespace redlimit {

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <stop_token>
 
-#include "limiter/key_format.hpp"
 #include "limiter/lease_issuer.hpp"
 #include "limiter/redis_backend.hpp"
 #include "limiter/unavailability.hpp"
-#include "limiter/validation.hpp"
+#include "policy/key_format.hpp"
+#include "policy/validation.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"

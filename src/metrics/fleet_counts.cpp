@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <charconv>
 
-#include "limiter/key_format.hpp"
-#include "limiter/validation.hpp"
 #include "metrics/fleet_schema.hpp"
+#include "policy/key_format.hpp"
+#include "policy/validation.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "limiter/compiled_policy.hpp"
-#include "limiter/key_format.hpp"
+#include "policy/compiled_policy.hpp"
+#include "policy/key_format.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/policy_store.hpp"
 

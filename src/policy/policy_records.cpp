@@ -3,8 +3,8 @@
 #include <array>
 #include <charconv>
 
-#include "limiter/key_format.hpp"
 #include "lua_scripts.hpp"
+#include "policy/key_format.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {

@@ -1,8 +1,8 @@
 #include "redlimit/policy_store.hpp"
 
-#include "limiter/compiled_policy.hpp"
-#include "limiter/validation.hpp"
+#include "policy/compiled_policy.hpp"
 #include "policy/policy_records.hpp"
+#include "policy/validation.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <string_view>
 
-#include "limiter/key_format.hpp"
 #include "metrics/fleet_schema.hpp"
+#include "policy/key_format.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/errors.hpp"
 

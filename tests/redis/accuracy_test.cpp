@@ -21,7 +21,7 @@
 #include <sstream>
 
 #include "algorithms/policy_model.hpp"
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 #include "support/child_process.hpp"
 #include "support/decision_checker.hpp"
 #include "support/redis_server.hpp"

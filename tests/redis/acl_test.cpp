@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "limiter/compiled_policy.hpp"
 #include "lua_scripts.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "limiter/key_format.hpp"
+#include "policy/key_format.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"

@@ -12,7 +12,7 @@
 
 #include "algorithms/policy_model.hpp"
 #include "limiter/claims.hpp"
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/decision_text.hpp"

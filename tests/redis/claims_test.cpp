@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "algorithms/policy_model.hpp"
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"

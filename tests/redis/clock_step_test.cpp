@@ -9,8 +9,8 @@
 #include <string>
 #include <tuple>
 
-#include "limiter/compiled_policy.hpp"
 #include "limiter/redis_backend.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/loop_test.hpp"

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "limiter/key_format.hpp"
+#include "policy/key_format.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <random>
 
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 
 namespace redlimit::test {
 

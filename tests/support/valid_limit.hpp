@@ -1,7 +1,7 @@
 #pragma once
 // Random limits the limiter accepts, for the differential tests.
 
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::test {

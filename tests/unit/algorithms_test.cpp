@@ -8,7 +8,7 @@
 
 #include "algorithms/exact.hpp"
 #include "algorithms/policy_model.hpp"
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 
 namespace redlimit::detail {
 namespace {

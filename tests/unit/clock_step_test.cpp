@@ -10,8 +10,8 @@
 
 #include "algorithms/policy_model.hpp"
 #include "algorithms/reservations.hpp"
-#include "limiter/compiled_policy.hpp"
 #include "limiter/local_backend.hpp"
+#include "policy/compiled_policy.hpp"
 
 namespace redlimit::detail {
 namespace {

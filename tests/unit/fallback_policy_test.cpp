@@ -7,7 +7,7 @@
 #include <random>
 
 #include "algorithms/exact.hpp"
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 
 namespace redlimit::detail {
 namespace {

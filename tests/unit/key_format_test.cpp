@@ -1,4 +1,4 @@
-#include "limiter/key_format.hpp"
+#include "policy/key_format.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <set>
 #include <string>
 
-#include "limiter/sha256.hpp"
+#include "policy/sha256.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/redis_keys.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {

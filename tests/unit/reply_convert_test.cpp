@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "limiter/compiled_policy.hpp"
 #include "limiter/redis_backend.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redis/command_keys.hpp"
 #include "redlimit/errors.hpp"
 

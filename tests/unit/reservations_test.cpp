@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 
 namespace redlimit::detail {
 namespace {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "limiter/compiled_policy.hpp"
 #include "limiter/local_backend.hpp"
+#include "policy/compiled_policy.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/loop_test.hpp"
 

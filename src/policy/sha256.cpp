@@ -1,4 +1,4 @@
-#include "limiter/sha256.hpp"
+#include "policy/sha256.hpp"
 
 #include <cstring>
 

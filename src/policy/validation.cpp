@@ -1,8 +1,8 @@
-#include "limiter/validation.hpp"
+#include "policy/validation.hpp"
 
 #include <string>
 
-#include "limiter/key_format.hpp"
+#include "policy/key_format.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {

@@ -1,9 +1,9 @@
-#include "limiter/key_format.hpp"
+#include "policy/key_format.hpp"
 
 #include <algorithm>
 #include <array>
 
-#include "limiter/sha256.hpp"
+#include "policy/sha256.hpp"
 
 namespace redlimit::detail {
 namespace {

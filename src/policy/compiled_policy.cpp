@@ -1,10 +1,10 @@
-#include "limiter/compiled_policy.hpp"
+#include "policy/compiled_policy.hpp"
 
 #include <numeric>
 
 #include "algorithms/exact.hpp"
 #include "algorithms/sliding_window_log.hpp"
-#include "limiter/validation.hpp"
+#include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {

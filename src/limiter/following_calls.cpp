@@ -7,7 +7,7 @@
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/stale_policy.hpp"
 #include "limiter/unconfirmed_policy.hpp"
-#include "limiter/validation.hpp"
+#include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
