@@ -3,8 +3,9 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/policy_enforcer.hpp"
-#include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
+#include "policy/stale_policy.hpp"
+#include "policy/unconfirmed_policy.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -48,49 +49,59 @@ bool where_known(const StandingOutcome& where, const WaiterRegistry::Waiter& wai
 
 }  // namespace
 
-Task<Decision> PolicyEnforcer::acquire_unobserved(std::shared_ptr<PolicyEnforcer> self,
-                                                  std::string key, std::int64_t permits,
-                                                  OwnedAcquireOptions options) {
-  if (self->follower_) {
-    co_return co_await acquire_following(self, std::move(key), permits, std::move(options));
-  }
-  DecideRequest validated_request = self->request(key, Operation::acquire, permits);
+Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> self,
+                                                std::string key, std::int64_t permits,
+                                                OwnedAcquireOptions options) {
+  check_key(key);
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
-  if (!reservable(*validated_request.policy)) {
-    co_return co_await self->acquire_by_retrying(std::move(validated_request), std::move(options));
-  }
   const auto started = Clock::now();
+  StaleRetry retry(self->stale_deadline());
   for (;;) {
+    std::optional<DecideRequest> in_force;
+    std::optional<Decision> unconfirmed;
+    try {
+      in_force.emplace(co_await request_in_force(self, key, Operation::acquire, permits,
+                                                 retry.min_version(), retry.deadline()));
+    } catch (const UnconfirmedPolicy& e) {
+      unconfirmed = self->answer_unconfirmed(
+          self->request_under(e.policy(), key, Operation::acquire, permits));
+    }
+    if (unconfirmed) {
+      unconfirmed->waited = since(started);
+      co_return *unconfirmed;
+    }
     OwnedAcquireOptions rest = options;
     rest.max_wait = options.max_wait - std::min(options.max_wait, since(started));
-    std::optional<Decision> decision =
-        co_await self->acquire_by_reserving(std::move(validated_request), key, rest);
-    if (decision) {
-      decision->waited = since(started);
-      co_return *decision;
+    try {
+      if (reservable(*in_force->policy)) {
+        const std::int64_t version = in_force->policy->epoch().version;
+        std::optional<Decision> reserved =
+            co_await self->acquire_by_reserving(std::move(*in_force), key, rest);
+        if (reserved) {
+          reserved->waited = since(started);
+          if (self->source_->stored()) reserved->policy_version = version;
+          co_return *reserved;
+        }
+        // The policy it waited under was replaced: it reserves again under the one in force.
+        retry.restart(self->stale_deadline());
+        continue;
+      }
+    } catch (const StalePolicy& stale) {
+      // A cancelled wait whose give-back was refused as stale ends cancelled, not asked again.
+      if (options.stop.stop_requested()) throw Cancelled("acquire cancelled while waiting");
+      retry.refused(stale, self->options_.name);
+      continue;
     }
-    // set_policy() replaced the policy it waited under: it reserves again under this one.
-    validated_request = self->request(key, Operation::acquire, permits);
-    if (!reservable(*validated_request.policy)) {
-      rest.max_wait = options.max_wait - std::min(options.max_wait, since(started));
-      Decision retried = co_await self->acquire_by_retrying(std::move(validated_request), rest);
-      retried.waited = since(started);
-      co_return retried;
+    // Why decide() each time: each attempt asks under the policy in force then.
+    Decision decision = co_await decide(self, key, Operation::acquire, permits, false);
+    decision.waited = since(started);
+    if (decision.allowed || decision.retry_after > options.max_wait - decision.waited) {
+      co_return decision;
     }
-  }
-}
-
-Task<Decision> PolicyEnforcer::acquire_by_retrying(DecideRequest request,
-                                                   OwnedAcquireOptions options) {
-  const auto started = Clock::now();
-  for (;;) {
-    Decision decision = co_await decide(request, nullptr);  // acquire() keeps the enforcer
-    const auto waited = since(started);
-    decision.waited = waited;
-    if (decision.allowed || decision.retry_after > options.max_wait - waited) co_return decision;
-    const GaugeScope waiting(waiters_gauge(), options.slept);
-    co_await sleep_for(loop_, decision.retry_after, options.stop);
+    const GaugeScope waiting(self->waiters_gauge(), options.slept);
+    co_await sleep_for(self->loop_, decision.retry_after, options.stop);
+    retry.restart(self->stale_deadline());
   }
 }
 
@@ -194,7 +205,8 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   // A follower's reservation made on a server reached after the contact broke (a retry after a
   // failover) may be under a version that server lost: it is given back (below) and made again
   // once the policy is read again.
-  const bool crossed = follower_ && backend == backend_.get() && contact != redis_->contact();
+  const bool crossed =
+      source_->stored() && backend == backend_.get() && contact != redis_->contact();
   if (!decision.allowed || (reservation->wait_us == 0 && !crossed)) {
     decision.waited = since(started);
     co_return decision;

@@ -5,6 +5,7 @@
 
 #include "algorithms/exact.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
@@ -61,12 +62,19 @@ void check_can_block(const CompiledPolicy& policy, std::int64_t duration_us) {
 Task<void> PolicyEnforcer::adjust(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                   Adjustment adjustment, std::int64_t amount) {
   if (adjustment == Adjustment::block) check_block_duration(amount);
-  if (self->follower_) {
-    co_await adjust_following(self, std::move(key), adjustment, amount);
-    co_return;
-  }
   const std::int64_t permits = adjustment == Adjustment::block ? 1 : amount;
-  co_await self->adjust_under(self->request(key, Operation::acquire, permits), adjustment, amount);
+  StaleRetry retry(self->stale_deadline());
+  for (;;) {
+    DecideRequest request =
+        co_await request_in_force(self, key, Operation::acquire, permits, retry.min_version(),
+                                  retry.deadline(), WhenUnread::unavailable);
+    try {
+      co_await self->adjust_under(std::move(request), adjustment, amount);
+      co_return;
+    } catch (const StalePolicy& stale) {
+      retry.refused(stale, self->options_.name);
+    }
+  }
 }
 
 Task<void> PolicyEnforcer::adjust_fallback(const DecideRequest& request, Adjustment adjustment,

@@ -10,9 +10,9 @@
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/policy_enforcer.hpp"
-#include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
-#include "limiter/unconfirmed_policy.hpp"
+#include "policy/stale_policy.hpp"
+#include "policy/unconfirmed_policy.hpp"
 #include "policy/validation.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
@@ -173,11 +173,9 @@ Decision decide_in_process(const std::vector<HeldClaim>& claims, Operation opera
 /// cannot answer, each claim's failure policy answers for it.
 Task<ClaimsDecision> decide_in_redis(const std::vector<HeldClaim>& claims, Operation operation) {
   CommandDispatcher& client = claims.front().enforcer->redis_backend()->dispatcher();
-  const auto deadline = client.command_deadline();
-  std::vector<std::int64_t> min_versions(claims.size(), 0);
+  StaleRetry retry(client.command_deadline(), claims.size());
   for (;;) {
-    const RequestsInForce in_force =
-        co_await requests_in_force(claims, operation, min_versions, deadline);
+    const RequestsInForce in_force = co_await requests_in_force(claims, operation, retry);
     const std::vector<DecideRequest>& requests = in_force.requests;
     if (in_force.unconfirmed) {
       ClaimsDecision answer{.decision = decide_on_failure(claims, requests, in_force.unconfirmed)};
@@ -194,19 +192,13 @@ Task<ClaimsDecision> decide_in_redis(const std::vector<HeldClaim>& claims, Opera
       }
       co_return co_await decide_across_slots(claims, requests, groups, operation);
     } catch (const StalePolicy& stale) {
-      min_versions.at(stale.claim()) = stale.stored_version();
+      retry.refused(stale, claims.at(stale.claim()).enforcer->options().name);
+      continue;
     } catch (...) {
       error = std::current_exception();
     }
-    if (error) {
-      ClaimsDecision answer{.decision = decide_on_failure(claims, requests, error)};
-      co_return answer;
-    }
-    if (Clock::now() >= deadline) {
-      throw TimeoutError(
-          "try_acquire_all: a claim's stored policy stayed older than its key's "
-          "state until the call's deadline");
-    }
+    ClaimsDecision answer{.decision = decide_on_failure(claims, requests, error)};
+    co_return answer;
   }
 }
 
@@ -266,8 +258,7 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 }  // namespace
 
 Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Operation operation,
-                                        const std::vector<std::int64_t>& min_versions,
-                                        std::chrono::steady_clock::time_point deadline) {
+                                        const StaleRetry& retry) {
   RequestsInForce out;
   out.requests.reserve(held.size());
   for (std::size_t i = 0; i < held.size(); ++i) {
@@ -275,9 +266,11 @@ Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Oper
     std::optional<DecideRequest> unconfirmed;
     try {
       out.requests.push_back(co_await PolicyEnforcer::request_in_force(
-          claim.enforcer, claim.key, operation, claim.permits, min_versions[i], deadline));
+          claim.enforcer, claim.key, operation, claim.permits, retry.min_version(i),
+          retry.deadline()));
     } catch (const UnconfirmedPolicy& e) {
-      unconfirmed.emplace(e.request());
+      unconfirmed.emplace(
+          claim.enforcer->request_under(e.policy(), claim.key, operation, claim.permits));
       out.unconfirmed = std::current_exception();
     }
     if (unconfirmed) out.requests.push_back(std::move(*unconfirmed));

@@ -13,6 +13,7 @@
 
 #include "limiter/backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
+#include "policy/stale_policy.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
 
@@ -52,10 +53,10 @@ struct RequestsInForce {
   std::exception_ptr unconfirmed;
 };
 /// The claims' requests under the policies in force (a follower's claim: its stored policy, of
-/// at least its `min_versions` entry, read by `deadline`), checked by check_keys() in Redis.
+/// at least the version `retry` asks for it, read by its deadline), checked by check_keys() in
+/// Redis.
 Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Operation operation,
-                                        const std::vector<std::int64_t>& min_versions,
-                                        std::chrono::steady_clock::time_point deadline);
+                                        const StaleRetry& retry);
 
 /// Each claim's failure policy's answer when Redis could not answer (`error`), as one decision
 /// (binding_decision()); rethrows an error that is not unavailability.

@@ -6,7 +6,7 @@
 
 #include "limiter/claims.hpp"
 #include "limiter/policy_enforcer.hpp"
-#include "limiter/stale_policy.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/runtime.hpp"
 
 namespace redlimit::detail {

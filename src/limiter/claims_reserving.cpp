@@ -11,9 +11,9 @@
 #include "limiter/claims.hpp"
 #include "limiter/local_backend.hpp"
 #include "limiter/policy_enforcer.hpp"
-#include "limiter/stale_policy.hpp"
 #include "limiter/unavailability.hpp"
 #include "limiter/waiters.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -339,12 +339,10 @@ Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<H
   const auto deadline_from_now = [redis] {
     return redis ? redis->dispatcher().command_deadline() : Clock::time_point::max();
   };
-  std::vector<std::int64_t> min_versions(held.size(), 0);
-  auto deadline = deadline_from_now();
+  StaleRetry retry(deadline_from_now(), held.size());
   for (;;) {
     co_await held.front().enforcer->turn().yield_if_due();
-    const RequestsInForce in_force =
-        co_await requests_in_force(held, Operation::acquire, min_versions, deadline);
+    const RequestsInForce in_force = co_await requests_in_force(held, Operation::acquire, retry);
     const std::vector<DecideRequest>& requests = in_force.requests;
     if (in_force.unconfirmed) {
       ClaimsDecision answer{.decision =
@@ -377,12 +375,7 @@ Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<H
       }
     } catch (const StalePolicy& stale) {
       // A follower's claim: its policy is read again, and it asks once more.
-      min_versions.at(stale.claim()) = stale.stored_version();
-      if (Clock::now() >= deadline) {
-        throw TimeoutError(
-            "acquire_all: a claim's stored policy stayed older than its key's state until the "
-            "call's deadline");
-      }
+      retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
       continue;
     } catch (...) {
       error = std::current_exception();
@@ -405,7 +398,7 @@ Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<H
       ClaimsDecision decided{.decision = *admitted};
       co_return decided;
     }
-    deadline = deadline_from_now();  // given back or moved: a new place in the queues
+    retry.restart(deadline_from_now());  // given back or moved: a new place in the queues
   }
 }
 

@@ -5,7 +5,7 @@
 
 #include "algorithms/exact.hpp"
 #include "algorithms/reservations.hpp"
-#include "limiter/stale_policy.hpp"
+#include "policy/stale_policy.hpp"
 
 namespace redlimit::detail {
 namespace {

@@ -13,10 +13,10 @@
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/redis_backend.hpp"
-#include "limiter/unconfirmed_policy.hpp"
 #include "limiter/waiters.hpp"
 #include "policy/compiled_policy.hpp"
 #include "policy/policy_follower.hpp"
+#include "policy/policy_source.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
 #include "runtime/loop_turn.hpp"
@@ -39,7 +39,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                  std::unique_ptr<Backend> backend, std::shared_ptr<PolicyFollower> follower,
                  LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
-  ~PolicyEnforcer();
   PolicyEnforcer(const PolicyEnforcer&) = delete;
   PolicyEnforcer& operator=(const PolicyEnforcer&) = delete;
 
@@ -59,8 +58,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// (src/limiter/adjust.cpp).
   static Task<void> adjust(std::shared_ptr<PolicyEnforcer> self, std::string key,
                            Adjustment adjustment, std::int64_t amount);
-  /// Compiles `policy` with PolicyEpoch{0, the system clock now, carry}. Throws
-  /// InvalidArgument for a follower: its store is the source of truth.
+  /// Replaces the limiter's own policy (PolicySource::replace()): InvalidArgument for a
+  /// follower, whose store is the source of truth.
   void set_policy(Policy policy, Carry carry);
   /// The policy in effect; for a follower the name's policy read last (none before).
   const Policy& policy() const noexcept;
@@ -72,13 +71,13 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
     if (redis_) redis_->check_thread();
   }
 
-  /// The request for `key` under the policy in force: for a follower, the stored policy for
-  /// the key, of at least `min_version`, read by `deadline` (PolicyNotFound when none is stored);
-  /// else request().
+  /// A validated request for `key` under the policy in force for it (PolicySource::resolve():
+  /// of at least `min_version`, read by `deadline`, `when_unread` as it says).
   static Task<DecideRequest> request_in_force(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                               Operation operation, std::int64_t permits,
                                               std::int64_t min_version,
-                                              std::chrono::steady_clock::time_point deadline);
+                                              std::chrono::steady_clock::time_point deadline,
+                                              WhenUnread when_unread = WhenUnread::no_policy);
   /// What every call checks first (see LoopTurn); try_acquire_all() too, whose answers in
   /// process or from failure policies need no I/O either.
   LoopTurn& turn() noexcept { return turn_; }
@@ -86,7 +85,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// parts there too).
   WaiterRegistry& waiters() noexcept { return waiters_; }
   /// Whether this limiter follows a PolicyStore.
-  bool follows() const noexcept { return follower_ != nullptr; }
+  bool follows() const noexcept { return source_->stored(); }
   /// The backend of a limiter in Redis; null in process.
   RedisBackend* redis_backend() const noexcept;
   /// The backend of a limiter in process; null in Redis.
@@ -98,8 +97,11 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// try_acquire() of it would be.
   void observe(Decision decision, std::string_view key, std::int64_t permits);
 
-  /// A validated request for `key` under the current policy; throws InvalidArgument.
-  DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const;
+  /// A validated request for `key` under the policy known for it without I/O (an in-process
+  /// limiter's own); throws InvalidArgument.
+  DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const {
+    return request_under(source_->last(key), key, operation, permits);
+  }
   /// A validated request for `key` under `policy`; throws InvalidArgument.
   DecideRequest request_under(std::shared_ptr<const CompiledPolicy> policy, std::string_view key,
                               Operation operation, std::int64_t permits) const;
@@ -115,15 +117,21 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool superseded(const CompiledPolicy& reserved_under, std::string_view key) const;
 
  private:
-  /// try_acquire() and acquire() as they decide, before the observer sees their end.
-  Task<Decision> try_acquire_unobserved(std::string key, std::int64_t permits);
-  static Task<Decision> acquire_unobserved(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                           std::int64_t permits, OwnedAcquireOptions options);
-  /// try_acquire() and acquire() as the observer sees them: counted, shadowed and told (see
-  /// CallObserver).
-  static Task<Decision> observed_try_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                             std::int64_t permits);
+  /// What the constructors of both sources share.
+  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+                 std::unique_ptr<Backend> backend, std::unique_ptr<PolicySource> source,
+                 LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
+  /// try_acquire() (`observed` when the observer is active) and peek(): one decision under the
+  /// policy in force, from the deny cache, the backend, or the failure policy when Redis cannot
+  /// answer (or the breaker is open); asked again when a script refuses the policy as stale.
+  static Task<Decision> decide(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                               Operation operation, std::int64_t permits, bool observed);
+  /// acquire() with the observer active, or in shadow mode (one decision, as try_acquire()).
   static Task<Decision> observed_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                         std::int64_t permits, OwnedAcquireOptions options);
+  /// acquire() as it waits: reserving for a reservable policy, else deciding again at each
+  /// retry_after, each time under the policy in force then.
+  static Task<Decision> wait_and_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                          std::int64_t permits, OwnedAcquireOptions options);
   /// The end of an observed call (`error`, or `decision`) as the observer sees it: rethrows the
   /// error, else returns the decision the caller gets. `max_wait`: acquire()'s; `slept`: it
@@ -141,63 +149,35 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Gauge* waiters_gauge() const noexcept {
     return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
   }
-
-  /// The decision for `request`: from the deny cache, from the backend, or, when Redis cannot
-  /// answer (or the breaker is open), from the failure policy. `keep_alive` holds the enforcer
-  /// for a call that no other call of it awaits (null inside one that does).
-  Task<Decision> decide(DecideRequest request, std::shared_ptr<PolicyEnforcer> keep_alive);
+  /// When a call that begins now stops asking again after StalePolicy (StaleRetry).
+  std::chrono::steady_clock::time_point stale_deadline() const noexcept;
+  /// Whether a denial of `request` may be remembered (DenyCache).
+  bool may_cache(const DecideRequest& request) const noexcept;
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
-
-  // ---- a follower's calls (src/policy/following_calls.cpp)
-  /// What a follower's call that has no policy read raises when the store cannot be read.
-  enum class WhenUnread {
-    no_policy,    ///< PolicyNotFound: a decision (never an allow without a policy)
-    unavailable,  ///< the read's Unavailable: inspect(), reset() and adjustments
-  };
-  /// A validated request for `key` under the stored policy for it, of at least `min_version`,
-  /// read by `deadline`: PolicyNotFound when none is stored; when none could be read yet, as
-  /// `when_unread` says.
-  static Task<DecideRequest> followed_request(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                              Operation operation, std::int64_t permits,
-                                              std::int64_t min_version,
-                                              std::chrono::steady_clock::time_point deadline,
-                                              WhenUnread when_unread);
-  /// try_acquire() and peek() of a follower: asks again under the policy read again when a
-  /// script refuses the request as stale (StalePolicy), until the call's deadline.
-  static Task<Decision> decide_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                         Operation operation, std::int64_t permits);
-  /// adjust() of a follower, asking again as decide_following() does.
-  static Task<void> adjust_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                     Adjustment adjustment, std::int64_t amount);
   /// Applies `adjustment` to `request`'s key (checked before any I/O), in the fallback's state
   /// too when there is one; StalePolicy when a script finds a state newer than the policy.
   Task<void> adjust_under(DecideRequest request, Adjustment adjustment, std::int64_t amount);
   /// The same adjustment in the fallback's state (LocalBackend), after Redis applied it.
   Task<void> adjust_fallback(const DecideRequest& request, Adjustment adjustment,
                              std::int64_t amount);
-  /// inspect() of a follower, asking again as decide_following() does.
-  static Task<std::vector<redlimit::LimitState>> inspect_following(
-      std::shared_ptr<PolicyEnforcer> self, std::string key);
-  /// acquire() of a follower, asking again as decide_following() does.
-  static Task<Decision> acquire_following(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                          std::int64_t permits, OwnedAcquireOptions options);
-  /// The failure policy's answer for a call whose stored policy could not be confirmed.
-  Decision answer_unconfirmed(const UnconfirmedPolicy& unconfirmed);
-  /// Takes `followed` as the policies in effect: a new version clears the deny cache.
-  void follow(const FollowedPolicies& followed);
-  /// The fallback's scaled policy for a request under `source` (a follower's policies change).
+  /// The failure policy's answer for a follower's call whose stored policy could not be
+  /// confirmed: `request` is under the policy read last.
+  Decision answer_unconfirmed(const DecideRequest& request);
+  /// The fallback's scaled policy for a request under `source` (the policy in force changes).
   std::shared_ptr<const CompiledPolicy> fallback_policy_for(
       const std::shared_ptr<const CompiledPolicy>& source) const;
+  /// The policy in force changed, or may have: denials remembered under the previous one may
+  /// not hold, and the waiters reserve again under this one.
+  void policy_changed();
 
   /// acquire() by reserving `request`'s permits for `key` (the caller's key, for the give-back).
   /// Nothing when the policy changed while it waited (superseded()): its reservation was given
   /// back, and the caller reserves again under the policy in force.
   Task<std::optional<Decision>> acquire_by_reserving(DecideRequest request, std::string key,
                                                      OwnedAcquireOptions options);
-  Task<Decision> acquire_by_retrying(DecideRequest request, OwnedAcquireOptions options);
   static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                               DecideRequest request, CancelTicket ticket);
   /// Gives back `made`, reserved with `reserved` for `key` by an acquire() destroyed before its
@@ -218,23 +198,20 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   std::shared_ptr<const CommandDispatcher> redis_;  ///< the client's; null for in process
   LimiterOptions options_;
   std::string escaped_name_;
-  // Why shared: calls in flight keep the policy they started with when set_policy() replaces it.
-  std::shared_ptr<const CompiledPolicy> policy_;
+  std::unique_ptr<PolicySource> source_;
   std::unique_ptr<Backend> backend_;
   WaiterRegistry waiters_{*backend_};
-  std::shared_ptr<const CompiledPolicy> fallback_policy_;  ///< local_fallback: local_share x
-  std::unique_ptr<LocalBackend> fallback_;                 ///< local_fallback
+  std::unique_ptr<LocalBackend> fallback_;  ///< local_fallback
   DenyCache deny_cache_;
-  std::uint64_t generation_ = 0;  ///< counts reset() and set_policy() calls (see decide())
+  /// Counts resets, adjustments and policy changes (see decide()).
+  std::uint64_t generation_ = 0;
   /// `<escaped name>%@<client id>`: the name part of a Scope::per_client policy's keys ('%' is
   /// followed by two hex digits in an escaped name, so it never equals one).
   std::string per_client_name_;
-  std::shared_ptr<PolicyFollower> follower_;  ///< null unless following a PolicyStore
-  std::int64_t followed_version_ = -1;        ///< the version follow() took last
-  std::uint64_t change_listener_ = 0;         ///< this enforcer's listener on follower_
-  /// A follower's fallback policy and the policy it was scaled from.
+  /// The fallback's scaled policy (local_fallback: local_share x) and the policy it was scaled
+  /// from.
   mutable std::shared_ptr<const CompiledPolicy> fallback_source_;
-  mutable std::shared_ptr<const CompiledPolicy> followed_fallback_;
+  mutable std::shared_ptr<const CompiledPolicy> fallback_policy_;
   std::shared_ptr<spdlog::logger> logger_;
   /// Counts, shadows and reports each call's end (after options_ and logger_: made from them).
   CallObserver observer_;

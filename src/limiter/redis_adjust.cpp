@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
 #include "lua_scripts.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {

@@ -4,8 +4,8 @@
 #include <charconv>
 
 #include "algorithms/reservations.hpp"
-#include "limiter/stale_policy.hpp"
 #include "lua_scripts.hpp"
+#include "policy/stale_policy.hpp"
 #include "redis/reply_builder.hpp"
 #include "redlimit/errors.hpp"
 

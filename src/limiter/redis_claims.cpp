@@ -5,8 +5,8 @@
 
 #include "limiter/claims.hpp"
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
 #include "lua_scripts.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {

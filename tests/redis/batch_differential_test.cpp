@@ -26,7 +26,7 @@
 #include "algorithms/reservation_leases.hpp"
 #include "algorithms/reservations.hpp"
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
 #include "lua_scripts.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"

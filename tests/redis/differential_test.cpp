@@ -29,7 +29,7 @@
 #include "algorithms/reservations.hpp"
 #include "limiter/local_backend.hpp"
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"

@@ -10,7 +10,7 @@
 
 #include "limiter/local_backend.hpp"
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"

@@ -9,8 +9,8 @@
 
 #include "limiter/local_backend.hpp"
 #include "limiter/redis_backend.hpp"
-#include "limiter/stale_policy.hpp"
 #include "policy/compiled_policy.hpp"
+#include "policy/stale_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"

@@ -1,0 +1,257 @@
+// The calls of a Limiter, each once for either policy source (PolicySource): resolve the policy
+// in force, ask, and ask again under the policy read again when a script refuses the request as
+// stale (StaleRetry). try_acquire() and peek() are one coroutine each: observation, the deny
+// cache and the failure policy are steps of it, not layers.
+
+#include "limiter/policy_enforcer.hpp"
+#include "limiter/unavailability.hpp"
+#include "policy/stale_policy.hpp"
+#include "policy/unconfirmed_policy.hpp"
+#include "policy/validation.hpp"
+#include "redlimit/errors.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Whether a denial bound by limit `binding` of `policy` may be remembered until its
+/// retry_after (see DenyCache).
+// Why this is exact, whatever the order of the limits: a denied request writes nothing, so
+// answering it locally leaves Redis as the round trip would. A request passes only when every
+// limit passes, and the script binds a denial to the limit with the longest retry_after; until
+// then that limit's key only gets more used (time passing is what retry_after counts), so it
+// alone denies the request, and the other limits can only deny more. Capacity comes back only
+// through a reset or a refund (this process's are handled by the generation; another
+// process's are seen when the remembered denial ends: until then the cache may under-admit,
+// never over-admit) or a cancelled acquire() reservation. Only a
+// bucket algorithm's key at index 0 can hold reservations (it is the key of a single-limit
+// policy, here or in another limiter of the same name): a denial bound by it is not remembered.
+bool cacheable(const CompiledPolicy& policy, std::size_t binding) {
+  return binding != 0 || !can_reserve(policy.limits().front().limit.algorithm);
+}
+
+}  // namespace
+
+bool PolicyEnforcer::may_cache(const DecideRequest& request) const noexcept {
+  const CompiledPolicy& policy = *request.policy;
+  return options_.deny_cache && redis_ != nullptr && request.operation == Operation::acquire &&
+         (policy.limits().size() > 1 || cacheable(policy, 0));
+}
+
+Clock::time_point PolicyEnforcer::stale_deadline() const noexcept {
+  // Why unbounded in process: only a stored policy is ever stale, and it needs Redis.
+  return redis_ != nullptr ? redis_->command_deadline() : Clock::time_point::max();
+}
+
+Decision PolicyEnforcer::answer_unconfirmed(const DecideRequest& request) {
+  // Why no wait before Redis is asked again: the next call reads the policy again at once.
+  Decision decision = decide_on_failure(request, std::chrono::microseconds{0});
+  decision.policy_version = request.policy->epoch().version;
+  return decision;
+}
+
+Task<DecideRequest> PolicyEnforcer::request_in_force(std::shared_ptr<PolicyEnforcer> self,
+                                                     std::string key, Operation operation,
+                                                     std::int64_t permits, std::int64_t min_version,
+                                                     Clock::time_point deadline,
+                                                     WhenUnread when_unread) {
+  check_key(key);
+  std::shared_ptr<const CompiledPolicy> policy =
+      min_version == 0 ? self->source_->ready(key) : nullptr;
+  if (!policy) policy = co_await self->source_->resolve(key, min_version, deadline, when_unread);
+  co_return self->request_under(std::move(policy), key, operation, permits);
+}
+
+Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
+  return decide(shared_from_this(), std::move(key), Operation::acquire, permits,
+                observer_.active());
+}
+
+Task<Decision> PolicyEnforcer::peek(std::string key) {
+  return decide(shared_from_this(), std::move(key), Operation::peek, 1, false);
+}
+
+Task<Decision> PolicyEnforcer::decide(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                      Operation operation, std::int64_t permits, bool observed) {
+  PolicyEnforcer& enforcer = *self;
+  std::optional<ObservedCall> call;
+  std::string kept;
+  if (observed) {
+    call.emplace(enforcer.observer_.metrics());
+    if (enforcer.observer_.wants_key()) kept = key;
+  }
+  std::optional<Decision> decision;
+  std::exception_ptr error;
+  try {
+    co_await enforcer.turn_.yield_if_due();
+    StaleRetry retry(enforcer.stale_deadline());
+    while (!decision) {
+      // Why the synchronous way first: in the common case the policy is known (a fixed one, or
+      // a stored one read recently), and resolving it needs no coroutine of its own.
+      std::shared_ptr<const CompiledPolicy> policy =
+          retry.min_version() == 0 ? enforcer.source_->ready(key) : nullptr;
+      std::shared_ptr<const CompiledPolicy> unconfirmed;
+      if (!policy) {
+        check_key(key);
+        try {
+          policy = co_await enforcer.source_->resolve(key, retry.min_version(), retry.deadline(),
+                                                      WhenUnread::no_policy);
+        } catch (const UnconfirmedPolicy& e) {
+          unconfirmed = e.policy();
+        }
+      }
+      if (unconfirmed) {
+        decision = enforcer.answer_unconfirmed(
+            enforcer.request_under(std::move(unconfirmed), key, operation, permits));
+        break;
+      }
+      const DecideRequest request =
+          enforcer.request_under(std::move(policy), key, operation, permits);
+      const bool stored = enforcer.source_->stored();
+      // Why taken now: a stored policy was confirmed with the server at this contact.
+      const std::uint64_t contact = stored ? enforcer.redis_->contact() : 0;
+      const bool cache = enforcer.may_cache(request);
+      // Why only when needed: a clock reading is a noticeable part of a decision's client CPU,
+      // and without the deny cache none is needed.
+      Clock::time_point sent{};
+      if (cache) {
+        sent = Clock::now();
+        if (auto cached =
+                enforcer.deny_cache_.lookup(request.key_base.view(), request.permits, sent)) {
+          decision = *cached;
+          break;
+        }
+      }
+      const std::uint64_t generation = enforcer.generation_;
+      std::exception_ptr failure;
+      try {
+        Decision decided = co_await enforcer.backend_->decide(request);
+        // Why the generation: a reset, an adjustment or a policy change while this was in
+        // flight may have given capacity back; a denial from before it is not remembered.
+        if (cache && !decided.allowed && generation == enforcer.generation_ &&
+            cacheable(*request.policy, decided.binding)) {
+          enforcer.deny_cache_.remember(request.key_base.view(), request.permits, decided, sent);
+        }
+        decision = decided;
+      } catch (const StalePolicy& stale) {
+        retry.refused(stale, enforcer.options_.name);
+        continue;
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      if (failure) decision = enforcer.decide_on_failure(request, retry_in_after(failure));
+      if (!stored) break;
+      // Why not an answer from a server reached after the contact broke (a retry after a
+      // failover): the stored policy it was asked under may be lost there. Taking the failure
+      // policy's answer instead can only under-admit; the next call reads the policy again.
+      if (decision->source == Source::redis && contact != enforcer.redis_->contact()) {
+        decision = enforcer.decide_on_failure(request, std::chrono::microseconds{0});
+      }
+      decision->policy_version = request.policy->epoch().version;
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (!observed) {
+    if (error) std::rethrow_exception(error);
+    co_return *decision;
+  }
+  co_return enforcer.finish(*call, error, decision, kept, permits, std::nullopt, false);
+}
+
+Decision PolicyEnforcer::finish(ObservedCall& call, const std::exception_ptr& error,
+                                std::optional<Decision>& decision, std::string_view key,
+                                std::int64_t permits,
+                                std::optional<std::chrono::microseconds> max_wait, bool slept) {
+  call.end();
+  if (error) {
+    observer_.failed(error, key, permits);
+    std::rethrow_exception(error);
+  }
+  observer_.decided(*decision, key, permits, max_wait, slept);
+  if (!counts_published_) publish_counts();
+  return *decision;
+}
+
+Task<Decision> PolicyEnforcer::acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                       std::int64_t permits, OwnedAcquireOptions options) {
+  // Why not a coroutine: a call nobody observes costs no frame of its own.
+  if (!self->observer_.active()) {
+    return wait_and_acquire(std::move(self), std::move(key), permits, std::move(options));
+  }
+  return observed_acquire(std::move(self), std::move(key), permits, std::move(options));
+}
+
+Task<Decision> PolicyEnforcer::observed_acquire(std::shared_ptr<PolicyEnforcer> self,
+                                                std::string key, std::int64_t permits,
+                                                OwnedAcquireOptions options) {
+  ObservedCall call(self->observer_.metrics());
+  const std::string kept = self->observer_.wants_key() ? key : std::string();
+  const std::chrono::microseconds max_wait = options.max_wait;
+  // Why a local: this frame outlives the call it observes.
+  bool slept = false;
+  options.slept = &slept;
+  std::exception_ptr error;
+  std::optional<Decision> decision;
+  try {
+    if (self->options_.shadow) {
+      // Why one decision in shadow mode: nothing is enforced, so nobody waits. The arguments
+      // are checked as an enforcing acquire() checks them.
+      check_max_wait(options.max_wait);
+      if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
+      decision = co_await decide(self, std::move(key), Operation::acquire, permits, false);
+    } else {
+      decision = co_await wait_and_acquire(self, std::move(key), permits, std::move(options));
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  co_return self->finish(call, error, decision, kept, permits, max_wait, slept);
+}
+
+Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  DecideRequest request = co_await request_in_force(
+      self, key, Operation::peek, 1, 0, self->stale_deadline(), WhenUnread::unavailable);
+  ++self->generation_;
+  self->deny_cache_.forget(request.key_base.view());
+  if (self->fallback_) {
+    co_await self->fallback_->reset(self->fallback_policy_for(request.policy),
+                                    request.key_base.str());
+  }
+  co_await self->backend_->reset(std::move(request.policy), request.key_base.str());
+}
+
+Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect(
+    std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  StaleRetry retry(self->stale_deadline());
+  for (;;) {
+    DecideRequest request =
+        co_await request_in_force(self, key, Operation::peek, 1, retry.min_version(),
+                                  retry.deadline(), WhenUnread::unavailable);
+    try {
+      co_return co_await self->inspect_under(std::move(request));
+    } catch (const StalePolicy& stale) {
+      retry.refused(stale, self->options_.name);
+    }
+  }
+}
+
+Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_under(DecideRequest whole) {
+  const auto& limits = whole.policy->limits();
+  std::vector<redlimit::LimitState> states(limits.size());
+  // Why one after another, not in a TaskGroup: a caller may abandon the call (destroy its task)
+  // while it waits, and a group's members would outlive this frame and the states they fill.
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    redlimit::LimitState& state = states[i];
+    state.limit = limits[i].limit;
+    state.redis_key = whole.key_base.str() + limits[i].key_suffix;
+    const DecideRequest one(whole.policy->only(i), whole.key_base, Operation::peek, 1);
+    state.state = co_await backend_->decide(one);
+    state.state.policy_version = whole.policy->epoch().version;
+    state.ttl = co_await backend_->ttl(state.redis_key);
+  }
+  co_return states;
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redlimit::detail {
+
+/// A script refused a request: a key it touches was already written under a newer version of
+/// the stored policy than the request's. Thrown by the Redis backend; a limiter that follows a
+/// PolicyStore reads the policy again and asks once more. Never reaches a caller.
+class StalePolicy : public std::runtime_error {
+ public:
+  explicit StalePolicy(std::int64_t stored_version, std::size_t claim = 0)
+      : std::runtime_error("a key holds state of policy version " + std::to_string(stored_version) +
+                           ", newer than the request's"),
+        stored_version_(stored_version),
+        claim_(claim) {}
+  /// The version the key's state was written under.
+  std::int64_t stored_version() const noexcept { return stored_version_; }
+  /// Of a decision over several claims (try_acquire_all()): the claim refused.
+  std::size_t claim() const noexcept { return claim_; }
+
+ private:
+  std::int64_t stored_version_;
+  std::size_t claim_;
+};
+
+/// How a call asks again, under the policies read again, when a script refused its request as
+/// stale: per claim of the call (one for a call on one key), the version to read at least, until
+/// the call's deadline. The one place that rule is written; every call of a limiter loops on it
+/// (a fixed policy, version 0, is never stale).
+class StaleRetry {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// For a call of `claims` claims that ends at `deadline`.
+  explicit StaleRetry(Clock::time_point deadline, std::size_t claims = 1)
+      : deadline_(deadline), others_(claims > 1 ? claims - 1 : 0, 0) {}
+
+  /// The version claim `claim`'s policy must have at least (0 before any refusal of it).
+  std::int64_t min_version(std::size_t claim = 0) const noexcept {
+    return claim == 0 ? first_ : others_[claim - 1];
+  }
+  Clock::time_point deadline() const noexcept { return deadline_; }
+  /// Takes a refusal of claim `stale.claim()`, a claim of limiter `name`: its next policy is at
+  /// least the refusal's version. Throws TimeoutError once the call's deadline has passed.
+  void refused(const StalePolicy& stale, std::string_view name);
+  /// Starts over (the call waited): no version asked for, until `deadline`.
+  void restart(Clock::time_point deadline) noexcept {
+    deadline_ = deadline;
+    first_ = 0;
+    std::fill(others_.begin(), others_.end(), 0);
+  }
+
+ private:
+  Clock::time_point deadline_;
+  // Why the first apart: a call on one key, the common case, allocates nothing.
+  std::int64_t first_ = 0;
+  std::vector<std::int64_t> others_;
+};
+
+}  // namespace redlimit::detail
