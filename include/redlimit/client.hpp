@@ -23,7 +23,8 @@ namespace redlimit {
 
 namespace detail {
 class CommandDispatcher;
-}
+class StatsPublisher;
+}  // namespace detail
 class Metrics;
 
 /// The shortest ClientOptions::reservation_lease other than 0 (off).
@@ -192,10 +193,15 @@ class Client {
   std::shared_ptr<detail::CommandDispatcher> shared_dispatcher() const noexcept {
     return dispatcher_;
   }
+  /// Internal: what adds the decision counts of this client's limiters to the fleet's in Redis;
+  /// null when ClientOptions::stats_interval is 0.
+  const std::shared_ptr<detail::StatsPublisher>& stats_publisher() const noexcept { return stats_; }
 
  private:
   // Why shared: a Limiter keeps the connections alive after this object is destroyed.
   std::shared_ptr<detail::CommandDispatcher> dispatcher_;
+  // Why shared: a Limiter adds its counts to it while it lives, this object or not.
+  std::shared_ptr<detail::StatsPublisher> stats_;
 };
 
 }  // namespace redlimit

@@ -10,13 +10,13 @@ namespace redlimit {
 
 Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
     : enforcer_(std::make_shared<detail::PolicyEnforcer>(
-          client.loop(), client.shared_dispatcher(),
+          client.loop(), client.shared_dispatcher(), client.stats_publisher(),
           std::make_unique<detail::RedisBackend>(client.dispatcher()), std::move(policy),
           std::move(options), client.dispatcher().logger())) {}
 
 Limiter::Limiter(Client& client, LimiterOptions options)
     : enforcer_(std::make_shared<detail::PolicyEnforcer>(
-          client.loop(), client.shared_dispatcher(),
+          client.loop(), client.shared_dispatcher(), client.stats_publisher(),
           std::make_unique<detail::RedisBackend>(client.dispatcher()),
           std::make_shared<detail::PolicyFollower>(client.shared_dispatcher(), options.prefix,
                                                    options.name, options.policy_refresh),
@@ -24,7 +24,7 @@ Limiter::Limiter(Client& client, LimiterOptions options)
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
     : enforcer_(std::make_shared<detail::PolicyEnforcer>(
-          loop, nullptr, std::make_unique<detail::LocalBackend>(), std::move(policy),
+          loop, nullptr, nullptr, std::make_unique<detail::LocalBackend>(), std::move(policy),
           std::move(options), detail::default_logger())) {}
 
 Limiter::~Limiter() = default;

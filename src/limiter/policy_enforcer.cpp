@@ -38,25 +38,29 @@ LimiterMetrics* metrics_for(const LimiterOptions& options, const CommandDispatch
 }  // namespace
 
 PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+                               std::shared_ptr<StatsPublisher> stats,
                                std::unique_ptr<Backend> backend, Policy policy,
                                LimiterOptions options, std::shared_ptr<spdlog::logger> logger)
-    : PolicyEnforcer(loop, std::move(redis), std::move(backend), fixed_policy(policy),
-                     std::move(options), std::move(logger)) {}
+    : PolicyEnforcer(loop, std::move(redis), std::move(stats), std::move(backend),
+                     fixed_policy(policy), std::move(options), std::move(logger)) {}
 
 PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+                               std::shared_ptr<StatsPublisher> stats,
                                std::unique_ptr<Backend> backend,
                                std::shared_ptr<PolicyFollower> follower, LimiterOptions options,
                                std::shared_ptr<spdlog::logger> logger)
-    : PolicyEnforcer(loop, std::move(redis), std::move(backend),
+    : PolicyEnforcer(loop, std::move(redis), std::move(stats), std::move(backend),
                      stored_policies(std::move(follower), options.name), std::move(options),
                      std::move(logger)) {}
 
 PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
+                               std::shared_ptr<StatsPublisher> stats,
                                std::unique_ptr<Backend> backend,
                                std::unique_ptr<PolicySource> source, LimiterOptions options,
                                std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
       redis_(std::move(redis)),
+      stats_(std::move(stats)),
       options_(validated(std::move(options))),
       escaped_name_(escape_key_part(options_.name)),
       source_(std::move(source)),
@@ -84,10 +88,9 @@ void PolicyEnforcer::policy_changed() {
 
 void PolicyEnforcer::publish_counts() {
   counts_published_ = true;
-  StatsPublisher* publisher = redis_ != nullptr ? redis_->stats_publisher() : nullptr;
-  if (publisher == nullptr || observer_.metrics() == nullptr) return;
-  publisher->add(options_.prefix, options_.name,
-                 options_.metrics ? options_.metrics : redis_->metrics(), *observer_.metrics());
+  if (stats_ == nullptr || observer_.metrics() == nullptr) return;
+  stats_->add(options_.prefix, options_.name,
+              options_.metrics ? options_.metrics : redis_->metrics(), *observer_.metrics());
 }
 
 RedisBackend* PolicyEnforcer::redis_backend() const noexcept {

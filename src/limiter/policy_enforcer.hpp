@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "fleet/stats_publisher.hpp"
 #include "limiter/backend.hpp"
 #include "limiter/call_observer.hpp"
 #include "limiter/deny_cache.hpp"
@@ -30,15 +31,17 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
  public:
   /// `redis` is the client's dispatcher (for a Redis backend), or null for an in-process
   /// limiter, whose backend cannot fail. It is kept alive as long as the enforcer: the backend
-  /// sends through it. `logger` is where failures are reported.
+  /// sends through it. `stats` is the client's StatsPublisher (null: the counts stay here).
+  /// `logger` is where failures are reported.
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                 std::unique_ptr<Backend> backend, Policy policy, LimiterOptions options,
-                 std::shared_ptr<spdlog::logger> logger);
+                 std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
+                 Policy policy, LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
   /// A limiter that follows the policies stored under its name (PolicyStore), through
-  /// `follower`; `redis` and `backend` are as above (never in process).
+  /// `follower`; `redis`, `stats` and `backend` are as above (never in process).
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                 std::unique_ptr<Backend> backend, std::shared_ptr<PolicyFollower> follower,
-                 LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
+                 std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
+                 std::shared_ptr<PolicyFollower> follower, LimiterOptions options,
+                 std::shared_ptr<spdlog::logger> logger);
   PolicyEnforcer(const PolicyEnforcer&) = delete;
   PolicyEnforcer& operator=(const PolicyEnforcer&) = delete;
 
@@ -119,8 +122,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
  private:
   /// What the constructors of both sources share.
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                 std::unique_ptr<Backend> backend, std::unique_ptr<PolicySource> source,
-                 LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
+                 std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
+                 std::unique_ptr<PolicySource> source, LimiterOptions options,
+                 std::shared_ptr<spdlog::logger> logger);
   /// try_acquire() (`observed` when the observer is active) and peek(): one decision under the
   /// policy in force, from the deny cache, the backend, or the failure policy when Redis cannot
   /// answer (or the breaker is open); asked again when a script refuses the policy as stale.
@@ -196,6 +200,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   LoopTurn turn_{loop_};
   // Why before the backend: destroyed after it, since the backend sends through it.
   std::shared_ptr<const CommandDispatcher> redis_;  ///< the client's; null for in process
+  std::shared_ptr<StatsPublisher> stats_;           ///< the client's; null: counts unpublished
   LimiterOptions options_;
   std::string escaped_name_;
   std::unique_ptr<PolicySource> source_;

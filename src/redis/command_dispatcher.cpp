@@ -137,10 +137,7 @@ CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
       router_(make_router(loop, options_, tls_, &contact_breaks_)),
       batcher_(options_.max_batch > 1
                    ? std::make_unique<ScriptBatcher>(loop, *this, options_.max_batch)
-                   : nullptr),
-      stats_(options_.stats_interval.count() != 0
-                 ? std::make_unique<StatsPublisher>(loop, *this, options_.stats_interval)
-                 : nullptr) {}
+                   : nullptr) {}
 
 Subscriber& CommandDispatcher::subscriber() {
   check_thread();
@@ -177,8 +174,6 @@ Task<void> CommandDispatcher::close() {
     co_return;
   }
   close_requested_ = true;
-  // Why first: the last counts go out while the client still sends commands.
-  if (stats_) co_await stats_->close();
   // Why first: a release or refund started before close() must still reach Redis, or its
   // permits stay taken until their TTL; each is bounded by its command deadline.
   co_await background_.wait_all();

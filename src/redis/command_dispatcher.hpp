@@ -18,7 +18,6 @@
 #include "redis/script_batcher.hpp"
 #include "redis/script_registry.hpp"
 #include "redis/slot_router.hpp"
-#include "redis/stats_publisher.hpp"
 #include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/metrics.hpp"
@@ -84,9 +83,6 @@ class CommandDispatcher {
   BackgroundTasks& background() noexcept { return background_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
-  /// What adds this client's decision counts to the fleet's in Redis; null when
-  /// ClientOptions::stats_interval is 0.
-  StatsPublisher* stats_publisher() const noexcept { return stats_.get(); }
   /// Whether close() was called: nothing new (a subscription included) should start.
   bool closed() const noexcept { return close_requested_; }
   /// The embedded scripts.
@@ -164,7 +160,6 @@ class CommandDispatcher {
   std::unique_ptr<Subscriber> subscriber_;
   BackgroundTasks background_{loop_};
   std::unique_ptr<ScriptBatcher> batcher_;  ///< null when max_batch is 1
-  std::unique_ptr<StatsPublisher> stats_;   ///< null when stats_interval is 0
   bool close_requested_ = false;
   bool closing_ = false;  ///< the connections are closing
   Completion closed_;     ///< a second close() waits for the first

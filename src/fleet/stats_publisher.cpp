@@ -1,4 +1,4 @@
-#include "redis/stats_publisher.hpp"
+#include "fleet/stats_publisher.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <string_view>
 
-#include "metrics/fleet_schema.hpp"
+#include "fleet/fleet_schema.hpp"
 #include "policy/key_format.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/errors.hpp"
@@ -48,9 +48,9 @@ std::string ttl_ms() {
 
 }  // namespace
 
-StatsPublisher::StatsPublisher(uv_loop_t* loop, CommandDispatcher& redis,
+StatsPublisher::StatsPublisher(std::shared_ptr<CommandDispatcher> redis,
                                std::chrono::milliseconds interval)
-    : loop_(loop), redis_(redis), interval_(interval) {}
+    : loop_(redis->loop()), redis_(std::move(redis)), interval_(interval) {}
 
 void StatsPublisher::add(std::string prefix, std::string name, std::shared_ptr<Metrics> owner,
                          LimiterMetrics& counters) {
@@ -78,7 +78,7 @@ void StatsPublisher::on_timer(void* context) {
 Task<void> StatsPublisher::publish() {
   // Why one deadline, and every name at once: a publication, and so close(), ends within one
   // command timeout however many names there are, also when Redis does not answer.
-  const auto deadline = redis_.command_deadline();
+  const auto deadline = redis_->command_deadline();
   // Why copies: add() may append to sources_ while the sends are awaited.
   const std::vector<Source> sources = sources_;
   std::vector<char> sent(sources.size(), 0);
@@ -110,7 +110,7 @@ Task<void> StatsPublisher::publish_counts(Source source, Clock::time_point deadl
   const std::vector<std::string_view> args(words.begin(), words.end());
   std::exception_ptr error;
   try {
-    co_await redis_.eval_own(scripts::fleet_counts, keys, args, deadline);
+    co_await redis_->eval_own(scripts::fleet_counts, keys, args, deadline);
     *sent = 1;
     failing_ = false;
   } catch (...) {
@@ -127,7 +127,7 @@ Task<void> StatsPublisher::publish_names(std::string prefix, std::vector<std::st
   const std::vector<std::string_view> args(names.begin(), names.end());
   std::exception_ptr error;
   try {
-    co_await redis_.eval_own(scripts::fleet_names, keys, args, deadline);
+    co_await redis_->eval_own(scripts::fleet_names, keys, args, deadline);
     failing_ = false;
   } catch (...) {
     error = std::current_exception();
@@ -140,12 +140,12 @@ void StatsPublisher::failed(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    redis_.logger()->warn(
+    redis_->logger()->warn(
         "redlimit: the fleet's decision counts were not sent ({}); they are "
         "dropped until a send succeeds",
         e.what());
   } catch (...) {
-    redis_.logger()->warn(
+    redis_->logger()->warn(
         "redlimit: the fleet's decision counts were not sent; they are "
         "dropped until a send succeeds");
   }

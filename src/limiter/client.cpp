@@ -1,5 +1,6 @@
 #include "redlimit/client.hpp"
 
+#include "fleet/stats_publisher.hpp"
 #include "redis/command_dispatcher.hpp"
 
 namespace redlimit {
@@ -13,10 +14,21 @@ Task<T> keeping(std::shared_ptr<detail::CommandDispatcher> dispatcher, Task<T> t
   co_return co_await std::move(task);
 }
 
+/// Client::close(): the last counts first, while the client still sends commands.
+Task<void> close_client(std::shared_ptr<detail::CommandDispatcher> dispatcher,
+                        std::shared_ptr<detail::StatsPublisher> stats) {
+  if (stats) co_await stats->close();
+  co_await dispatcher->close();
+}
+
 }  // namespace
 
 Client::Client(uv_loop_t* loop, ClientOptions options)
-    : dispatcher_(std::make_shared<detail::CommandDispatcher>(loop, std::move(options))) {}
+    : dispatcher_(std::make_shared<detail::CommandDispatcher>(loop, std::move(options))),
+      stats_(dispatcher_->options().stats_interval.count() != 0
+                 ? std::make_shared<detail::StatsPublisher>(dispatcher_,
+                                                            dispatcher_->options().stats_interval)
+                 : nullptr) {}
 
 Client::~Client() = default;
 Client::Client(Client&& other) noexcept = default;
@@ -26,7 +38,7 @@ Task<void> Client::connect() {
   return keeping(dispatcher_, dispatcher_->connect());
 }
 Task<void> Client::close() {
-  return keeping(dispatcher_, dispatcher_->close());
+  return close_client(dispatcher_, stats_);
 }
 Task<Reply> Client::command(std::vector<std::string> argv) {
   return keeping(dispatcher_, dispatcher_->command(std::move(argv)));

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "metrics/fleet_schema.hpp"
+#include "fleet/fleet_schema.hpp"
 #include "policy/key_format.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/client.hpp"

@@ -18,13 +18,14 @@ class CommandDispatcher;
 
 /// Adds a client's decision counts to the fleet's, in Redis, every interval: per limiter name,
 /// one call of lua/fleet_counts.lua adds what was decided since the last time (allowed, denied,
-/// shadow_denied, failure_policy; metrics/fleet_schema.hpp) and renews the hash's TTL; then one
+/// shadow_denied, failure_policy; fleet/fleet_schema.hpp) and renews the hash's TTL; then one
 /// call of lua/fleet_names.lua records the names it published under each prefix.
 /// read_fleet_counts() and `redlimit watch` read them. Counts whose commands fail are not sent
 /// again: the fleet's counts are a view for operators, not a record.
 class StatsPublisher {
  public:
-  StatsPublisher(uv_loop_t* loop, CommandDispatcher& redis, std::chrono::milliseconds interval);
+  /// Publishes through `redis`, which it keeps alive, every `interval`.
+  StatsPublisher(std::shared_ptr<CommandDispatcher> redis, std::chrono::milliseconds interval);
   StatsPublisher(const StatsPublisher&) = delete;
   StatsPublisher& operator=(const StatsPublisher&) = delete;
 
@@ -57,7 +58,7 @@ class StatsPublisher {
   void failed(const std::exception_ptr& error);
 
   uv_loop_t* loop_;
-  CommandDispatcher& redis_;
+  std::shared_ptr<CommandDispatcher> redis_;
   std::chrono::milliseconds interval_;
   // Why copied by publish() before its sends: add() may append to it while they are awaited.
   std::vector<Source> sources_;
