@@ -30,30 +30,13 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
 
 Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustment adjustment,
                                          std::int64_t amount, std::int64_t taken_at_us) {
-  const auto& limits = request.policy->limits();
-  std::vector<std::string> keys;
-  keys.reserve(limits.size());
-  for (const CompiledLimit& limit : limits)
-    keys.push_back(request.key_base.str() + limit.key_suffix);
-  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
-
-  const std::string amount_text = std::to_string(amount);
-  const std::string now = request.now_us != 0 ? std::to_string(request.now_us) : std::string();
-  std::vector<std::string_view> args;
   const std::string taken_at = std::to_string(taken_at_us);
-  args.reserve(7 + 4 * limits.size());
-  args.push_back(adjustment_name(adjustment));
-  args.push_back(amount_text);
-  args.push_back(now);
-  const auto& epoch = request.policy->epoch_fields();
-  args.insert(args.end(), epoch.begin(), epoch.end());
-  for (const CompiledLimit& limit : limits)
-    args.insert(args.end(), limit.fields.begin(), limit.fields.end());
-  if (adjustment == Adjustment::give_back) args.push_back(taken_at);
-
+  GeneralScriptCall call(std::span<const DecideRequest>(&request, 1), adjustment_name(adjustment),
+                         amount);
+  if (adjustment == Adjustment::give_back) call.add_argument(taken_at);
   const Reply reply =
-      co_await client_.eval(scripts::adjust, key_views, args, client_.command_deadline());
-  co_return adjust_outcome_from_reply(reply, limits.size());
+      co_await client_.eval(scripts::adjust, call.keys(), call.args(), client_.command_deadline());
+  co_return adjust_outcome_from_reply(reply, request.policy->limits().size());
 }
 
 }  // namespace redlimit::detail

@@ -109,6 +109,26 @@ std::size_t limit_index(std::int64_t index, std::size_t limit_count, std::string
   return static_cast<std::size_t>(index);
 }
 
+namespace {
+
+/// A decision Redis made, from the fields both decide scripts' replies carry.
+Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t binding,
+                        std::int64_t limit, std::int64_t remaining, std::int64_t retry_after_us,
+                        std::int64_t reset_after_us) {
+  Decision decision;
+  decision.allowed = allowed;
+  decision.server_time_us = server_time_us;
+  decision.binding = binding;
+  decision.limit = limit;
+  decision.remaining = remaining;
+  decision.retry_after = std::chrono::microseconds(retry_after_us);
+  decision.reset_after = std::chrono::microseconds(reset_after_us);
+  decision.source = Source::redis;
+  return decision;
+}
+
+}  // namespace
+
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
   throw_if_stale(fields);
@@ -116,16 +136,32 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
     throw ProtocolError("the decide script returned " + std::to_string(fields.size()) +
                         " fields, expected 7");
   }
-  Decision decision;
-  decision.allowed = fields[0].as_integer() == 1;
-  decision.server_time_us = fields[1].as_integer();
-  decision.binding = limit_index(fields[2].as_integer(), limit_count, "decide");
-  decision.limit = fields[3].as_integer();
-  decision.remaining = fields[4].as_integer();
-  decision.retry_after = std::chrono::microseconds(fields[5].as_integer());
-  decision.reset_after = std::chrono::microseconds(fields[6].as_integer());
-  decision.source = Source::redis;
-  return decision;
+  return redis_decision(fields[0].as_integer() == 1, fields[1].as_integer(),
+                        limit_index(fields[2].as_integer(), limit_count, "decide"),
+                        fields[3].as_integer(), fields[4].as_integer(), fields[5].as_integer(),
+                        fields[6].as_integer());
+}
+
+GeneralScriptCall::GeneralScriptCall(std::span<const DecideRequest> requests,
+                                     std::string_view operation, std::int64_t amount)
+    : amount_(std::to_string(amount)), now_(now_argument(requests.front())) {
+  std::size_t limit_count = 0;
+  for (const DecideRequest& request : requests) {
+    for (const CompiledLimit& limit : request.policy->limits())
+      key_text_.push_back(request.key_base.str() + limit.key_suffix);
+    limit_count += request.policy->limits().size();
+  }
+  keys_.assign(key_text_.begin(), key_text_.end());
+  args_.reserve(7 + 4 * limit_count + 6 * requests.size());
+  args_.push_back(operation);
+  args_.push_back(amount_);
+  args_.push_back(now_);
+  const auto& epoch = requests.front().policy->epoch_fields();
+  args_.insert(args_.end(), epoch.begin(), epoch.end());
+  for (const DecideRequest& request : requests) {
+    for (const CompiledLimit& limit : request.policy->limits())
+      args_.insert(args_.end(), limit.fields.begin(), limit.fields.end());
+  }
 }
 
 Decision decision_from_lean_reply(const Reply& reply) {
@@ -149,16 +185,7 @@ Decision decision_from_lean_reply(const Reply& reply) {
     throw ProtocolError("a lean decide script returned an unexpected reply: " +
                         (reply.type == Reply::Type::string ? reply.str : std::string("not text")));
   }
-  Decision decision;
-  decision.allowed = fields[0] == 1;
-  decision.server_time_us = fields[1];
-  decision.binding = 0;
-  decision.limit = fields[2];
-  decision.remaining = fields[3];
-  decision.retry_after = std::chrono::microseconds(fields[4]);
-  decision.reset_after = std::chrono::microseconds(fields[5]);
-  decision.source = Source::redis;
-  return decision;
+  return redis_decision(fields[0] == 1, fields[1], 0, fields[2], fields[3], fields[4], fields[5]);
 }
 
 Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
@@ -238,28 +265,12 @@ Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource
 }
 
 Task<Decision> RedisBackend::decide_with_general_script(const DecideRequest& request) {
-  const auto& limits = request.policy->limits();
-  std::vector<std::string> keys;
-  keys.reserve(limits.size());
-  for (const CompiledLimit& limit : limits)
-    keys.push_back(request.key_base.str() + limit.key_suffix);
-  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
-
-  const std::string permits = std::to_string(request.permits);
-  const std::string now = now_argument(request);
-  std::vector<std::string_view> args;
-  args.reserve(6 + 4 * limits.size());
-  args.push_back(request.operation == Operation::acquire ? "acquire" : "peek");
-  args.push_back(permits);
-  args.push_back(now);
-  const auto& epoch = request.policy->epoch_fields();
-  args.insert(args.end(), epoch.begin(), epoch.end());
-  for (const CompiledLimit& limit : limits)
-    args.insert(args.end(), limit.fields.begin(), limit.fields.end());
-
+  const GeneralScriptCall call(std::span<const DecideRequest>(&request, 1),
+                               request.operation == Operation::acquire ? "acquire" : "peek",
+                               request.permits);
   const Reply reply =
-      co_await client_.eval(scripts::decide, key_views, args, client_.command_deadline());
-  Decision decision = decision_from_reply(reply, limits.size());
+      co_await client_.eval(scripts::decide, call.keys(), call.args(), client_.command_deadline());
+  Decision decision = decision_from_reply(reply, request.policy->limits().size());
   decision.policy_version = request.policy->epoch().version;
   co_return decision;
 }

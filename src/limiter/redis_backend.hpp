@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "limiter/backend.hpp"
 #include "redis/command_dispatcher.hpp"
@@ -82,6 +84,30 @@ const scripts::ScriptSource* lean_decide_script(const DecideRequest& request);
 /// `index`, a field of a script's reply, as a limit of a policy of `limit_count` limits;
 /// ProtocolError, naming `script`, if it is not one.
 std::size_t limit_index(std::int64_t index, std::size_t limit_count, std::string_view script);
+
+/// The KEYS and ARGV of one call of the general scripts (lua/shapes/general.lua: decide, adjust)
+/// for `requests` (one, or the claims of try_acquire_all): a key per limit of each; then the
+/// operation, `amount`, the first request's injected time and policy epoch, and every limit's
+/// fields. Views into its own strings: neither copied nor moved.
+class GeneralScriptCall {
+ public:
+  GeneralScriptCall(std::span<const DecideRequest> requests, std::string_view operation,
+                    std::int64_t amount);
+  GeneralScriptCall(const GeneralScriptCall&) = delete;
+  GeneralScriptCall& operator=(const GeneralScriptCall&) = delete;
+
+  /// Appends an argument, which must outlive this object.
+  void add_argument(std::string_view argument) { args_.push_back(argument); }
+  std::span<const std::string_view> keys() const noexcept { return keys_; }
+  std::span<const std::string_view> args() const noexcept { return args_; }
+
+ private:
+  std::vector<std::string> key_text_;
+  std::vector<std::string_view> keys_;
+  std::string amount_;
+  std::string now_;
+  std::vector<std::string_view> args_;
+};
 
 /// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
