@@ -3,6 +3,7 @@
 
 #include "algorithms/reservations.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
 #include "policy/stale_policy.hpp"
 #include "policy/unconfirmed_policy.hpp"
@@ -120,33 +121,6 @@ Task<void> PolicyEnforcer::give_back_orphan(std::shared_ptr<PolicyEnforcer> enfo
   co_await give_back(std::move(enforcer), backend, std::move(refund), ticket_of(made));
 }
 
-/// What a waiter and the renewal of its owner lease share. Why beside the waiter, not awaited
-/// by it: a renewal Redis does not answer would hold the waiter past its wake for up to a
-/// command timeout, and the claim at the wake for one more.
-struct PolicyEnforcer::LeaseRenewal {
-  std::int64_t confirmed = 0;  ///< the latest lease expiry Redis confirmed (Redis time, us)
-  bool in_flight = false;
-  bool reclaimed = false;            ///< Redis answered that the reservation was given back
-  std::exception_ptr error;          ///< an error that is not unavailability, for the waiter
-  std::stop_source* wake = nullptr;  ///< the waiter's sleep, while it sleeps
-};
-
-Task<void> PolicyEnforcer::renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                                        DecideRequest request, std::int64_t version,
-                                        std::shared_ptr<LeaseRenewal> renewal) {
-  (void)enforcer;  // keeps the backend alive until this ends
-  try {
-    const std::int64_t expiry = co_await backend->renew_reservation(std::move(request), version);
-    renewal->reclaimed = expiry == 0;
-    renewal->confirmed = std::max(renewal->confirmed, expiry);
-  } catch (...) {
-    // Redis could not answer: renewed again at the next turn, or claimed at the wake.
-    if (!means_unavailable(std::current_exception())) renewal->error = std::current_exception();
-  }
-  renewal->in_flight = false;
-  if (renewal->wake != nullptr) renewal->wake->request_stop();  // the waiter looks again
-}
-
 Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
                                                                    std::string key,
                                                                    OwnedAcquireOptions options) {
@@ -251,65 +225,24 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
     }
   } guard{*this, backend, request, key, waiter};
 
-  struct Forward {
-    std::stop_source* target;
-    void operator()() const noexcept { target->request_stop(); }
-  };
+  WaitingPart part{.enforcer = shared_from_this(),
+                   .backend = backend,
+                   .reserved = &request,
+                   .waits_under = reserved_under.get(),
+                   .key = key,
+                   .waiter = &waiter};
   // A reservation registered under the owner lease (docs/waiting.md): renewed every third of
-  // the lease while its slot is later than the last expiry Redis confirmed (`confirmed`).
-  // Why slot and expiry compare directly: both are Redis times; once the slot is at or before
-  // the confirmed expiry, any reclaim (after that expiry) finds the slot due.
-  const auto renewal = std::make_shared<LeaseRenewal>();
-  renewal->confirmed = backend == backend_.get() ? reservation->lease_expiry_us : 0;
-  const bool registered = renewal->confirmed != 0;
+  // the lease while its slot is later than the last expiry Redis confirmed.
+  part.renewal->confirmed = backend == backend_.get() ? reservation->lease_expiry_us : 0;
   const auto renew_every = std::chrono::microseconds(
-      std::max<std::int64_t>(1, (renewal->confirmed - reservation->reserved_at_us) / 3));
-  const auto unconfirmed = [&] { return registered && waiter.slot.ceil_us() > renewal->confirmed; };
-  // Why: a renewal that ends after this frame is gone must not wake it.
-  struct ForgetWakeOnExit {
-    LeaseRenewal& renewal;
-    ~ForgetWakeOnExit() { renewal.wake = nullptr; }
-  } forget_wake{*renewal};
-  auto next_renewal = Clock::now() + renew_every;
+      std::max<std::int64_t>(1, (part.renewal->confirmed - reservation->reserved_at_us) / 3));
+  const auto unconfirmed = [&] { return part.unconfirmed(); };
   std::optional<GaugeScope> waiting(std::in_place, waiters_gauge(), options.slept);
   bool replaced = crossed;
-  while (!replaced) {
-    if (renewal->error) std::rethrow_exception(renewal->error);
-    const auto current = Clock::now();
-    if (current >= waiter.wake || renewal->reclaimed) break;
-    // Why before the slot: a change reaches the waiters (the slot is the old policy's).
-    if (!options.stop.stop_requested() && superseded(*reserved_under, key)) {
-      replaced = true;
-      break;
-    }
-    const bool renewing = unconfirmed() && !renewal->in_flight;
-    if (renewing && current >= next_renewal) {
-      next_renewal = current + renew_every;
-      renewal->in_flight = true;
-      Task<void> renew =
-          renew_beside(shared_from_this(), backend, give_back_request(request, backend, key),
-                       waiter.book.version, renewal);
-      // Why not the client's background work: Client::close() waits for that, and waiters
-      // renewing one after another would hold it for as long as they wait. A renewal the
-      // client no longer sends is made good by the claim at the wake.
-      spawn(loop_, std::move(renew));
-      continue;
-    }
-    const auto until = renewing ? std::min(waiter.wake, next_renewal) : waiter.wake;
-    std::stop_source wake_early;
-    waiter.reschedule = &wake_early;
-    renewal->wake = &wake_early;
-    std::stop_callback<Forward> forward(options.stop, Forward{&wake_early});
-    bool woken = false;
-    try {
-      co_await sleep_for(loop_, std::chrono::ceil<std::chrono::microseconds>(until - current),
-                         wake_early.get_token());
-    } catch (const Cancelled&) {
-      woken = true;
-    }
-    waiter.reschedule = nullptr;
-    renewal->wake = nullptr;
-    if (woken && options.stop.stop_requested()) break;
+  if (!replaced) {
+    const WaitEnd end =
+        co_await sleep_until_due(loop_, std::span<WaitingPart>(&part, 1), renew_every, options);
+    replaced = end == WaitEnd::superseded;
   }
   waiting.reset();
   if (replaced) {
@@ -324,7 +257,7 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
     }
     co_return std::nullopt;
   }
-  bool reclaimed = renewal->reclaimed;
+  bool reclaimed = part.renewal->reclaimed;
   // Why decided once: a stop that came after the wake does not cancel (the slot has come).
   const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
   // Why asked when a notice may have been missed: the slot may have moved earlier without this

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <stop_token>
 
 #include "algorithms/exact.hpp"
 #include "limiter/claims.hpp"
 #include "limiter/local_backend.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
 #include "limiter/waiters.hpp"
 #include "policy/stale_policy.hpp"
@@ -136,12 +136,6 @@ struct WatchedPart {
   std::unique_ptr<WaiterRegistry::Watch> watch;
 };
 
-/// Wakes a sleep early when the caller's stop is requested.
-struct ForwardStop {
-  std::stop_source* target;
-  void operator()() const noexcept { target->request_stop(); }
-};
-
 /// Waits for the slot of `reservation` (allowed, with a wait), renewing its owner leases.
 /// Returns the decision when the permits are the caller's; none when a key gave them back
 /// (its lease lapsed) or moved them (a cancellation ahead of it: the permits were charged
@@ -197,88 +191,29 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     waiter.wake = reserved_wake;
     watched[i].watch->add(&waiter);
   }
-  // The latest part's wake: the whole reservation's, each part moved by its key's notices.
-  const auto wake = [&] {
-    auto latest = watched.front().waiter.wake;
-    for (const WatchedPart& part : watched)
-      latest = std::max(latest, part.waiter.wake);
-    return latest;
-  };
-  // Per claim, the latest lease expiry Redis confirmed (0: not registered). Why slot and
-  // expiry compare directly: both are Redis times; once the slot is at or before the confirmed
-  // expiry, any reclaim (after that expiry) finds the slot due (as acquire() does).
-  std::vector<std::int64_t> confirmed;
-  for (const ClaimReservation& part : reservation.claims)
-    confirmed.push_back(part.lease_expiry_us);
-  const auto unconfirmed = [&](std::size_t i) {
-    return confirmed[i] != 0 && reservation.slot_us > confirmed[i];
-  };
-  // In process nothing is registered under a lease, so nothing is renewed.
+  // Renewed every third of the lease while a part's slot is later than the last expiry Redis
+  // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
+  std::vector<WaitingPart> parts;
+  parts.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    Backend& backend = backend_of(held[i]);
+    parts.push_back({.enforcer = held[i].enforcer,
+                     .backend = &backend,
+                     .reserved = &requests[i],
+                     .waits_under = requests[i].policy.get(),
+                     .key = held[i].key,
+                     .waiter = &watched[i].waiter});
+    parts.back().renewal->confirmed = reservation.claims[i].lease_expiry_us;
+  }
+  const auto unconfirmed = [&](std::size_t i) { return parts[i].unconfirmed(); };
   const std::int64_t lease_us = first.redis_backend() ? first.redis_backend()->lease_us() : 0;
   const auto renew_every = std::chrono::microseconds(std::max<std::int64_t>(1, lease_us / 3));
-  auto next_renewal = Clock::now() + renew_every;
-  bool given_back = false;
-  bool stopped = false;
-  bool replaced = false;  // a claim's policy changed: its slot is the old policy's
-  const auto superseded = [&] {
-    for (std::size_t i = 0; i < count; ++i) {
-      if (held[i].enforcer->superseded(*requests[i].policy, held[i].key)) return true;
-    }
-    return false;
-  };
-  for (;;) {
-    const auto current = Clock::now();
-    if (current >= wake()) break;
-    // Why before the slot: a change reaches the waiters (WaiterRegistry::wake_all()).
-    if (!options.stop.stop_requested() && superseded()) {
-      replaced = true;
-      break;
-    }
-    bool renewing = false;
-    for (std::size_t i = 0; i < count; ++i)
-      renewing = renewing || unconfirmed(i);
-    if (renewing && current >= next_renewal) {
-      next_renewal = current + renew_every;
-      // Awaited, one key after another (acquire() renews beside its waiter instead): a renewal
-      // Redis does not answer delays the wake by up to a command timeout; the confirmation at
-      // the wake still decides whether the permits are the caller's.
-      for (std::size_t i = 0; i < count && !given_back; ++i) {
-        if (!unconfirmed(i)) continue;
-        std::exception_ptr error;
-        try {
-          const std::int64_t expiry = co_await backend_of(held[i]).renew_reservation(
-              requests[i], reservation.claims[i].ticket.version);
-          given_back = expiry == 0;
-          confirmed[i] = std::max(confirmed[i], expiry);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        if (error && !means_unavailable(error)) std::rethrow_exception(error);
-      }
-      if (given_back) break;
-      continue;
-    }
-    const auto until = renewing ? std::min(wake(), next_renewal) : wake();
-    std::stop_source wake_early;
-    for (WatchedPart& part : watched)
-      part.waiter.reschedule = &wake_early;
-    std::stop_callback<ForwardStop> forward(options.stop, ForwardStop{&wake_early});
-    try {
-      co_await sleep_for(first.loop(),
-                         std::chrono::ceil<std::chrono::microseconds>(until - current),
-                         wake_early.get_token());
-    } catch (const Cancelled&) {
-      stopped = options.stop.stop_requested();
-    }
-    for (WatchedPart& part : watched)
-      part.waiter.reschedule = nullptr;
-    if (stopped) break;
-  }
-  if (stopped || given_back || replaced) {
+  const WaitEnd end = co_await sleep_until_due(first.loop(), parts, renew_every, options);
+  if (end != WaitEnd::due) {
     // Given back under the policies in force, then reserved again by the caller.
     guard.armed = false;
     co_await give_back_all(held, requests, reservation.claims);
-    if (stopped)
+    if (end == WaitEnd::stopped)
       throw Cancelled("acquire_all cancelled while waiting; its reservations were given back");
     co_return std::nullopt;
   }

@@ -188,11 +188,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// reply arrived, under the policy in force then (one admitted at once stays taken).
   static Task<void> give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                                      DecideRequest reserved, std::string key, Reservation made);
-  struct LeaseRenewal;
-  /// Renews a waiter's owner lease beside it, reporting into `renewal` (acquire.cpp).
-  static Task<void> renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                                 DecideRequest request, std::int64_t version,
-                                 std::shared_ptr<LeaseRenewal> renewal);
 
   uv_loop_t* loop_;
   /// Every call checks it first: a caller answered without I/O, asking again at once, gives the
