@@ -277,10 +277,11 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
       Task<void> renew =
           renew_beside(shared_from_this(), backend, give_back_request(request, backend, key),
                        waiter.book.version, renewal);
-      // Why not the client's background work: Client::close() waits for that, and waiters
-      // renewing one after another would hold it for as long as they wait. A renewal the
-      // client no longer sends is made good by the claim at the wake.
-      spawn(loop_, std::move(renew));
+      // Why the client's upkeep, not work for the caller: Client::close() waits for that
+      // first, and waiters renewing one after another would hold it for as long as they wait.
+      // A renewal the client no longer sends is made good by the claim at the wake. Only a
+      // reservation registered in Redis is renewed, so the backend has a client.
+      backend->background()->start_upkeep(std::move(renew));
       continue;
     }
     const auto until = renewing ? std::min(waiter.wake, next_renewal) : waiter.wake;
