@@ -52,7 +52,7 @@ inline constexpr uv_handle_type uv_type_of<uv_tcp_t> = UV_TCP;
 ///   closes.
 /// - The handle's `data` is the owner's (its callbacks find their object there).
 ///
-/// Not movable: the owner's callbacks may point at it. Use on the loop's thread.
+/// Neither copyable nor movable: it belongs to one owner for its life. Use on the loop's thread.
 template <class T>
 class UvHandle {
   static_assert(uv_type_of<T> != UV_UNKNOWN_HANDLE, "not a uv handle type the library knows");
