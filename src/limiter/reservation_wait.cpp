@@ -89,13 +89,14 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
       for (WaitingPart& part : parts) {
         if (!part.unconfirmed() || part.renewal->in_flight) continue;
         part.renewal->in_flight = true;
-        // Why not the client's background work: Client::close() waits for that, and waiters
-        // renewing one after another would hold it for as long as they wait. A renewal the
-        // client no longer sends is made good by the check at the wake.
-        spawn(loop,
-              renew_beside(part.enforcer, part.backend,
-                           part.enforcer->give_back_request(*part.reserved, part.backend, part.key),
-                           part.waiter->book.version, part.renewal));
+        // Why the client's upkeep, not work for the caller: Client::close() waits for that
+        // first, and waiters renewing one after another would hold it for as long as they
+        // wait. A renewal the client no longer sends is made good by the check at the wake.
+        // Only a part registered in Redis is renewed, so its backend has a client.
+        part.backend->background()->start_upkeep(
+            renew_beside(part.enforcer, part.backend,
+                         part.enforcer->give_back_request(*part.reserved, part.backend, part.key),
+                         part.waiter->book.version, part.renewal));
       }
       continue;
     }

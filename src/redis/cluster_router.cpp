@@ -23,10 +23,11 @@ Task<void> close_connection(Connection* connection) {
 
 }  // namespace
 
-ClusterRouter::ClusterRouter(uv_loop_t* loop, std::vector<Endpoint> seeds,
+ClusterRouter::ClusterRouter(uv_loop_t* loop, BackgroundTasks& tasks, std::vector<Endpoint> seeds,
                              ConnectionSettings settings, std::chrono::milliseconds command_timeout,
                              std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
+      tasks_(tasks),
       seeds_(std::move(seeds)),
       settings_(settings),
       command_timeout_(command_timeout),
@@ -73,7 +74,7 @@ void ClusterRouter::suspect_topology() {
   if (last_refresh_ != Clock::time_point{} && now - last_refresh_ < refresh_interval) return;
   last_refresh_ = now;
   background_refreshing_ = true;
-  spawn(loop_, background_refresh());
+  tasks_.start_upkeep(background_refresh());
 }
 
 Task<void> ClusterRouter::background_refresh() {
@@ -173,7 +174,7 @@ void ClusterRouter::retire_unused() {
       ++it;
       continue;
     }
-    spawn(loop_, close_connection(it->second.get()));
+    tasks_.start_upkeep(close_connection(it->second.get()));
     retired_.push_back(std::move(it->second));
     it = nodes_.erase(it);
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "redis/slot_router.hpp"
+#include "runtime/background_tasks.hpp"
 #include "runtime/completion.hpp"
 
 namespace redlimit::detail {
@@ -26,8 +27,10 @@ class ClusterRouter final : public SlotRouter {
   /// Refreshes of the slot map start at most this often.
   static constexpr std::chrono::milliseconds refresh_interval{100};
 
-  ClusterRouter(uv_loop_t* loop, std::vector<Endpoint> seeds, ConnectionSettings settings,
-                std::chrono::milliseconds command_timeout, std::shared_ptr<spdlog::logger> logger);
+  /// Refreshes in the background, and closes retired connections, as `tasks`' upkeep.
+  ClusterRouter(uv_loop_t* loop, BackgroundTasks& tasks, std::vector<Endpoint> seeds,
+                ConnectionSettings settings, std::chrono::milliseconds command_timeout,
+                std::shared_ptr<spdlog::logger> logger);
 
   Connection& route(std::optional<std::uint16_t> slot) override;
   bool is_cluster() const noexcept override { return true; }
@@ -54,6 +57,7 @@ class ClusterRouter final : public SlotRouter {
   void retire_unused();
 
   uv_loop_t* loop_;
+  BackgroundTasks& tasks_;
   std::vector<Endpoint> seeds_;
   ConnectionSettings settings_;
   std::chrono::milliseconds command_timeout_;

@@ -98,11 +98,12 @@ std::shared_ptr<TlsContext> tls_of(const ClientOptions& options) {
   return tls ? std::make_shared<TlsContext>(options.tls) : nullptr;
 }
 
-std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& options,
+std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, BackgroundTasks& tasks,
+                                        const ClientOptions& options,
                                         const std::shared_ptr<TlsContext>& tls,
                                         std::uint64_t* contact_breaks) {
   if (is_cluster_url(options.url)) {
-    return std::make_unique<ClusterRouter>(loop, parse_cluster_url(options.url),
+    return std::make_unique<ClusterRouter>(loop, tasks, parse_cluster_url(options.url),
                                            settings_of(options, tls, contact_breaks),
                                            options.command_timeout, options.logger);
   }
@@ -114,7 +115,7 @@ std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, const ClientOptions& op
     }
     // Why the sentinels' connections count no contact: a sentinel holds none of the data.
     return std::make_unique<SentinelRouter>(
-        loop, std::move(config), settings_of(options, tls, contact_breaks),
+        loop, tasks, std::move(config), settings_of(options, tls, contact_breaks),
         settings_of(options, tls, nullptr), options.command_timeout, options.logger);
   }
   return std::make_unique<SingleNodeRouter>(
@@ -134,7 +135,7 @@ CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
     : loop_(loop),
       options_(validated(std::move(options))),
       tls_(tls_of(options_)),
-      router_(make_router(loop, options_, tls_, &contact_breaks_)),
+      router_(make_router(loop, background_, options_, tls_, &contact_breaks_)),
       batcher_(options_.max_batch > 1
                    ? std::make_unique<ScriptBatcher>(loop, *this, options_.max_batch)
                    : nullptr) {}
@@ -183,6 +184,9 @@ Task<void> CommandDispatcher::close() {
   closing_ = true;
   co_await router_->close();
   if (subscriber_) co_await subscriber_->close();
+  // Why last: what the router and the batcher started ends as they close; nothing outlives
+  // close().
+  co_await background_.join();
   // Why last: a waiter resumed here may destroy the client.
   closed_.set();
 }

@@ -39,7 +39,8 @@ class CommandDispatcher {
   CommandDispatcher(uv_loop_t* loop, ClientOptions options);
 
   Task<void> connect();
-  /// Waits for the background work (background()), then closes every connection.
+  /// Waits for the background work done for callers (background()), closes every connection,
+  /// then joins the rest of the background work.
   Task<void> close();
   Task<Reply> command(std::vector<std::string> argv);
 
@@ -78,8 +79,9 @@ class CommandDispatcher {
   SlotRouter& router() noexcept { return *router_; }
   /// Whether the keys of one script call must share a hash slot (a cluster).
   bool is_cluster() const noexcept { return router_->is_cluster(); }
-  /// The library's own background work on this client (lease releases, refunds): close()
-  /// waits for it before closing the connections.
+  /// The scope of every task the library starts for this client: close() waits for the work
+  /// done for callers (lease releases, refunds) before closing the connections, and joins the
+  /// rest last.
   BackgroundTasks& background() noexcept { return background_; }
   /// The pub/sub connection, created on first use.
   Subscriber& subscriber();
@@ -155,10 +157,11 @@ class CommandDispatcher {
   ScriptRegistry scripts_{&redis_metrics_};
   /// The TLS configuration of a rediss:// URL (null otherwise), shared by its connections.
   std::shared_ptr<TlsContext> tls_;
-  std::uint64_t contact_breaks_ = 0;    ///< see contact(); counted by every connection's session
+  std::uint64_t contact_breaks_ = 0;  ///< see contact(); counted by every connection's session
+  /// Why before router_: the router starts its upkeep here, so it is made first and goes last.
+  BackgroundTasks background_{loop_};
   std::unique_ptr<SlotRouter> router_;  ///< after options_, breakers_ and tls_: made from them
   std::unique_ptr<Subscriber> subscriber_;
-  BackgroundTasks background_{loop_};
   std::unique_ptr<ScriptBatcher> batcher_;  ///< null when max_batch is 1
   bool close_requested_ = false;
   bool closing_ = false;  ///< the connections are closing

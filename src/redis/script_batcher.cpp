@@ -198,7 +198,7 @@ void ScriptBatcher::start_batch(std::size_t from, std::size_t to) {
   }
   const std::optional<std::uint16_t> slot = calls.front()->slot_;
   ++batches_in_flight_;
-  start_detached(run_batch(slot, std::move(calls)));
+  dispatcher_.background().start_upkeep_now(run_batch(slot, std::move(calls)));
 }
 
 Task<void> ScriptBatcher::send_alone_after_split(std::optional<std::uint16_t> slot, Call** place) {

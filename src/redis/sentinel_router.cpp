@@ -35,11 +35,12 @@ std::optional<int> port_of(std::string_view text) {
 
 }  // namespace
 
-SentinelRouter::SentinelRouter(uv_loop_t* loop, SentinelConfig config, ConnectionSettings settings,
-                               ConnectionSettings sentinel_settings,
+SentinelRouter::SentinelRouter(uv_loop_t* loop, BackgroundTasks& tasks, SentinelConfig config,
+                               ConnectionSettings settings, ConnectionSettings sentinel_settings,
                                std::chrono::milliseconds command_timeout,
                                std::shared_ptr<spdlog::logger> logger)
     : loop_(loop),
+      tasks_(tasks),
       config_(std::move(config)),
       sentinel_settings_(std::move(sentinel_settings)),
       command_timeout_(command_timeout),
@@ -94,7 +95,7 @@ void SentinelRouter::start_lookup() {
         std::string(switch_channel), [this](std::string_view message) { on_switch(message); },
         [this] { start_lookup(); });
   }
-  spawn(loop_, look_up());
+  tasks_.start_upkeep(look_up());
 }
 
 Task<void> SentinelRouter::look_up() {

@@ -14,6 +14,7 @@
 #include "redis/endpoint_source.hpp"
 #include "redis/slot_router.hpp"
 #include "redis/subscriber.hpp"
+#include "runtime/background_tasks.hpp"
 #include "runtime/completion.hpp"
 
 namespace redlimit::detail {
@@ -26,9 +27,10 @@ namespace redlimit::detail {
 class SentinelRouter final : public SlotRouter, private EndpointSource {
  public:
   /// `settings` are the primary's, `sentinel_settings` the sentinels' (their credentials).
-  SentinelRouter(uv_loop_t* loop, SentinelConfig config, ConnectionSettings settings,
-                 ConnectionSettings sentinel_settings, std::chrono::milliseconds command_timeout,
-                 std::shared_ptr<spdlog::logger> logger);
+  /// Lookups run as `tasks`' upkeep.
+  SentinelRouter(uv_loop_t* loop, BackgroundTasks& tasks, SentinelConfig config,
+                 ConnectionSettings settings, ConnectionSettings sentinel_settings,
+                 std::chrono::milliseconds command_timeout, std::shared_ptr<spdlog::logger> logger);
 
   Connection& route(std::optional<std::uint16_t>) override { return *primary_; }
   bool is_cluster() const noexcept override { return false; }
@@ -69,6 +71,7 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   void found(Endpoint primary, bool recheck);
 
   uv_loop_t* loop_;
+  BackgroundTasks& tasks_;
   SentinelConfig config_;
   ConnectionSettings sentinel_settings_;
   std::chrono::milliseconds command_timeout_;

@@ -32,6 +32,11 @@ std::optional<sockaddr_storage> literal_address(const Endpoint& server) {
   return std::nullopt;
 }
 
+template <class T>
+uv_stream_t* stream_of(UvHandle<T>& handle) {
+  return reinterpret_cast<uv_stream_t*>(handle.get());
+}
+
 }  // namespace
 
 TlsTunnel* TlsTunnel::open(uv_loop_t* loop, std::shared_ptr<TlsContext> tls, const Endpoint& server,
@@ -40,6 +45,9 @@ TlsTunnel* TlsTunnel::open(uv_loop_t* loop, std::shared_ptr<TlsContext> tls, con
   auto* tunnel = new TlsTunnel(loop, std::move(tls), server, std::move(latch), on_failure, owner);
   try {
     tunnel->listen();
+  } catch (const UvError& e) {
+    tunnel->close();
+    throw ConnectionError(std::string("TLS: ") + e.what());
   } catch (...) {
     tunnel->close();
     throw;
@@ -94,15 +102,15 @@ void TlsTunnel::listen() {
     throw ConnectionError("TLS: cannot allocate the buffers of a connection");
   }
   SSL_set_bio(session_, from_server_, to_server_);  // the session owns both from here on
-  uv_timer_init(loop_, &retry_);
-  open_handle(reinterpret_cast<uv_handle_t*>(&retry_));
+  retry_.init(loop_, &uv_timer_init);
+  open_handle(retry_);
   path_ = tls_->new_socket_path();
-  uv_pipe_init(loop_, &listener_, 0);
-  open_handle(reinterpret_cast<uv_handle_t*>(&listener_));
-  int result = uv_pipe_bind(&listener_, path_.c_str());
+  listener_.init(loop_, &uv_pipe_init, 0);
+  open_handle(listener_);
+  int result = uv_pipe_bind(listener_.get(), path_.c_str());
   if (result == 0) {
     listening_ = true;
-    result = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 1, &on_plain_connection);
+    result = uv_listen(stream_of(listener_), 1, &on_plain_connection);
   }
   if (result != 0) {
     throw ConnectionError("TLS: cannot listen on '" + path_ +
@@ -112,15 +120,18 @@ void TlsTunnel::listen() {
 
 void TlsTunnel::on_plain_connection(uv_stream_t* listener, int status) {
   auto* self = static_cast<TlsTunnel*>(listener->data);
-  if (self->closed_ || self->plain_open_) return;
+  if (self->closed_ || self->plain_.is_open()) return;
   if (status == 0) {
-    uv_pipe_init(self->loop_, &self->plain_, 0);
-    self->open_handle(reinterpret_cast<uv_handle_t*>(&self->plain_));
-    self->plain_open_ = true;
-    status = uv_accept(listener, reinterpret_cast<uv_stream_t*>(&self->plain_));
+    try {
+      self->plain_.init(self->loop_, &uv_pipe_init, 0);
+      self->open_handle(self->plain_);
+      status = uv_accept(listener, stream_of(self->plain_));
+    } catch (const UvError& e) {
+      status = e.code();
+    }
   }
   // Why close the listener at once: exactly one connection, hiredis's, may come through.
-  self->close_handle(reinterpret_cast<uv_handle_t*>(&self->listener_));
+  self->listener_.close();
   self->unlink_path();
   if (status != 0) {
     self->fail(std::make_exception_ptr(ConnectionError(
@@ -128,7 +139,7 @@ void TlsTunnel::on_plain_connection(uv_stream_t* listener, int status) {
     return;
   }
   self->accepted_ = true;
-  self->to_plain_backlog_.stream = reinterpret_cast<uv_stream_t*>(&self->plain_);
+  self->to_plain_backlog_.stream = stream_of(self->plain_);
   if (self->handshake_done_) self->start_plaintext();
 }
 
@@ -162,10 +173,7 @@ void TlsTunnel::on_resolved(uv_getaddrinfo_t* request, int status, addrinfo* add
 }
 
 void TlsTunnel::connect_next(const std::string& why_not_the_last) {
-  if (tcp_ != nullptr) {
-    close_handle(reinterpret_cast<uv_handle_t*>(tcp_));
-    tcp_ = nullptr;
-  }
+  tcp_.close();
   if (next_address_ == addresses_.size()) {
     fail(std::make_exception_ptr(
         ConnectionError("cannot connect to " + server_.display() +
@@ -173,26 +181,30 @@ void TlsTunnel::connect_next(const std::string& why_not_the_last) {
     return;
   }
   const auto* address = reinterpret_cast<const sockaddr*>(&addresses_[next_address_++]);
-  tcp_ = new uv_tcp_t;
-  uv_tcp_init(loop_, tcp_);
-  open_handle(reinterpret_cast<uv_handle_t*>(tcp_));
-  uv_tcp_nodelay(tcp_, 1);
-  uv_tcp_keepalive(tcp_, 1, 60);
-  to_server_backlog_.stream = reinterpret_cast<uv_stream_t*>(tcp_);
-  const int connecting = uv_tcp_connect(&connect_, tcp_, address, &on_connected);
+  try {
+    tcp_.init(loop_, &uv_tcp_init);
+  } catch (const UvError& e) {
+    connect_next(e.what());
+    return;
+  }
+  open_handle(tcp_);
+  uv_tcp_nodelay(tcp_.get(), 1);
+  uv_tcp_keepalive(tcp_.get(), 1, 60);
+  to_server_backlog_.stream = stream_of(tcp_);
+  const int connecting = uv_tcp_connect(&connect_, tcp_.get(), address, &on_connected);
   if (connecting != 0) connect_next(uv_strerror(connecting));
 }
 
 void TlsTunnel::on_connected(uv_connect_t* request, int status) {
   auto* self = static_cast<TlsTunnel*>(request->handle->data);
   // A cancelled connect (its handle closed) needs nothing more.
-  if (self->closed_ || reinterpret_cast<uv_tcp_t*>(request->handle) != self->tcp_) return;
+  if (self->closed_ || reinterpret_cast<uv_tcp_t*>(request->handle) != self->tcp_.get()) return;
   if (status != 0) {
     self->connect_next(uv_strerror(status));
     return;
   }
   self->connected_ = true;
-  uv_read_start(reinterpret_cast<uv_stream_t*>(self->tcp_), &lend_buffer, &on_server_read);
+  uv_read_start(stream_of(self->tcp_), &lend_buffer, &on_server_read);
   self->continue_handshake();
 }
 
@@ -215,7 +227,7 @@ void TlsTunnel::continue_handshake() {
 }
 
 void TlsTunnel::start_plaintext() {
-  uv_read_start(reinterpret_cast<uv_stream_t*>(&plain_), &lend_buffer, &on_plain_read);
+  uv_read_start(stream_of(plain_), &lend_buffer, &on_plain_read);
 }
 
 void TlsTunnel::lend_buffer(uv_handle_t* handle, std::size_t, uv_buf_t* buffer) {
@@ -303,7 +315,7 @@ void TlsTunnel::send(Backlog& backlog, const char* data, std::size_t size) {
   const std::size_t taken = try_write(backlog.stream, data, size);
   if (closed_ || taken == size) return;
   backlog.bytes.assign(data + taken, size - taken);
-  uv_timer_start(&retry_, &on_retry, retry_ms, 0);
+  uv_timer_start(retry_.get(), &on_retry, retry_ms, 0);
 }
 
 std::size_t TlsTunnel::try_write(uv_stream_t* stream, const char* data, std::size_t size) {
@@ -328,7 +340,7 @@ void TlsTunnel::on_retry(uv_timer_t* timer) {
   }
   if (self->closed_) return;
   if (!self->to_server_backlog_.bytes.empty() || !self->to_plain_backlog_.bytes.empty()) {
-    uv_timer_start(&self->retry_, &on_retry, retry_ms, 0);
+    uv_timer_start(self->retry_.get(), &on_retry, retry_ms, 0);
   }
 }
 
@@ -364,30 +376,24 @@ void TlsTunnel::close() {
   if (closed_) return;
   closed_ = true;
   unlink_path();
-  close_handle(reinterpret_cast<uv_handle_t*>(&listener_));
-  if (plain_open_) close_handle(reinterpret_cast<uv_handle_t*>(&plain_));
-  if (tcp_ != nullptr) close_handle(reinterpret_cast<uv_handle_t*>(tcp_));
-  tcp_ = nullptr;
-  close_handle(reinterpret_cast<uv_handle_t*>(&retry_));
+  listener_.close();
+  plain_.close();
+  tcp_.close();
+  retry_.close();
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(&resolve_));
   free_when_done();
 }
 
-void TlsTunnel::open_handle(uv_handle_t* handle) {
-  handle->data = this;
+template <class T>
+void TlsTunnel::open_handle(UvHandle<T>& handle) {
+  handle.handle()->data = this;
+  handle.when_closed(&on_closed, this);
   ++open_;
   latch_->opened();
 }
 
-void TlsTunnel::close_handle(uv_handle_t* handle) {
-  if (handle->data == nullptr || uv_is_closing(handle) != 0) return;
-  uv_close(handle, &on_closed);
-}
-
-void TlsTunnel::on_closed(uv_handle_t* handle) {
-  auto* self = static_cast<TlsTunnel*>(handle->data);
-  // Why: each TCP handle was made for one address tried (connect_next()).
-  if (handle->type == UV_TCP) delete reinterpret_cast<uv_tcp_t*>(handle);
+void TlsTunnel::on_closed(void* tunnel) noexcept {
+  auto* self = static_cast<TlsTunnel*>(tunnel);
   --self->open_;
   // Why a copy: the latch may outlive this object, which may free itself below.
   const std::shared_ptr<CloseLatch> latch = self->latch_;

@@ -14,6 +14,7 @@
 #include "redis/endpoint.hpp"
 #include "redis/tls_context.hpp"
 #include "runtime/close_latch.hpp"
+#include "runtime/uv_handle.hpp"
 
 namespace redlimit::detail {
 
@@ -71,7 +72,7 @@ class TlsTunnel {
   static void on_server_read(uv_stream_t* stream, ssize_t size, const uv_buf_t* buffer);
   static void on_plain_read(uv_stream_t* stream, ssize_t size, const uv_buf_t* buffer);
   static void on_retry(uv_timer_t* timer);
-  static void on_closed(uv_handle_t* handle);
+  static void on_closed(void* tunnel) noexcept;
 
   void listen();
   /// Connects to the next address of the lookup (or fails when none is left).
@@ -91,8 +92,9 @@ class TlsTunnel {
   /// Why the TLS session failed, after an OpenSSL call returned `result`.
   std::exception_ptr tls_failure(int result, const char* during);
   void fail(std::exception_ptr error);
-  void open_handle(uv_handle_t* handle);
-  void close_handle(uv_handle_t* handle);
+  /// Counts `handle`, just made, among those close() waits for.
+  template <class T>
+  void open_handle(UvHandle<T>& handle);
   void unlink_path();
   void free_when_done();
 
@@ -109,14 +111,13 @@ class TlsTunnel {
   BIO* to_server_ = nullptr;                 ///< ciphertext OpenSSL wrote, to send
   std::vector<sockaddr_storage> addresses_;  ///< the server's, from the lookup
   std::size_t next_address_ = 0;             ///< the one connect_next() tries
-  // Why members: each handle and request lives as long as this object, which frees itself
-  // only after every close callback (and the name lookup's callback) has run. Why the TCP
-  // handle on the heap: each address tried needs a fresh one, and a closed one is freed in its
-  // close callback.
-  uv_pipe_t listener_{};
-  uv_pipe_t plain_{};
-  uv_tcp_t* tcp_ = nullptr;
-  uv_timer_t retry_{};
+  // Why this object frees itself only after every close callback (and the name lookup's
+  // callback) has run: each handle's data, and the requests, point at it. The TCP handle is
+  // made anew for each address tried.
+  UvHandle<uv_pipe_t> listener_;
+  UvHandle<uv_pipe_t> plain_;  ///< hiredis's connection, once accepted
+  UvHandle<uv_tcp_t> tcp_;
+  UvHandle<uv_timer_t> retry_;
   uv_getaddrinfo_t resolve_{};
   uv_connect_t connect_{};
   Backlog to_server_backlog_;
@@ -124,7 +125,6 @@ class TlsTunnel {
   std::array<char, 16 * 1024> read_buffer_;  ///< what a read of either socket fills
   int open_ = 0;  ///< handles not yet closed, plus the name lookup while it runs
   bool listening_ = false;
-  bool plain_open_ = false;
   bool accepted_ = false;
   bool resolving_ = false;
   bool connected_ = false;

@@ -4,9 +4,11 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <memory>
 
 #include "redis/sigpipe_guard.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/uv_handle.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -14,11 +16,11 @@ namespace {
 /// One per hiredis context. Owner: hiredis, through the cleanup hook; freed when both handles'
 /// close callbacks have run.
 struct PollGlue {
-  uv_poll_t poll;
-  uv_prepare_t flush;          ///< writes what commands queued, just before the loop polls
-  redisAsyncContext* context;  // null once hiredis has cleaned up
-  int events = 0;              ///< what hiredis wants watched
-  int polled = 0;              ///< what the poll handle watches
+  UvHandle<uv_poll_t> poll;
+  UvHandle<uv_prepare_t> flush;  ///< writes what commands queued, just before the loop polls
+  redisAsyncContext* context;    // null once hiredis has cleaned up
+  int events = 0;                ///< what hiredis wants watched
+  int polled = 0;                ///< what the poll handle watches
   bool guard_sigpipe;
   std::shared_ptr<CloseLatch> latch;
   bool flushing = false;  ///< inside the flush: a write hiredis could not finish needs the poll
@@ -92,9 +94,9 @@ void update(PollGlue* glue) {
   if (glue->events == glue->polled) return;
   glue->polled = glue->events;
   if (glue->events != 0) {
-    uv_poll_start(&glue->poll, glue->events, &on_poll);
+    uv_poll_start(glue->poll.get(), glue->events, &on_poll);
   } else {
-    uv_poll_stop(&glue->poll);
+    uv_poll_stop(glue->poll.get());
   }
 }
 
@@ -120,7 +122,7 @@ void add_write(void* data) {
   auto* glue = static_cast<PollGlue*>(data);
   if (!glue->flushing && (glue->context->c.flags & REDIS_CONNECTED)) {
     write_large_buffer_now(glue);
-    uv_prepare_start(&glue->flush, &on_flush);
+    uv_prepare_start(glue->flush.get(), &on_flush);
     return;
   }
   glue->events |= UV_WRITABLE;
@@ -133,8 +135,8 @@ void del_write(void* data) {
   update(glue);
 }
 
-void on_closed(uv_handle_t* handle) {
-  auto* closed = static_cast<PollGlue*>(handle->data);
+void on_closed(void* data) noexcept {
+  auto* closed = static_cast<PollGlue*>(data);
   if (--closed->open_handles > 0) return;
   const std::shared_ptr<CloseLatch> latch = std::move(closed->latch);
   delete closed;
@@ -144,26 +146,30 @@ void on_closed(uv_handle_t* handle) {
 void cleanup(void* data) {
   auto* glue = static_cast<PollGlue*>(data);
   glue->context = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(&glue->poll), &on_closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&glue->flush), &on_closed);
+  glue->poll.close();
+  glue->flush.close();
 }
 
 }  // namespace
 
 bool attach_to_loop(redisAsyncContext* context, uv_loop_t* loop,
                     std::shared_ptr<CloseLatch> latch) {
-  auto* glue = new PollGlue{.poll = {},
-                            .flush = {},
-                            .context = context,
-                            .guard_sigpipe = !sigpipe_ignored(),
-                            .latch = std::move(latch)};
-  if (uv_poll_init_socket(loop, &glue->poll, context->c.fd) != 0) {
-    delete glue;
-    return false;
+  auto made = std::unique_ptr<PollGlue>(new PollGlue{.poll = {},
+                                                     .flush = {},
+                                                     .context = context,
+                                                     .guard_sigpipe = !sigpipe_ignored(),
+                                                     .latch = std::move(latch)});
+  try {
+    made->poll.init(loop, &uv_poll_init_socket, context->c.fd);
+    made->flush.init(loop, &uv_prepare_init);
+  } catch (const UvError&) {
+    return false;  // a handle made closes with `made`, unseen by the latch
   }
-  uv_prepare_init(loop, &glue->flush);
-  glue->poll.data = glue;
-  glue->flush.data = glue;
+  PollGlue* const glue = made.release();  // freed by on_closed, after hiredis's cleanup
+  for (uv_handle_t* handle : {glue->poll.handle(), glue->flush.handle()})
+    handle->data = glue;
+  glue->poll.when_closed(&on_closed, glue);
+  glue->flush.when_closed(&on_closed, glue);
   glue->latch->opened();
   context->ev.data = glue;
   context->ev.addRead = &add_read;

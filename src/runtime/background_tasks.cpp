@@ -1,5 +1,7 @@
 #include "runtime/background_tasks.hpp"
 
+#include <cassert>
+
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -56,15 +58,34 @@ void BackgroundTasks::start(Task<void> task) {
     throw UsageError("a redlimit Client was used from a thread other than its loop's");
   }
   if (!accepting_) return;
-  group_.add(on_next_iteration(loop_, std::move(task)));
+  work_.add(on_next_iteration(loop_, std::move(task)));
 }
 
 void BackgroundTasks::start_now(Task<void> task) {
-  group_.add(reporting(std::move(task)));
+  work_.add(reporting(std::move(task)));
 }
 
 Task<void> BackgroundTasks::wait_all() {
-  co_await group_.join();
+  co_await work_.join();
+}
+
+void BackgroundTasks::start_upkeep(Task<void> task) {
+  if (joined_) return;
+  upkeep_.add(on_next_iteration(loop_, std::move(task)));
+}
+
+void BackgroundTasks::start_upkeep_now(Task<void> task) {
+  assert(!joined_ && "upkeep started at once after join()");
+  upkeep_.add(reporting(std::move(task)));
+}
+
+Task<void> BackgroundTasks::join() {
+  joined_ = true;
+  // Why a loop: a task of one kind may start one of the other while the first join waits.
+  while (work_.running() + upkeep_.running() > 0) {
+    co_await work_.join();
+    co_await upkeep_.join();
+  }
 }
 
 }  // namespace redlimit::detail

@@ -2,23 +2,10 @@
 
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/uv_handle.hpp"
 
 namespace redlimit {
 namespace {
-
-/// Why: a uv handle must outlive its close callback, which runs a loop iteration after
-/// uv_close(), so the timer lives on the heap and frees itself; the awaiter only points to it.
-struct SleepTimer {
-  uv_timer_t timer;
-  std::coroutine_handle<> waiter;
-  bool cancelled = false;
-};
-
-void on_fire(uv_timer_t* timer) {
-  auto* state = static_cast<SleepTimer*>(timer->data);
-  detail::LoopScope scope;
-  if (auto waiter = std::exchange(state->waiter, {})) waiter.resume();
-}
 
 std::uint64_t whole_milliseconds(std::chrono::microseconds duration) {
   const auto us = duration.count();
@@ -37,22 +24,20 @@ class SleepAwaiter {
   bool await_ready() const noexcept { return stop_.stop_requested(); }
 
   void await_suspend(std::coroutine_handle<> waiter) {
-    auto* state = new SleepTimer;
-    if (uv_timer_init(loop_, &state->timer) != 0) {
-      delete state;
-      throw Error("sleep_for: uv_timer_init failed");
-    }
-    state->timer.data = state;
-    state->waiter = waiter;
-    state_ = state;
+    // Why the awaiter is the timer's data: it lives in the suspended frame, and a frame
+    // destroyed while sleeping closes the timer first (release()), so no event outlives it.
+    timer_.init(loop_, &uv_timer_init);
+    timer_.get()->data = this;
+    waiter_ = waiter;
     uv_update_time(loop_);  // uv_timer_start counts from the loop's cached time
-    uv_timer_start(&state->timer, on_fire, whole_milliseconds(duration_), 0);
+    uv_timer_start(timer_.get(), &on_fire, whole_milliseconds(duration_), 0);
     // Why last: the stop_callback constructor runs OnStop at once if stop was already requested.
-    on_stop_.emplace(stop_, OnStop{state});
+    on_stop_.emplace(stop_, OnStop{this});
   }
 
   void await_resume() {
-    const bool cancelled = state_ == nullptr || state_->cancelled;
+    // Why a closed timer means cancelled: it never suspended (stop was requested before).
+    const bool cancelled = cancelled_ || !timer_.is_open();
     release();
     if (cancelled) throw Cancelled("sleep_for cancelled");
   }
@@ -60,28 +45,32 @@ class SleepAwaiter {
  private:
   /// Never resumes inline: re-arms the timer to fire on the next loop iteration.
   struct OnStop {
-    SleepTimer* state;
+    SleepAwaiter* awaiter;
     void operator()() const noexcept {
-      if (!state->waiter) return;
-      state->cancelled = true;
-      uv_timer_start(&state->timer, on_fire, 0, 0);
+      if (!awaiter->waiter_) return;
+      awaiter->cancelled_ = true;
+      uv_timer_start(awaiter->timer_.get(), &on_fire, 0, 0);
     }
   };
 
+  static void on_fire(uv_timer_t* timer) {
+    auto* self = static_cast<SleepAwaiter*>(timer->data);
+    detail::LoopScope scope;
+    if (auto waiter = std::exchange(self->waiter_, {})) waiter.resume();
+  }
+
   void release() noexcept {
     on_stop_.reset();
-    if (auto* state = std::exchange(state_, nullptr)) {
-      state->waiter = {};
-      uv_timer_stop(&state->timer);
-      uv_close(reinterpret_cast<uv_handle_t*>(&state->timer),
-               [](uv_handle_t* handle) { delete static_cast<SleepTimer*>(handle->data); });
-    }
+    waiter_ = {};
+    timer_.close();
   }
 
   uv_loop_t* loop_;
   std::chrono::microseconds duration_;
   std::stop_token stop_;
-  SleepTimer* state_ = nullptr;
+  detail::UvHandle<uv_timer_t> timer_;
+  std::coroutine_handle<> waiter_;
+  bool cancelled_ = false;
   std::optional<std::stop_callback<OnStop>> on_stop_;
 };
 

@@ -1,9 +1,11 @@
+#include <memory>
 #include <mutex>
 
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "runtime/background_tasks.hpp"
 #include "runtime/logger.hpp"
+#include "runtime/uv_handle.hpp"
 
 namespace redlimit {
 namespace {
@@ -43,19 +45,18 @@ Detached run_detached(Task<void> task) {
   }
 }
 
-/// Why: the timer lives on the heap and is freed in its close callback, after the coroutine
-/// has been started, so nothing of it is left in any coroutine frame.
-struct StartTimer {
-  uv_timer_t timer;
+/// What starts a spawned coroutine: a 0 ms timer, so that it starts on the next iteration.
+struct Start {
+  detail::UvHandle<uv_timer_t> timer;
   std::coroutine_handle<> coroutine;
 };
 
 void on_start(uv_timer_t* timer) {
-  auto* start = static_cast<StartTimer*>(timer->data);
-  uv_close(reinterpret_cast<uv_handle_t*>(timer),
-           [](uv_handle_t* handle) { delete static_cast<StartTimer*>(handle->data); });
+  auto* start = static_cast<Start*>(timer->data);
+  const std::coroutine_handle<> coroutine = start->coroutine;
+  delete start;  // closes the timer, which is freed a loop iteration later
   detail::LoopScope scope;
-  start->coroutine.resume();
+  coroutine.resume();
 }
 
 }  // namespace
@@ -84,15 +85,17 @@ ErrorHandler set_error_handler(ErrorHandler handler) {
 }
 
 void spawn(uv_loop_t* loop, Task<void> task) {
-  auto coroutine = run_detached(std::move(task)).handle;
-  auto* start = new StartTimer{{}, coroutine};
-  if (uv_timer_init(loop, &start->timer) != 0) {
-    delete start;
-    coroutine.destroy();
-    throw Error("spawn: uv_timer_init failed");
+  auto start = std::make_unique<Start>();
+  start->coroutine = run_detached(std::move(task)).handle;
+  try {
+    start->timer.init(loop, &uv_timer_init);
+  } catch (...) {
+    start->coroutine.destroy();
+    throw;
   }
-  start->timer.data = start;
-  uv_timer_start(&start->timer, on_start, 0, 0);
+  Start* const started = start.release();  // freed by on_start
+  started->timer.get()->data = started;
+  uv_timer_start(started->timer.get(), on_start, 0, 0);
 }
 
 }  // namespace redlimit

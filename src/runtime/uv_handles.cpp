@@ -1,30 +1,22 @@
 #include "runtime/uv_handles.hpp"
 
-#include "redlimit/errors.hpp"
-
 namespace redlimit::detail {
-namespace {
-
-int init(uv_loop_t* loop, uv_timer_t* timer) {
-  return uv_timer_init(loop, timer);
-}
-int init(uv_loop_t* loop, uv_idle_t* idle) {
-  return uv_idle_init(loop, idle);
-}
-
-}  // namespace
 
 template <class UvType>
 OwnedHandle<UvType>::OwnedHandle(uv_loop_t* loop, Callback on_event, void* context,
-                                 CloseLatch* latch) {
-  auto* handle = new Handle{{}, on_event, context, latch};
-  if (const int rc = init(loop, &handle->uv); rc != 0) {
-    delete handle;
-    throw Error(std::string("uv handle init failed: ") + uv_strerror(rc));
+                                 CloseLatch* latch)
+    : on_event_(on_event), context_(context) {
+  if constexpr (std::is_same_v<UvType, uv_timer_t>) {
+    handle_.init(loop, &uv_timer_init);
+  } else {
+    handle_.init(loop, &uv_idle_init);
   }
-  handle->uv.data = handle;
-  handle_ = handle;
-  if (latch != nullptr) latch->opened();
+  handle_.get()->data = this;
+  if (latch != nullptr) {
+    latch->opened();
+    handle_.when_closed([](void* closed) noexcept { static_cast<CloseLatch*>(closed)->closed(); },
+                        latch);
+  }
 }
 
 template class OwnedHandle<uv_timer_t>;

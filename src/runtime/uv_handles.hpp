@@ -6,13 +6,14 @@
 #include <cstdint>
 
 #include "runtime/close_latch.hpp"
+#include "runtime/uv_handle.hpp"
 
 namespace redlimit::detail {
 
-/// A uv handle owned by one object. The handle lives on the heap and frees itself in its close
-/// callback, so the owner may go away right after close(). `on_event(context)` runs on each
-/// event. close() reports to the latch; a destructor that has to close the handle does not
-/// (the latch's owner is going away with it).
+/// A uv handle owned by one object, made at construction (UvError when it cannot be):
+/// `on_event(context)` runs on each event. close() reports to the latch once the handle's close
+/// callback ran; a destructor that has to close the handle does not (the latch's owner is going
+/// away with it).
 template <class UvType>
 class OwnedHandle {
  public:
@@ -20,43 +21,28 @@ class OwnedHandle {
 
   OwnedHandle(uv_loop_t* loop, Callback on_event, void* context, CloseLatch* latch);
   ~OwnedHandle() {
-    if (handle_ != nullptr) handle_->latch = nullptr;
-    close();
+    if (handle_.is_open()) handle_.when_closed(nullptr, nullptr);
   }
   OwnedHandle(const OwnedHandle&) = delete;
   OwnedHandle& operator=(const OwnedHandle&) = delete;
 
   /// Idempotent.
-  void close() noexcept {
-    if (auto* handle = std::exchange(handle_, nullptr)) {
-      uv_close(reinterpret_cast<uv_handle_t*>(&handle->uv), &on_closed);
-    }
-  }
-  bool is_open() const noexcept { return handle_ != nullptr; }
-  UvType* get() noexcept { return &handle_->uv; }
-  void unref() noexcept { uv_unref(reinterpret_cast<uv_handle_t*>(&handle_->uv)); }
+  void close() noexcept { handle_.close(); }
+  bool is_open() const noexcept { return handle_.is_open(); }
+  UvType* get() noexcept { return handle_.get(); }
+  void unref() noexcept { uv_unref(handle_.handle()); }
 
  protected:
-  struct Handle {
-    UvType uv;
-    Callback on_event;
-    void* context;
-    CloseLatch* latch;
-  };
   static void dispatch(UvType* uv) {
-    auto* handle = static_cast<Handle*>(uv->data);
+    auto* self = static_cast<OwnedHandle*>(uv->data);
     LoopScope scope;
-    handle->on_event(handle->context);
+    self->on_event_(self->context_);
   }
-  Handle* handle_ = nullptr;
+  UvHandle<UvType> handle_;
 
  private:
-  static void on_closed(uv_handle_t* uv) {
-    auto* handle = static_cast<Handle*>(uv->data);
-    CloseLatch* latch = handle->latch;
-    delete handle;
-    if (latch != nullptr) latch->closed();
-  }
+  Callback on_event_;
+  void* context_;
 };
 
 /// A one-shot uv timer.
@@ -66,13 +52,11 @@ class Timer : public OwnedHandle<uv_timer_t> {
   /// (Re)starts the timer; it fires once, `milliseconds` from now.
   void start(std::uint64_t milliseconds) noexcept {
     // Why: uv_timer_start counts from the loop's cached time, which may be stale.
-    uv_update_time(handle_->uv.loop);
-    uv_timer_start(&handle_->uv, &dispatch, milliseconds, 0);
+    uv_update_time(handle_.get()->loop);
+    uv_timer_start(handle_.get(), &dispatch, milliseconds, 0);
   }
-  void stop() noexcept { uv_timer_stop(&handle_->uv); }
-  bool active() const noexcept {
-    return uv_is_active(reinterpret_cast<const uv_handle_t*>(&handle_->uv)) != 0;
-  }
+  void stop() noexcept { uv_timer_stop(handle_.get()); }
+  bool active() const noexcept { return uv_is_active(handle_.handle()) != 0; }
 };
 
 /// A uv idle handle: while started, `on_event` runs once per loop iteration and the loop polls
@@ -80,8 +64,8 @@ class Timer : public OwnedHandle<uv_timer_t> {
 class Idle : public OwnedHandle<uv_idle_t> {
  public:
   using OwnedHandle::OwnedHandle;
-  void start() noexcept { uv_idle_start(&handle_->uv, &dispatch); }
-  void stop() noexcept { uv_idle_stop(&handle_->uv); }
+  void start() noexcept { uv_idle_start(handle_.get(), &dispatch); }
+  void stop() noexcept { uv_idle_stop(handle_.get()); }
 };
 
 }  // namespace redlimit::detail
