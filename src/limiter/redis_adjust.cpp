@@ -52,7 +52,7 @@ Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustmen
   if (adjustment == Adjustment::give_back) args.push_back(taken_at);
 
   const Reply reply =
-      co_await client_.eval(scripts::adjust, key_views, args, client_.command_deadline());
+      co_await calls_.eval(scripts::adjust, key_views, args, client_.command_deadline());
   co_return adjust_outcome_from_reply(reply, limits.size());
 }
 

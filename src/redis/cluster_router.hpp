@@ -31,6 +31,13 @@ class ClusterRouter final : public SlotRouter {
 
   Connection& route(std::optional<std::uint16_t> slot) override;
   bool is_cluster() const noexcept override { return true; }
+  /// Follows MOVED and ASK (at most max_redirects, with moves off a retired connection), and
+  /// pauses before trying again after TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and READONLY.
+  NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
+                   Hops& hops) override;
+  bool retired(const Connection& connection) const noexcept override {
+    return !connection.accepting() && !closing_;
+  }
   Connection* follow(const Redirect& redirect) override;
   void suspect_topology() override;
   Task<void> connect(Clock::time_point deadline) override;

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "limiter/key_format.hpp"
+#include "lua_scripts.hpp"
 #include "metrics/fleet_schema.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/errors.hpp"

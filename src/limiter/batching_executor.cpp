@@ -1,110 +1,73 @@
-#include "redis/script_batcher.hpp"
+#include "limiter/batching_executor.hpp"
 
 #include <algorithm>
 #include <string>
 
+#include "limiter/batch_script.hpp"
+#include "metrics/instruments.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redis/error_count.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/task_group.hpp"
 #include "runtime/background_tasks.hpp"
+#include "runtime/failed_task.hpp"
 
 namespace redlimit::detail {
 namespace {
 
-/// A batch's words: its calls' keys, then the call count and, per call, the script's index,
-/// key count, argument count and arguments, or "=" for a call of the same script with the same
-/// key count and arguments as the call before it (lua/batch.lua). Copied: the batch outlives no
-/// caller's frame, but a caller's frame may go while its batch is in flight.
-struct BatchWords {
-  std::string text;  ///< every word, one after the other
-  std::vector<std::string_view> keys;
-  std::vector<std::string_view> args;
-};
-
-std::size_t digits_room(std::size_t words) {
-  return words * 21;  // the longest decimal of a std::size_t, and a separator
-}
-
-/// Whether call `i` runs the same script with as many keys and the same arguments as call i-1.
-/// Why: a policy's try_acquire of 1 permit, key after key, is the common batch; Redis makes a
-/// Lua string of every word, so a repeat sent as one word saves it most of its work per call.
-bool repeats_previous(std::size_t i, std::span<const std::span<const std::string_view>> keys,
-                      std::span<const std::span<const std::string_view>> args,
-                      std::span<const std::size_t> indexes) {
-  return i > 0 && indexes[i] == indexes[i - 1] && keys[i].size() == keys[i - 1].size() &&
-         std::ranges::equal(args[i], args[i - 1]);
-}
-
-BatchWords batch_words(std::span<ScriptBatcher::Call* const> calls,
-                       std::span<const std::span<const std::string_view>> keys,
-                       std::span<const std::span<const std::string_view>> args,
-                       std::span<const std::size_t> indexes) {
-  BatchWords words;
-  std::size_t size = digits_room(1 + 3 * calls.size());
-  std::size_t key_count = 0;
-  std::size_t arg_count = 1;
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    for (std::string_view key : keys[i])
-      size += key.size();
-    for (std::string_view arg : args[i])
-      size += arg.size();
-    key_count += keys[i].size();
-    arg_count += 3 + args[i].size();
-  }
-  // Why reserved whole: the views point into the text, which must not move.
-  words.text.reserve(size);
-  words.keys.reserve(key_count);
-  words.args.reserve(arg_count);
-  auto append = [&words](std::string_view word) {
-    const std::size_t at = words.text.size();
-    words.text.append(word);
-    return std::string_view(words.text.data() + at, word.size());
-  };
-  auto append_number = [&append](std::size_t number) { return append(std::to_string(number)); };
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    for (std::string_view key : keys[i])
-      words.keys.push_back(append(key));
-  }
-  words.args.push_back(append_number(calls.size()));
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    if (repeats_previous(i, keys, args, indexes)) {
-      words.args.push_back(append("="));
-      continue;
-    }
-    words.args.push_back(append_number(indexes[i]));
-    words.args.push_back(append_number(keys[i].size()));
-    words.args.push_back(append_number(args[i].size()));
-    for (std::string_view arg : args[i])
-      words.args.push_back(append(arg));
-  }
-  return words;
+std::unique_ptr<ExecutorDecorator> make_batching_executor(CommandDispatcher& client) {
+  return std::make_unique<BatchingExecutor>(client.loop(), client, client.options().max_batch);
 }
 
 }  // namespace
 
-ScriptBatcher::ScriptBatcher(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch)
-    : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
-
-bool ScriptBatcher::coalesces(const scripts::ScriptSource& script) noexcept {
-  // The batch script holds every script but itself, PolicyStore's, the fleet's counts' and
-  // the adjust script (lua/meson.build).
-  return &script != &scripts::batch && &script != &scripts::policy_store &&
-         &script != &scripts::fleet_counts && &script != &scripts::fleet_names &&
-         &script != &scripts::adjust;
+ScriptExecutor& script_executor_of(CommandDispatcher& client) {
+  if (client.options().max_batch == 1) return client;
+  return client.decorated(&make_batching_executor);
 }
 
-ScriptBatcher::Call::~Call() {
+BatchingExecutor::BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher,
+                                   std::size_t max_batch)
+    : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
+
+// Why not a coroutine: it only picks the path, and a layer more would cost a frame per decision.
+Task<Reply> BatchingExecutor::eval(const scripts::ScriptSource& script,
+                                   std::span<const std::string_view> keys,
+                                   std::span<const std::string_view> args,
+                                   Clock::time_point deadline) {
+  if (!coalesces(script)) return dispatcher_.eval(script, keys, args, deadline);
+  try {
+    dispatcher_.check_thread();
+    const std::optional<std::uint16_t> slot =
+        keys.empty() ? std::nullopt : dispatcher_.slot_of(keys.front());
+    return queued(slot, script, keys, args, deadline);
+  } catch (...) {
+    return failed_task<Reply>(std::current_exception());
+  }
+}
+
+Task<Reply> BatchingExecutor::queued(std::optional<std::uint16_t> slot,
+                                     const scripts::ScriptSource& script,
+                                     std::span<const std::string_view> keys,
+                                     std::span<const std::string_view> args,
+                                     Clock::time_point deadline) {
+  Call call(*this, slot, script, keys, args, deadline);
+  co_await call;
+  if (call.send_alone()) co_return co_await dispatcher_.eval(script, keys, args, deadline);
+  co_return call.take_reply();
+}
+
+BatchingExecutor::Call::~Call() {
   if (list_ != nullptr) (*list_)[index_] = nullptr;
   if (in_batch_ != nullptr) *in_batch_ = nullptr;
 }
 
-Reply ScriptBatcher::Call::take_reply() {
+Reply BatchingExecutor::Call::take_reply() {
   if (error_) std::rethrow_exception(error_);
   return std::move(reply_);
 }
 
-bool ScriptBatcher::queue(Call* call, std::coroutine_handle<> waiter) {
+bool BatchingExecutor::queue(Call* call, std::coroutine_handle<> waiter) {
   if (closed_) {
     call->alone_ = true;
     return false;
@@ -123,11 +86,11 @@ bool ScriptBatcher::queue(Call* call, std::coroutine_handle<> waiter) {
   return true;
 }
 
-void ScriptBatcher::on_idle(void* self) {
-  static_cast<ScriptBatcher*>(self)->flush();
+void BatchingExecutor::on_idle(void* self) {
+  static_cast<BatchingExecutor*>(self)->flush();
 }
 
-void ScriptBatcher::flush() {
+void BatchingExecutor::flush() {
   const std::shared_ptr<bool> alive = alive_;
   flushing_now_ = true;
   // Why a loop: a call queued while this runs (by a caller resumed here) goes in this
@@ -135,7 +98,7 @@ void ScriptBatcher::flush() {
   while (!queued_.empty()) {
     flushing_.swap(queued_);
     tail_run_ = 0;
-    if (dispatcher_.router().is_cluster()) {
+    if (dispatcher_.is_cluster()) {
       // Why stable: calls on one slot keep their order.
       std::stable_sort(flushing_.begin(), flushing_.end(), [](const Call* a, const Call* b) {
         if (a == nullptr || b == nullptr) return a != nullptr && b == nullptr;
@@ -180,14 +143,14 @@ void ScriptBatcher::flush() {
   if (flush_ended_) flush_ended_->set();
 }
 
-void ScriptBatcher::send_alone(Call* call) {
+void BatchingExecutor::send_alone(Call* call) {
   flushing_[call->index_] = nullptr;
   call->list_ = nullptr;
   call->alone_ = true;
   call->waiter_.resume();
 }
 
-void ScriptBatcher::start_batch(std::size_t from, std::size_t to) {
+void BatchingExecutor::start_batch(std::size_t from, std::size_t to) {
   std::vector<Call*> calls;
   calls.reserve(to - from);
   for (std::size_t i = from; i < to; ++i) {
@@ -196,12 +159,11 @@ void ScriptBatcher::start_batch(std::size_t from, std::size_t to) {
       calls.push_back(call);
     }
   }
-  const std::optional<std::uint16_t> slot = calls.front()->slot_;
   ++batches_in_flight_;
-  start_detached(run_batch(slot, std::move(calls)));
+  start_detached(run_batch(std::move(calls)));
 }
 
-Task<void> ScriptBatcher::send_alone_after_split(std::optional<std::uint16_t> slot, Call** place) {
+Task<void> BatchingExecutor::send_alone_after_split(Call** place) {
   // Why copied: the call goes if its caller's frame does, and its words with it, while this
   // command may still be sent again (a redirect, NOSCRIPT).
   const Call& call = **place;
@@ -212,15 +174,14 @@ Task<void> ScriptBatcher::send_alone_after_split(std::optional<std::uint16_t> sl
   const std::vector<std::string_view> key_views(keys.begin(), keys.end());
   const std::vector<std::string_view> arg_views(args.begin(), args.end());
   try {
-    Reply reply = co_await dispatcher_.execute(
-        slot, dispatcher_.scripts_.evalsha(script, key_views, arg_views), &script, deadline);
+    Reply reply = co_await dispatcher_.eval(script, key_views, arg_views, deadline);
     if (*place != nullptr) (*place)->reply_ = std::move(reply);
   } catch (...) {
     if (*place != nullptr) (*place)->error_ = std::current_exception();
   }
 }
 
-Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vector<Call*> calls) {
+Task<void> BatchingExecutor::run_batch(std::vector<Call*> calls) {
   // Why first, before any suspension: from here a call whose frame goes clears its place.
   for (Call*& call : calls)
     call->in_batch_ = &call;
@@ -229,25 +190,24 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
   bool split = false;  // every call goes alone
   Reply reply;
   try {
+    std::vector<const scripts::ScriptSource*> scripts;
     std::vector<std::span<const std::string_view>> keys;
     std::vector<std::span<const std::string_view>> args;
-    std::vector<std::size_t> indexes;
+    scripts.reserve(calls.size());
     keys.reserve(calls.size());
     args.reserve(calls.size());
-    indexes.reserve(calls.size());
     Clock::time_point deadline = Clock::time_point::max();
     for (const Call* call : calls) {
+      scripts.push_back(call->script_);
       keys.push_back(call->keys_);
       args.push_back(call->args_);
-      indexes.push_back(call->script_->index);
       deadline = std::min(deadline, call->deadline_);
     }
-    const BatchWords words = batch_words(calls, keys, args, indexes);
+    const BatchWords words = batch_words(scripts, keys, args);
     // Why TRYAGAIN answered: Redis refuses a command whose keys a migrating slot splits
     // between its two nodes until the migration ends, where each call alone would follow ASK.
-    reply = co_await dispatcher_.execute(
-        slot, dispatcher_.scripts_.evalsha(scripts::batch, words.keys, words.args), &scripts::batch,
-        deadline, CommandDispatcher::OnTryAgain::answer, calls.size());
+    reply = co_await dispatcher_.eval_batch(scripts::batch, words.keys, words.args, deadline,
+                                            calls.size());
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
       throw ProtocolError(
           "the batch script of " + std::to_string(calls.size()) + " calls returned " +
@@ -270,7 +230,7 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
     // Started in the order queued, they are written in that order.
     TaskGroup group;
     for (Call*& call : calls) {
-      if (call != nullptr) group.add(send_alone_after_split(slot, &call));
+      if (call != nullptr) group.add(send_alone_after_split(&call));
     }
     co_await group.join();
   }
@@ -285,18 +245,17 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
       ++failed;
       continue;
     }
-    CommandResult result{std::move(reply.elements[i]), 0};
     try {
-      call->reply_ = dispatcher_.answer(result, call->script_);
+      call->reply_ = dispatcher_.answer(std::move(reply.elements[i]), call->script_);
     } catch (...) {
       call->error_ = std::current_exception();
-      count_redis_error(dispatcher_.redis_metrics_, call->error_);
+      count_redis_error(dispatcher_.redis_metrics(), call->error_);
     }
   }
   // Why once for all: classifying an error rethrows it, and a batch may hold a thousand calls.
   if (*alive && failed > 0) {
     if (const std::optional<RedisError> kind = redis_error_of(failure)) {
-      dispatcher_.redis_metrics_.errors[static_cast<std::size_t>(*kind)].add(failed);
+      dispatcher_.redis_metrics().errors[static_cast<std::size_t>(*kind)].add(failed);
     }
   }
   // Why before the callers resume: a resumed caller may destroy the client, and this object
@@ -316,7 +275,7 @@ Task<void> ScriptBatcher::run_batch(std::optional<std::uint16_t> slot, std::vect
   }
 }
 
-Task<void> ScriptBatcher::close() {
+Task<void> BatchingExecutor::close() {
   closed_ = true;
   // Why: close() called by a caller that flush() resumed; flush() goes on sending what is
   // queued (what this caller queued first included) once this suspends, and the client accepts

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lua_scripts.hpp"
+#include "redis/script_executor.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/task.hpp"
 #include "runtime/completion.hpp"
@@ -23,36 +23,41 @@ namespace redlimit::detail {
 
 class CommandDispatcher;
 
-/// Coalesces script calls: the calls queued for one server (in a cluster, for one slot) while
-/// the loop runs go to Redis in the loop's next idle phase, as one EVALSHA of the batch script
-/// (lua/batch.lua), in the order they were queued, at most max_batch per script call. A call
-/// queued alone goes as it would have without a batcher. No timer: libuv runs idle handles
-/// between any callback and the next poll, right before the prepare phase in which the
-/// connections write (redis/uv_glue.cpp), and an active idle handle keeps the poll from
-/// blocking; so coalescing adds no latency. A full batch queued by the callers a batch resumes
-/// goes at once, while the batch still resumes the others (run_batch): Redis runs it meanwhile.
+/// What limiters' and semaphores' script calls on `client` go through: the client's
+/// BatchingExecutor (made at the first call, see CommandDispatcher::decorated) unless
+/// ClientOptions::max_batch is 1, else the client itself.
+ScriptExecutor& script_executor_of(CommandDispatcher& client);
+
+/// A decorator over a client's CommandDispatcher that coalesces script calls (calls of the
+/// scripts the batch script holds; others go straight to the dispatcher): the calls queued for one
+/// server (in a cluster, for one slot) while the loop runs go to Redis in the loop's next idle
+/// phase, as one EVALSHA of the batch script (lua/batch.lua), in the order they were queued, at
+/// most max_batch per script call. A call queued alone goes as it would have without a batcher. No
+/// timer: libuv runs idle handles between any callback and the next poll, right before the prepare
+/// phase in which the connections write (redis/uv_glue.cpp), and an active idle handle keeps the
+/// poll from blocking; so coalescing adds no latency. A full batch queued by the callers a batch
+/// resumes goes at once, while the batch still resumes the others (run_batch): Redis runs it
+/// meanwhile.
 ///
 /// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
 /// batch Redis could not answer fails each of its calls with the same error; a batch Redis
 /// answered TRYAGAIN (in a cluster, its keys split between the two nodes of a migrating slot) is
 /// sent again as its calls, each alone, as they would have gone without a batcher.
-class ScriptBatcher {
+class BatchingExecutor final : public ExecutorDecorator {
  public:
-  using Clock = std::chrono::steady_clock;
+  BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch);
+  BatchingExecutor(const BatchingExecutor&) = delete;
+  BatchingExecutor& operator=(const BatchingExecutor&) = delete;
 
-  ScriptBatcher(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch);
-  ScriptBatcher(const ScriptBatcher&) = delete;
-  ScriptBatcher& operator=(const ScriptBatcher&) = delete;
-
-  /// Whether calls of `script` may be coalesced (the batch script holds it).
-  static bool coalesces(const scripts::ScriptSource& script) noexcept;
+  Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
+                   std::span<const std::string_view> args, Clock::time_point deadline) override;
 
   /// One script call, queued by `co_await`; lives in the caller's frame. When the caller
   /// resumes, either send_alone() (it was alone: the caller sends it, as without a batcher) or
   /// it has its reply or error.
   class Call {
    public:
-    Call(ScriptBatcher& batcher, std::optional<std::uint16_t> slot,
+    Call(BatchingExecutor& batcher, std::optional<std::uint16_t> slot,
          const scripts::ScriptSource& script, std::span<const std::string_view> keys,
          std::span<const std::string_view> args, Clock::time_point deadline) noexcept
         : batcher_(batcher),
@@ -76,8 +81,8 @@ class ScriptBatcher {
     Reply take_reply();
 
    private:
-    friend class ScriptBatcher;
-    ScriptBatcher& batcher_;
+    friend class BatchingExecutor;
+    BatchingExecutor& batcher_;
     std::optional<std::uint16_t> slot_;
     const scripts::ScriptSource* script_;
     std::span<const std::string_view> keys_;
@@ -92,13 +97,17 @@ class ScriptBatcher {
     std::exception_ptr error_;
   };
 
-  ~ScriptBatcher() { *alive_ = false; }
+  ~BatchingExecutor() override { *alive_ = false; }
 
   /// Sends the calls still queued alone and waits for the batches in flight; closes the
   /// handle. Calls queued afterwards are sent alone.
-  Task<void> close();
+  Task<void> close() override;
 
  private:
+  /// A coalesced call: queued, then answered from a batch or sent alone.
+  Task<Reply> queued(std::optional<std::uint16_t> slot, const scripts::ScriptSource& script,
+                     std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                     Clock::time_point deadline);
   /// Queues `call`; false (the caller goes on to send it alone) once closed.
   bool queue(Call* call, std::coroutine_handle<> waiter);
   static void on_idle(void* self);
@@ -106,10 +115,10 @@ class ScriptBatcher {
   void flush();
   /// Sends the calls in flushing_[from, to) (one slot, non-null ones) as one batch.
   void start_batch(std::size_t from, std::size_t to);
-  Task<void> run_batch(std::optional<std::uint16_t> slot, std::vector<Call*> calls);
+  Task<void> run_batch(std::vector<Call*> calls);
   /// Sends the call at `place` (a batch's, which Redis answered TRYAGAIN) alone and gives it
   /// its reply or error, unless it went meanwhile (`*place` null).
-  Task<void> send_alone_after_split(std::optional<std::uint16_t> slot, Call** place);
+  Task<void> send_alone_after_split(Call** place);
   /// Resumes `call` to be sent alone.
   void send_alone(Call* call);
 
