@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
