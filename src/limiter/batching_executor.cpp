@@ -10,7 +10,6 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/task_group.hpp"
 #include "runtime/background_tasks.hpp"
-#include "runtime/failed_task.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -36,48 +35,19 @@ Task<Reply> BatchingExecutor::eval(const scripts::ScriptSource& script,
                                    std::span<const std::string_view> args,
                                    Clock::time_point deadline) {
   if (!coalesces(script)) return dispatcher_.eval(script, keys, args, deadline);
-  try {
-    dispatcher_.check_thread();
-    const std::optional<std::uint16_t> slot =
-        keys.empty() ? std::nullopt : dispatcher_.slot_of(keys.front());
-    return queued(slot, script, keys, args, deadline);
-  } catch (...) {
-    return failed_task<Reply>(std::current_exception());
-  }
+  return dispatcher_.eval_held(*this, script, keys, args, deadline);
 }
 
-Task<Reply> BatchingExecutor::queued(std::optional<std::uint16_t> slot,
-                                     const scripts::ScriptSource& script,
-                                     std::span<const std::string_view> keys,
-                                     std::span<const std::string_view> args,
-                                     Clock::time_point deadline) {
-  Call call(*this, slot, script, keys, args, deadline);
-  co_await call;
-  if (call.send_alone()) co_return co_await dispatcher_.eval(script, keys, args, deadline);
-  co_return call.take_reply();
-}
-
-BatchingExecutor::Call::~Call() {
-  if (list_ != nullptr) (*list_)[index_] = nullptr;
-  if (in_batch_ != nullptr) *in_batch_ = nullptr;
-}
-
-Reply BatchingExecutor::Call::take_reply() {
-  if (error_) std::rethrow_exception(error_);
-  return std::move(reply_);
-}
-
-bool BatchingExecutor::queue(Call* call, std::coroutine_handle<> waiter) {
+bool BatchingExecutor::hold(HeldCall& call) {
   if (closed_) {
-    call->alone_ = true;
+    call.alone = true;
     return false;
   }
-  call->waiter_ = waiter;
-  call->list_ = &queued_;
-  call->index_ = queued_.size();
-  queued_.push_back(call);
-  if (queued_.size() == 1 || call->slot_ != tail_slot_) {
-    tail_slot_ = call->slot_;
+  call.list = &queued_;
+  call.index = queued_.size();
+  queued_.push_back(&call);
+  if (queued_.size() == 1 || call.slot != tail_slot_) {
+    tail_slot_ = call.slot;
     tail_run_ = 0;
   }
   ++tail_run_;
@@ -100,15 +70,16 @@ void BatchingExecutor::flush() {
     tail_run_ = 0;
     if (dispatcher_.is_cluster()) {
       // Why stable: calls on one slot keep their order.
-      std::stable_sort(flushing_.begin(), flushing_.end(), [](const Call* a, const Call* b) {
-        if (a == nullptr || b == nullptr) return a != nullptr && b == nullptr;
-        return a->slot_ < b->slot_;
-      });
+      std::stable_sort(flushing_.begin(), flushing_.end(),
+                       [](const HeldCall* a, const HeldCall* b) {
+                         if (a == nullptr || b == nullptr) return a != nullptr && b == nullptr;
+                         return a->slot < b->slot;
+                       });
     }
     for (std::size_t i = 0; i < flushing_.size(); ++i) {
-      if (Call* call = flushing_[i]) {
-        call->list_ = &flushing_;
-        call->index_ = i;
+      if (HeldCall* call = flushing_[i]) {
+        call->list = &flushing_;
+        call->index = i;
       }
     }
     // Runs of one slot, at most max_batch_ calls each. Why re-read flushing_ every time: a
@@ -119,11 +90,11 @@ void BatchingExecutor::flush() {
         ++from;
         continue;
       }
-      const std::optional<std::uint16_t> slot = flushing_[from]->slot_;
+      const std::optional<std::uint16_t> slot = flushing_[from]->slot;
       std::size_t to = from;
       std::size_t count = 0;
       while (to < flushing_.size() && count < max_batch_ &&
-             (flushing_[to] == nullptr || flushing_[to]->slot_ == slot)) {
+             (flushing_[to] == nullptr || flushing_[to]->slot == slot)) {
         if (flushing_[to] != nullptr) ++count;
         ++to;
       }
@@ -143,19 +114,19 @@ void BatchingExecutor::flush() {
   if (flush_ended_) flush_ended_->set();
 }
 
-void BatchingExecutor::send_alone(Call* call) {
-  flushing_[call->index_] = nullptr;
-  call->list_ = nullptr;
-  call->alone_ = true;
-  call->waiter_.resume();
+void BatchingExecutor::send_alone(HeldCall* call) {
+  flushing_[call->index] = nullptr;
+  call->list = nullptr;
+  call->alone = true;
+  call->waiter.resume();
 }
 
 void BatchingExecutor::start_batch(std::size_t from, std::size_t to) {
-  std::vector<Call*> calls;
+  std::vector<HeldCall*> calls;
   calls.reserve(to - from);
   for (std::size_t i = from; i < to; ++i) {
-    if (Call* call = std::exchange(flushing_[i], nullptr)) {
-      call->list_ = nullptr;
+    if (HeldCall* call = std::exchange(flushing_[i], nullptr)) {
+      call->list = nullptr;
       calls.push_back(call);
     }
   }
@@ -163,28 +134,28 @@ void BatchingExecutor::start_batch(std::size_t from, std::size_t to) {
   start_detached(run_batch(std::move(calls)));
 }
 
-Task<void> BatchingExecutor::send_alone_after_split(Call** place) {
+Task<void> BatchingExecutor::send_alone_after_split(HeldCall** place) {
   // Why copied: the call goes if its caller's frame does, and its words with it, while this
   // command may still be sent again (a redirect, NOSCRIPT).
-  const Call& call = **place;
-  const scripts::ScriptSource& script = *call.script_;
-  const Clock::time_point deadline = call.deadline_;
-  const std::vector<std::string> keys(call.keys_.begin(), call.keys_.end());
-  const std::vector<std::string> args(call.args_.begin(), call.args_.end());
+  const HeldCall& call = **place;
+  const scripts::ScriptSource& script = *call.script;
+  const Clock::time_point deadline = call.deadline;
+  const std::vector<std::string> keys(call.keys.begin(), call.keys.end());
+  const std::vector<std::string> args(call.args.begin(), call.args.end());
   const std::vector<std::string_view> key_views(keys.begin(), keys.end());
   const std::vector<std::string_view> arg_views(args.begin(), args.end());
   try {
     Reply reply = co_await dispatcher_.eval(script, key_views, arg_views, deadline);
-    if (*place != nullptr) (*place)->reply_ = std::move(reply);
+    if (*place != nullptr) (*place)->reply = std::move(reply);
   } catch (...) {
-    if (*place != nullptr) (*place)->error_ = std::current_exception();
+    if (*place != nullptr) (*place)->error = std::current_exception();
   }
 }
 
-Task<void> BatchingExecutor::run_batch(std::vector<Call*> calls) {
+Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
   // Why first, before any suspension: from here a call whose frame goes clears its place.
-  for (Call*& call : calls)
-    call->in_batch_ = &call;
+  for (HeldCall*& call : calls)
+    call->in_batch = &call;
   const std::shared_ptr<bool> alive = alive_;
   std::exception_ptr failure;
   bool split = false;  // every call goes alone
@@ -197,11 +168,11 @@ Task<void> BatchingExecutor::run_batch(std::vector<Call*> calls) {
     keys.reserve(calls.size());
     args.reserve(calls.size());
     Clock::time_point deadline = Clock::time_point::max();
-    for (const Call* call : calls) {
-      scripts.push_back(call->script_);
-      keys.push_back(call->keys_);
-      args.push_back(call->args_);
-      deadline = std::min(deadline, call->deadline_);
+    for (const HeldCall* call : calls) {
+      scripts.push_back(call->script);
+      keys.push_back(call->keys);
+      args.push_back(call->args);
+      deadline = std::min(deadline, call->deadline);
     }
     const BatchWords words = batch_words(scripts, keys, args);
     // Why TRYAGAIN answered: Redis refuses a command whose keys a migrating slot splits
@@ -229,7 +200,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<Call*> calls) {
     // is answered, and a resumed caller may destroy the client while others are still to go.
     // Started in the order queued, they are written in that order.
     TaskGroup group;
-    for (Call*& call : calls) {
+    for (HeldCall*& call : calls) {
       if (call != nullptr) group.add(send_alone_after_split(&call));
     }
     co_await group.join();
@@ -238,18 +209,18 @@ Task<void> BatchingExecutor::run_batch(std::vector<Call*> calls) {
   // that fails counts once among the errors (a call sent alone after a split counted itself).
   std::uint64_t failed = 0;
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    Call* call = calls[i];
+    HeldCall* call = calls[i];
     if (call == nullptr || split) continue;
     if (failure) {
-      call->error_ = failure;
+      call->error = failure;
       ++failed;
       continue;
     }
     try {
-      call->reply_ = dispatcher_.answer(std::move(reply.elements[i]), call->script_);
+      call->reply = dispatcher_.answer(std::move(reply.elements[i]), call->script);
     } catch (...) {
-      call->error_ = std::current_exception();
-      count_redis_error(dispatcher_.redis_metrics(), call->error_);
+      call->error = std::current_exception();
+      count_redis_error(dispatcher_.redis_metrics(), call->error);
     }
   }
   // Why once for all: classifying an error rethrows it, and a batch may hold a thousand calls.
@@ -261,11 +232,11 @@ Task<void> BatchingExecutor::run_batch(std::vector<Call*> calls) {
   // Why before the callers resume: a resumed caller may destroy the client, and this object
   // with it; from here on only the calls, which clear their place when destroyed, are touched.
   if (*alive && --batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
-  for (Call*& call : calls) {
+  for (HeldCall*& call : calls) {
     if (call == nullptr) continue;
-    Call* const resumed = std::exchange(call, nullptr);
-    resumed->in_batch_ = nullptr;
-    resumed->waiter_.resume();
+    HeldCall* const resumed = std::exchange(call, nullptr);
+    resumed->in_batch = nullptr;
+    resumed->waiter.resume();
     // Why here, not when the loop is about to poll: the callers this batch resumes queue their
     // next calls, and a full batch of them sent now keeps Redis busy while the client answers
     // the other replies it read; sent at the end of the iteration, the batches in flight all
@@ -287,13 +258,13 @@ Task<void> BatchingExecutor::close() {
   // What is still queued goes alone.
   flushing_.swap(queued_);
   for (std::size_t i = 0; i < flushing_.size(); ++i) {
-    if (Call* call = flushing_[i]) {
-      call->list_ = &flushing_;
-      call->index_ = i;
+    if (HeldCall* call = flushing_[i]) {
+      call->list = &flushing_;
+      call->index = i;
     }
   }
   for (std::size_t i = 0; i < flushing_.size(); ++i) {
-    if (Call* call = flushing_[i]) send_alone(call);
+    if (HeldCall* call = flushing_[i]) send_alone(call);
   }
   flushing_.clear();
   if (batches_in_flight_ > 0) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "redis/held_call.hpp"
 #include "redis/script_executor.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/task.hpp"
@@ -32,18 +33,18 @@ ScriptExecutor& script_executor_of(CommandDispatcher& client);
 /// scripts the batch script holds; others go straight to the dispatcher): the calls queued for one
 /// server (in a cluster, for one slot) while the loop runs go to Redis in the loop's next idle
 /// phase, as one EVALSHA of the batch script (lua/batch.lua), in the order they were queued, at
-/// most max_batch per script call. A call queued alone goes as it would have without a batcher. No
-/// timer: libuv runs idle handles between any callback and the next poll, right before the prepare
-/// phase in which the connections write (redis/uv_glue.cpp), and an active idle handle keeps the
-/// poll from blocking; so coalescing adds no latency. A full batch queued by the callers a batch
-/// resumes goes at once, while the batch still resumes the others (run_batch): Redis runs it
-/// meanwhile.
+/// most max_batch per script call. A call queued alone goes as it would have without a batcher,
+/// from the same coroutine frame (a call waits in its command's frame: HeldCall). No timer: libuv
+/// runs idle handles between any callback and the next poll, right before the prepare phase in
+/// which the connections write (redis/uv_glue.cpp), and an active idle handle keeps the poll from
+/// blocking; so coalescing adds no latency. A full batch queued by the callers a batch resumes goes
+/// at once, while the batch still resumes the others (run_batch): Redis runs it meanwhile.
 ///
 /// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
 /// batch Redis could not answer fails each of its calls with the same error; a batch Redis
 /// answered TRYAGAIN (in a cluster, its keys split between the two nodes of a migrating slot) is
 /// sent again as its calls, each alone, as they would have gone without a batcher.
-class BatchingExecutor final : public ExecutorDecorator {
+class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holder {
  public:
   BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch);
   BatchingExecutor(const BatchingExecutor&) = delete;
@@ -52,51 +53,6 @@ class BatchingExecutor final : public ExecutorDecorator {
   Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args, Clock::time_point deadline) override;
 
-  /// One script call, queued by `co_await`; lives in the caller's frame. When the caller
-  /// resumes, either send_alone() (it was alone: the caller sends it, as without a batcher) or
-  /// it has its reply or error.
-  class Call {
-   public:
-    Call(BatchingExecutor& batcher, std::optional<std::uint16_t> slot,
-         const scripts::ScriptSource& script, std::span<const std::string_view> keys,
-         std::span<const std::string_view> args, Clock::time_point deadline) noexcept
-        : batcher_(batcher),
-          slot_(slot),
-          script_(&script),
-          keys_(keys),
-          args_(args),
-          deadline_(deadline) {}
-    /// Why: a frame destroyed while its call waits must be neither resumed nor read.
-    ~Call();
-    Call(const Call&) = delete;
-    Call& operator=(const Call&) = delete;
-
-    bool await_ready() const noexcept { return false; }
-    bool await_suspend(std::coroutine_handle<> waiter) { return batcher_.queue(this, waiter); }
-    void await_resume() const noexcept {}
-
-    /// The batcher found it alone: the caller sends it itself.
-    bool send_alone() const noexcept { return alone_; }
-    /// The reply, or rethrows the error (after a batch).
-    Reply take_reply();
-
-   private:
-    friend class BatchingExecutor;
-    BatchingExecutor& batcher_;
-    std::optional<std::uint16_t> slot_;
-    const scripts::ScriptSource* script_;
-    std::span<const std::string_view> keys_;
-    std::span<const std::string_view> args_;
-    Clock::time_point deadline_;
-    std::coroutine_handle<> waiter_;
-    std::vector<Call*>* list_ = nullptr;  ///< the list it waits in (queued or flushing)
-    std::size_t index_ = 0;               ///< its place there
-    Call** in_batch_ = nullptr;           ///< its place in the batch that sent it
-    bool alone_ = false;
-    Reply reply_;
-    std::exception_ptr error_;
-  };
-
   ~BatchingExecutor() override { *alive_ = false; }
 
   /// Sends the calls still queued alone and waits for the batches in flight; closes the
@@ -104,29 +60,25 @@ class BatchingExecutor final : public ExecutorDecorator {
   Task<void> close() override;
 
  private:
-  /// A coalesced call: queued, then answered from a batch or sent alone.
-  Task<Reply> queued(std::optional<std::uint16_t> slot, const scripts::ScriptSource& script,
-                     std::span<const std::string_view> keys, std::span<const std::string_view> args,
-                     Clock::time_point deadline);
   /// Queues `call`; false (the caller goes on to send it alone) once closed.
-  bool queue(Call* call, std::coroutine_handle<> waiter);
+  bool hold(HeldCall& call) override;
   static void on_idle(void* self);
   /// Sends everything queued, as batches and calls alone, until nothing is queued.
   void flush();
   /// Sends the calls in flushing_[from, to) (one slot, non-null ones) as one batch.
   void start_batch(std::size_t from, std::size_t to);
-  Task<void> run_batch(std::vector<Call*> calls);
+  Task<void> run_batch(std::vector<HeldCall*> calls);
   /// Sends the call at `place` (a batch's, which Redis answered TRYAGAIN) alone and gives it
   /// its reply or error, unless it went meanwhile (`*place` null).
-  Task<void> send_alone_after_split(Call** place);
+  Task<void> send_alone_after_split(HeldCall** place);
   /// Resumes `call` to be sent alone.
-  void send_alone(Call* call);
+  void send_alone(HeldCall* call);
 
   uv_loop_t* loop_;
   CommandDispatcher& dispatcher_;
   std::size_t max_batch_;
-  std::vector<Call*> queued_;    ///< in the order queued; null where a call's frame went
-  std::vector<Call*> flushing_;  ///< what flush() is sending
+  std::vector<HeldCall*> queued_;    ///< in the order queued; null where a call's frame went
+  std::vector<HeldCall*> flushing_;  ///< what flush() is sending
   std::unique_ptr<Idle> idle_;
   bool closed_ = false;
   bool flushing_now_ = false;  ///< flush() runs (close() then waits for it to end)

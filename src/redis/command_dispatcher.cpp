@@ -196,7 +196,14 @@ Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
 
 Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                                        const scripts::ScriptSource* script,
-                                       Clock::time_point deadline, Terms terms, std::size_t calls) {
+                                       Clock::time_point deadline, Terms terms, std::size_t calls,
+                                       Hold hold) {
+  if (hold.holder != nullptr) {
+    HeldCall held(*hold.holder, slot, *script, hold.keys, hold.args, deadline);
+    co_await held;
+    // Why outside the handler below: whoever answered the call counted its error.
+    if (!held.alone) co_return held.take_reply();
+  }
   // Why one handler around the whole body: every error leaves through it as the caller gets
   // it (a failure that opened the breaker as CircuitOpen), and it costs nothing until thrown.
   try {
@@ -331,6 +338,22 @@ Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
     return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, application_call);
+  } catch (...) {
+    return failed_task<Reply>(std::current_exception());
+  }
+}
+
+Task<Reply> CommandDispatcher::eval_held(HeldCall::Holder& holder,
+                                         const scripts::ScriptSource& script,
+                                         std::span<const std::string_view> keys,
+                                         std::span<const std::string_view> args,
+                                         Clock::time_point deadline) {
+  try {
+    check_thread();
+    const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
+    const Hold hold{.holder = &holder, .keys = keys, .args = args};
+    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, application_call,
+                   1, hold);
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }

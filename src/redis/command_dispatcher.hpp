@@ -16,6 +16,7 @@
 #include "redis/circuit_breaker.hpp"
 #include "redis/command_argv.hpp"
 #include "redis/connection.hpp"
+#include "redis/held_call.hpp"
 #include "redis/script_executor.hpp"
 #include "redis/script_registry.hpp"
 #include "redis/slot_router.hpp"
@@ -58,6 +59,11 @@ class CommandDispatcher final : public ScriptExecutor {
   /// carrying when the server will be tried again.
   Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args, Clock::time_point deadline) override;
+  /// Runs `script` as eval() does, once `holder` lets it go alone (see HeldCall); a call the
+  /// holder answers (from a batch) gets that answer, and is neither guarded nor counted here.
+  Task<Reply> eval_held(HeldCall::Holder& holder, const scripts::ScriptSource& script,
+                        std::span<const std::string_view> keys,
+                        std::span<const std::string_view> args, Clock::time_point deadline);
   /// Runs `script` as eval() does, as one command that stands for `calls` calls (a decorator's
   /// batch): counted in RedisMetrics::batch_size as a batch of `calls`, its error not counted
   /// (whoever made the batch counts each call's), and TRYAGAIN raised at once (in a cluster,
@@ -135,13 +141,21 @@ class CommandDispatcher final : public ScriptExecutor {
   static constexpr Terms own_call{
       .guarded = false, .counts_error = false, .answers_try_again = false};
 
-  /// Sends `argv` to the node serving `slot` until the router says the outcome is the answer
-  /// (a redirect followed, a "not now" retried while the deadline allows). With `script`, argv
-  /// is an EVALSHA of it and NOSCRIPT is answered on the node that said it. An error reply is
-  /// raised, as by answer(). Guarded commands count as a batch of `calls` in batch_size.
+  /// What eval_held() adds to execute(): who holds the call first, and its keys and arguments.
+  struct Hold {
+    HeldCall::Holder* holder;  ///< none for a call that nobody holds
+    std::span<const std::string_view> keys;
+    std::span<const std::string_view> args;
+  };
+
+  /// With a `hold`, first waits for its holder, and returns what it answered unless it lets
+  /// the call go alone. Sends `argv` to the node serving `slot` until the router says the outcome
+  /// is the answer (a redirect followed, a "not now" retried while the deadline allows). With
+  /// `script`, argv is an EVALSHA of it and NOSCRIPT is answered on the node that said it. An error
+  /// reply is raised, as by answer(). Guarded commands count as a batch of `calls` in batch_size.
   Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                       const scripts::ScriptSource* script, Clock::time_point deadline, Terms terms,
-                      std::size_t calls = 1);
+                      std::size_t calls = 1, Hold hold = {});
   /// What to send first on `target`: `argv`, or for a script not loaded there its EVAL (the
   /// words put in `reload`).
   std::span<const std::string_view> first_send(Connection& target,
