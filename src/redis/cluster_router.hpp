@@ -38,7 +38,6 @@ class ClusterRouter final : public SlotRouter {
   bool retired(const Connection& connection) const noexcept override {
     return !connection.accepting() && !closing_;
   }
-  Connection* follow(const Redirect& redirect) override;
   void suspect_topology() override;
   Task<void> connect(Clock::time_point deadline) override;
   Task<void> close() override;
@@ -46,6 +45,8 @@ class ClusterRouter final : public SlotRouter {
   std::exception_ptr config_error() const noexcept override { return config_error_; }
 
  private:
+  /// Where a MOVED or ASK reply sends the command (MOVED also updates the slot map).
+  Connection* follow(const Redirect& redirect);
   /// The connection to `address`, created if there is none (with the seeds' credentials).
   Connection& node(const NodeAddress& address);
   /// Asks the known primaries, then the seeds, for CLUSTER SLOTS; applies the first answer.

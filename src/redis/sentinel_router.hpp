@@ -37,7 +37,6 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   /// like; a failed try looks for the primary again.
   NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
                    Hops& hops) override;
-  Connection* follow(const Redirect&) override { return nullptr; }
   /// The primary may have moved (READONLY, a lost connection): look again, and have the
   /// connections check the ROLE of the primary again even if the sentinels still name it.
   void suspect_topology() override;

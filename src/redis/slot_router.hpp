@@ -62,9 +62,6 @@ class SlotRouter {
   /// Whether `connection` was closed because its node left the slot map (not because the
   /// client closes): what it did not run, another node can.
   virtual bool retired(const Connection&) const noexcept { return false; }
-  /// Where a MOVED or ASK reply sends the command (MOVED also updates the slot map); null when
-  /// redirects are not followed.
-  virtual Connection* follow(const Redirect& redirect) = 0;
   /// The slot map may be stale (a lost connection, READONLY, CLUSTERDOWN): refresh it soon.
   virtual void suspect_topology() = 0;
   /// Establishes what routing needs by `deadline`: a connection, and for a cluster the slot map.
@@ -96,7 +93,6 @@ class SingleNodeRouter final : public SlotRouter {
   bool is_cluster() const noexcept override { return false; }
   /// Every outcome is the answer: one server has nothing else to try.
   NextTry next_try(const TryOutcome&, std::optional<std::uint16_t>, Hops&) override { return {}; }
-  Connection* follow(const Redirect&) override { return nullptr; }
   void suspect_topology() override {}
   Task<void> connect(Clock::time_point deadline) override;
   Task<void> close() override { return connection_->close(); }
