@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "fleet/fleet_schema.hpp"
+#include "lua_scripts.hpp"
 #include "policy/key_format.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/errors.hpp"

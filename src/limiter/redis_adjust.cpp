@@ -35,7 +35,7 @@ Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustmen
                          amount);
   if (adjustment == Adjustment::give_back) call.add_argument(taken_at);
   const Reply reply =
-      co_await client_.eval(scripts::adjust, call.keys(), call.args(), client_.command_deadline());
+      co_await calls_.eval(scripts::adjust, call.keys(), call.args(), client_.command_deadline());
   co_return adjust_outcome_from_reply(reply, request.policy->limits().size());
 }
 

@@ -257,7 +257,7 @@ Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource
   const std::array<std::string_view, 8> args = {
       permits,        now, epoch[0], epoch[1], epoch[2], limit.fields[1], limit.fields[2],
       limit.fields[3]};
-  Reply reply = co_await client_.eval(script, keys, args, client_.command_deadline());
+  Reply reply = co_await calls_.eval(script, keys, args, client_.command_deadline());
   Decision decision = decision_from_lean_reply(reply);
   decision.policy_version = request.policy->epoch().version;
   reuse_reply_text(std::move(reply.str));
@@ -269,7 +269,7 @@ Task<Decision> RedisBackend::decide_with_general_script(const DecideRequest& req
                                request.operation == Operation::acquire ? "acquire" : "peek",
                                request.permits);
   const Reply reply =
-      co_await client_.eval(scripts::decide, call.keys(), call.args(), client_.command_deadline());
+      co_await calls_.eval(scripts::decide, call.keys(), call.args(), client_.command_deadline());
   Decision decision = decision_from_reply(reply, request.policy->limits().size());
   decision.policy_version = request.policy->epoch().version;
   co_return decision;
@@ -334,7 +334,7 @@ Task<Reply> RedisBackend::run_ticket_script(std::string operation, DecideRequest
                                                  limit.fields[3], slot_us,         slot_frac,
                                                  version,         epoch,           cancels_before,
                                                  reserved_p,      reserved_d};
-  co_return co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
+  co_return co_await calls_.eval(scripts::reserve, keys, args, client_.command_deadline());
 }
 
 Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
@@ -413,7 +413,7 @@ Task<Reply> RedisBackend::run_reserve_script(std::string operation, DecideReques
                                                  limit.fields[3],
                                                  operation_argument,
                                                  lease};
-  co_return co_await client_.eval(scripts::reserve, keys, args, client_.command_deadline());
+  co_return co_await calls_.eval(scripts::reserve, keys, args, client_.command_deadline());
 }
 
 Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::int64_t version) {

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "limiter/backend.hpp"
+#include "limiter/batching_executor.hpp"
+#include "lua_scripts.hpp"
 #include "redis/command_dispatcher.hpp"
 
 namespace redlimit::detail {
@@ -17,11 +19,12 @@ namespace redlimit::detail {
 class RedisBackend final : public Backend {
  public:
   /// Registers reservations under ClientOptions::reservation_lease.
-  explicit RedisBackend(CommandDispatcher& client) : client_(client) {}
+  explicit RedisBackend(CommandDispatcher& client)
+      : client_(client), calls_(script_executor_of(client)) {}
   /// Registers reservations under `lease` instead (the differential test's 1 ms leases, shorter
   /// than any ClientOptions accepts, so that owners lapse at random).
   RedisBackend(CommandDispatcher& client, std::chrono::microseconds lease)
-      : client_(client), lease_(lease) {}
+      : client_(client), calls_(script_executor_of(client)), lease_(lease) {}
   Task<Decision> decide(const DecideRequest& request) override;
   /// What decide() runs for peeks and policies of several limits, for any request: the
   /// differential test mixes it with the lean scripts on one key.
@@ -71,6 +74,7 @@ class RedisBackend final : public Backend {
                                    const DecideRequest& request);
 
   CommandDispatcher& client_;
+  ScriptExecutor& calls_;  ///< what its script calls go through (batching, unless turned off)
   std::optional<std::chrono::microseconds> lease_;
   /// Per reservation key: no reclaim for a denied try_acquire before this time.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> next_reclaim_;

@@ -17,7 +17,7 @@ Task<LeaseReply> RedisBackend::run_semaphore_script(std::string operation, Lease
   const std::array<std::string_view, 6> args = {operation,        now, capacity, permits,
                                                 request.lease_id, ttl};
   const Reply reply =
-      co_await client_.eval(scripts::semaphore, keys, args, client_.command_deadline());
+      co_await calls_.eval(scripts::semaphore, keys, args, client_.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() < 2) throw ProtocolError("the semaphore script returned too few fields");
   LeaseReply out;

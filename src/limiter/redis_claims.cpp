@@ -29,7 +29,8 @@ Task<Decision> decide_claims_in_redis(CommandDispatcher& client,
   for (const std::string& field : claim_fields)
     call.add_argument(field);
   const Reply reply =
-      co_await client.eval(scripts::decide, call.keys(), call.args(), client.command_deadline());
+      co_await script_executor_of(client).eval(scripts::decide, call.keys(), call.args(),
+                                                client.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
     const std::int64_t claim = fields[2].as_integer();
@@ -101,8 +102,8 @@ Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
   const std::string earliest = std::to_string(earliest_slot_us);
   args.push_back(earliest);
 
-  const Reply reply =
-      co_await client.eval(scripts::reserve, key_views, args, client.command_deadline());
+  const Reply reply = co_await script_executor_of(client).eval(scripts::reserve, key_views, args,
+                                                               client.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
     throw StalePolicy(fields[1].as_integer(),

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include "redlimit/metrics.hpp"
 
@@ -9,12 +10,12 @@ namespace redlimit::detail {
 struct RedisMetrics;
 
 /// Keeps calls from each waiting a full timeout while a Redis server is known to be down; the
-/// CommandDispatcher keeps one per server and consults it for script calls. Closed: every call
-/// goes to the server. After `failures_to_open` consecutive failures it opens: calls fail at once
-/// with CircuitOpen (a limiter then applies its failure policy). When the open period ends, one
-/// call goes through as a probe (half-open): success closes the breaker, failure opens it again for
-/// twice as long (up to `open_max`). The open period bounds how long recovery takes once Redis is
-/// back.
+/// CommandDispatcher keeps one per server, and a BreakerScope consults it for a script call.
+/// Closed: every call goes to the server. After `failures_to_open` consecutive failures it opens:
+/// calls fail at once with CircuitOpen (a limiter then applies its failure policy). When the open
+/// period ends, one call goes through as a probe (half-open): success closes the breaker, failure
+/// opens it again for twice as long (up to `open_max`). The open period bounds how long recovery
+/// takes once Redis is back.
 ///
 /// Given a RedisMetrics, it counts itself in RedisMetrics::breakers under its state from its
 /// construction to its destruction. Why neither copyable nor movable: each object counts once.
@@ -28,6 +29,8 @@ class CircuitBreaker {
     /// A probe that reported nothing within this (its task was destroyed) counts as lost: the
     /// next call probes again. At least the client's command timeout.
     std::chrono::milliseconds probe_timeout{1000};
+    /// The server it guards, for logs and errors.
+    std::string server = {};
   };
 
   CircuitBreaker() : CircuitBreaker(Settings{}) {}
@@ -46,6 +49,8 @@ class CircuitBreaker {
   Clock::duration retry_in(Clock::time_point now) const;
   /// True unless closed (open, or half-open with a probe under way).
   bool open() const noexcept { return state_ != State::closed; }
+  /// Settings::server.
+  const std::string& server() const noexcept { return settings_.server; }
 
  private:
   using State = BreakerState;

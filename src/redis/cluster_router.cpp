@@ -7,6 +7,8 @@
 #include <set>
 #include <string_view>
 
+#include "redis/reply_convert.hpp"
+#include "redis/script_registry.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -56,6 +58,32 @@ Connection& ClusterRouter::route(std::optional<std::uint16_t> slot) {
     suspect_topology();  // a slot nobody serves: it may have been assigned since
   }
   return nodes_.empty() ? node(address_of(seeds_.front())) : *nodes_.begin()->second;
+}
+
+NextTry ClusterRouter::next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
+                                Hops& hops) {
+  // Why: a connection closed because its node left the slot map fails what it had not sent
+  // yet (and answers NOSCRIPT without a reload); the node that serves the slot now can take it.
+  const Reply* reply = outcome.reply;
+  if (retired(outcome.target) &&
+      (outcome.unsent || (reply != nullptr && ScriptRegistry::is_noscript(*reply)))) {
+    if (++hops.redirects > max_redirects) return {};
+    return {.kind = NextTry::Kind::resend, .target = &route(slot)};
+  }
+  if (reply == nullptr) {
+    suspect_topology();
+    return {};
+  }
+  if (reply->type != Reply::Type::error) return {};
+  if (classify_error_reply(reply->str) != ErrorReplyKind::redirect) {
+    return pause_if_not_now(*reply, hops);
+  }
+  const auto redirect = parse_redirect(reply->str, outcome.target.endpoint().host);
+  Connection* next = redirect ? follow(*redirect) : nullptr;
+  if (next == nullptr || ++hops.redirects > max_redirects) return {};
+  return {.kind = NextTry::Kind::resend,
+          .target = next,
+          .asking = redirect->kind == Redirect::Kind::ask};
 }
 
 Connection* ClusterRouter::follow(const Redirect& redirect) {

@@ -34,7 +34,13 @@ class ClusterRouter final : public SlotRouter {
 
   Connection& route(std::optional<std::uint16_t> slot) override;
   bool is_cluster() const noexcept override { return true; }
-  Connection* follow(const Redirect& redirect) override;
+  /// Follows MOVED and ASK (at most max_redirects, with moves off a retired connection), and
+  /// pauses before trying again after TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and READONLY.
+  NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
+                   Hops& hops) override;
+  bool retired(const Connection& connection) const noexcept override {
+    return !connection.accepting() && !closing_;
+  }
   void suspect_topology() override;
   Task<void> connect(Clock::time_point deadline) override;
   Task<void> close() override;
@@ -42,6 +48,8 @@ class ClusterRouter final : public SlotRouter {
   std::exception_ptr config_error() const noexcept override { return config_error_; }
 
  private:
+  /// Where a MOVED or ASK reply sends the command (MOVED also updates the slot map).
+  Connection* follow(const Redirect& redirect);
   /// The connection to `address`, created if there is none (with the seeds' credentials).
   Connection& node(const NodeAddress& address);
   /// Asks the known primaries, then the seeds, for CLUSTER SLOTS; applies the first answer.

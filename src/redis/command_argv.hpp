@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lua_scripts.hpp"
+#include "redis/script_source.hpp"
 
 namespace redlimit::detail {
 

@@ -123,22 +123,13 @@ std::unique_ptr<SlotRouter> make_router(uv_loop_t* loop, BackgroundTasks& tasks,
                                    settings_of(options, tls, contact_breaks), options.logger));
 }
 
-/// The pause before retrying a cluster error that says "not now" (a slot migrating, a
-/// failover in progress): 2, 4, 8 ... ms, at most 100 ms.
-std::chrono::milliseconds retry_delay(int retries) {
-  return std::chrono::milliseconds(std::min(100, 2 << std::min(retries, 6)));
-}
-
 }  // namespace
 
 CommandDispatcher::CommandDispatcher(uv_loop_t* loop, ClientOptions options)
     : loop_(loop),
       options_(validated(std::move(options))),
       tls_(tls_of(options_)),
-      router_(make_router(loop, background_, options_, tls_, &contact_breaks_)),
-      batcher_(options_.max_batch > 1
-                   ? std::make_unique<ScriptBatcher>(loop, *this, options_.max_batch)
-                   : nullptr) {}
+      router_(make_router(loop, background_, options_, tls_, &contact_breaks_)) {}
 
 Subscriber& CommandDispatcher::subscriber() {
   check_thread();
@@ -179,12 +170,12 @@ Task<void> CommandDispatcher::close() {
   // permits stay taken until their TTL; each is bounded by its command deadline.
   co_await background_.wait_all();
   background_.stop_accepting();
-  // Why before the connections close: batches in flight are answered as they would be alone.
-  if (batcher_) co_await batcher_->close();
-  closing_ = true;
+  // Why before the connections close: what the decorator holds (batches in flight) is
+  // answered as it would be alone.
+  if (decorator_) co_await decorator_->close();
   co_await router_->close();
   if (subscriber_) co_await subscriber_->close();
-  // Why last: what the router and the batcher started ends as they close; nothing outlives
+  // Why last: what the router and the decorator started ends as they close; nothing outlives
   // close().
   co_await background_.join();
   // Why last: a waiter resumed here may destroy the client.
@@ -204,51 +195,34 @@ Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
 
 Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                                        const scripts::ScriptSource* script,
-                                       Clock::time_point deadline, OnTryAgain on_try_again,
-                                       std::size_t calls, Caller caller) {
-  const bool counted = caller == Caller::application;
+                                       Clock::time_point deadline, Terms terms, std::size_t calls,
+                                       Hold hold) {
+  if (hold.holder != nullptr) {
+    HeldCall held(*hold.holder, slot, *script, hold.keys, hold.args, deadline);
+    co_await held;
+    // Why outside the handler below: whoever answered the call counted its error.
+    if (!held.alone) co_return held.take_reply();
+  }
   // Why one handler around the whole body: every error leaves through it as the caller gets
   // it (a failure that opened the breaker as CircuitOpen), and it costs nothing until thrown.
   try {
     if (const std::exception_ptr error = router_->config_error()) std::rethrow_exception(error);
     Connection* target = &router_->route(slot);
-    // Why scripts only: they are what limiters and semaphores run, whose callers have a failure
-    // policy for an unavailable server; a plain command() gets the server's own answer.
-    CircuitBreaker* const breaker = script != nullptr && counted ? &breaker_of(*target) : nullptr;
-    // Why the clock only when not closed: a clock reading is a noticeable part of a decision's
-    // client CPU, and a closed breaker needs none.
-    if (breaker != nullptr && breaker->open()) {
-      const auto now = Clock::now();
-      if (!breaker->allow(now)) {
-        throw CircuitOpen(
-            "redis " + target->name() + ": recent calls failed; not sent (circuit breaker open)",
-            std::chrono::ceil<std::chrono::microseconds>(breaker->retry_in(now)));
-      }
-    }
-    if (script != nullptr && counted) {
-      redis_metrics_.batch_size.observe(static_cast<double>(calls));
-    }
+    BreakerScope breaker = terms.guarded ? guard(*target) : BreakerScope();
+    if (terms.guarded) redis_metrics_.batch_size.observe(static_cast<double>(calls));
     bool asking = false;
-    int redirects = 0;
-    int retries = 0;
+    Hops hops;
     std::vector<std::string_view> reload;  // the command again after NOSCRIPT
     CommandResult result;
     std::exception_ptr failure;
     for (;;) {
-      if (!target->accepting() && !closing_) {  // its node left the slot map meanwhile
-        target = &router_->route(slot);
-        asking = false;
-      }
       failure = nullptr;
       bool unsent = false;
       try {
         // One try on one connection: ASKING first when asking, EVAL after NOSCRIPT.
         // Why not a coroutine of its own: this runs once per decision, and a coroutine layer
         // costs a frame and a resumption.
-        std::span<const std::string_view> command =
-            script != nullptr ? scripts_.first_send(*target, *script, argv.words(), reload)
-                              : argv.words();
-        // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
+        std::span<const std::string_view> command = first_send(*target, script, argv, reload);
         for (int reloads = 0;; ++reloads) {
           // Why a follow-up: a command in flight when close() began is still answered, and
           // its reload is part of it.
@@ -258,12 +232,7 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
           } else {
             result = co_await target->send(command, deadline, follow_up);
           }
-          // Why not on a connection that no longer accepts (unless the client closes): its node
-          // left the slot map, and the retry below goes to the node that serves the slot.
-          if (script == nullptr || reloads == 2 || !ScriptRegistry::is_noscript(result.reply) ||
-              (!target->accepting() && !closing_)) {
-            break;
-          }
+          if (!reloads_after(script, result, reloads, *target)) break;
           command =
               scripts_.after_noscript(*target, *script, result.sequence, argv.words(), reload);
         }
@@ -274,129 +243,74 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
         failure = std::current_exception();
         break;
       }
-      // Why retry here: a connection closed because its node left the slot map fails what it
-      // had not sent yet; the node that serves the slot now can take it.
-      const bool retired = router_->is_cluster() && !target->accepting() && !closing_;
-      if (retired && (unsent || (!failure && ScriptRegistry::is_noscript(result.reply)))) {
-        if (++redirects <= max_redirects) continue;
-        break;
-      }
-      if (failure) {
-        router_->suspect_topology();
-        break;
-      }
-      // Why also a found primary (Sentinel): after a failover, the old one answers READONLY
-      // until the connection has moved, and the command never ran.
-      if (result.reply.type != Reply::Type::error ||
-          (!router_->is_cluster() && router_->endpoint_source() == nullptr)) {
-        break;
-      }
-
-      const ErrorReplyKind kind = classify_error_reply(result.reply.str);
-      if (kind == ErrorReplyKind::redirect) {
-        const auto redirect = parse_redirect(result.reply.str, target->endpoint().host);
-        Connection* next = redirect ? router_->follow(*redirect) : nullptr;
-        if (next == nullptr || ++redirects > max_redirects) break;
-        target = next;
-        asking = redirect->kind == Redirect::Kind::ask;
+      const TryOutcome outcome{*target, failure ? nullptr : &result.reply, unsent};
+      const NextTry next = router_->next_try(outcome, slot, hops);
+      if (next.kind == NextTry::Kind::answer) break;
+      if (next.kind == NextTry::Kind::resend) {
+        target = next.target;
+        asking = next.asking;
         continue;
       }
-      if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) break;
-      if (error_code(result.reply.str) != "TRYAGAIN") {
-        router_->suspect_topology();
-      } else if (on_try_again == OnTryAgain::answer) {
-        // Why a success: the node answered; nothing is wrong with it (and a half-open breaker
+      if (terms.answers_try_again && error_code(result.reply.str) == "TRYAGAIN") {
+        // Why an answer: the node answered; nothing is wrong with it (and a half-open breaker
         // whose probe this was would otherwise refuse the calls that follow).
-        if (breaker != nullptr) breaker->success();
-        co_return answer(result, script);
+        breaker.answered();
+        co_return answer(std::move(result.reply), script);
       }
-      const auto delay = retry_delay(retries++);
-      if (Clock::now() + delay >= deadline) break;
-      co_await sleep_for(loop_, delay);
+      if (Clock::now() + next.delay >= deadline) break;
+      co_await sleep_for(loop_, next.delay);
       target = &router_->route(slot);
       asking = false;
     }
-    if (breaker != nullptr) record_outcome(*breaker, failure, result.reply);
+    breaker.leave(failure, result.reply);
     if (failure) std::rethrow_exception(failure);
-    co_return answer(result, script);
+    co_return answer(std::move(result.reply), script);
   } catch (...) {
-    if (script != &scripts::batch && counted) {
-      count_redis_error(redis_metrics_, std::current_exception());
-    }
+    if (terms.counts_error) count_redis_error(redis_metrics_, std::current_exception());
     throw;
   }
 }
 
-CircuitBreaker& CommandDispatcher::breaker_of(Connection& server) {
-  if (CircuitBreaker* breaker = server.breaker()) return *breaker;
-  auto found = breakers_.find(server.name());
-  if (found == breakers_.end()) {
-    const CircuitBreaker::Settings settings{.probe_timeout = options_.command_timeout +
-                                                             std::chrono::milliseconds(100)};
-    found = breakers_.try_emplace(server.name(), settings, &redis_metrics_).first;
-  }
-  server.attach_breaker(&found->second);
-  return found->second;
+std::span<const std::string_view> CommandDispatcher::first_send(
+    Connection& target, const scripts::ScriptSource* script, const CommandArgv& argv,
+    std::vector<std::string_view>& reload) const {
+  if (script == nullptr) return argv.words();
+  return scripts_.first_send(target, *script, argv.words(), reload);
 }
 
-const std::string& CommandDispatcher::server_of(const CircuitBreaker& breaker) const {
-  for (const auto& [server, candidate] : breakers_) {
-    if (&candidate == &breaker) return server;
-  }
-  throw std::logic_error("a circuit breaker this client does not own");
+bool CommandDispatcher::reloads_after(const scripts::ScriptSource* script,
+                                      const CommandResult& result, int reloads,
+                                      const Connection& target) const {
+  // Why up to two reloads: a SCRIPT FLUSH may land between another call's reload and ours.
+  // Why not on a retired connection: its node left the slot map, and the router sends the
+  // call to the node that serves the slot now.
+  return script != nullptr && reloads < 2 && ScriptRegistry::is_noscript(result.reply) &&
+         !router_->retired(target);
 }
 
-void CommandDispatcher::record_outcome(CircuitBreaker& breaker, std::exception_ptr& failure,
-                                       const Reply& reply) {
-  const bool unavailable =
-      failure ? means_unavailable(failure)
-              : reply.type == Reply::Type::error && is_transient(classify_error_reply(reply.str));
-  if (!unavailable) {
-    // Redis answered (a reply, or an error that is the command's): it is there.
-    if (breaker.open())
-      logger()->info("redis {}: answers again; circuit breaker closed", server_of(breaker));
-    breaker.success();
-    return;
-  }
-  const bool was_open = breaker.open();
-  const auto now = Clock::now();
-  breaker.failure(now);
-  if (!breaker.open()) return;
-  std::string cause;
-  bool maybe_executed = false;
-  if (failure) {
-    try {
-      std::rethrow_exception(failure);
-    } catch (const Unavailable& e) {
-      cause = e.what();
-      maybe_executed = e.maybe_executed();
-    } catch (const std::exception& e) {
-      cause = e.what();
+BreakerScope CommandDispatcher::guard(Connection& server) {
+  CircuitBreaker* breaker = server.breaker();
+  if (breaker == nullptr) {
+    auto found = breakers_.find(server.name());
+    if (found == breakers_.end()) {
+      CircuitBreaker::Settings settings{
+          .probe_timeout = options_.command_timeout + std::chrono::milliseconds(100),
+          .server = server.name()};
+      found = breakers_.try_emplace(server.name(), std::move(settings), &redis_metrics_).first;
     }
-  } else {
-    cause = reply.str;
+    breaker = &found->second;
+    server.attach_breaker(breaker);
   }
-  const auto retry_after = std::chrono::ceil<std::chrono::microseconds>(breaker.retry_in(now));
-  if (!was_open) {
-    logger()->warn(
-        "redis {}: unavailable ({}); script calls fail at once for {} ms (circuit "
-        "breaker open)",
-        server_of(breaker), cause,
-        std::chrono::ceil<std::chrono::milliseconds>(retry_after).count());
-  }
-  // Why replace the error: the caller learns when the server will be tried again.
-  failure = std::make_exception_ptr(
-      CircuitOpen("redis " + server_of(breaker) + ": " + cause + " (circuit breaker open)",
-                  retry_after, maybe_executed));
+  return BreakerScope(*breaker, *logger());
 }
 
-Reply CommandDispatcher::answer(CommandResult& result, const scripts::ScriptSource* script) const {
-  if (result.reply.type == Reply::Type::error) {
-    if (script == nullptr) raise(result.reply.str, {});
-    raise(result.reply.str,
+Reply CommandDispatcher::answer(Reply reply, const scripts::ScriptSource* script) const {
+  if (reply.type == Reply::Type::error) {
+    if (script == nullptr) raise(reply.str, {});
+    raise(reply.str,
           "script '" + std::string(script->name) + "' calls: " + std::string(script->commands));
   }
-  return std::move(result.reply);
+  return reply;
 }
 
 Task<Reply> CommandDispatcher::command(std::vector<std::string> argv) {
@@ -410,10 +324,10 @@ Task<Reply> CommandDispatcher::command(std::vector<std::string> argv) {
   const auto key = routing_key(argv);
   const std::optional<std::uint16_t> slot = key ? slot_of(*key) : std::nullopt;
   const std::vector<std::string_view> views(argv.begin(), argv.end());
-  co_return co_await execute(slot, CommandArgv(views), nullptr, command_deadline());
+  co_return co_await execute(slot, CommandArgv(views), nullptr, command_deadline(), plain_command);
 }
 
-// Why not a coroutine: it only prepares the command, and a layer more would cost a frame per
+// Why not coroutines: they only prepare the command, and a layer more would cost a frame per
 // decision; the words move into execute()'s frame.
 Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
                                     std::span<const std::string_view> keys,
@@ -422,10 +336,37 @@ Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
-    if (batcher_ && ScriptBatcher::coalesces(script)) {
-      return eval_coalesced(slot, script, keys, args, deadline);
-    }
-    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline);
+    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, application_call);
+  } catch (...) {
+    return failed_task<Reply>(std::current_exception());
+  }
+}
+
+Task<Reply> CommandDispatcher::eval_held(HeldCall::Holder& holder,
+                                         const scripts::ScriptSource& script,
+                                         std::span<const std::string_view> keys,
+                                         std::span<const std::string_view> args,
+                                         Clock::time_point deadline) {
+  try {
+    check_thread();
+    const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
+    const Hold hold{.holder = &holder, .keys = keys, .args = args};
+    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, application_call,
+                   1, hold);
+  } catch (...) {
+    return failed_task<Reply>(std::current_exception());
+  }
+}
+
+Task<Reply> CommandDispatcher::eval_batch(const scripts::ScriptSource& script,
+                                          std::span<const std::string_view> keys,
+                                          std::span<const std::string_view> args,
+                                          Clock::time_point deadline, std::size_t calls) {
+  try {
+    check_thread();
+    const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
+    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, batch_call,
+                   calls);
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }
@@ -438,20 +379,14 @@ Task<Reply> CommandDispatcher::eval_own(const scripts::ScriptSource& script,
   check_thread();
   const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
   co_return co_await execute(slot, scripts_.evalsha(script, keys, args), &script, deadline,
-                             OnTryAgain::retry, 1, Caller::client);
+                             own_call);
 }
 
-Task<Reply> CommandDispatcher::eval_coalesced(std::optional<std::uint16_t> slot,
-                                              const scripts::ScriptSource& script,
-                                              std::span<const std::string_view> keys,
-                                              std::span<const std::string_view> args,
-                                              Clock::time_point deadline) {
-  ScriptBatcher::Call call(*batcher_, slot, script, keys, args, deadline);
-  co_await call;
-  if (call.send_alone()) {
-    co_return co_await execute(slot, scripts_.evalsha(script, keys, args), &script, deadline);
-  }
-  co_return call.take_reply();
+ScriptExecutor& CommandDispatcher::decorated(DecoratorFactory make) {
+  // Why not after close() began: close() would not close a decorator made now.
+  if (!decorator_ && close_requested_) return *this;
+  if (!decorator_) decorator_ = make(*this);
+  return *decorator_;
 }
 
 void CommandDispatcher::raise(const std::string& error, std::string_view hint) const {

@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "metrics/instruments.hpp"
+#include "redis/breaker_scope.hpp"
 #include "redis/circuit_breaker.hpp"
 #include "redis/command_argv.hpp"
 #include "redis/connection.hpp"
-#include "redis/script_batcher.hpp"
+#include "redis/held_call.hpp"
+#include "redis/script_executor.hpp"
 #include "redis/script_registry.hpp"
 #include "redis/slot_router.hpp"
 #include "redis/subscriber.hpp"
@@ -27,14 +29,16 @@ namespace redlimit::detail {
 
 class TlsContext;
 
-/// The implementation behind Client: sends each command to the server that serves its key,
-/// follows the cluster's redirects and retries, and runs the embedded scripts.
-class CommandDispatcher {
+/// The implementation behind Client: sends each command to the server that serves its key
+/// (the router says what to do with a redirect or a "not now"), and runs scripts by their SHA1.
+class CommandDispatcher final : public ScriptExecutor {
  public:
   /// The thread that runs the loop: the one that built this dispatcher (calls from any other
   /// are refused with UsageError).
   std::thread::id loop_thread() const noexcept { return owner_thread_; }
   using Clock = Connection::Clock;
+  /// Makes the decorator a client keeps over its dispatcher (see decorated()).
+  using DecoratorFactory = std::unique_ptr<ExecutorDecorator> (*)(CommandDispatcher&);
 
   CommandDispatcher(uv_loop_t* loop, ClientOptions options);
 
@@ -44,28 +48,46 @@ class CommandDispatcher {
   Task<void> close();
   Task<Reply> command(std::vector<std::string> argv);
 
-  /// Most redirects one call follows (MOVED and ASK together).
-  static constexpr int max_redirects = 5;
-
-  /// Runs an embedded script with EVALSHA; on NOSCRIPT, sends what the ScriptRegistry says (EVAL,
-  /// which also loads it, or EVALSHA once more). An error reply is raised (ReplyError;
-  /// ConfigError for permissions, naming the script's commands). `keys` and `args` must stay
-  /// valid until the task ends (co_await it at once).
+  /// Runs a script with EVALSHA, as one command; on NOSCRIPT, sends what the ScriptRegistry
+  /// says (EVAL, which also loads it, or EVALSHA once more). An error reply is raised
+  /// (ReplyError; ConfigError for permissions, naming the script's commands). `keys` and `args`
+  /// must stay valid until the task ends (co_await it at once).
   ///
-  /// Script calls are guarded by the circuit breaker of the server that serves the first key:
-  /// while it is open they fail at once with CircuitOpen, and a failure that leaves it open
-  /// (Unavailable, or a transient error reply) is raised as CircuitOpen, carrying when the
-  /// server will be tried again.
-  ///
-  /// Calls of the scripts the batch script holds are coalesced (ScriptBatcher) unless
-  /// ClientOptions::max_batch is 1.
+  /// Script calls are guarded by the circuit breaker of the server that serves the first key
+  /// (BreakerScope): while it is open they fail at once with CircuitOpen, and a failure that
+  /// leaves it open (Unavailable, or a transient error reply) is raised as CircuitOpen,
+  /// carrying when the server will be tried again.
   Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
-                   std::span<const std::string_view> args, Clock::time_point deadline);
+                   std::span<const std::string_view> args, Clock::time_point deadline) override;
+  /// Runs `script` as eval() does, once `holder` lets it go alone (see HeldCall); a call the
+  /// holder answers (from a batch) gets that answer, and is neither guarded nor counted here.
+  Task<Reply> eval_held(HeldCall::Holder& holder, const scripts::ScriptSource& script,
+                        std::span<const std::string_view> keys,
+                        std::span<const std::string_view> args, Clock::time_point deadline);
+  /// Runs `script` as eval() does, as one command that stands for `calls` calls (a decorator's
+  /// batch): counted in RedisMetrics::batch_size as a batch of `calls`, its error not counted
+  /// (whoever made the batch counts each call's), and TRYAGAIN raised at once (in a cluster,
+  /// the batch's keys split between the two nodes of a migrating slot: its calls alone would
+  /// follow ASK).
+  Task<Reply> eval_batch(const scripts::ScriptSource& script,
+                         std::span<const std::string_view> keys,
+                         std::span<const std::string_view> args, Clock::time_point deadline,
+                         std::size_t calls);
   /// Runs an embedded script for the client's own bookkeeping (the fleet's counts), as eval()
   /// does but never coalesced, not guarded by a circuit breaker, and without counting its
   /// error in RedisMetrics: it is nobody's call, and an operator's alerts are about calls.
   Task<Reply> eval_own(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
                        std::span<const std::string_view> args, Clock::time_point deadline);
+
+  /// `reply`, or the exception its error reply becomes (naming the commands of `script`, if
+  /// any): how a script call's answer is raised, also when a batch carried it.
+  Reply answer(Reply reply, const scripts::ScriptSource* script) const;
+
+  /// The executor this client's limiters and semaphores send script calls through when they
+  /// decorate it: the decorator `make` builds at the first call, kept and shared from then on
+  /// (a later call returns it, whatever its `make`); close() closes it before the connections.
+  /// This dispatcher itself once close() began with no decorator made.
+  ScriptExecutor& decorated(DecoratorFactory make);
 
   /// The deadline of a command issued now.
   Clock::time_point command_deadline() const noexcept {
@@ -76,9 +98,13 @@ class CommandDispatcher {
   const std::shared_ptr<spdlog::logger>& logger() const noexcept { return options_.logger; }
   /// Where this client counts (ClientOptions::metrics, or its own).
   const std::shared_ptr<Metrics>& metrics() const noexcept { return options_.metrics; }
+  /// The Redis part of metrics().
+  RedisMetrics& redis_metrics() noexcept { return redis_metrics_; }
   SlotRouter& router() noexcept { return *router_; }
   /// Whether the keys of one script call must share a hash slot (a cluster).
   bool is_cluster() const noexcept { return router_->is_cluster(); }
+  /// The slot to route `key` by: its hash slot in a cluster, none (any) on one server.
+  std::optional<std::uint16_t> slot_of(std::string_view key) const noexcept;
   /// The scope of every task the library starts for this client: close() waits for the work
   /// done for callers (lease releases, refunds) before closing the connections, and joins the
   /// rest last.
@@ -87,7 +113,7 @@ class CommandDispatcher {
   Subscriber& subscriber();
   /// Whether close() was called: nothing new (a subscription included) should start.
   bool closed() const noexcept { return close_requested_; }
-  /// The embedded scripts.
+  /// What calling a script by its SHA1 needs.
   const ScriptRegistry& scripts() const noexcept { return scripts_; }
   /// Throws UsageError when called from a thread other than the one that made the client.
   void check_thread() const;
@@ -97,50 +123,52 @@ class CommandDispatcher {
   std::uint64_t contact() const noexcept { return contact_breaks_; }
 
  private:
-  friend class ScriptBatcher;  // sends batches with execute(), answers their calls with answer()
-  /// eval() through the batcher: queued, then answered from a batch or sent alone.
-  Task<Reply> eval_coalesced(std::optional<std::uint16_t> slot, const scripts::ScriptSource& script,
-                             std::span<const std::string_view> keys,
-                             std::span<const std::string_view> args, Clock::time_point deadline);
-  /// What execute() does with TRYAGAIN.
-  enum class OnTryAgain {
-    retry,   ///< backs off and retries while the deadline allows
-    answer,  ///< raises it at once (a batch, whose calls alone would not meet it)
+  /// How execute() treats a command.
+  struct Terms {
+    bool guarded;            ///< a script call of a limiter or semaphore: a BreakerScope around it
+    bool counts_error;       ///< its error counts in RedisMetrics::errors
+    bool answers_try_again;  ///< TRYAGAIN is raised at once rather than retried (a batch)
   };
-  /// Whose script call execute() sends.
-  enum class Caller {
-    application,  ///< a limiter's or a semaphore's: guarded by the breaker, counted
-    client,       ///< the client's own (eval_own()): neither
+  static constexpr Terms plain_command{
+      .guarded = false, .counts_error = true, .answers_try_again = false};
+  static constexpr Terms application_call{
+      .guarded = true, .counts_error = true, .answers_try_again = false};
+  static constexpr Terms batch_call{
+      .guarded = true, .counts_error = false, .answers_try_again = true};
+  /// eval_own(): nobody's call, so neither guarded nor counted.
+  static constexpr Terms own_call{
+      .guarded = false, .counts_error = false, .answers_try_again = false};
+
+  /// What eval_held() adds to execute(): who holds the call first, and its keys and arguments.
+  struct Hold {
+    HeldCall::Holder* holder;  ///< none for a call that nobody holds
+    std::span<const std::string_view> keys;
+    std::span<const std::string_view> args;
   };
-  /// Sends `argv` to the node serving `slot` and follows the cluster's answers: MOVED and ASK
-  /// (at most max_redirects), TRYAGAIN (as `on_try_again` says), CLUSTERDOWN, LOADING and
-  /// MASTERDOWN (backs off and retries while the deadline allows). With `script`, argv is an
-  /// EVALSHA of it and NOSCRIPT is answered on the node that said it. An error reply is raised,
-  /// as by answer().
-  ///
-  /// Counts in RedisMetrics: a script call the breaker lets through as one batch of `calls`
-  /// calls; the error raised, unless the command is a batch (whose calls the batcher counts,
-  /// each once). A script call of the Caller::client is neither guarded nor counted.
+
+  /// With a `hold`, first waits for its holder, and returns what it answered unless it lets
+  /// the call go alone. Sends `argv` to the node serving `slot` until the router says the outcome
+  /// is the answer (a redirect followed, a "not now" retried while the deadline allows). With
+  /// `script`, argv is an EVALSHA of it and NOSCRIPT is answered on the node that said it. An error
+  /// reply is raised, as by answer(). Guarded commands count as a batch of `calls` in batch_size.
   Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
-                      const scripts::ScriptSource* script, Clock::time_point deadline,
-                      OnTryAgain on_try_again = OnTryAgain::retry, std::size_t calls = 1,
-                      Caller caller = Caller::application);
-  /// The reply of `result`, or the exception its error reply becomes (naming the commands of
-  /// `script`, if any).
-  Reply answer(CommandResult& result, const scripts::ScriptSource* script) const;
-  /// The slot to route `key` by: its hash slot in a cluster, none (any) on one server.
-  std::optional<std::uint16_t> slot_of(std::string_view key) const noexcept;
+                      const scripts::ScriptSource* script, Clock::time_point deadline, Terms terms,
+                      std::size_t calls = 1, Hold hold = {});
+  /// What to send first on `target`: `argv`, or for a script not loaded there its EVAL (the
+  /// words put in `reload`).
+  std::span<const std::string_view> first_send(Connection& target,
+                                               const scripts::ScriptSource* script,
+                                               const CommandArgv& argv,
+                                               std::vector<std::string_view>& reload) const;
+  /// Whether `result`, the answer on `target` to a call of `script` after `reloads` reloads,
+  /// asks for another (NOSCRIPT, at most twice, and not on a retired connection).
+  bool reloads_after(const scripts::ScriptSource* script, const CommandResult& result, int reloads,
+                     const Connection& target) const;
   /// Throws the exception an error reply becomes (see exception_from_error).
   [[noreturn]] void raise(const std::string& error, std::string_view hint) const;
-  /// The breaker of `server`'s Redis server (one per server: per primary in a cluster).
-  CircuitBreaker& breaker_of(Connection& server);
-  /// The server `breaker` belongs to (a search: for logs and errors only).
-  // Why not the connection's name: the connection may be gone by the time a call ends (its
-  // node left the slot map), the breaker stays.
-  const std::string& server_of(const CircuitBreaker& breaker) const;
-  /// Records the outcome of a script call in `breaker`: a failure (`failure`, or a transient
-  /// error `reply`) that leaves it open becomes CircuitOpen in `failure`.
-  void record_outcome(CircuitBreaker& breaker, std::exception_ptr& failure, const Reply& reply);
+  /// The breaker scope of a call to `server`'s Redis server (one breaker per server: per
+  /// primary in a cluster); throws CircuitOpen when the breaker refuses it.
+  BreakerScope guard(Connection& server);
   /// `argv` on `connection` right after ASKING (an error reply to ASKING is the result); a
   /// `follow_up` as in Connection::send.
   Task<CommandResult> send_asking(Connection& connection, std::span<const std::string_view> argv,
@@ -162,10 +190,9 @@ class CommandDispatcher {
   BackgroundTasks background_{loop_};
   std::unique_ptr<SlotRouter> router_;  ///< after options_, breakers_ and tls_: made from them
   std::unique_ptr<Subscriber> subscriber_;
-  std::unique_ptr<ScriptBatcher> batcher_;  ///< null when max_batch is 1
+  std::unique_ptr<ExecutorDecorator> decorator_;  ///< null until decorated() makes it
   bool close_requested_ = false;
-  bool closing_ = false;  ///< the connections are closing
-  Completion closed_;     ///< a second close() waits for the first
+  Completion closed_;  ///< a second close() waits for the first
 };
 
 }  // namespace redlimit::detail

@@ -5,8 +5,8 @@
 #include <string_view>
 #include <vector>
 
-#include "lua_scripts.hpp"
 #include "redis/command_argv.hpp"
+#include "redis/script_source.hpp"
 #include "redlimit/reply.hpp"
 
 namespace redlimit::detail {
@@ -14,10 +14,10 @@ namespace redlimit::detail {
 class Connection;
 struct RedisMetrics;
 
-/// The embedded Lua scripts (generated into lua_scripts.hpp with their SHA1 at build time) and
-/// what calling them needs: the EVALSHA that runs one, the EVAL that loads one at its first use
-/// on a connection, and the command to send when a server answers NOSCRIPT (a SCRIPT FLUSH, or
-/// a restart or failover not yet seen as a reconnect).
+/// What calling a Lua script by its SHA1 needs: the EVALSHA that runs one, the EVAL that loads
+/// one at its first use on a connection, and the command to send when a server answers NOSCRIPT
+/// (a SCRIPT FLUSH, or a restart or failover not yet seen as a reconnect). Which scripts there
+/// are is the application's (lua_scripts.hpp).
 class ScriptRegistry {
  public:
   using Script = scripts::ScriptSource;
@@ -26,9 +26,6 @@ class ScriptRegistry {
   /// Counts the scripts it sends with their source (RedisMetrics::scripts_loaded) in
   /// `metrics`, which must outlive it.
   explicit ScriptRegistry(RedisMetrics* metrics) noexcept : metrics_(metrics) {}
-
-  /// Every embedded script; `all()[s.index] == &s`.
-  std::span<const Script* const> all() const noexcept { return scripts::all; }
 
   /// `EVALSHA <sha1> <number of keys> <keys...> <args...>`.
   CommandArgv evalsha(const Script& script, std::span<const std::string_view> keys,

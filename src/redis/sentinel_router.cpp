@@ -65,6 +65,16 @@ void SentinelRouter::trouble_with(const Endpoint& endpoint) {
   start_lookup();
 }
 
+NextTry SentinelRouter::next_try(const TryOutcome& outcome, std::optional<std::uint16_t>,
+                                 Hops& hops) {
+  if (outcome.reply == nullptr) {
+    suspect_topology();
+    return {};
+  }
+  if (outcome.reply->type != Reply::Type::error) return {};
+  return pause_if_not_now(*outcome.reply, hops);
+}
+
 void SentinelRouter::suspect_topology() {
   if (primary_at_) troubled_ = primary_at_;
   recheck_ = true;

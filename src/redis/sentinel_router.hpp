@@ -34,7 +34,11 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
 
   Connection& route(std::optional<std::uint16_t>) override { return *primary_; }
   bool is_cluster() const noexcept override { return false; }
-  Connection* follow(const Redirect&) override { return nullptr; }
+  /// Pauses before trying again after READONLY (after a failover, the old primary answers it
+  /// until the connection has moved, and the command never ran), LOADING, MASTERDOWN and the
+  /// like; a failed try looks for the primary again.
+  NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
+                   Hops& hops) override;
   /// The primary may have moved (READONLY, a lost connection): look again, and have the
   /// connections check the ROLE of the primary again even if the sentinels still name it.
   void suspect_topology() override;

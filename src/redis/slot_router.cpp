@@ -1,11 +1,28 @@
 #include "redis/slot_router.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
 #include "redis/reply_convert.hpp"
 
 namespace redlimit::detail {
+namespace {
+
+/// The pause before retrying an error that says "not now" (a slot migrating, a failover in
+/// progress): 2, 4, 8 ... ms, at most 100 ms.
+std::chrono::milliseconds retry_delay(int retries) {
+  return std::chrono::milliseconds(std::min(100, 2 << std::min(retries, 6)));
+}
+
+}  // namespace
+
+NextTry SlotRouter::pause_if_not_now(const Reply& reply, Hops& hops) {
+  const ErrorReplyKind kind = classify_error_reply(reply.str);
+  if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) return {};
+  if (error_code(reply.str) != "TRYAGAIN") suspect_topology();
+  return {.kind = NextTry::Kind::retry, .delay = retry_delay(hops.retries++)};
+}
 
 Task<void> SingleNodeRouter::connect(Clock::time_point deadline) {
   static constexpr std::array<std::string_view, 1> ping = {"PING"};

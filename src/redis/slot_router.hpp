@@ -14,20 +14,54 @@ namespace redlimit::detail {
 
 class EndpointSource;
 
+/// How far one command went through its router's answers.
+struct Hops {
+  int redirects = 0;  ///< MOVED, ASK, and moves off a connection whose node left the slot map
+  int retries = 0;    ///< pauses before trying again
+};
+
+/// How one try of a command on one connection ended.
+struct TryOutcome {
+  Connection& target;
+  const Reply* reply;  ///< null when it failed with a ConnectionError
+  bool unsent;         ///< it failed before the command left (so it did not run)
+};
+
+/// What a command does after a try, as its router says.
+struct NextTry {
+  enum class Kind {
+    answer,  ///< the outcome is the command's
+    resend,  ///< send it again at once, to `target` (after ASKING when `asking`)
+    retry,   ///< after `delay`, routed again (when that is before the command's deadline)
+  };
+  Kind kind = Kind::answer;
+  Connection* target = nullptr;
+  bool asking = false;
+  std::chrono::milliseconds delay{};
+};
+
 /// Picks the connection that serves a hash slot: one server for every slot, or a Redis Cluster
-/// slot map with one connection per primary.
+/// slot map with one connection per primary; and says what a command does with what a server
+/// answered (a redirect, "not now").
 class SlotRouter {
  public:
   using Clock = Connection::Clock;
 
+  /// Most redirects one command follows (MOVED and ASK together).
+  static constexpr int max_redirects = 5;
+
   virtual ~SlotRouter() = default;
   /// The connection for `slot`, or any connection for a command without a key. No I/O.
   virtual Connection& route(std::optional<std::uint16_t> slot) = 0;
-  /// True for a cluster: redirects are followed and cluster errors retried.
+  /// True for a cluster: the keys of one command must share a hash slot.
   virtual bool is_cluster() const noexcept = 0;
-  /// Where a MOVED or ASK reply sends the command (MOVED also updates the slot map); null when
-  /// redirects are not followed.
-  virtual Connection* follow(const Redirect& redirect) = 0;
+  /// What a command for `slot` does after `outcome` (`hops` counts what it did so far). A failed
+  /// try suspects the topology.
+  virtual NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
+                           Hops& hops) = 0;
+  /// Whether `connection` was closed because its node left the slot map (not because the
+  /// client closes): what it did not run, another node can.
+  virtual bool retired(const Connection&) const noexcept { return false; }
   /// The slot map may be stale (a lost connection, READONLY, CLUSTERDOWN): refresh it soon.
   virtual void suspect_topology() = 0;
   /// Establishes what routing needs by `deadline`: a connection, and for a cluster the slot map.
@@ -42,6 +76,12 @@ class SlotRouter {
   /// Where the pub/sub connection finds its server, when it is found rather than given (a
   /// Sentinel's primary); null otherwise.
   virtual EndpointSource* endpoint_source() noexcept { return nullptr; }
+
+ protected:
+  /// For an error `reply` that says "not now" (TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN,
+  /// READONLY): try again after a pause, suspecting the topology unless it is TRYAGAIN (a slot
+  /// migrating, which it does not change). Any other reply is the answer.
+  NextTry pause_if_not_now(const Reply& reply, Hops& hops);
 };
 
 /// Every slot on one server.
@@ -51,7 +91,8 @@ class SingleNodeRouter final : public SlotRouter {
       : connection_(std::move(connection)) {}
   Connection& route(std::optional<std::uint16_t>) override { return *connection_; }
   bool is_cluster() const noexcept override { return false; }
-  Connection* follow(const Redirect&) override { return nullptr; }
+  /// Every outcome is the answer: one server has nothing else to try.
+  NextTry next_try(const TryOutcome&, std::optional<std::uint16_t>, Hops&) override { return {}; }
   void suspect_topology() override {}
   Task<void> connect(Clock::time_point deadline) override;
   Task<void> close() override { return connection_->close(); }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "limiter/batching_executor.hpp"
 #include "lua_scripts.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redis/sigpipe_guard.hpp"
@@ -98,8 +99,8 @@ Task<Reply> acquire_with_script(Client& client, std::string key) {
   const std::array<std::string_view, 1> keys = {key};
   const std::array<std::string_view, 10> args = {"acquire", "1",    "",  "0", "0",
                                                  "0",       "gcra", "1", "1", "1000000"};
-  co_return co_await client.dispatcher().eval(detail::scripts::decide, keys, args,
-                                              client.dispatcher().command_deadline());
+  co_return co_await detail::script_executor_of(client.dispatcher())
+      .eval(detail::scripts::decide, keys, args, client.dispatcher().command_deadline());
 }
 
 // ---- replies

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "lua_scripts.hpp"
+
 namespace redlimit::detail {
 namespace {
 

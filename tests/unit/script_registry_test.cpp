@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "redis/endpoint.hpp"
 #include "redlimit/runtime.hpp"
@@ -17,10 +18,9 @@ namespace redlimit::detail {
 namespace {
 
 TEST(ScriptRegistry, EachScriptSitsAtItsIndexWithItsSha1) {
-  const ScriptRegistry registry{};
-  ASSERT_FALSE(registry.all().empty());
-  for (const ScriptRegistry::Script* script : registry.all()) {
-    EXPECT_EQ(registry.all()[script->index], script) << script->name;
+  ASSERT_FALSE(scripts::all.empty());
+  for (const ScriptRegistry::Script* script : scripts::all) {
+    EXPECT_EQ(scripts::all[script->index], script) << script->name;
     EXPECT_EQ(script->sha1.size(), 40u) << script->name;
   }
 }

@@ -1,0 +1,277 @@
+#include "limiter/batching_executor.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "limiter/batch_script.hpp"
+#include "metrics/instruments.hpp"
+#include "redis/command_dispatcher.hpp"
+#include "redis/error_count.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/task_group.hpp"
+#include "runtime/background_tasks.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+std::unique_ptr<ExecutorDecorator> make_batching_executor(CommandDispatcher& client) {
+  return std::make_unique<BatchingExecutor>(client.loop(), client, client.options().max_batch);
+}
+
+}  // namespace
+
+ScriptExecutor& script_executor_of(CommandDispatcher& client) {
+  if (client.options().max_batch == 1) return client;
+  return client.decorated(&make_batching_executor);
+}
+
+BatchingExecutor::BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher,
+                                   std::size_t max_batch)
+    : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
+
+// Why not a coroutine: it only picks the path, and a layer more would cost a frame per decision.
+Task<Reply> BatchingExecutor::eval(const scripts::ScriptSource& script,
+                                   std::span<const std::string_view> keys,
+                                   std::span<const std::string_view> args,
+                                   Clock::time_point deadline) {
+  if (!coalesces(script)) return dispatcher_.eval(script, keys, args, deadline);
+  return dispatcher_.eval_held(*this, script, keys, args, deadline);
+}
+
+bool BatchingExecutor::hold(HeldCall& call) {
+  if (closed_) {
+    call.alone = true;
+    return false;
+  }
+  call.list = &queued_;
+  call.index = queued_.size();
+  queued_.push_back(&call);
+  if (queued_.size() == 1 || call.slot != tail_slot_) {
+    tail_slot_ = call.slot;
+    tail_run_ = 0;
+  }
+  ++tail_run_;
+  if (!idle_) idle_ = std::make_unique<Idle>(loop_, &on_idle, this, nullptr);
+  if (queued_.size() == 1) idle_->start();
+  return true;
+}
+
+void BatchingExecutor::on_idle(void* self) {
+  static_cast<BatchingExecutor*>(self)->flush();
+}
+
+void BatchingExecutor::flush() {
+  const std::shared_ptr<bool> alive = alive_;
+  flushing_now_ = true;
+  // Why a loop: a call queued while this runs (by a caller resumed here) goes in this
+  // iteration too; the idle handle does not run again in it.
+  while (!queued_.empty()) {
+    flushing_.swap(queued_);
+    tail_run_ = 0;
+    if (dispatcher_.is_cluster()) {
+      // Why stable: calls on one slot keep their order.
+      std::stable_sort(flushing_.begin(), flushing_.end(),
+                       [](const HeldCall* a, const HeldCall* b) {
+                         if (a == nullptr || b == nullptr) return a != nullptr && b == nullptr;
+                         return a->slot < b->slot;
+                       });
+    }
+    for (std::size_t i = 0; i < flushing_.size(); ++i) {
+      if (HeldCall* call = flushing_[i]) {
+        call->list = &flushing_;
+        call->index = i;
+      }
+    }
+    // Runs of one slot, at most max_batch_ calls each. Why re-read flushing_ every time: a
+    // caller resumed here may destroy the frames of calls after it (they null their place).
+    std::size_t from = 0;
+    while (from < flushing_.size()) {
+      if (flushing_[from] == nullptr) {
+        ++from;
+        continue;
+      }
+      const std::optional<std::uint16_t> slot = flushing_[from]->slot;
+      std::size_t to = from;
+      std::size_t count = 0;
+      while (to < flushing_.size() && count < max_batch_ &&
+             (flushing_[to] == nullptr || flushing_[to]->slot == slot)) {
+        if (flushing_[to] != nullptr) ++count;
+        ++to;
+      }
+      if (count == 1) {
+        send_alone(flushing_[from]);
+      } else {
+        start_batch(from, to);
+      }
+      if (!*alive) return;  // a resumed caller destroyed the client
+      from = to;
+    }
+    flushing_.clear();
+  }
+  flushing_now_ = false;
+  idle_->stop();
+  // Why last: what close() does once resumed may end with the client destroyed.
+  if (flush_ended_) flush_ended_->set();
+}
+
+void BatchingExecutor::send_alone(HeldCall* call) {
+  flushing_[call->index] = nullptr;
+  call->list = nullptr;
+  call->alone = true;
+  call->waiter.resume();
+}
+
+void BatchingExecutor::start_batch(std::size_t from, std::size_t to) {
+  std::vector<HeldCall*> calls;
+  calls.reserve(to - from);
+  for (std::size_t i = from; i < to; ++i) {
+    if (HeldCall* call = std::exchange(flushing_[i], nullptr)) {
+      call->list = nullptr;
+      calls.push_back(call);
+    }
+  }
+  ++batches_in_flight_;
+  dispatcher_.background().start_upkeep_now(run_batch(std::move(calls)));
+}
+
+Task<void> BatchingExecutor::send_alone_after_split(HeldCall** place) {
+  // Why copied: the call goes if its caller's frame does, and its words with it, while this
+  // command may still be sent again (a redirect, NOSCRIPT).
+  const HeldCall& call = **place;
+  const scripts::ScriptSource& script = *call.script;
+  const Clock::time_point deadline = call.deadline;
+  const std::vector<std::string> keys(call.keys.begin(), call.keys.end());
+  const std::vector<std::string> args(call.args.begin(), call.args.end());
+  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
+  const std::vector<std::string_view> arg_views(args.begin(), args.end());
+  try {
+    Reply reply = co_await dispatcher_.eval(script, key_views, arg_views, deadline);
+    if (*place != nullptr) (*place)->reply = std::move(reply);
+  } catch (...) {
+    if (*place != nullptr) (*place)->error = std::current_exception();
+  }
+}
+
+Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
+  // Why first, before any suspension: from here a call whose frame goes clears its place.
+  for (HeldCall*& call : calls)
+    call->in_batch = &call;
+  const std::shared_ptr<bool> alive = alive_;
+  std::exception_ptr failure;
+  bool split = false;  // every call goes alone
+  Reply reply;
+  try {
+    std::vector<const scripts::ScriptSource*> scripts;
+    std::vector<std::span<const std::string_view>> keys;
+    std::vector<std::span<const std::string_view>> args;
+    scripts.reserve(calls.size());
+    keys.reserve(calls.size());
+    args.reserve(calls.size());
+    Clock::time_point deadline = Clock::time_point::max();
+    for (const HeldCall* call : calls) {
+      scripts.push_back(call->script);
+      keys.push_back(call->keys);
+      args.push_back(call->args);
+      deadline = std::min(deadline, call->deadline);
+    }
+    const BatchWords words = batch_words(scripts, keys, args);
+    // Why TRYAGAIN answered: Redis refuses a command whose keys a migrating slot splits
+    // between its two nodes until the migration ends, where each call alone would follow ASK.
+    reply = co_await dispatcher_.eval_batch(scripts::batch, words.keys, words.args, deadline,
+                                            calls.size());
+    if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
+      throw ProtocolError(
+          "the batch script of " + std::to_string(calls.size()) + " calls returned " +
+          (reply.type == Reply::Type::array ? std::to_string(reply.elements.size()) + " replies"
+                                            : std::string("no array")));
+    }
+  } catch (const ReplyError& error) {
+    split = error.code() == "TRYAGAIN";
+    if (!split) failure = std::current_exception();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (!*alive && !failure) {
+    split = false;
+    failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
+  }
+  if (split) {
+    // Why from here, before any caller resumes: close() waits for this batch until every call
+    // is answered, and a resumed caller may destroy the client while others are still to go.
+    // Started in the order queued, they are written in that order.
+    TaskGroup group;
+    for (HeldCall*& call : calls) {
+      if (call != nullptr) group.add(send_alone_after_split(&call));
+    }
+    co_await group.join();
+  }
+  // Every answer first, before any caller resumes (answer() needs the dispatcher). Each call
+  // that fails counts once among the errors (a call sent alone after a split counted itself).
+  std::uint64_t failed = 0;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    HeldCall* call = calls[i];
+    if (call == nullptr || split) continue;
+    if (failure) {
+      call->error = failure;
+      ++failed;
+      continue;
+    }
+    try {
+      call->reply = dispatcher_.answer(std::move(reply.elements[i]), call->script);
+    } catch (...) {
+      call->error = std::current_exception();
+      count_redis_error(dispatcher_.redis_metrics(), call->error);
+    }
+  }
+  // Why once for all: classifying an error rethrows it, and a batch may hold a thousand calls.
+  if (*alive && failed > 0) {
+    if (const std::optional<RedisError> kind = redis_error_of(failure)) {
+      dispatcher_.redis_metrics().errors[static_cast<std::size_t>(*kind)].add(failed);
+    }
+  }
+  // Why before the callers resume: a resumed caller may destroy the client, and this object
+  // with it; from here on only the calls, which clear their place when destroyed, are touched.
+  if (*alive && --batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
+  for (HeldCall*& call : calls) {
+    if (call == nullptr) continue;
+    HeldCall* const resumed = std::exchange(call, nullptr);
+    resumed->in_batch = nullptr;
+    resumed->waiter.resume();
+    // Why here, not when the loop is about to poll: the callers this batch resumes queue their
+    // next calls, and a full batch of them sent now keeps Redis busy while the client answers
+    // the other replies it read; sent at the end of the iteration, the batches in flight all
+    // come back together, and the client and Redis take turns instead. Why only a full batch of
+    // one slot: calls of several slots, sent now, would go as several small batches.
+    if (*alive && !flushing_now_ && !closed_ && tail_run_ >= max_batch_) flush();
+  }
+}
+
+Task<void> BatchingExecutor::close() {
+  closed_ = true;
+  // Why: close() called by a caller that flush() resumed; flush() goes on sending what is
+  // queued (what this caller queued first included) once this suspends, and the client accepts
+  // commands until then.
+  if (flushing_now_) {
+    flush_ended_ = std::make_unique<Completion>();
+    co_await flush_ended_->wait();
+  }
+  // What is still queued goes alone.
+  flushing_.swap(queued_);
+  for (std::size_t i = 0; i < flushing_.size(); ++i) {
+    if (HeldCall* call = flushing_[i]) {
+      call->list = &flushing_;
+      call->index = i;
+    }
+  }
+  for (std::size_t i = 0; i < flushing_.size(); ++i) {
+    if (HeldCall* call = flushing_[i]) send_alone(call);
+  }
+  flushing_.clear();
+  if (batches_in_flight_ > 0) {
+    batches_ended_ = std::make_unique<Completion>();
+    co_await batches_ended_->wait();
+  }
+  if (idle_) idle_->close();
+}
+
+}  // namespace redlimit::detail

@@ -1,0 +1,96 @@
+#pragma once
+
+#include <uv.h>
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "redis/held_call.hpp"
+#include "redis/script_executor.hpp"
+#include "redlimit/reply.hpp"
+#include "redlimit/task.hpp"
+#include "runtime/completion.hpp"
+#include "runtime/uv_handles.hpp"
+
+namespace redlimit::detail {
+
+class CommandDispatcher;
+
+/// What limiters' and semaphores' script calls on `client` go through: the client's
+/// BatchingExecutor (made at the first call, see CommandDispatcher::decorated) unless
+/// ClientOptions::max_batch is 1, else the client itself.
+ScriptExecutor& script_executor_of(CommandDispatcher& client);
+
+/// A decorator over a client's CommandDispatcher that coalesces script calls (calls of the
+/// scripts the batch script holds; others go straight to the dispatcher): the calls queued for one
+/// server (in a cluster, for one slot) while the loop runs go to Redis in the loop's next idle
+/// phase, as one EVALSHA of the batch script (lua/batch.lua), in the order they were queued, at
+/// most max_batch per script call. A call queued alone goes as it would have without a batcher,
+/// from the same coroutine frame (a call waits in its command's frame: HeldCall). No timer: libuv
+/// runs idle handles between any callback and the next poll, right before the prepare phase in
+/// which the connections write (redis/uv_glue.cpp), and an active idle handle keeps the poll from
+/// blocking; so coalescing adds no latency. A full batch queued by the callers a batch resumes goes
+/// at once, while the batch still resumes the others (run_batch): Redis runs it meanwhile.
+///
+/// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
+/// batch Redis could not answer fails each of its calls with the same error; a batch Redis
+/// answered TRYAGAIN (in a cluster, its keys split between the two nodes of a migrating slot) is
+/// sent again as its calls, each alone, as they would have gone without a batcher.
+class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holder {
+ public:
+  BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch);
+  BatchingExecutor(const BatchingExecutor&) = delete;
+  BatchingExecutor& operator=(const BatchingExecutor&) = delete;
+
+  Task<Reply> eval(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
+                   std::span<const std::string_view> args, Clock::time_point deadline) override;
+
+  ~BatchingExecutor() override { *alive_ = false; }
+
+  /// Sends the calls still queued alone and waits for the batches in flight; closes the
+  /// handle. Calls queued afterwards are sent alone.
+  Task<void> close() override;
+
+ private:
+  /// Queues `call`; false (the caller goes on to send it alone) once closed.
+  bool hold(HeldCall& call) override;
+  static void on_idle(void* self);
+  /// Sends everything queued, as batches and calls alone, until nothing is queued.
+  void flush();
+  /// Sends the calls in flushing_[from, to) (one slot, non-null ones) as one batch.
+  void start_batch(std::size_t from, std::size_t to);
+  Task<void> run_batch(std::vector<HeldCall*> calls);
+  /// Sends the call at `place` (a batch's, which Redis answered TRYAGAIN) alone and gives it
+  /// its reply or error, unless it went meanwhile (`*place` null).
+  Task<void> send_alone_after_split(HeldCall** place);
+  /// Resumes `call` to be sent alone.
+  void send_alone(HeldCall* call);
+
+  uv_loop_t* loop_;
+  CommandDispatcher& dispatcher_;
+  std::size_t max_batch_;
+  std::vector<HeldCall*> queued_;    ///< in the order queued; null where a call's frame went
+  std::vector<HeldCall*> flushing_;  ///< what flush() is sending
+  std::unique_ptr<Idle> idle_;
+  bool closed_ = false;
+  bool flushing_now_ = false;  ///< flush() runs (close() then waits for it to end)
+  /// The slot of the last call queued, and how many calls queued last in a row are of it: a
+  /// full batch of them goes at once (run_batch).
+  std::optional<std::uint16_t> tail_slot_;
+  std::size_t tail_run_ = 0;
+  /// Why: a caller resumed here may destroy the client, and this object with it.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::size_t batches_in_flight_ = 0;
+  std::unique_ptr<Completion> batches_ended_;  ///< while close() waits for batches in flight
+  std::unique_ptr<Completion> flush_ended_;    ///< while close() waits for flush() to end
+};
+
+}  // namespace redlimit::detail
