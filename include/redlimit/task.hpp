@@ -23,6 +23,8 @@ namespace detail {
 void* allocate_frame(std::size_t size);
 /// Gives back a block from allocate_frame(size), with the same size, on any thread.
 void free_frame(void* frame, std::size_t size) noexcept;
+/// allocate_frame() for a coroutine's frame, counted per thread (what a call costs in frames).
+void* allocate_coroutine_frame(std::size_t size);
 
 /// What every Task promise shares: the awaiting coroutine and the inline-completion handshake.
 ///
@@ -47,7 +49,7 @@ class TaskPromiseBase {
     void await_resume() const noexcept {}
   };
 
-  static void* operator new(std::size_t size) { return allocate_frame(size); }
+  static void* operator new(std::size_t size) { return allocate_coroutine_frame(size); }
   static void operator delete(void* frame, std::size_t size) noexcept { free_frame(frame, size); }
 
   std::suspend_always initial_suspend() const noexcept { return {}; }

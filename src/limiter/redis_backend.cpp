@@ -237,17 +237,17 @@ Task<Decision> RedisBackend::decide(const DecideRequest& request) {
   // script costs Redis 0.4-0.9 x what the general one does (docs/performance.md).
   if (const scripts::ScriptSource* lean = lean_decide_script(request)) {
     // Why not with an injected time (tests): the reclaim's throttle runs on the steady clock.
-    if (lease_us() > 0 && request.operation == Operation::acquire && request.now_us == 0 &&
-        can_reserve(request.policy->limits().front().limit.algorithm)) {
-      return decide_reclaiming(*lean, request);
-    }
-    return decide_with_lean_script(*lean, request);
+    const bool reclaiming = lease_us() > 0 && request.operation == Operation::acquire &&
+                            request.now_us == 0 &&
+                            can_reserve(request.policy->limits().front().limit.algorithm);
+    return decide_with_lean_script(*lean, request, reclaiming);
   }
   return decide_with_general_script(request);
 }
 
 Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource& script,
-                                                     const DecideRequest& request) {
+                                                     const DecideRequest& request,
+                                                     bool reclaiming) {
   const CompiledLimit& limit = request.policy->limits().front();
   const JoinedKey key(request.key_base.view(), limit.key_suffix);
   const std::array<std::string_view, 1> keys = {key.view()};
@@ -261,6 +261,11 @@ Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource
   Decision decision = decision_from_lean_reply(reply);
   decision.policy_version = request.policy->epoch().version;
   reuse_reply_text(std::move(reply.str));
+  // Why only a denial longer than a lease: a shorter backlog holds no registered reservation.
+  // Why a frame of its own: a denial that long is rare, and a decision costs one frame less.
+  if (reclaiming && !decision.allowed && decision.retry_after.count() > lease_us()) {
+    co_return co_await reclaim_and_decide(script, request, decision);
+  }
   co_return decision;
 }
 
@@ -357,16 +362,13 @@ Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket tic
   }
 }
 
-Task<Decision> RedisBackend::decide_reclaiming(const scripts::ScriptSource& script,
-                                               const DecideRequest& request) {
+Task<Decision> RedisBackend::reclaim_and_decide(const scripts::ScriptSource& script,
+                                                const DecideRequest& request, Decision denied) {
   using Clock = std::chrono::steady_clock;
-  Decision decision = co_await decide_with_lean_script(script, request);
-  // Why only a denial longer than a lease: a shorter backlog holds no registered reservation.
-  if (decision.allowed || decision.retry_after.count() <= lease_us()) co_return decision;
   const auto now = Clock::now();
   std::string key = reservation_key(request);
   if (const auto next = next_reclaim_.find(key); next != next_reclaim_.end() && now < next->second)
-    co_return decision;
+    co_return denied;
   // Why a bounded map: one entry per denied key; the lapsed ones go when it grows.
   if (next_reclaim_.size() >= 4096)
     std::erase_if(next_reclaim_, [now](const auto& entry) { return entry.second <= now; });
@@ -378,8 +380,8 @@ Task<Decision> RedisBackend::decide_reclaiming(const scripts::ScriptSource& scri
   } catch (const Error&) {
     // The denial stands: Redis answered it; the next denial after a third of a lease retries.
   }
-  if (given_back == 0) co_return decision;
-  co_return co_await decide_with_lean_script(script, request);
+  if (given_back == 0) co_return denied;
+  co_return co_await decide_with_lean_script(script, request, false);
 }
 
 std::int64_t RedisBackend::lease_us() const noexcept {

@@ -65,13 +65,14 @@ class RedisBackend final : public Backend {
   /// The reserve script's answer to `operation` ("cancel" or "confirm") on the reservation
   /// `ticket` of the request's key.
   Task<Reply> run_ticket_script(std::string operation, DecideRequest request, CancelTicket ticket);
+  /// A decision of a single limit by its lean script. `reclaiming` (a try_acquire of a single
+  /// bucket limit): a denial longer than an owner lease goes on to reclaim_and_decide().
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
-                                         const DecideRequest& request);
-  /// A try_acquire of a single bucket limit: when denied for longer than an owner lease, first
-  /// gives back the key's lapsed reservations (at most once per third of a lease per key) and,
-  /// if that returned any, asks again.
-  Task<Decision> decide_reclaiming(const scripts::ScriptSource& script,
-                                   const DecideRequest& request);
+                                         const DecideRequest& request, bool reclaiming);
+  /// After `denied`: gives back the key's lapsed reservations (at most once per third of a
+  /// lease per key) and, if that returned any, asks again.
+  Task<Decision> reclaim_and_decide(const scripts::ScriptSource& script,
+                                    const DecideRequest& request, Decision denied);
 
   CommandDispatcher& client_;
   ScriptExecutor& calls_;  ///< what its script calls go through (batching, unless turned off)

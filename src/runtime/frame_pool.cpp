@@ -1,9 +1,11 @@
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <utility>
 
 #include "redlimit/task.hpp"
+#include "runtime/frame_count.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -59,9 +61,12 @@ std::size_t class_of(std::size_t size) {
 
 #endif
 
-}  // namespace
+/// Coroutine frames allocated on this thread (frames_allocated()).
+// Why apart from the pool: the pool exists only outside AddressSanitizer; the count always.
+constinit thread_local std::uint64_t coroutine_frames = 0;
 
-void* allocate_frame(std::size_t size) {
+/// A block for `size` bytes: from this thread's pool when it has one, else the heap.
+inline void* allocate_block(std::size_t size) {
 #if !defined(__SANITIZE_ADDRESS__)
   const std::size_t cls = class_of(size);
   if (cls < classes) {
@@ -80,6 +85,23 @@ void* allocate_frame(std::size_t size) {
   }
 #endif
   return ::operator new(size);
+}
+
+}  // namespace
+
+std::uint64_t frames_allocated() noexcept {
+  return coroutine_frames;
+}
+
+// Why both through one inlined allocate_block(): the pool and the count are thread-locals of
+// this file, reached with one lookup of the module's TLS block.
+void* allocate_frame(std::size_t size) {
+  return allocate_block(size);
+}
+
+void* allocate_coroutine_frame(std::size_t size) {
+  ++coroutine_frames;
+  return allocate_block(size);
 }
 
 void free_frame(void* frame, [[maybe_unused]] std::size_t size) noexcept {
