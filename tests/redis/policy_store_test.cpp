@@ -153,6 +153,18 @@ TEST_F(PolicyStoreTest, AFollowerDecidesUnderTheStoredPolicyAndSaysItsVersion) {
   EXPECT_EQ(limiter.policy(), Policy::parse("fixed_window 3/min"));
 }
 
+TEST_F(PolicyStoreTest, AFollowersDenialFromTheDenyCacheSaysItsVersion) {
+  PolicyStore store(client());
+  run(loop(), store.set("sms", Policy::parse("fixed_window 1/min")));
+  const std::int64_t version = run(loop(), store.record("sms"))->version;
+  Limiter limiter(client(), LimiterOptions{.name = "sms", .deny_cache = true});
+  ASSERT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
+  ASSERT_EQ(run(loop(), limiter.try_acquire("k")).source, Source::redis);  // remembered
+  const Decision cached = run(loop(), limiter.try_acquire("k"));
+  EXPECT_EQ(cached.source, Source::deny_cache);
+  EXPECT_EQ(cached.policy_version, version);
+}
+
 TEST_F(PolicyStoreTest, AFollowerStartedBeforeAnyPolicyFailsTypedThenFollowsOnceOneIsStored) {
   Limiter limiter(client(), LimiterOptions{.name = "late"});
   EXPECT_THROW(run(loop(), limiter.try_acquire("k")), PolicyNotFound);
