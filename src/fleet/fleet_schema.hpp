@@ -1,6 +1,6 @@
 #pragma once
 // The fleet's decision counts in Redis: what StatsPublisher writes and read_fleet_counts() reads
-// (their keys are in limiter/key_format.hpp).
+// (their keys are in policy/key_format.hpp).
 
 #include <array>
 #include <chrono>
