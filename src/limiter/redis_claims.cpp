@@ -28,9 +28,8 @@ Task<Decision> decide_claims_in_redis(CommandDispatcher& client,
   call.add_argument(claim_count);
   for (const std::string& field : claim_fields)
     call.add_argument(field);
-  const Reply reply =
-      co_await script_executor_of(client).eval(scripts::decide, call.keys(), call.args(),
-                                                client.command_deadline());
+  const Reply reply = co_await script_executor_of(client).eval(
+      scripts::decide, call.keys(), call.args(), client.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
     const std::int64_t claim = fields[2].as_integer();

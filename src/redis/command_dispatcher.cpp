@@ -333,13 +333,7 @@ Task<Reply> CommandDispatcher::eval(const scripts::ScriptSource& script,
                                     std::span<const std::string_view> keys,
                                     std::span<const std::string_view> args,
                                     Clock::time_point deadline) {
-  try {
-    check_thread();
-    const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
-    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, application_call);
-  } catch (...) {
-    return failed_task<Reply>(std::current_exception());
-  }
+  return eval_holding(nullptr, script, keys, args, deadline);
 }
 
 Task<Reply> CommandDispatcher::eval_held(HeldCall::Holder& holder,
@@ -347,10 +341,18 @@ Task<Reply> CommandDispatcher::eval_held(HeldCall::Holder& holder,
                                          std::span<const std::string_view> keys,
                                          std::span<const std::string_view> args,
                                          Clock::time_point deadline) {
+  return eval_holding(&holder, script, keys, args, deadline);
+}
+
+Task<Reply> CommandDispatcher::eval_holding(HeldCall::Holder* holder,
+                                            const scripts::ScriptSource& script,
+                                            std::span<const std::string_view> keys,
+                                            std::span<const std::string_view> args,
+                                            Clock::time_point deadline) {
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
-    const Hold hold{.holder = &holder, .keys = keys, .args = args};
+    const Hold hold{.holder = holder, .keys = keys, .args = args};
     return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, application_call,
                    1, hold);
   } catch (...) {

@@ -146,6 +146,10 @@ class CommandDispatcher final : public ScriptExecutor {
     std::span<const std::string_view> args;
   };
 
+  /// eval() (`holder` null) and eval_held().
+  Task<Reply> eval_holding(HeldCall::Holder* holder, const scripts::ScriptSource& script,
+                           std::span<const std::string_view> keys,
+                           std::span<const std::string_view> args, Clock::time_point deadline);
   /// With a `hold`, first waits for its holder, and returns what it answered unless it lets
   /// the call go alone. Sends `argv` to the node serving `slot` until the router says the outcome
   /// is the answer (a redirect followed, a "not now" retried while the deadline allows). With
