@@ -26,7 +26,6 @@ using Outcome = test::AcquireOutcome;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-using test::deadline_slack;
 using LocalSemaphoreTest = test::LoopTest;
 
 SemaphoreOptions named(std::string name, std::chrono::milliseconds lease_ttl = 10s) {
@@ -88,7 +87,9 @@ TEST_F(LocalSemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
   Outcome outcome;
   run(loop(), both(acquire_tenant(semaphore, {}, &outcome), release_after(loop(), &holder, 50ms)));
   EXPECT_EQ(outcome.what, "granted");
-  EXPECT_LT(outcome.waited, 50ms + deadline_slack) << "woken by the release";
+  // Why half the TTL, not the release's 50 ms plus a slack: on a busy machine the wake can be
+  // late by more than any slack; what tells a release's wake from the TTL's is the 20 s.
+  EXPECT_LT(outcome.waited, 10s) << "woken by the release, not at the lease's TTL";
 }
 
 TEST_F(LocalSemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
