@@ -5,7 +5,6 @@
 
 #include "algorithms/exact.hpp"
 #include "limiter/policy_enforcer.hpp"
-#include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
@@ -63,18 +62,11 @@ Task<void> PolicyEnforcer::adjust(std::shared_ptr<PolicyEnforcer> self, std::str
                                   Adjustment adjustment, std::int64_t amount) {
   if (adjustment == Adjustment::block) check_block_duration(amount);
   const std::int64_t permits = adjustment == Adjustment::block ? 1 : amount;
-  StaleRetry retry(self->stale_deadline());
-  for (;;) {
-    DecideRequest request =
-        co_await request_in_force(self, key, Operation::acquire, permits, retry.min_version(),
-                                  retry.deadline(), WhenUnread::unavailable);
-    try {
-      co_await self->adjust_under(std::move(request), adjustment, amount);
-      co_return;
-    } catch (const StalePolicy& stale) {
-      retry.refused(stale, self->options_.name);
-    }
-  }
+  co_await in_force_asking_again<void>(
+      std::move(self), std::move(key), Operation::acquire, permits,
+      [adjustment, amount](PolicyEnforcer& enforcer, DecideRequest request) {
+        return enforcer.adjust_under(std::move(request), adjustment, amount);
+      });
 }
 
 Task<void> PolicyEnforcer::adjust_fallback(const DecideRequest& request, Adjustment adjustment,

@@ -40,8 +40,9 @@ bool PolicyEnforcer::may_cache(const DecideRequest& request) const noexcept {
 }
 
 Clock::time_point PolicyEnforcer::stale_deadline() const noexcept {
-  // Why unbounded in process: only a stored policy is ever stale, and it needs Redis.
-  return redis_ != nullptr ? redis_->command_deadline() : Clock::time_point::max();
+  // Why unbounded for a fixed policy: only a stored one is ever stale. And a decision under a
+  // fixed policy reads no clock for it (a clock reading is a noticeable part of its CPU).
+  return source_->stored() ? redis_->command_deadline() : Clock::time_point::max();
 }
 
 Decision PolicyEnforcer::answer_unconfirmed(const DecideRequest& request) {
@@ -224,17 +225,11 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
 
 Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect(
     std::shared_ptr<PolicyEnforcer> self, std::string key) {
-  StaleRetry retry(self->stale_deadline());
-  for (;;) {
-    DecideRequest request =
-        co_await request_in_force(self, key, Operation::peek, 1, retry.min_version(),
-                                  retry.deadline(), WhenUnread::unavailable);
-    try {
-      co_return co_await self->inspect_under(std::move(request));
-    } catch (const StalePolicy& stale) {
-      retry.refused(stale, self->options_.name);
-    }
-  }
+  return in_force_asking_again<std::vector<redlimit::LimitState>>(
+      std::move(self), std::move(key), Operation::peek, 1,
+      [](PolicyEnforcer& enforcer, DecideRequest request) {
+        return enforcer.inspect_under(std::move(request));
+      });
 }
 
 Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_under(DecideRequest whole) {

@@ -18,6 +18,7 @@
 #include "policy/compiled_policy.hpp"
 #include "policy/policy_follower.hpp"
 #include "policy/policy_source.hpp"
+#include "policy/stale_policy.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
 #include "runtime/loop_turn.hpp"
@@ -153,6 +154,13 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Gauge* waiters_gauge() const noexcept {
     return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
   }
+  /// `call(enforcer, request)` (a Task<T>, not a coroutine of its own) on the request for `key`
+  /// under the policy in force, asked again under the policy read again when a script refuses
+  /// it as stale (StaleRetry), until the call's deadline: inspect() and adjustments. A store
+  /// that cannot be read raises its Unavailable (WhenUnread::unavailable).
+  template <class T, class Call>
+  static Task<T> in_force_asking_again(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                       Operation operation, std::int64_t permits, Call call);
   /// When a call that begins now stops asking again after StalePolicy (StaleRetry).
   std::chrono::steady_clock::time_point stale_deadline() const noexcept;
   /// Whether a denial of `request` may be remembered (DenyCache).
@@ -217,5 +225,22 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   CallObserver observer_;
   bool counts_published_ = false;  ///< publish_counts() was called
 };
+
+template <class T, class Call>
+Task<T> PolicyEnforcer::in_force_asking_again(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                              Operation operation, std::int64_t permits,
+                                              Call call) {
+  StaleRetry retry(self->stale_deadline());
+  for (;;) {
+    DecideRequest request =
+        co_await request_in_force(self, key, operation, permits, retry.min_version(),
+                                  retry.deadline(), WhenUnread::unavailable);
+    try {
+      co_return co_await call(*self, std::move(request));
+    } catch (const StalePolicy& stale) {
+      retry.refused(stale, self->options_.name);
+    }
+  }
+}
 
 }  // namespace redlimit::detail
