@@ -260,24 +260,22 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   bool reclaimed = part.renewal->reclaimed;
   // Why decided once: a stop that came after the wake does not cancel (the slot has come).
   const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
-  // Why asked when a notice may have been missed: the slot may have moved earlier without this
-  // waiter knowing. Redis charged the permits there, long past; used now, they would join
-  // whatever the key, idle again, gives others meanwhile (docs/waiting.md).
-  const bool uninformed = backend == backend_.get() && !watch.informed(waiter);
-  if (!reclaimed && !cancelling && (uninformed || unconfirmed())) {
-    // Woke later than any expiry confirmed, or maybe elsewhere than Redis has the slot: the
-    // reservation is the caller's only if still held, where the caller has it.
+  // Why asked at every wake on Redis: a cancellation ahead may have moved the slot earlier while
+  // its notice is still on its way (pub/sub tells of a late or lost message by none, or by the
+  // next one). Redis charged the permits there; used now, they would join those of the waiters
+  // behind, which the notice moved up to this waiter's old slot (two 3-permit waits at one time
+  // on a burst of 5), and whatever the key gives others meanwhile (docs/waiting.md). Registered
+  // under its owner's lease and woken later than any expiry confirmed, the reservation is the
+  // caller's only if still held. In process a notice is applied as the cancellation is made.
+  const bool on_redis = backend == backend_.get() && redis_ != nullptr;
+  if (!reclaimed && !cancelling && on_redis) {
     guard.armed = false;
     std::optional<bool> usable;
     std::exception_ptr claim_error;
     try {
       const DecideRequest claim = give_back_request(request, backend, key);
-      if (uninformed) {
-        const ReservationCheck check = co_await backend->check_reservation(claim, waiter.ticket());
-        usable = (check.lease_held || !unconfirmed()) && where_known(check.where, waiter);
-      } else {
-        usable = co_await backend->claim_reservation(claim, waiter.book.version);
-      }
+      const ReservationCheck check = co_await backend->check_reservation(claim, waiter.ticket());
+      usable = (check.lease_held || !unconfirmed()) && where_known(check.where, waiter);
     } catch (...) {
       claim_error = std::current_exception();
     }
@@ -290,8 +288,8 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
     reclaimed = !*usable;
   }
   if (reclaimed) {
-    // Given back while this process could not renew, or moved earlier while it did not hear
-    // (that slot passed unused): a new place at the back of the queue.
+    // Given back while this process could not renew, or moved earlier than it had heard (that
+    // slot passed unused): a new place at the back of the queue.
     guard.armed = false;
     const auto waited = since(started);
     OwnedAcquireOptions rest = options;

@@ -44,15 +44,7 @@ void WaiterRegistry::release(std::map<std::string, Key>::iterator key) {
 }
 
 WaiterRegistry::Watch::Watch(WaiterRegistry& registry, std::string key)
-    : registry_(registry),
-      key_(std::move(key)),
-      listening_(registry_.backend_.listening(registry_.keys_.at(key_).watch_id)) {}
-
-bool WaiterRegistry::Watch::informed(const Waiter& waiter) const {
-  const auto it = registry_.keys_.find(key_);
-  return it != registry_.keys_.end() && listening_ != 0 && !waiter.missed &&
-         registry_.backend_.listening(it->second.watch_id) == listening_;
-}
+    : registry_(registry), key_(std::move(key)) {}
 
 WaiterRegistry::Watch::~Watch() {
   const auto it = registry_.keys_.find(key_);
@@ -91,7 +83,6 @@ void WaiterRegistry::apply(Waiter& waiter, const CancelNotice& notice) {
   // Only cancellations on the same incarnation of the key that came after this reservation (and
   // after the notices already taken), of a reservation ahead of it.
   if (notice.epoch != waiter.book.epoch || notice.cancels <= waiter.heard) return;
-  if (notice.cancels > waiter.heard + 1) waiter.missed = true;
   waiter.heard = notice.cancels;
   if (notice.cancelled >= waiter.book.version) return;
   // A shift in another denominator (the policy changed meanwhile) is rounded down.

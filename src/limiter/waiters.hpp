@@ -20,12 +20,11 @@ namespace redlimit::detail {
 /// for a while after its last waiter (the most recent 256 idle keys), so that a busy key is not
 /// subscribed and unsubscribed for every acquire().
 ///
-/// Notices can be lost (the subscription was down, or not yet confirmed when the reservation was
-/// sent, or more arrived before a waiter registered than are kept). A waiter that may have
-/// missed one (Watch::informed) must not trust its slot: Redis tells where it stands
-/// (Backend::check_reservation), from its log of cancellations. One that arrives before the
-/// reply of a reservation made before it is kept for a while and applied when that waiter
-/// registers.
+/// Notices can be late or lost (the subscription was down, or not yet confirmed when the
+/// reservation was sent, or more arrived before a waiter registered than are kept), and a waiter
+/// cannot tell: at its wake, Redis tells where it stands (Backend::check_reservation), from its
+/// log of cancellations. One that arrives before the reply of a reservation made before it is
+/// kept for a while and applied when that waiter registers.
 class WaiterRegistry {
  public:
   using Clock = std::chrono::steady_clock;
@@ -39,7 +38,6 @@ class WaiterRegistry {
     FracTime reserved_slot;  ///< `slot` as reserved, before any notice moved it
     ReservationBook book;    ///< the key's after its reservation (version: its place)
     std::int64_t heard = 0;  ///< the key's cancels up to the last notice taken into `slot`
-    bool missed = false;     ///< a notice came numbered past `heard` + 1: one was lost
     Clock::time_point wake;
     std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier
 
@@ -64,17 +62,11 @@ class WaiterRegistry {
     ~Watch();
     /// Registers the waiter (after its reservation), applying notices that came before it.
     void add(Waiter* waiter);
-    /// True if `waiter` surely heard every notice so far: the subscription was confirmed when
-    /// this watch began (before the reservation was sent) and has not been lost since, and no
-    /// notice was skipped. (One still on its way from Redis is not heard: it moves the slot by
-    /// less than that notice's delay.)
-    bool informed(const Waiter& waiter) const;
 
    private:
     WaiterRegistry& registry_;
     std::string key_;
     Waiter* waiter_ = nullptr;
-    std::uint64_t listening_ = 0;  ///< Backend::listening() when the watch began
   };
 
   explicit WaiterRegistry(Backend& backend) : backend_(backend) {}
