@@ -1,9 +1,9 @@
 #include "policy/key_format.hpp"
 
+#include <openssl/sha.h>
+
 #include <algorithm>
 #include <array>
-
-#include "policy/sha256.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -55,7 +55,8 @@ std::size_t key_part_size(std::size_t escaped) {
 /// Writes key_part(raw) at `out` (`escaped` is escaped_size(raw)); returns the end.
 char* write_key_part(char* out, std::string_view raw, std::size_t escaped) {
   if (escaped <= max_escaped_key) return write_escaped(out, raw, escaped);
-  const auto digest = sha256(raw);
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest;
+  SHA256(reinterpret_cast<const unsigned char*>(raw.data()), raw.size(), digest.data());
   *out++ = '%';
   *out++ = '#';
   for (std::size_t i = 0; i < 16; ++i) {
