@@ -30,24 +30,6 @@ bool reservable(const CompiledPolicy& policy) {
   return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
 }
 
-/// True if Redis has the waiter's reservation where the waiter has it: not given back, and
-/// moved by no cancellation the waiter did not hear of (moved as WaiterRegistry moves it).
-bool where_known(const StandingOutcome& where, const WaiterRegistry::Waiter& waiter) {
-  switch (where.standing) {
-    case ReservationStanding::as_reserved:
-      return true;
-    case ReservationStanding::moved: {
-      const FracTime at =
-          where.slot.us < waiter.reserved_at_us ? FracTime{waiter.reserved_at_us, 0} : where.slot;
-      return at.us == waiter.slot.us && at.frac == waiter.slot.frac;
-    }
-    case ReservationStanding::given_back:
-    case ReservationStanding::unknown:
-      return false;
-  }
-  return false;
-}
-
 }  // namespace
 
 Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> self,
@@ -84,7 +66,8 @@ Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> 
           if (self->source_->stored()) reserved->policy_version = version;
           co_return *reserved;
         }
-        // The policy it waited under was replaced: it reserves again under the one in force.
+        // Its policy was replaced, or its slot was given back or passed unused: it reserves again
+        // under the policy in force, a new place at the back.
         retry.restart(self->stale_deadline());
         continue;
       }
@@ -106,19 +89,13 @@ Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> 
   }
 }
 
-Task<void> PolicyEnforcer::give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                                     DecideRequest request, CancelTicket ticket) {
-  (void)enforcer;  // keeps the backend alive until this ends
-  co_await backend->cancel(std::move(request), ticket);
-}
-
 Task<void> PolicyEnforcer::give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer,
                                             Backend* backend, DecideRequest reserved,
                                             std::string key, Reservation made) {
   // Allowed at once, the permits were taken as a decision is (nobody to give them to).
   if (!made.decision.allowed || made.wait_us == 0) co_return;
   DecideRequest refund = enforcer->give_back_request(reserved, backend, key);
-  co_await give_back(std::move(enforcer), backend, std::move(refund), ticket_of(made));
+  co_await backend->cancel(std::move(refund), ticket_of(made));
 }
 
 Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest request,
@@ -198,138 +175,34 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   // Cancellation notices come from Redis; a fallback reservation waits its time as reserved.
   if (backend == backend_.get()) watch.add(&waiter);
 
-  // Why a guard: if the waiting task is destroyed, its reservation is still given back.
-  struct GiveBackOnDestruction {
-    PolicyEnforcer& enforcer;
-    Backend* backend;
-    const DecideRequest& request;
-    std::string_view key;
-    const WaiterRegistry::Waiter& waiter;
-    bool armed = true;
-    ~GiveBackOnDestruction() {
-      if (!armed) return;
-      // The enforcer is alive: acquire()'s frame, which awaits this one, keeps it.
-      try {
-        Task<void> refund =
-            give_back(enforcer.shared_from_this(), backend,
-                      enforcer.give_back_request(request, backend, key), waiter.ticket());
-        // Why the client's background work: Client::close() lets the refund reach Redis first.
-        if (BackgroundTasks* tasks = enforcer.backend_->background()) {
-          tasks->start(std::move(refund));
-        } else {
-          spawn(enforcer.loop_, std::move(refund));
-        }
-      } catch (...) {
-        report_error(std::current_exception());  // out of memory: the permits come back at expiry
-      }
-    }
-  } guard{*this, backend, request, key, waiter};
-
   WaitingPart part{.enforcer = shared_from_this(),
                    .backend = backend,
                    .reserved = &request,
                    .waits_under = reserved_under.get(),
                    .key = key,
                    .waiter = &waiter};
+  const std::span<WaitingPart> parts(&part, 1);
+  if (crossed) {
+    co_await give_back_parts(parts);
+    co_return std::nullopt;
+  }
   // A reservation registered under the owner lease (docs/waiting.md): renewed every third of
   // the lease while its slot is later than the last expiry Redis confirmed.
   part.renewal->confirmed = backend == backend_.get() ? reservation->lease_expiry_us : 0;
   const auto renew_every = std::chrono::microseconds(
       std::max<std::int64_t>(1, (part.renewal->confirmed - reservation->reserved_at_us) / 3));
-  const auto unconfirmed = [&] { return part.unconfirmed(); };
   std::optional<GaugeScope> waiting(std::in_place, waiters_gauge(), options.slept);
-  bool replaced = crossed;
-  if (!replaced) {
-    const WaitEnd end =
-        co_await sleep_until_due(loop_, std::span<WaitingPart>(&part, 1), renew_every, options);
-    replaced = end == WaitEnd::superseded;
-  }
+  const WaitOutcome outcome =
+      co_await claim_when_due(loop_, parts, renew_every, options, "acquire");
   waiting.reset();
-  if (replaced) {
-    // Given back under the policy in force (its terms; the reservation's own when none is),
-    // then reserved again by the caller. A give-back Redis does not answer leaves the permits
-    // taken until their slot: under-admission, never over. One refused as stale goes to the
-    // follower's call, which reads its policy again and reserves under it.
-    guard.armed = false;
-    try {
-      co_await backend->cancel(give_back_request(request, backend, key), waiter.ticket());
-    } catch (const Unavailable&) {
-    }
-    co_return std::nullopt;
+  if (outcome.error) {
+    Decision failed = decide_on_failure(request, retry_in_after(outcome.error));
+    failed.waited = since(started);
+    co_return failed;
   }
-  bool reclaimed = part.renewal->reclaimed;
-  // Why decided once: a stop that came after the wake does not cancel (the slot has come).
-  const bool cancelling = options.stop.stop_requested() && Clock::now() < waiter.wake;
-  // Why asked at every wake on Redis: a cancellation ahead may have moved the slot earlier while
-  // its notice is still on its way (pub/sub tells of a late or lost message by none, or by the
-  // next one). Redis charged the permits there; used now, they would join those of the waiters
-  // behind, which the notice moved up to this waiter's old slot (two 3-permit waits at one time
-  // on a burst of 5), and whatever the key gives others meanwhile (docs/waiting.md). Registered
-  // under its owner's lease and woken later than any expiry confirmed, the reservation is the
-  // caller's only if still held. In process a notice is applied as the cancellation is made.
-  const bool on_redis = backend == backend_.get() && redis_ != nullptr;
-  if (!reclaimed && !cancelling && on_redis) {
-    guard.armed = false;
-    std::optional<bool> usable;
-    std::exception_ptr claim_error;
-    try {
-      const DecideRequest claim = give_back_request(request, backend, key);
-      const ReservationCheck check = co_await backend->check_reservation(claim, waiter.ticket());
-      usable = (check.lease_held || !unconfirmed()) && where_known(check.where, waiter);
-    } catch (...) {
-      claim_error = std::current_exception();
-    }
-    if (claim_error) retry_in = retry_in_after(claim_error);
-    if (!usable) {
-      Decision failed = decide_on_failure(request, retry_in);
-      failed.waited = since(started);
-      co_return failed;
-    }
-    reclaimed = !*usable;
-  }
-  if (reclaimed) {
-    // Given back while this process could not renew, or moved earlier than it had heard (that
-    // slot passed unused): a new place at the back of the queue.
-    guard.armed = false;
-    const auto waited = since(started);
-    OwnedAcquireOptions rest = options;
-    rest.max_wait = options.max_wait - std::min(options.max_wait, waited);
-    std::optional<Decision> again =
-        co_await acquire_by_reserving(std::move(request), std::move(key), rest);
-    if (again) again->waited += waited;
-    co_return again;
-  }
-  guard.armed = false;
-  if (cancelling) {
-    // If Redis finds the slot already due, the permits were used and are the caller's: the
-    // decision stands. Otherwise the caller stops without them, whether they went back or not
-    // (the key was reset meanwhile, or Redis could not be asked).
-    // Why the policy in force: the key is carried over to it and the permits come back in its
-    // terms; the ticket keeps the reservation's own step for the waiters behind
-    // (lua/reservations/cancel.lua).
-    std::optional<CancelVerdict> verdict;
-    try {
-      verdict = co_await backend->cancel(give_back_request(request, backend, key), waiter.ticket());
-    } catch (const Unavailable&) {
-    }
-    if (!verdict) {
-      throw Cancelled(
-          "acquire cancelled while waiting; Redis did not answer whether its reservation was "
-          "given back");
-    }
-    if (*verdict == CancelVerdict::returned || *verdict == CancelVerdict::already_returned)
-      throw Cancelled("acquire cancelled while waiting; its reservation was given back");
-    if (*verdict == CancelVerdict::refused)
-      throw Cancelled("acquire cancelled while waiting; the key was reset since its reservation");
-    if (unconfirmed()) {
-      // Due, but its lease may have lapsed and its permits gone back: not the caller's.
-      throw Cancelled(
-          "acquire cancelled while waiting; its reservation's lease had lapsed, and it may have "
-          "been given back");
-    }
-  }
+  if (!outcome.slot) co_return std::nullopt;
   decision.waited = since(started);
-  if (decision.source == Source::redis) decision.server_time_us = waiter.slot.ceil_us();
+  if (decision.source == Source::redis) decision.server_time_us = outcome.slot->ceil_us();
   co_return decision;
 }
 

@@ -186,14 +186,13 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   void policy_changed();
 
   /// acquire() by reserving `request`'s permits for `key` (the caller's key, for the give-back).
-  /// Nothing when the policy changed while it waited (superseded()): its reservation was given
-  /// back, and the caller reserves again under the policy in force.
+  /// Nothing when the caller reserves again under the policy in force (claim_when_due()): the
+  /// policy changed while it waited (superseded()), or its slot was given back or passed unused.
   Task<std::optional<Decision>> acquire_by_reserving(DecideRequest request, std::string key,
                                                      OwnedAcquireOptions options);
-  static Task<void> give_back(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                              DecideRequest request, CancelTicket ticket);
   /// Gives back `made`, reserved with `reserved` for `key` by an acquire() destroyed before its
-  /// reply arrived, under the policy in force then (one admitted at once stays taken).
+  /// reply arrived, under the policy in force then (one admitted at once stays taken). The
+  /// enforcer keeps the backend alive until it ends.
   static Task<void> give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
                                      DecideRequest reserved, std::string key, Reservation made);
 

@@ -1,7 +1,10 @@
 #include "limiter/reservation_wait.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
+#include "algorithms/exact.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/unavailability.hpp"
 #include "redlimit/errors.hpp"
@@ -58,6 +61,165 @@ class WakeEarly {
   std::span<WaitingPart> parts_;
 };
 
+/// True if Redis has the part where its waiter has it: not given back, and moved by no
+/// cancellation the waiter did not hear of (moved as WaiterRegistry moves it).
+bool where_known(const StandingOutcome& where, const WaiterRegistry::Waiter& waiter) {
+  switch (where.standing) {
+    case ReservationStanding::as_reserved:
+      return true;
+    case ReservationStanding::moved: {
+      const FracTime at =
+          where.slot.us < waiter.reserved_at_us ? FracTime{waiter.reserved_at_us, 0} : where.slot;
+      return at == waiter.slot;
+    }
+    case ReservationStanding::given_back:
+    case ReservationStanding::unknown:
+      return false;
+  }
+  return false;
+}
+
+/// Whether two parts' slots are one time (each a fraction in 1/den of its own).
+bool same_time(const WaiterRegistry::Waiter& a, const WaiterRegistry::Waiter& b) noexcept {
+  return a.slot.us == b.slot.us &&
+         static_cast<Int128>(a.slot.frac) * b.den == static_cast<Int128>(b.slot.frac) * a.den;
+}
+
+/// What gives one part back. Why copied: it may run after the waiter's frame is gone.
+struct PartGiveBack {
+  std::shared_ptr<PolicyEnforcer> enforcer;  ///< keeps the backend alive
+  Backend* backend = nullptr;
+  DecideRequest request;
+  CancelTicket ticket;
+};
+
+std::vector<PartGiveBack> give_backs_of(std::span<const WaitingPart> parts) {
+  std::vector<PartGiveBack> out;
+  out.reserve(parts.size());
+  for (const WaitingPart& part : parts) {
+    out.push_back({part.enforcer, part.backend,
+                   part.enforcer->give_back_request(*part.reserved, part.backend, part.key),
+                   part.waiter->ticket()});
+  }
+  return out;
+}
+
+Task<void> give_back_all(std::vector<PartGiveBack> parts) {
+  for (PartGiveBack& part : parts) {
+    try {
+      co_await part.backend->cancel(std::move(part.request), part.ticket);
+    } catch (...) {
+    }
+  }
+}
+
+/// Gives every part back if the waiter's task is destroyed while it sleeps.
+class GiveBackOnDestruction {
+ public:
+  GiveBackOnDestruction(uv_loop_t* loop, std::span<const WaitingPart> parts)
+      : loop_(loop), parts_(parts) {}
+  GiveBackOnDestruction(const GiveBackOnDestruction&) = delete;
+  GiveBackOnDestruction& operator=(const GiveBackOnDestruction&) = delete;
+  ~GiveBackOnDestruction() {
+    if (!armed_) return;
+    try {
+      Task<void> give_back = give_back_all(give_backs_of(parts_));
+      // Why the client's background work: Client::close() lets the give-backs reach Redis
+      // first. In process they run at the loop's next turn.
+      if (BackgroundTasks* tasks = parts_.front().backend->background()) {
+        tasks->start(std::move(give_back));
+      } else {
+        spawn(loop_, std::move(give_back));
+      }
+    } catch (...) {
+      report_error(std::current_exception());  // out of memory: given back at the slots
+    }
+  }
+  void disarm() noexcept { armed_ = false; }
+
+ private:
+  uv_loop_t* loop_;
+  std::span<const WaitingPart> parts_;
+  bool armed_ = true;
+};
+
+/// The wake: the slot where every part stands as its waiter has it, else what the parts that
+/// stand still hold given back, and no slot.
+Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
+  std::vector<bool> stands(parts.size(), true);
+  WaitOutcome outcome;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const WaitingPart& part = parts[i];
+    if (!part.asked_at_wake()) continue;
+    try {
+      const DecideRequest claim =
+          part.enforcer->give_back_request(*part.reserved, part.backend, part.key);
+      const ReservationCheck check =
+          co_await part.backend->check_reservation(claim, part.waiter->ticket());
+      stands[i] =
+          (check.lease_held || !part.unconfirmed()) && where_known(check.where, *part.waiter);
+    } catch (...) {
+      outcome.error = std::current_exception();
+    }
+  }
+  if (outcome.error) co_return outcome;
+  bool one_slot = stands.front();
+  for (std::size_t i = 1; i < parts.size() && one_slot; ++i)
+    one_slot = stands[i] && same_time(*parts[i].waiter, *parts.front().waiter);
+  if (one_slot) {
+    outcome.slot = parts.front().waiter->slot;
+    co_return outcome;
+  }
+  // Why given back: a part used later than where it stands joins whatever its key gives the
+  // requests behind it, moved up as well (over-admission). What its take, charged there, still
+  // holds goes back (never more than exact), so that reserving again does not charge it twice.
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (!stands[i]) continue;
+    const WaitingPart& part = parts[i];
+    try {
+      co_await part.backend->adjust(*part.reserved, Adjustment::give_back, part.reserved->permits,
+                                    part.waiter->slot.ceil_us());
+    } catch (...) {
+      // Not given back: taken until its slot's time has passed (under-admission, never over).
+    }
+  }
+  co_return outcome;
+}
+
+/// A stop before the wake: every part given back. Cancelled, unless Redis found every slot
+/// already come (the permits were used and are the caller's: their slot).
+Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_view call) {
+  std::vector<PartGiveBack> give_backs = give_backs_of(parts);
+  bool unanswered = false;
+  bool refused = false;
+  bool returned = false;
+  for (PartGiveBack& part : give_backs) {
+    std::optional<CancelVerdict> verdict;
+    try {
+      verdict = co_await part.backend->cancel(std::move(part.request), part.ticket);
+    } catch (...) {
+    }
+    unanswered = unanswered || !verdict;
+    refused = refused || verdict == CancelVerdict::refused;
+    returned = returned || verdict == CancelVerdict::returned ||
+               verdict == CancelVerdict::already_returned;
+  }
+  const std::string cancelled = std::string(call) + " cancelled while waiting; ";
+  if (unanswered)
+    throw Cancelled(cancelled + "Redis did not answer whether its reservation was given back");
+  if (returned) throw Cancelled(cancelled + "its reservation was given back");
+  if (refused) throw Cancelled(cancelled + "the key was reset since its reservation");
+  if (std::any_of(parts.begin(), parts.end(),
+                  [](const WaitingPart& part) { return part.unconfirmed(); })) {
+    // Due, but a lease may have lapsed and its permits gone back: not the caller's.
+    throw Cancelled(cancelled +
+                    "its reservation's lease had lapsed, and it may have been given back");
+  }
+  WaitOutcome used;
+  used.slot = parts.front().waiter->slot;
+  co_return used;
+}
+
 }  // namespace
 
 Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
@@ -113,6 +275,30 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
     }
     if (woken && options.stop.stop_requested()) co_return WaitEnd::stopped;
   }
+}
+
+Task<void> give_back_parts(std::span<const WaitingPart> parts) {
+  co_await give_back_all(give_backs_of(parts));
+}
+
+Task<WaitOutcome> claim_when_due(uv_loop_t* loop, std::span<WaitingPart> parts,
+                                 std::chrono::microseconds renew_every,
+                                 const OwnedAcquireOptions& options, std::string_view call) {
+  GiveBackOnDestruction guard(loop, parts);
+  const WaitEnd end = co_await sleep_until_due(loop, parts, renew_every, options);
+  guard.disarm();
+  switch (end) {
+    case WaitEnd::due:
+      co_return co_await claim_at_wake(parts);
+    case WaitEnd::stopped:
+      co_return co_await cancel_before_wake(parts, call);
+    case WaitEnd::superseded:
+    case WaitEnd::reclaimed:
+      break;
+  }
+  // Given back under the policies in force, then reserved again by the caller.
+  co_await give_back_parts(parts);
+  co_return WaitOutcome{};
 }
 
 }  // namespace redlimit::detail

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <string_view>
@@ -31,6 +32,8 @@ struct LeaseRenewal {
 
 /// One part of a reservation a waiter sleeps on (acquire(): its only one; acquire_all(): one
 /// per claim): where it stands, which its key's cancellation notices move, and its owner lease.
+/// On Redis (a backend with background work) the notices may come late, so the part is asked
+/// for at the wake (claim_when_due()); in process they come as the cancellation is made.
 struct WaitingPart {
   std::shared_ptr<PolicyEnforcer> enforcer;  ///< its limiter's (keeps the backend alive)
   Backend* backend = nullptr;                ///< where it was reserved
@@ -47,6 +50,8 @@ struct WaitingPart {
   bool unconfirmed() const noexcept {
     return renewal->confirmed != 0 && waiter->slot.ceil_us() > renewal->confirmed;
   }
+  /// Whether Redis is asked where the part stands at the wake.
+  bool asked_at_wake() const noexcept { return backend->background() != nullptr; }
 };
 
 /// How a waiter's sleep ended.
@@ -64,5 +69,34 @@ enum class WaitEnd {
 Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
                               std::chrono::microseconds renew_every,
                               const OwnedAcquireOptions& options);
+
+/// Gives every part whose slot is still ahead back, each under the policy in force for its key
+/// (PolicyEnforcer::give_back_request()). Why errors are dropped: a part that cannot be given
+/// back stays taken until its slot (under-admission, never over).
+Task<void> give_back_parts(std::span<const WaitingPart> parts);
+
+/// The wait of a reservation over `parts` (reserved at one slot), to its end (docs/waiting.md):
+/// sleeps until every part's slot has come (sleep_until_due()), then makes sure each part is
+/// still the caller's where its waiter has it: one asked at the wake (on Redis) must stand where
+/// the notices it heard put it (a cancellation's notice may still be on its way) and, registered
+/// under its owner's lease past the last expiry confirmed, be still held. Its slot: where every
+/// part is used. No slot when the caller reserves again: a part's policy was replaced, a part
+/// was given back or moved elsewhere than its waiter has it (its slot passed unused), or the
+/// parts stand at several slots; every part that still holds permits gave them back first. A
+/// stop before the wake gives every part back and throws Cancelled, unless Redis finds every
+/// slot already come (the permits were used: the slot is returned). An error that kept Redis from
+/// answering at the wake is returned, for the caller's failure policy; a renewal's error that is
+/// not unavailability is thrown. If the task is destroyed, every part is given back in the
+/// background. `call` names the caller in Cancelled's message. `parts` stay valid until it
+/// ends.
+/// How a reservation's wait ended (claim_when_due()).
+struct WaitOutcome {
+  std::optional<FracTime> slot;  ///< admitted: where every part is used
+  std::exception_ptr error;      ///< what kept Redis from answering at the wake
+};
+
+Task<WaitOutcome> claim_when_due(uv_loop_t* loop, std::span<WaitingPart> parts,
+                                 std::chrono::microseconds renew_every,
+                                 const OwnedAcquireOptions& options, std::string_view call);
 
 }  // namespace redlimit::detail
