@@ -9,6 +9,7 @@
 #include "limiter/unavailability.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/together.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -104,13 +105,28 @@ std::vector<PartGiveBack> give_backs_of(std::span<const WaitingPart> parts) {
   return out;
 }
 
-Task<void> give_back_all(std::vector<PartGiveBack> parts) {
-  for (PartGiveBack& part : parts) {
-    try {
-      co_await part.backend->cancel(std::move(part.request), part.ticket);
-    } catch (...) {
-    }
+Task<void> cancel_part(const PartGiveBack* part, std::optional<CancelVerdict>* verdict) {
+  try {
+    *verdict = co_await part->backend->cancel(part->request, part->ticket);
+  } catch (...) {
   }
+}
+
+/// Cancels every part at once: each one's verdict, none where Redis did not answer. Why errors
+/// are dropped: a part that cannot be given back stays taken until its slot (under-admission,
+/// never over).
+Task<std::vector<std::optional<CancelVerdict>>> cancel_all(std::vector<PartGiveBack> parts) {
+  std::vector<std::optional<CancelVerdict>> verdicts(parts.size());
+  std::vector<Task<void>> calls;
+  calls.reserve(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    calls.push_back(cancel_part(&parts[i], &verdicts[i]));
+  co_await Together(std::move(calls));
+  co_return verdicts;
+}
+
+Task<void> give_back_all(std::vector<PartGiveBack> parts) {
+  static_cast<void>(co_await cancel_all(std::move(parts)));
 }
 
 /// Gives every part back if the waiter's task is destroyed while it sleeps.
@@ -143,62 +159,74 @@ class GiveBackOnDestruction {
   bool armed_ = true;
 };
 
+/// Whether `part` stands where its waiter has it (one not asked at the wake does); an error
+/// that kept Redis from answering goes to `error` (the first one).
+Task<void> check_part(const WaitingPart* part, bool* stands, std::exception_ptr* error) {
+  if (!part->asked_at_wake()) co_return;
+  try {
+    const DecideRequest claim =
+        part->enforcer->give_back_request(*part->reserved, part->backend, part->key);
+    const ReservationCheck check =
+        co_await part->backend->check_reservation(claim, part->waiter->ticket());
+    *stands = (check.lease_held || !part->unconfirmed()) && where_known(check.where, *part->waiter);
+  } catch (...) {
+    if (!*error) *error = std::current_exception();
+  }
+}
+
+/// Gives back what the take of `part`, charged where it stands, still holds (never more than
+/// exact). Why errors are dropped: not given back, it stays taken until its slot's time has
+/// passed (under-admission, never over).
+Task<void> give_back_take(const WaitingPart* part) {
+  try {
+    co_await part->backend->adjust(*part->reserved, Adjustment::give_back, part->reserved->permits,
+                                   part->waiter->slot.ceil_us());
+  } catch (...) {
+  }
+}
+
 /// The wake: the slot where every part stands as its waiter has it, else what the parts that
 /// stand still hold given back, and no slot.
 Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
-  std::vector<bool> stands(parts.size(), true);
+  // Why a struct: a std::vector<bool> has no element to point at.
+  struct Standing {
+    bool stands = true;
+  };
+  std::vector<Standing> standing(parts.size());
   WaitOutcome outcome;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const WaitingPart& part = parts[i];
-    if (!part.asked_at_wake()) continue;
-    try {
-      const DecideRequest claim =
-          part.enforcer->give_back_request(*part.reserved, part.backend, part.key);
-      const ReservationCheck check =
-          co_await part.backend->check_reservation(claim, part.waiter->ticket());
-      stands[i] =
-          (check.lease_held || !part.unconfirmed()) && where_known(check.where, *part.waiter);
-    } catch (...) {
-      outcome.error = std::current_exception();
-    }
-  }
+  std::vector<Task<void>> checks;
+  checks.reserve(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    checks.push_back(check_part(&parts[i], &standing[i].stands, &outcome.error));
+  co_await Together(std::move(checks));
   if (outcome.error) co_return outcome;
-  bool one_slot = stands.front();
+  bool one_slot = standing.front().stands;
   for (std::size_t i = 1; i < parts.size() && one_slot; ++i)
-    one_slot = stands[i] && same_time(*parts[i].waiter, *parts.front().waiter);
+    one_slot = standing[i].stands && same_time(*parts[i].waiter, *parts.front().waiter);
   if (one_slot) {
     outcome.slot = parts.front().waiter->slot;
     co_return outcome;
   }
   // Why given back: a part used later than where it stands joins whatever its key gives the
-  // requests behind it, moved up as well (over-admission). What its take, charged there, still
-  // holds goes back (never more than exact), so that reserving again does not charge it twice.
+  // requests behind it, moved up as well (over-admission); given back, reserving again does
+  // not charge its key twice.
+  std::vector<Task<void>> give_backs;
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (!stands[i]) continue;
-    const WaitingPart& part = parts[i];
-    try {
-      co_await part.backend->adjust(*part.reserved, Adjustment::give_back, part.reserved->permits,
-                                    part.waiter->slot.ceil_us());
-    } catch (...) {
-      // Not given back: taken until its slot's time has passed (under-admission, never over).
-    }
+    if (standing[i].stands) give_backs.push_back(give_back_take(&parts[i]));
   }
+  co_await Together(std::move(give_backs));
   co_return outcome;
 }
 
 /// A stop before the wake: every part given back. Cancelled, unless Redis found every slot
 /// already come (the permits were used and are the caller's: their slot).
 Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_view call) {
-  std::vector<PartGiveBack> give_backs = give_backs_of(parts);
+  const std::vector<std::optional<CancelVerdict>> verdicts =
+      co_await cancel_all(give_backs_of(parts));
   bool unanswered = false;
   bool refused = false;
   bool returned = false;
-  for (PartGiveBack& part : give_backs) {
-    std::optional<CancelVerdict> verdict;
-    try {
-      verdict = co_await part.backend->cancel(std::move(part.request), part.ticket);
-    } catch (...) {
-    }
+  for (const std::optional<CancelVerdict>& verdict : verdicts) {
     unanswered = unanswered || !verdict;
     refused = refused || verdict == CancelVerdict::refused;
     returned = returned || verdict == CancelVerdict::returned ||
