@@ -1,6 +1,7 @@
 // Coalesced script calls on a Redis Cluster: calls started in one loop turn on keys of many
-// slots go as one batch per primary, and every call is answered as if sent alone, in order on
-// each key, also while its slot migrates or after it moved.
+// slots go as one batch per primary (per slot on a server that refuses scripts across slots),
+// and every call is answered as if sent alone, in order on each key, also while its slot
+// migrates or after it moved.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "limiter/batching_executor.hpp"
 #include "limiter/redis_backend.hpp"
+#include "lua_scripts.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
@@ -136,6 +139,70 @@ TEST_F(BatchCluster, CallsOnKeysOfManySlotsInOneTurnGoAsOneBatchPerPrimary) {
       << "the calls of each primary must go as one batch";
   std::printf("[ batch cluster ] %zu calls on %zu keys of distinct slots as %lld script calls\n",
               answers.size(), keys.size(), calls);
+}
+
+/// A decide_gcra call of one permit at an injected time (1 per ms, burst 10) through
+/// `executor` on `key`; keeps its reply, or "error <what>", in `out`.
+Task<void> gcra_into(ScriptExecutor& executor, std::string key, std::string* out) {
+  const std::vector<std::string_view> keys{key};
+  const std::vector<std::string_view> args{"1", "1000000000", "0", "0", "0", "1", "1000", "10"};
+  try {
+    const Reply reply =
+        co_await executor.eval(scripts::decide_gcra, keys, args, ScriptExecutor::Clock::now() + 1s);
+    *out = reply.as_string();
+  } catch (const std::exception& error) {
+    *out = std::string("error ") + error.what();
+  }
+}
+
+// Why: Redis before 7 does not know script flags; it refuses the script across slots ("Error
+// compiling script", as Redis 7 does for a shebang that is not the first line, which stands in
+// for it here), and batches go per slot from then on, as before.
+TEST_F(BatchCluster, AServerThatRefusesTheScriptAcrossSlotsKeepsBatchesPerSlot) {
+  const std::string refused_source = "\n" + std::string(scripts::batch_across_slots.source);
+  const scripts::ScriptSource refused{.name = "batch_across_slots",
+                                      .source = refused_source,
+                                      .sha1 = "0000000000000000000000000000000000000000",
+                                      .commands = scripts::batch_across_slots.commands,
+                                      .index = scripts::batch_across_slots.index};
+  const std::vector<std::string> keys = keys_of_distinct_slots("old", 20);
+  ClientOptions options;
+  options.url = cluster_.url();
+  options.max_batch = 1;  // the client's own calls alone: the one-by-one answers
+  Client client(loop(), options);
+  run(loop(), client.connect());
+  BatchingExecutor executor(loop(), client.dispatcher(), 64, &refused);
+  // Two rounds of two calls per key, each round in one turn: batched, and one by one.
+  constexpr int calls = 2;
+  auto round = [&](ScriptExecutor& through, const std::string& prefix,
+                   std::vector<std::string>& answers) {
+    answers.assign(keys.size() * calls, "");
+    run(loop(), [&]() -> Task<void> {
+      TaskGroup group;
+      for (int call = 0; call < calls; ++call) {
+        for (std::size_t key = 0; key < keys.size(); ++key)
+          group.add(gcra_into(through, prefix + keys[key], &answers[call * keys.size() + key]));
+      }
+      co_await group.join();
+    }());
+  };
+  std::vector<std::string> first, second, alone_first, alone_second;
+  round(executor, "batched:", first);
+  const long long before_second = script_calls();
+  round(executor, "batched:", second);
+  const long long second_calls = script_calls() - before_second;
+  round(client.dispatcher(), "alone:", alone_first);
+  round(client.dispatcher(), "alone:", alone_second);
+  run(loop(), executor.close());
+  run(loop(), client.close());
+
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(first[i], alone_first[i]) << "call " << i;
+    EXPECT_EQ(second[i], alone_second[i]) << "call " << i;
+  }
+  EXPECT_EQ(first[0].rfind("error", 0), std::string::npos) << first[0];
+  EXPECT_EQ(second_calls, static_cast<long long>(keys.size()))
+      << "after the refusal, a batch per slot (two calls each)";
 }
 
 /// Runs a try_acquire of one permit on `key_base` and keeps "remaining <n>", "denied" or the
