@@ -84,11 +84,12 @@ struct ClientOptions {
   /// a lease that lapses while its owner renews it makes the owner's waiters reserve again.
   std::chrono::milliseconds reservation_lease{750};
   /// Script calls (decisions, reservations, cancellations, semaphore calls) queued in one loop
-  /// iteration for one server (in a cluster, for one hash slot) go to Redis as one script call
-  /// of at most this many, each decided as if sent alone, in the order queued; one queued alone
-  /// goes alone. No timer: only what is already queued when the loop is about to poll, or, as
-  /// soon as the callers a batch resumed have queued this many in a row for one server (hash
-  /// slot), those at once. 1: every call alone. From 1 to max_batch_limit; anything else is a
+  /// iteration for one server (in a cluster, for one primary, whatever the slots of their keys:
+  /// Redis >= 7; for one hash slot on older servers) go to Redis as one script call of at most
+  /// this many, each decided as if sent alone, in the order queued; one queued alone goes
+  /// alone. No timer: only what is already queued when the loop is about to poll, or, as soon
+  /// as the callers a batch resumed have queued this many in a row for one server, those at
+  /// once. 1: every call alone. From 1 to max_batch_limit; anything else is a
   /// ConfigError at construction.
   std::size_t max_batch = 64;
   /// Where this client and the limiters made from it count what they do; null: a Metrics of
@@ -117,7 +118,8 @@ inline constexpr std::size_t max_batch_limit = 1024;
 /// one server, or in a cluster to the primary that serves the slot (one connection per primary;
 /// MOVED and ASK are followed, at most 5 per call; TRYAGAIN, CLUSTERDOWN, LOADING and
 /// MASTERDOWN are retried with a short backoff while the call's deadline allows (a batch of
-/// coalesced calls answered TRYAGAIN is sent again as its calls, each alone); a lost
+/// coalesced calls that Redis ran none of, or some calls of a batch across slots, are sent
+/// again as those calls, each alone, when a slot moved or migrates); a lost
 /// connection or READONLY makes the client reread the slot map). The client connects lazily on
 /// the first command, or on connect().
 ///

@@ -22,21 +22,22 @@ bool repeats_previous(std::size_t i, std::span<const scripts::ScriptSource* cons
 }  // namespace
 
 bool coalesces(const scripts::ScriptSource& script) noexcept {
-  // The batch script holds every script but itself, PolicyStore's, the fleet's counts' and
+  // The batch scripts hold every script but themselves, PolicyStore's, the fleet's counts' and
   // the adjust script (lua/meson.build).
-  return &script != &scripts::batch && &script != &scripts::policy_store &&
-         &script != &scripts::fleet_counts && &script != &scripts::fleet_names &&
-         &script != &scripts::adjust;
+  return &script != &scripts::batch && &script != &scripts::batch_across_slots &&
+         &script != &scripts::policy_store && &script != &scripts::fleet_counts &&
+         &script != &scripts::fleet_names && &script != &scripts::adjust;
 }
 
 BatchWords batch_words(std::span<const scripts::ScriptSource* const> scripts,
                        std::span<const std::span<const std::string_view>> keys,
-                       std::span<const std::span<const std::string_view>> args) {
+                       std::span<const std::span<const std::string_view>> args,
+                       std::size_t declared_calls) {
   const std::size_t calls = scripts.size();
   BatchWords words;
-  std::size_t size = digits_room(1 + 3 * calls);
+  std::size_t size = digits_room(2 + 3 * calls);
   std::size_t key_count = 0;
-  std::size_t arg_count = 1;
+  std::size_t arg_count = 2;
   for (std::size_t i = 0; i < calls; ++i) {
     for (std::string_view key : keys[i])
       size += key.size();
@@ -48,18 +49,26 @@ BatchWords batch_words(std::span<const scripts::ScriptSource* const> scripts,
   // Why reserved whole: the views point into the text, which must not move.
   words.text.reserve(size);
   words.keys.reserve(key_count);
-  words.args.reserve(arg_count);
+  words.args.reserve(arg_count + key_count);  // the keys not declared are arguments
   auto append = [&words](std::string_view word) {
     const std::size_t at = words.text.size();
     words.text.append(word);
     return std::string_view(words.text.data() + at, word.size());
   };
   auto append_number = [&append](std::size_t number) { return append(std::to_string(number)); };
-  for (std::size_t i = 0; i < calls; ++i) {
+  std::size_t undeclared = 0;
+  for (std::size_t i = declared_calls; i < calls; ++i)
+    undeclared += keys[i].size();
+  for (std::size_t i = 0; i < declared_calls; ++i) {
     for (std::string_view key : keys[i])
       words.keys.push_back(append(key));
   }
   words.args.push_back(append_number(calls));
+  words.args.push_back(append_number(undeclared));
+  for (std::size_t i = declared_calls; i < calls; ++i) {
+    for (std::string_view key : keys[i])
+      words.args.push_back(append(key));
+  }
   for (std::size_t i = 0; i < calls; ++i) {
     if (repeats_previous(i, scripts, keys, args)) {
       words.args.push_back(append("="));

@@ -1,7 +1,11 @@
 #include "limiter/batching_executor.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "limiter/batch_script.hpp"
 #include "metrics/instruments.hpp"
@@ -15,7 +19,38 @@ namespace redlimit::detail {
 namespace {
 
 std::unique_ptr<ExecutorDecorator> make_batching_executor(CommandDispatcher& client) {
-  return std::make_unique<BatchingExecutor>(client.loop(), client, client.options().max_batch);
+  return std::make_unique<BatchingExecutor>(client.loop(), client, client.options().max_batch,
+                                            &scripts::batch_across_slots);
+}
+
+/// Whether `message`, a per-call error of a batch across slots, says its node would not serve
+/// the call's keys alone (Redis and Valkey word it alike): the call ran nothing.
+bool refused_in_batch(std::string_view message) {
+  return message.find("Script attempted to access a non local key") != std::string_view::npos ||
+         message.find("Script attempted to access keys that do not hash to the same slot") !=
+             std::string_view::npos;
+}
+
+/// Whether `message`, the error of a whole batch across slots, is the server refusing the
+/// script's shebang: Redis < 7 compiles it as Lua ("Error compiling script ... near '#'"),
+/// a server that knows shebangs but not the flag names it.
+bool refuses_shebang(std::string_view message) {
+  return message.find("Error compiling script") != std::string_view::npos ||
+         message.find("shebang") != std::string_view::npos;
+}
+
+/// Whether `code` refuses a whole batch that ran nothing (what CommandDispatcher::eval_batch
+/// raises at once).
+bool refuses_unrun(std::string_view code) {
+  return code == "MOVED" || code == "ASK" || code == "TRYAGAIN" || code == "CROSSSLOT";
+}
+
+/// How many calls lead `calls` on the slot of the first (all of them on one server).
+std::size_t leading_on_one_slot(const std::vector<HeldCall*>& calls) {
+  std::size_t count = 1;
+  while (count < calls.size() && calls[count]->slot == calls.front()->slot)
+    ++count;
+  return count;
 }
 
 }  // namespace
@@ -26,8 +61,34 @@ ScriptExecutor& script_executor_of(CommandDispatcher& client) {
 }
 
 BatchingExecutor::BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher,
-                                   std::size_t max_batch)
-    : loop_(loop), dispatcher_(dispatcher), max_batch_(max_batch) {}
+                                   std::size_t max_batch, const scripts::ScriptSource* across_slots)
+    : loop_(loop),
+      dispatcher_(dispatcher),
+      max_batch_(max_batch),
+      across_slots_(dispatcher.is_cluster() ? across_slots : nullptr) {}
+
+BatchingExecutor::Group BatchingExecutor::group_of(const HeldCall& call) {
+  if (across_slots_ != nullptr && call.slot) {
+    if (const Connection* server = dispatcher_.router().owner(*call.slot)) {
+      return {.server = server, .slot = call.slot};
+    }
+  }
+  return {.server = nullptr, .slot = call.slot};
+}
+
+bool BatchingExecutor::same_batch(const Group& a, const Group& b) noexcept {
+  if (a.server != nullptr) return a.server == b.server;
+  return b.server == nullptr && a.slot == b.slot;
+}
+
+void BatchingExecutor::stop_batching_across_slots(const std::string& error) {
+  if (across_slots_ == nullptr) return;
+  across_slots_ = nullptr;
+  dispatcher_.logger()->warn(
+      "redis cluster: a server refused the batch script across slots ({}); batches go per slot "
+      "(Redis >= 7 runs a batch per node)",
+      error);
+}
 
 // Why not a coroutine: it only picks the path, and a layer more would cost a frame per decision.
 Task<Reply> BatchingExecutor::eval(const scripts::ScriptSource& script,
@@ -46,8 +107,9 @@ bool BatchingExecutor::hold(HeldCall& call) {
   call.list = &queued_;
   call.index = queued_.size();
   queued_.push_back(&call);
-  if (queued_.size() == 1 || call.slot != tail_slot_) {
-    tail_slot_ = call.slot;
+  const Group group = group_of(call);
+  if (queued_.size() == 1 || !same_batch(group, tail_group_)) {
+    tail_group_ = group;
     tail_run_ = 0;
   }
   ++tail_run_;
@@ -69,10 +131,14 @@ void BatchingExecutor::flush() {
     flushing_.swap(queued_);
     tail_run_ = 0;
     if (dispatcher_.is_cluster()) {
-      // Why stable: calls on one slot keep their order.
+      // By server, then slot: a batch's calls of the slot of its first go first, and their
+      // keys route it. Why stable: calls on one slot keep their order.
       std::stable_sort(flushing_.begin(), flushing_.end(),
-                       [](const HeldCall* a, const HeldCall* b) {
+                       [this](const HeldCall* a, const HeldCall* b) {
                          if (a == nullptr || b == nullptr) return a != nullptr && b == nullptr;
+                         const Connection* const server_a = group_of(*a).server;
+                         const Connection* const server_b = group_of(*b).server;
+                         if (server_a != server_b) return std::less<>()(server_a, server_b);
                          return a->slot < b->slot;
                        });
     }
@@ -82,7 +148,7 @@ void BatchingExecutor::flush() {
         call->index = i;
       }
     }
-    // Runs of one slot, at most max_batch_ calls each. Why re-read flushing_ every time: a
+    // Runs of one group, at most max_batch_ calls each. Why re-read flushing_ every time: a
     // caller resumed here may destroy the frames of calls after it (they null their place).
     std::size_t from = 0;
     while (from < flushing_.size()) {
@@ -90,11 +156,11 @@ void BatchingExecutor::flush() {
         ++from;
         continue;
       }
-      const std::optional<std::uint16_t> slot = flushing_[from]->slot;
+      const Group group = group_of(*flushing_[from]);
       std::size_t to = from;
       std::size_t count = 0;
       while (to < flushing_.size() && count < max_batch_ &&
-             (flushing_[to] == nullptr || flushing_[to]->slot == slot)) {
+             (flushing_[to] == nullptr || same_batch(group, group_of(*flushing_[to])))) {
         if (flushing_[to] != nullptr) ++count;
         ++to;
       }
@@ -134,7 +200,7 @@ void BatchingExecutor::start_batch(std::size_t from, std::size_t to) {
   dispatcher_.background().start_upkeep_now(run_batch(std::move(calls)));
 }
 
-Task<void> BatchingExecutor::send_alone_after_split(HeldCall** place) {
+Task<void> BatchingExecutor::send_again_alone(HeldCall** place) {
   // Why copied: the call goes if its caller's frame does, and its words with it, while this
   // command may still be sent again (a redirect, NOSCRIPT).
   const HeldCall& call = **place;
@@ -157,6 +223,11 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
   for (HeldCall*& call : calls)
     call->in_batch = &call;
   const std::shared_ptr<bool> alive = alive_;
+  // Why the keys of the first slot's calls declared, the others' sent as arguments: a cluster
+  // refuses declared keys of several slots (CROSSSLOT), and routes the batch by the first key.
+  const std::size_t declared = leading_on_one_slot(calls);
+  const scripts::ScriptSource* const script =
+      declared == calls.size() ? &scripts::batch : across_slots_;
   std::exception_ptr failure;
   bool split = false;  // every call goes alone
   Reply reply;
@@ -174,11 +245,9 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
       args.push_back(call->args);
       deadline = std::min(deadline, call->deadline);
     }
-    const BatchWords words = batch_words(scripts, keys, args);
-    // Why TRYAGAIN answered: Redis refuses a command whose keys a migrating slot splits
-    // between its two nodes until the migration ends, where each call alone would follow ASK.
-    reply = co_await dispatcher_.eval_batch(scripts::batch, words.keys, words.args, deadline,
-                                            calls.size());
+    const BatchWords words = batch_words(scripts, keys, args, declared);
+    reply = co_await dispatcher_.eval_batch(*script, words.keys, words.args, deadline, calls.size(),
+                                            script != &scripts::batch);
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
       throw ProtocolError(
           "the batch script of " + std::to_string(calls.size()) + " calls returned " +
@@ -186,7 +255,15 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
                                             : std::string("no array")));
     }
   } catch (const ReplyError& error) {
-    split = error.code() == "TRYAGAIN";
+    // Why the refusals answered: the batch's slots are not served together now (migrating:
+    // Redis answers TRYAGAIN while a slot's keys are split between two nodes; across slots, a
+    // slot moved or migrating), where each call alone follows MOVED and ASK, or waits the
+    // migration out.
+    split = refuses_unrun(error.code());
+    if (script != &scripts::batch && refuses_shebang(error.what())) {
+      stop_batching_across_slots(error.what());
+      split = true;
+    }
     if (!split) failure = std::current_exception();
   } catch (...) {
     failure = std::current_exception();
@@ -195,22 +272,34 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
     split = false;
     failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
   }
-  if (split) {
+  // The calls that go again, alone: every one after a split; else those whose keys the node
+  // would not serve in a batch across slots (it ran nothing of them).
+  std::vector<bool> again(calls.size(), split);
+  if (!failure && !split) {
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const Reply& element = reply.elements[i];
+      again[i] = element.type == Reply::Type::error && refused_in_batch(element.str);
+    }
+  }
+  if (std::ranges::find(again, true) != again.end()) {
     // Why from here, before any caller resumes: close() waits for this batch until every call
     // is answered, and a resumed caller may destroy the client while others are still to go.
     // Started in the order queued, they are written in that order.
     TaskGroup group;
-    for (HeldCall*& call : calls) {
-      if (call != nullptr) group.add(send_alone_after_split(&call));
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (again[i] && calls[i] != nullptr) group.add(send_again_alone(&calls[i]));
     }
     co_await group.join();
+    if (!*alive && !failure) {
+      failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
+    }
   }
   // Every answer first, before any caller resumes (answer() needs the dispatcher). Each call
-  // that fails counts once among the errors (a call sent alone after a split counted itself).
+  // that fails counts once among the errors (a call sent again alone counted itself).
   std::uint64_t failed = 0;
   for (std::size_t i = 0; i < calls.size(); ++i) {
     HeldCall* call = calls[i];
-    if (call == nullptr || split) continue;
+    if (call == nullptr || again[i]) continue;
     if (failure) {
       call->error = failure;
       ++failed;
@@ -241,7 +330,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
     // next calls, and a full batch of them sent now keeps Redis busy while the client answers
     // the other replies it read; sent at the end of the iteration, the batches in flight all
     // come back together, and the client and Redis take turns instead. Why only a full batch of
-    // one slot: calls of several slots, sent now, would go as several small batches.
+    // one group: calls of several groups, sent now, would go as several small batches.
     if (*alive && !flushing_now_ && !closed_ && tail_run_ >= max_batch_) flush();
   }
 }

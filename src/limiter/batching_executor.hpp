@@ -23,6 +23,7 @@
 namespace redlimit::detail {
 
 class CommandDispatcher;
+class Connection;
 
 /// What limiters' and semaphores' script calls on `client` go through: the client's
 /// BatchingExecutor (made at the first call, see CommandDispatcher::decorated) unless
@@ -31,22 +32,31 @@ ScriptExecutor& script_executor_of(CommandDispatcher& client);
 
 /// A decorator over a client's CommandDispatcher that coalesces script calls (calls of the
 /// scripts the batch script holds; others go straight to the dispatcher): the calls queued for one
-/// server (in a cluster, for one slot) while the loop runs go to Redis in the loop's next idle
-/// phase, as one EVALSHA of the batch script (lua/batch.lua), in the order they were queued, at
-/// most max_batch per script call. A call queued alone goes as it would have without a batcher,
-/// from the same coroutine frame (a call waits in its command's frame: HeldCall). No timer: libuv
-/// runs idle handles between any callback and the next poll, right before the prepare phase in
-/// which the connections write (redis/uv_glue.cpp), and an active idle handle keeps the poll from
-/// blocking; so coalescing adds no latency. A full batch queued by the callers a batch resumes goes
-/// at once, while the batch still resumes the others (run_batch): Redis runs it meanwhile.
+/// server while the loop runs go to Redis in the loop's next idle phase, as one EVALSHA of the
+/// batch script (lua/batch.lua), in the order they were queued (in a cluster, grouped by slot),
+/// at most max_batch per script call. In a cluster a batch holds the calls of every slot one
+/// primary serves, as the slot map says (lua/batch_across_slots.lua, Redis >= 7), or of one
+/// slot: when the map does not say who serves a slot yet, for a batch all of one slot, and from
+/// the moment a server refuses the cross-slot script (older than Redis 7) on. A call queued alone
+/// goes as it would have without a batcher, from the same coroutine frame (a call waits in its
+/// command's frame: HeldCall). No timer: libuv runs idle handles between any callback and the next
+/// poll, right before the prepare phase in which the connections write (redis/uv_glue.cpp), and an
+/// active idle handle keeps the poll from blocking; so coalescing adds no latency. A full batch
+/// queued by the callers a batch resumes goes at once, while the batch still resumes the others
+/// (run_batch): Redis runs it meanwhile.
 ///
 /// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
-/// batch Redis could not answer fails each of its calls with the same error; a batch Redis
-/// answered TRYAGAIN (in a cluster, its keys split between the two nodes of a migrating slot) is
-/// sent again as its calls, each alone, as they would have gone without a batcher.
+/// batch Redis could not answer fails each of its calls with the same error. Calls Redis ran
+/// none of are sent again, each alone, as they would have gone without a batcher (through the
+/// cluster router, which follows MOVED and ASK and waits out TRYAGAIN): all the calls of a batch
+/// refused as a whole (MOVED, ASK, TRYAGAIN, CROSSSLOT: in a cluster, its slots moved or
+/// migrating), and the calls of a batch across slots on keys its node would not serve alone
+/// (their slot moved away, or migrating and the key already gone).
 class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holder {
  public:
-  BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch);
+  /// Batches across the slots of one cluster node with `across_slots` (null: per slot only).
+  BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch,
+                   const scripts::ScriptSource* across_slots);
   BatchingExecutor(const BatchingExecutor&) = delete;
   BatchingExecutor& operator=(const BatchingExecutor&) = delete;
 
@@ -65,26 +75,39 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   static void on_idle(void* self);
   /// Sends everything queued, as batches and calls alone, until nothing is queued.
   void flush();
-  /// Sends the calls in flushing_[from, to) (one slot, non-null ones) as one batch.
+  /// Where a call goes: to the `server` that serves its slot (batched with the calls of every
+  /// slot it serves), or, when null, batched with the calls of its `slot` alone.
+  struct Group {
+    const Connection* server;
+    std::optional<std::uint16_t> slot;
+  };
+  Group group_of(const HeldCall& call);
+  /// Whether calls of groups `a` and `b` go in one batch.
+  static bool same_batch(const Group& a, const Group& b) noexcept;
+  /// Sends the calls in flushing_[from, to) (one group, non-null ones) as one batch.
   void start_batch(std::size_t from, std::size_t to);
   Task<void> run_batch(std::vector<HeldCall*> calls);
-  /// Sends the call at `place` (a batch's, which Redis answered TRYAGAIN) alone and gives it
-  /// its reply or error, unless it went meanwhile (`*place` null).
-  Task<void> send_alone_after_split(HeldCall** place);
+  /// Sends the call at `place` (a batch's, which Redis did not run) alone and gives it its
+  /// reply or error, unless it went meanwhile (`*place` null).
+  Task<void> send_again_alone(HeldCall** place);
+  /// Batches per slot from now on: a server refused the cross-slot script with `error`.
+  void stop_batching_across_slots(const std::string& error);
   /// Resumes `call` to be sent alone.
   void send_alone(HeldCall* call);
 
   uv_loop_t* loop_;
   CommandDispatcher& dispatcher_;
   std::size_t max_batch_;
+  /// The batch script across slots; null when batches are per slot.
+  const scripts::ScriptSource* across_slots_;
   std::vector<HeldCall*> queued_;    ///< in the order queued; null where a call's frame went
   std::vector<HeldCall*> flushing_;  ///< what flush() is sending
   std::unique_ptr<Idle> idle_;
   bool closed_ = false;
   bool flushing_now_ = false;  ///< flush() runs (close() then waits for it to end)
-  /// The slot of the last call queued, and how many calls queued last in a row are of it: a
+  /// The group of the last call queued, and how many calls queued last in a row are of it: a
   /// full batch of them goes at once (run_batch).
-  std::optional<std::uint16_t> tail_slot_;
+  Group tail_group_{};
   std::size_t tail_run_ = 0;
   /// Why: a caller resumed here may destroy the client, and this object with it.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

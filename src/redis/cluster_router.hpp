@@ -34,6 +34,9 @@ class ClusterRouter final : public SlotRouter {
 
   Connection& route(std::optional<std::uint16_t> slot) override;
   bool is_cluster() const noexcept override { return true; }
+  const Connection* owner(std::uint16_t slot) const noexcept override {
+    return map_known_ ? owner_[slot] : nullptr;
+  }
   /// Follows MOVED and ASK (at most max_redirects, with moves off a retired connection), and
   /// pauses before trying again after TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN and READONLY.
   NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,

@@ -244,18 +244,19 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
         break;
       }
       const TryOutcome outcome{*target, failure ? nullptr : &result.reply, unsent};
+      // Why asked first: a MOVED updates the slot map even when the command does not follow it.
       const NextTry next = router_->next_try(outcome, slot, hops);
+      if (!failure && answers_at_once(terms, result.reply)) {
+        // Why an answer: the node answered; nothing is wrong with it (and a half-open breaker
+        // whose probe this was would otherwise refuse the calls that follow).
+        breaker.answered();
+        co_return answer(std::move(result.reply), script);
+      }
       if (next.kind == NextTry::Kind::answer) break;
       if (next.kind == NextTry::Kind::resend) {
         target = next.target;
         asking = next.asking;
         continue;
-      }
-      if (terms.answers_try_again && error_code(result.reply.str) == "TRYAGAIN") {
-        // Why an answer: the node answered; nothing is wrong with it (and a half-open breaker
-        // whose probe this was would otherwise refuse the calls that follow).
-        breaker.answered();
-        co_return answer(std::move(result.reply), script);
       }
       if (Clock::now() + next.delay >= deadline) break;
       co_await sleep_for(loop_, next.delay);
@@ -269,6 +270,15 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
     if (terms.counts_error) count_redis_error(redis_metrics_, std::current_exception());
     throw;
   }
+}
+
+bool CommandDispatcher::answers_at_once(const Terms& terms, const Reply& reply) {
+  if (reply.type != Reply::Type::error || !(terms.answers_try_again || terms.answers_redirects)) {
+    return false;
+  }
+  const std::string code = error_code(reply.str);
+  if (code == "TRYAGAIN" || code == "CROSSSLOT") return terms.answers_try_again;
+  return terms.answers_redirects && (code == "MOVED" || code == "ASK");
 }
 
 std::span<const std::string_view> CommandDispatcher::first_send(
@@ -363,12 +373,13 @@ Task<Reply> CommandDispatcher::eval_holding(HeldCall::Holder* holder,
 Task<Reply> CommandDispatcher::eval_batch(const scripts::ScriptSource& script,
                                           std::span<const std::string_view> keys,
                                           std::span<const std::string_view> args,
-                                          Clock::time_point deadline, std::size_t calls) {
+                                          Clock::time_point deadline, std::size_t calls,
+                                          bool across_slots) {
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
-    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline, batch_call,
-                   calls);
+    return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline,
+                   across_slots ? batch_across_slots_call : batch_call, calls);
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }

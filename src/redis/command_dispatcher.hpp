@@ -66,13 +66,16 @@ class CommandDispatcher final : public ScriptExecutor {
                         std::span<const std::string_view> args, Clock::time_point deadline);
   /// Runs `script` as eval() does, as one command that stands for `calls` calls (a decorator's
   /// batch): counted in RedisMetrics::batch_size as a batch of `calls`, its error not counted
-  /// (whoever made the batch counts each call's), and TRYAGAIN raised at once (in a cluster,
-  /// the batch's keys split between the two nodes of a migrating slot: its calls alone would
-  /// follow ASK).
+  /// (whoever made the batch counts each call's), and TRYAGAIN and CROSSSLOT raised at once (in
+  /// a cluster, the batch's keys split between the two nodes of a migrating slot: its calls
+  /// alone would follow ASK). For a batch `across_slots` (keys of several slots, some not
+  /// declared), MOVED and ASK too, rather than followed: the node a redirect names need not
+  /// serve the batch's other slots, and after ASKING it would serve keys of every slot it
+  /// imports, which the source may still hold.
   Task<Reply> eval_batch(const scripts::ScriptSource& script,
                          std::span<const std::string_view> keys,
                          std::span<const std::string_view> args, Clock::time_point deadline,
-                         std::size_t calls);
+                         std::size_t calls, bool across_slots);
   /// Runs an embedded script for the client's own bookkeeping (the fleet's counts), as eval()
   /// does but never coalesced, not guarded by a circuit breaker, and without counting its
   /// error in RedisMetrics: it is nobody's call, and an operator's alerts are about calls.
@@ -127,17 +130,30 @@ class CommandDispatcher final : public ScriptExecutor {
   struct Terms {
     bool guarded;            ///< a script call of a limiter or semaphore: a BreakerScope around it
     bool counts_error;       ///< its error counts in RedisMetrics::errors
-    bool answers_try_again;  ///< TRYAGAIN is raised at once rather than retried (a batch)
+    bool answers_try_again;  ///< TRYAGAIN, CROSSSLOT raised at once, not retried (a batch)
+    bool answers_redirects;  ///< MOVED, ASK raised at once, not followed (a batch across slots)
   };
-  static constexpr Terms plain_command{
-      .guarded = false, .counts_error = true, .answers_try_again = false};
-  static constexpr Terms application_call{
-      .guarded = true, .counts_error = true, .answers_try_again = false};
-  static constexpr Terms batch_call{
-      .guarded = true, .counts_error = false, .answers_try_again = true};
+  static constexpr Terms plain_command{.guarded = false,
+                                       .counts_error = true,
+                                       .answers_try_again = false,
+                                       .answers_redirects = false};
+  static constexpr Terms application_call{.guarded = true,
+                                          .counts_error = true,
+                                          .answers_try_again = false,
+                                          .answers_redirects = false};
+  static constexpr Terms batch_call{.guarded = true,
+                                    .counts_error = false,
+                                    .answers_try_again = true,
+                                    .answers_redirects = false};
+  static constexpr Terms batch_across_slots_call{
+      .guarded = true, .counts_error = false, .answers_try_again = true, .answers_redirects = true};
   /// eval_own(): nobody's call, so neither guarded nor counted.
-  static constexpr Terms own_call{
-      .guarded = false, .counts_error = false, .answers_try_again = false};
+  static constexpr Terms own_call{.guarded = false,
+                                  .counts_error = false,
+                                  .answers_try_again = false,
+                                  .answers_redirects = false};
+  /// Whether a command of `terms` raises `reply` at once (see Terms).
+  static bool answers_at_once(const Terms& terms, const Reply& reply);
 
   /// What eval_held() adds to execute(): who holds the call first, and its keys and arguments.
   struct Hold {

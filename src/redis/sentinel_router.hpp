@@ -34,6 +34,7 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
 
   Connection& route(std::optional<std::uint16_t>) override { return *primary_; }
   bool is_cluster() const noexcept override { return false; }
+  const Connection* owner(std::uint16_t) const noexcept override { return primary_.get(); }
   /// Pauses before trying again after READONLY (after a failover, the old primary answers it
   /// until the connection has moved, and the command never ran), LOADING, MASTERDOWN and the
   /// like; a failed try looks for the primary again.

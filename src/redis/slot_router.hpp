@@ -55,6 +55,11 @@ class SlotRouter {
   virtual Connection& route(std::optional<std::uint16_t> slot) = 0;
   /// True for a cluster: the keys of one command must share a hash slot.
   virtual bool is_cluster() const noexcept = 0;
+  /// The connection of the node that serves `slot` as far as the slot map says, or null when it
+  /// does not say (not read yet, or nobody serves the slot); the same for every slot on one
+  /// server. No I/O, and no refresh asked for: commands whose slots have one owner can be sent
+  /// to it together.
+  virtual const Connection* owner(std::uint16_t slot) const noexcept = 0;
   /// What a command for `slot` does after `outcome` (`hops` counts what it did so far). A failed
   /// try suspects the topology.
   virtual NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
@@ -91,6 +96,7 @@ class SingleNodeRouter final : public SlotRouter {
       : connection_(std::move(connection)) {}
   Connection& route(std::optional<std::uint16_t>) override { return *connection_; }
   bool is_cluster() const noexcept override { return false; }
+  const Connection* owner(std::uint16_t) const noexcept override { return connection_.get(); }
   /// Every outcome is the answer: one server has nothing else to try.
   NextTry next_try(const TryOutcome&, std::optional<std::uint16_t>, Hops&) override { return {}; }
   void suspect_topology() override {}

@@ -520,6 +520,7 @@ std::vector<std::string> raw_gcra_batch(const std::vector<std::string>& keys,
                                  std::to_string(keys.size())};
   words.insert(words.end(), keys.begin(), keys.end());
   words.push_back(std::to_string(calls.size()));
+  words.push_back("0");  // every key declared
   for (const auto& call : calls) {
     if (call.size() == 1) {
       words.push_back(call.front());
