@@ -8,7 +8,6 @@
 
 #include "algorithms/exact.hpp"
 #include "limiter/claims.hpp"
-#include "limiter/local_backend.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
@@ -24,50 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 std::chrono::microseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
-
-/// The backend a claim's limiter decides in: its Redis one, or in process.
-Backend& backend_of(const HeldClaim& claim) {
-  if (RedisBackend* redis = claim.enforcer->redis_backend()) return *redis;
-  return *claim.enforcer->local_backend();
-}
-
-/// In process: every claim's key reserved at one slot (reserve_at_one_slot()), all at one time
-/// read once. Nothing else runs meanwhile, so it is atomic as the script is in Redis.
-ClaimsReservation reserve_claims_in_process(const std::vector<HeldClaim>& held,
-                                            const std::vector<DecideRequest>& requests,
-                                            std::int64_t max_wait_us) {
-  const std::int64_t now = held.front().enforcer->local_backend()->now_of(requests.front());
-  const ReserveAllOutcome outcome = reserve_at_one_slot(
-      requests.size(), now, [&](std::size_t c, std::int64_t not_before_us, bool dry) {
-        return held[c].enforcer->local_backend()->reserve_outcome(requests[c], now, max_wait_us,
-                                                                  not_before_us, dry);
-      });
-  if (outcome.decision.stale_version != 0)
-    throw StalePolicy(outcome.decision.stale_version, outcome.binding);
-  ClaimsReservation out;
-  Decision& decision = out.decision;
-  decision.allowed = outcome.decision.allowed;
-  decision.claim = outcome.binding;
-  decision.limit = outcome.decision.limit;
-  decision.remaining = outcome.decision.remaining;
-  decision.retry_after = std::chrono::microseconds(outcome.decision.retry_after_us);
-  decision.reset_after = std::chrono::microseconds(outcome.decision.reset_after_us);
-  decision.source = Source::local;
-  decision.policy_version = requests[outcome.binding].policy->epoch().version;
-  out.wait_us = outcome.wait_us;
-  out.slot_us = outcome.slot_us;
-  for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
-    const ReserveOutcome& part = outcome.claims[i];
-    const LimitSpec& spec = requests[i].policy->limits().front().spec;
-    out.claims.push_back({.ticket = {.slot = part.slot,
-                                     .den = spec.a,
-                                     .d = spec.b,
-                                     .version = part.book.version,
-                                     .epoch = part.book.epoch,
-                                     .cancels_before = part.book.cancels}});
-  }
-  return out;
 }
 
 /// A time in 1/den microseconds, compared across denominators.
@@ -99,7 +54,7 @@ Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest>
                          std::vector<ClaimReservation> reserved) {
   for (std::size_t i = 0; i < held.size(); ++i) {
     try {
-      Backend& backend = backend_of(held[i]);
+      Backend& backend = held[i].enforcer->backend();
       const DecideRequest give_back =
           held[i].enforcer->give_back_request(requests[i], &backend, held[i].key);
       co_await backend.cancel(give_back, reserved[i].ticket);
@@ -164,7 +119,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
         Task<void> give_back = give_back_all(held, requests, reservation.claims);
         // Why the client's background work: Client::close() lets the give-backs reach Redis. In
         // process they run at the loop's next turn, as acquire()'s.
-        if (BackgroundTasks* tasks = backend_of(held.front()).background()) {
+        if (BackgroundTasks* tasks = held.front().enforcer->backend().background()) {
           tasks->start(std::move(give_back));
         } else {
           spawn(held.front().enforcer->loop(), std::move(give_back));
@@ -196,7 +151,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   std::vector<WaitingPart> parts;
   parts.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    Backend& backend = backend_of(held[i]);
+    Backend& backend = held[i].enforcer->backend();
     parts.push_back({.enforcer = held[i].enforcer,
                      .backend = &backend,
                      .reserved = &requests[i],
@@ -206,7 +161,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     parts.back().renewal->confirmed = reservation.claims[i].lease_expiry_us;
   }
   const auto unconfirmed = [&](std::size_t i) { return parts[i].unconfirmed(); };
-  const std::int64_t lease_us = first.redis_backend() ? first.redis_backend()->lease_us() : 0;
+  const std::int64_t lease_us = first.backend().lease_us();
   const auto renew_every = std::chrono::microseconds(std::max<std::int64_t>(1, lease_us / 3));
   const WaitEnd end = co_await sleep_until_due(first.loop(), parts, renew_every, options);
   if (end != WaitEnd::due) {
@@ -225,8 +180,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   std::exception_ptr error;
   for (std::size_t i = 0; i < count; ++i) {
     try {
-      const ReservationCheck check =
-          co_await backend_of(held[i]).check_reservation(requests[i], reservation.claims[i].ticket);
+      const ReservationCheck check = co_await held[i].enforcer->backend().check_reservation(
+          requests[i], reservation.claims[i].ticket);
       const bool stands = check.where.standing == ReservationStanding::as_reserved ||
                           check.where.standing == ReservationStanding::moved;
       if (stands && (check.lease_held || !unconfirmed(i))) standing[i] = check.where.slot;
@@ -250,8 +205,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     for (std::size_t i = 0; i < count; ++i) {
       if (!standing[i]) continue;
       try {
-        co_await backend_of(held[i]).adjust(requests[i], Adjustment::give_back, requests[i].permits,
-                                            standing[i]->ceil_us());
+        co_await held[i].enforcer->backend().adjust(requests[i], Adjustment::give_back,
+                                                    requests[i].permits, standing[i]->ceil_us());
       } catch (...) {
         // Not given back: taken until its slot's time has passed (under-admission, never over).
       }
@@ -269,12 +224,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
 Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<HeldClaim>& held,
                                                              const OwnedAcquireOptions& options,
                                                              Clock::time_point started) {
-  RedisBackend* redis = held.front().enforcer->redis_backend();  // null: in process
-  // A follower's policy is read by the deadline (only in Redis: a store is kept there).
-  const auto deadline_from_now = [redis] {
-    return redis ? redis->dispatcher().command_deadline() : Clock::time_point::max();
-  };
-  StaleRetry retry(deadline_from_now(), held.size());
+  const std::vector<Backend*> backends = backends_of(held);
+  StaleRetry retry(stale_deadline(held), held.size());
   for (;;) {
     co_await held.front().enforcer->turn().yield_if_due();
     const RequestsInForce in_force = co_await requests_in_force(held, Operation::acquire, retry);
@@ -286,11 +237,10 @@ Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<H
     }
     if (!reservable(requests)) co_return std::nullopt;
     // What is left of max_wait now (each hash slot's call gets what is left then).
-    const auto max_wait = [&] {
+    const std::function<std::int64_t()> max_wait = [&] {
       const auto waited = since(started);
       return std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
     };
-    const auto groups = slot_groups(requests, redis && redis->dispatcher().is_cluster());
     // Why before reserving: a cancellation announced before the reply arrives is kept for its
     // part. Why sized once: the registries keep pointers to the waiters.
     std::vector<WatchedPart> watched(held.size());
@@ -299,15 +249,7 @@ Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<H
     std::optional<ClaimsReservation> reservation;
     std::exception_ptr error;
     try {
-      if (!redis) {
-        reservation = reserve_claims_in_process(held, requests, max_wait());
-      } else if (groups.size() == 1) {
-        reservation = co_await reserve_claims_in_redis(redis->dispatcher(), requests, max_wait(),
-                                                       redis->lease_us());
-      } else {
-        reservation = co_await reserve_claims_across_slots(held, requests, groups, max_wait,
-                                                           redis->lease_us());
-      }
+      reservation = co_await backends.front()->reserve_claims(backends, requests, max_wait);
     } catch (const StalePolicy& stale) {
       // A follower's claim: its policy is read again, and it asks once more.
       retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
@@ -333,7 +275,7 @@ Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<H
       ClaimsDecision decided{.decision = *admitted};
       co_return decided;
     }
-    retry.restart(deadline_from_now());  // given back or moved: a new place in the queues
+    retry.restart(stale_deadline(held));  // given back or moved: a new place in the queues
   }
 }
 

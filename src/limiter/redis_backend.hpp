@@ -48,11 +48,23 @@ class RedisBackend final : public Backend {
   Task<LeaseReply> release_lease(LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
   void unwatch_releases(std::uint64_t id) override;
+
+  // ---- several claims (redis_claims.cpp, redis_claims_reserving.cpp): one script call per
+  // hash slot, the protocols across a cluster's slots.
+  Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
+                                     std::span<const DecideRequest> requests,
+                                     Operation operation) override;
+  Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
+                                         std::span<const DecideRequest> requests,
+                                         std::function<std::int64_t()> max_wait_us) override;
+  Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
+                                        std::int64_t max_wait_us, std::int64_t earliest_slot_us,
+                                        bool earliest_only) override;
+  /// The lease given at construction, else ClientOptions::reservation_lease.
+  std::int64_t lease_us() const noexcept override;
   BackgroundTasks* background() noexcept override { return &client_.background(); }
   /// The client it sends through.
   CommandDispatcher& dispatcher() noexcept { return client_; }
-  /// The lease given at construction, else ClientOptions::reservation_lease, in microseconds.
-  std::int64_t lease_us() const noexcept;
 
  private:
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
@@ -113,6 +125,11 @@ class GeneralScriptCall {
   std::string now_;
   std::vector<std::string_view> args_;
 };
+
+/// The requests' indexes by hash slot (`cluster`; else one group), each slot where its first
+/// request is; InvalidArgument when two requests name one Redis key.
+std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
+                                                  bool cluster);
 
 /// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
