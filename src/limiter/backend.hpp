@@ -156,10 +156,6 @@ struct ClaimsReservation {
 /// tie). The result's `claim` names it, and `allowed` is whether every decision was.
 Decision binding_decision(std::span<const Decision> decisions);
 
-/// The requests of one group of claims (`group`: indexes into `requests`).
-std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
-                                       const std::vector<std::size_t>& group);
-
 /// Runs the algorithms: in Redis (RedisBackend) or in process (LocalBackend). Requests arrive
 /// validated.
 class Backend {

@@ -46,8 +46,7 @@ class LocalBackend final : public Backend {
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
   void unwatch_releases(std::uint64_t id) override;
 
-  // ---- several claims (local_claims.cpp): the claims of one limiter are one group
-  // (reserve_group()); nothing else runs between the synchronous steps over several limiters.
+  // ---- several claims (local_claims.cpp): claim after claim, each on its limiter's backend.
   Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
                                      std::span<const DecideRequest> requests,
                                      Operation operation) override;

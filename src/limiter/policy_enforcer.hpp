@@ -101,11 +101,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// try_acquire() of it would be.
   void observe(Decision decision, std::string_view key, std::int64_t permits);
 
-  /// A validated request for `key` under the policy known for it without I/O (an in-process
-  /// limiter's own); throws InvalidArgument.
-  DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const {
-    return request_under(source_->last(key), key, operation, permits);
-  }
   /// A validated request for `key` under `policy`; throws InvalidArgument.
   DecideRequest request_under(std::shared_ptr<const CompiledPolicy> policy, std::string_view key,
                               Operation operation, std::int64_t permits) const;

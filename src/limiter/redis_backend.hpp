@@ -130,6 +130,9 @@ class GeneralScriptCall {
 /// request is; InvalidArgument when two requests name one Redis key.
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
                                                   bool cluster);
+/// The requests of one slot group (`group`: indexes into `requests`).
+std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
+                                       const std::vector<std::size_t>& group);
 
 /// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
