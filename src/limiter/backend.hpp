@@ -211,20 +211,18 @@ class Backend {
   virtual std::uint64_t watch_releases(std::string key, std::function<void()> handler) = 0;
   virtual void unwatch_releases(std::uint64_t id) = 0;
 
-  // ---- several claims (try_acquire_all(), peek_all(), acquire_all()), asked of the first
-  // claim's backend: claim i is requests[i] on backends[i]. The claims' limiters use this
-  // backend's Client, or are all in process (each limiter its own backend and state).
-  /// Decides every request at once, all or nothing (peek_all: Operation::peek, taking nothing):
-  /// Decision::claim and binding name the binding request and its limit. StalePolicy (with its
-  /// claim) when a key holds state of a newer policy version than its request's.
+  // ---- several claims, asked of the first claim's backend: claim i is requests[i] on
+  // backends[i]; their limiters use this backend's Client, or are all in process.
+  /// Decides every request at once, all or nothing (peek_all: Operation::peek): Decision::claim
+  /// and binding name the binding request and its limit. StalePolicy (with its claim) when a
+  /// key holds state of a newer policy version than its request's.
   virtual Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
                                              std::span<const DecideRequest> requests,
                                              Operation operation) = 0;
   /// Reserves every request's permits at one slot, the latest of their keys' earliest, if that
   /// is within `max_wait_us()` (what is left of the call's max_wait when asked), on every key or
-  /// none; each request's policy is a single limit that can be reserved on. A reservation
-  /// waiting longer than lease_us() is registered under its owner's lease on every key.
-  /// StalePolicy as decide_claims().
+  /// none; each policy is a single limit that can be reserved on. A reservation waiting longer
+  /// than lease_us() is registered under its owner's lease. StalePolicy as decide_claims().
   virtual Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
                                                  std::span<const DecideRequest> requests,
                                                  std::function<std::int64_t()> max_wait_us) = 0;

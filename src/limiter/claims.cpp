@@ -21,6 +21,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::chrono::microseconds since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+}
+
 std::string claim_name(std::size_t index) {
   return "Claim " + std::to_string(index);
 }
@@ -80,67 +84,16 @@ void observe_all(const std::vector<HeldClaim>& held, const ClaimsDecision& decid
   }
 }
 
-/// The claims decided by their backends under the policies in force: a follower's claim refused
-/// as stale is asked again under its policy read again, until the call's deadline; when Redis
-/// cannot answer, each claim's failure policy answers for it.
-Task<ClaimsDecision> decide_held(const std::vector<HeldClaim>& held, Operation operation) {
-  co_await held.front().enforcer->turn().yield_if_due();
-  const std::vector<Backend*> backends = backends_of(held);
-  StaleRetry retry(stale_deadline(held), held.size());
-  for (;;) {
-    const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
-    std::exception_ptr error = in_force.unconfirmed;
-    if (!error) {
-      try {
-        co_return co_await backends.front()->decide_claims(backends, in_force.requests, operation);
-      } catch (const StalePolicy& stale) {
-        retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
-        continue;
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    ClaimsDecision answer{.decision = decide_on_failure(held, in_force.requests, error)};
-    co_return answer;
-  }
-}
+/// The claims' requests under the policies in force, and whether the backend may be asked.
+struct RequestsInForce {
+  std::vector<DecideRequest> requests;
+  /// Set when a follower's claim could not confirm its stored policy (UnconfirmedPolicy): its
+  /// request is under the policy read last, and the call is the failure policies' to answer.
+  std::exception_ptr unconfirmed;
+};
 
-Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
-  const std::vector<HeldClaim> held = checked(claims);
-  const ClaimsDecision decided = co_await decide_held(held, operation);
-  // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
-  if (operation == Operation::acquire) observe_all(held, decided);
-  co_return decided.decision;
-}
-
-Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions options) {
-  // Why the held claims across the waits: they keep each limiter's state alive, whatever the
-  // caller does with the Limiter objects meanwhile.
-  const std::vector<HeldClaim> held = checked(claims);
-  check_max_wait(options.max_wait);
-  if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
-  const auto started = Clock::now();
-  if (std::optional<ClaimsDecision> reserved =
-          co_await acquire_all_by_reserving(held, options, started)) {
-    observe_all(held, *reserved);
-    co_return reserved->decision;
-  }
-  for (;;) {
-    ClaimsDecision decided = co_await decide_held(held, Operation::acquire);
-    const Decision& decision = decided.decision;
-    const auto waited =
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
-    decided.decision.waited = waited;
-    if (decision.allowed || decision.retry_after > options.max_wait - waited) {
-      observe_all(held, decided);
-      co_return decision;
-    }
-    co_await sleep_for(held.front().enforcer->loop(), decision.retry_after, options.stop);
-  }
-}
-
-}  // namespace
-
+/// The claims' requests under the policies in force (a follower's claim: its stored policy, of
+/// at least the version `retry` asks for it, read by its deadline).
 Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Operation operation,
                                         const StaleRetry& retry) {
   RequestsInForce out;
@@ -162,20 +115,17 @@ Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Oper
   co_return out;
 }
 
-std::vector<Backend*> backends_of(const std::vector<HeldClaim>& held) {
-  std::vector<Backend*> backends;
-  for (const HeldClaim& claim : held)
-    backends.push_back(&claim.enforcer->backend());
-  return backends;
-}
-
-std::chrono::steady_clock::time_point stale_deadline(const std::vector<HeldClaim>& held) {
+/// When a call over the claims that begins now stops asking again after StalePolicy: the
+/// earliest of their limiters' (StaleRetry).
+Clock::time_point stale_deadline(const std::vector<HeldClaim>& held) {
   auto deadline = Clock::time_point::max();
   for (const HeldClaim& claim : held)
     deadline = std::min(deadline, claim.enforcer->stale_deadline());
   return deadline;
 }
 
+/// Each claim's failure policy's answer when Redis could not answer (`error`), as one decision
+/// (binding_decision()); rethrows an error that is not unavailability.
 Decision decide_on_failure(const std::vector<HeldClaim>& held,
                            std::span<const DecideRequest> requests,
                            const std::exception_ptr& error) {
@@ -184,6 +134,94 @@ Decision decide_on_failure(const std::vector<HeldClaim>& held,
   for (std::size_t i = 0; i < held.size(); ++i)
     answers.push_back(held[i].enforcer->decide_on_failure(requests[i], retry_in));
   return binding_decision(answers);
+}
+
+/// How acquire_all() waits, for run_claims().
+struct Waiting {
+  const OwnedAcquireOptions& options;
+  Clock::time_point started;
+};
+
+/// The claims decided by their backends under the policies in force (`waiting`: reserved and
+/// waited for, reserve_and_wait()): a follower's claim refused as stale is asked again under its
+/// policy read again, until the call's deadline; when Redis cannot answer, each claim's failure
+/// policy answers for it. None only when `waiting` and the claims cannot be reserved on.
+Task<std::optional<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& held,
+                                               Operation operation, const Waiting* waiting) {
+  const std::vector<Backend*> backends = backends_of(held);
+  StaleRetry retry(stale_deadline(held), held.size());
+  for (;;) {
+    co_await held.front().enforcer->turn().yield_if_due();
+    const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
+    std::exception_ptr error = in_force.unconfirmed;
+    if (!error && waiting && !reservable(in_force.requests)) co_return std::nullopt;
+    std::optional<ClaimsDecision> decided;
+    if (!error) {
+      try {
+        if (waiting) {
+          decided = co_await reserve_and_wait(held, in_force.requests, waiting->options,
+                                              waiting->started);
+        } else {
+          decided =
+              co_await backends.front()->decide_claims(backends, in_force.requests, operation);
+        }
+      } catch (const StalePolicy& stale) {
+        retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
+        continue;
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    if (error) {
+      decided.emplace(
+          ClaimsDecision{.decision = decide_on_failure(held, in_force.requests, error)});
+      if (waiting) decided->decision.waited = since(waiting->started);
+    }
+    if (decided) co_return decided;
+    retry.restart(stale_deadline(held));  // reserve_and_wait() waited: a new place in the queues
+  }
+}
+
+Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
+  const std::vector<HeldClaim> held = checked(claims);
+  const std::optional<ClaimsDecision> decided = co_await run_claims(held, operation, nullptr);
+  // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
+  if (operation == Operation::acquire) observe_all(held, *decided);
+  co_return decided->decision;
+}
+
+Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions options) {
+  // Why the held claims across the waits: they keep each limiter's state alive, whatever the
+  // caller does with the Limiter objects meanwhile.
+  const std::vector<HeldClaim> held = checked(claims);
+  check_max_wait(options.max_wait);
+  if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
+  const Waiting waiting{options, Clock::now()};
+  if (std::optional<ClaimsDecision> reserved =
+          co_await run_claims(held, Operation::acquire, &waiting)) {
+    observe_all(held, *reserved);
+    co_return reserved->decision;
+  }
+  for (;;) {
+    std::optional<ClaimsDecision> decided = co_await run_claims(held, Operation::acquire, nullptr);
+    const Decision& decision = decided->decision;
+    const auto waited = since(waiting.started);
+    decided->decision.waited = waited;
+    if (decision.allowed || decision.retry_after > options.max_wait - waited) {
+      observe_all(held, *decided);
+      co_return decision;
+    }
+    co_await sleep_for(held.front().enforcer->loop(), decision.retry_after, options.stop);
+  }
+}
+
+}  // namespace
+
+std::vector<Backend*> backends_of(const std::vector<HeldClaim>& held) {
+  std::vector<Backend*> backends;
+  for (const HeldClaim& claim : held)
+    backends.push_back(&claim.enforcer->backend());
+  return backends;
 }
 
 }  // namespace detail

@@ -10,9 +10,7 @@
 #include "limiter/claims.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/reservation_wait.hpp"
-#include "limiter/unavailability.hpp"
 #include "limiter/waiters.hpp"
-#include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -35,15 +33,6 @@ struct Fraction {
            static_cast<Int128>(a.frac) * b.den == static_cast<Int128>(b.frac) * a.den;
   }
 };
-
-/// Whether acquire_all() can reserve on `requests`: each policy a single limit that can be
-/// reserved on.
-bool reservable(std::span<const DecideRequest> requests) {
-  return std::all_of(requests.begin(), requests.end(), [](const DecideRequest& request) {
-    const auto& limits = request.policy->limits();
-    return limits.size() == 1 && can_reserve(limits.front().limit.algorithm);
-  });
-}
 
 /// Gives back every claim's part of a reservation whose slot is still ahead, each under the
 /// policy in force for its key (PolicyEnforcer::give_back_request(), as acquire() does). Why
@@ -72,15 +61,6 @@ std::vector<std::int64_t> claim_times(const ClaimsReservation& reservation) {
   for (const ClaimReservation& part : reservation.claims)
     times.push_back(part.ticket.slot.us);
   return times;
-}
-
-/// The failure policies' answer, with the time since the call began.
-Decision answer_on_failure(const std::vector<HeldClaim>& held,
-                           const std::vector<DecideRequest>& requests,
-                           const std::exception_ptr& error, Clock::time_point started) {
-  Decision decision = decide_on_failure(held, requests, error);
-  decision.waited = since(started);
-  return decision;
 }
 
 /// One claim's key watched for cancellation notices (from before its part of a reservation is
@@ -189,7 +169,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
       error = std::current_exception();
     }
   }
-  if (error) co_return answer_on_failure(held, requests, error, started);
+  if (error) std::rethrow_exception(error);
   // Why one slot for all: a part used later than where it stands joins whatever its key gives
   // the requests behind it, moved up as well (over-admission). Parts moved alike (the same
   // cancellations ahead on every key, a dead process's acquire_all() backlog) are used there.
@@ -221,62 +201,43 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
 
 }  // namespace
 
-Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<HeldClaim>& held,
-                                                             const OwnedAcquireOptions& options,
-                                                             Clock::time_point started) {
+bool reservable(std::span<const DecideRequest> requests) {
+  return std::all_of(requests.begin(), requests.end(), [](const DecideRequest& request) {
+    const auto& limits = request.policy->limits();
+    return limits.size() == 1 && can_reserve(limits.front().limit.algorithm);
+  });
+}
+
+Task<std::optional<ClaimsDecision>> reserve_and_wait(const std::vector<HeldClaim>& held,
+                                                     const std::vector<DecideRequest>& requests,
+                                                     const OwnedAcquireOptions& options,
+                                                     Clock::time_point started) {
+  // What is left of max_wait now (each hash slot's call gets what is left then).
+  const std::function<std::int64_t()> max_wait = [&] {
+    const auto waited = since(started);
+    return std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
+  };
+  // Why before reserving: a cancellation announced before the reply arrives is kept for its
+  // part. Why sized once: the registries keep pointers to the waiters.
+  std::vector<WatchedPart> watched(held.size());
+  for (std::size_t i = 0; i < held.size(); ++i)
+    watched[i].watch = held[i].enforcer->waiters().watch_held(requests[i]);
   const std::vector<Backend*> backends = backends_of(held);
-  StaleRetry retry(stale_deadline(held), held.size());
-  for (;;) {
-    co_await held.front().enforcer->turn().yield_if_due();
-    const RequestsInForce in_force = co_await requests_in_force(held, Operation::acquire, retry);
-    const std::vector<DecideRequest>& requests = in_force.requests;
-    if (in_force.unconfirmed) {
-      ClaimsDecision answer{.decision =
-                                answer_on_failure(held, requests, in_force.unconfirmed, started)};
-      co_return answer;
-    }
-    if (!reservable(requests)) co_return std::nullopt;
-    // What is left of max_wait now (each hash slot's call gets what is left then).
-    const std::function<std::int64_t()> max_wait = [&] {
-      const auto waited = since(started);
-      return std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
-    };
-    // Why before reserving: a cancellation announced before the reply arrives is kept for its
-    // part. Why sized once: the registries keep pointers to the waiters.
-    std::vector<WatchedPart> watched(held.size());
-    for (std::size_t i = 0; i < held.size(); ++i)
-      watched[i].watch = held[i].enforcer->waiters().watch_held(requests[i]);
-    std::optional<ClaimsReservation> reservation;
-    std::exception_ptr error;
-    try {
-      reservation = co_await backends.front()->reserve_claims(backends, requests, max_wait);
-    } catch (const StalePolicy& stale) {
-      // A follower's claim: its policy is read again, and it asks once more.
-      retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
-      continue;
-    } catch (...) {
-      error = std::current_exception();
-    }
-    if (error) {
-      ClaimsDecision answer{.decision = answer_on_failure(held, requests, error, started)};
-      co_return answer;
-    }
-    if (!reservation->decision.allowed || reservation->wait_us == 0) {
-      ClaimsDecision decided{.decision = reservation->decision};
-      decided.decision.waited = since(started);
-      // Why each claim's own time: across cluster slots each slot's script ran at its own.
-      if (decided.decision.allowed) decided.server_times_us = claim_times(*reservation);
-      co_return decided;
-    }
-    std::optional<Decision> admitted =
-        co_await wait_for_slot(held, requests, *reservation, watched, options, started);
-    if (admitted) {
-      // Every part was used at one slot, where it stands: the decision's time is each claim's.
-      ClaimsDecision decided{.decision = *admitted};
-      co_return decided;
-    }
-    retry.restart(stale_deadline(held));  // given back or moved: a new place in the queues
+  const ClaimsReservation reservation =
+      co_await backends.front()->reserve_claims(backends, requests, max_wait);
+  if (!reservation.decision.allowed || reservation.wait_us == 0) {
+    ClaimsDecision decided{.decision = reservation.decision};
+    decided.decision.waited = since(started);
+    // Why each claim's own time: across cluster slots each slot's script ran at its own.
+    if (decided.decision.allowed) decided.server_times_us = claim_times(reservation);
+    co_return decided;
   }
+  std::optional<Decision> admitted =
+      co_await wait_for_slot(held, requests, reservation, watched, options, started);
+  if (!admitted) co_return std::nullopt;  // given back or moved: a new place in the queues
+  // Every part was used at one slot, where it stands: the decision's time is each claim's.
+  ClaimsDecision decided{.decision = *admitted};
+  co_return decided;
 }
 
 }  // namespace redlimit::detail

@@ -13,7 +13,6 @@
 #include "limiter/deny_cache.hpp"
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
-#include "limiter/redis_backend.hpp"
 #include "limiter/waiters.hpp"
 #include "policy/compiled_policy.hpp"
 #include "policy/policy_follower.hpp"

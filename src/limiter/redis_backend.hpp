@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -98,32 +99,46 @@ class RedisBackend final : public Backend {
 /// server time (docs/performance.md).
 const scripts::ScriptSource* lean_decide_script(const DecideRequest& request);
 
-/// `index`, a field of a script's reply, as a limit of a policy of `limit_count` limits;
-/// ProtocolError, naming `script`, if it is not one.
-std::size_t limit_index(std::int64_t index, std::size_t limit_count, std::string_view script);
+/// `index`, a field of a script's reply, as one of `count` limits of a policy (`what`: or
+/// claims of a call); ProtocolError, naming `script`, if it is not one.
+std::size_t reply_index(std::int64_t index, std::size_t count, std::string_view script,
+                        std::string_view what = "limit");
 
-/// The KEYS and ARGV of one call of the general scripts (lua/shapes/general.lua: decide, adjust)
-/// for `requests` (one, or the claims of try_acquire_all): a key per limit of each; then the
-/// operation, `amount`, the first request's injected time and policy epoch, and every limit's
-/// fields. Views into its own strings: neither copied nor moved.
-class GeneralScriptCall {
+/// The KEYS and ARGV of one script call: views into strings it keeps, or that outlive it.
+/// Neither copied nor moved.
+class ScriptCall {
  public:
-  GeneralScriptCall(std::span<const DecideRequest> requests, std::string_view operation,
-                    std::int64_t amount);
-  GeneralScriptCall(const GeneralScriptCall&) = delete;
-  GeneralScriptCall& operator=(const GeneralScriptCall&) = delete;
+  ScriptCall() = default;
+  ScriptCall(const ScriptCall&) = delete;
+  ScriptCall& operator=(const ScriptCall&) = delete;
 
+  void add_key(std::string key) { keys_.push_back(kept_.emplace_back(std::move(key))); }
   /// Appends an argument, which must outlive this object.
   void add_argument(std::string_view argument) { args_.push_back(argument); }
+  void add_owned(std::string argument) { args_.push_back(kept_.emplace_back(std::move(argument))); }
+  void add_number(std::int64_t number) { add_owned(std::to_string(number)); }
   std::span<const std::string_view> keys() const noexcept { return keys_; }
   std::span<const std::string_view> args() const noexcept { return args_; }
 
  private:
-  std::vector<std::string> key_text_;
+  std::deque<std::string> kept_;  ///< Why a deque: growing it moves none of its strings
   std::vector<std::string_view> keys_;
-  std::string amount_;
-  std::string now_;
   std::vector<std::string_view> args_;
+};
+
+/// A call of the general scripts (lua/shapes/general.lua: decide, adjust) for `requests` (one,
+/// or the claims of try_acquire_all): a key per limit of each; then the operation, `amount`,
+/// the first request's injected time and policy epoch, and every limit's fields.
+struct GeneralScriptCall : ScriptCall {
+  GeneralScriptCall(std::span<const DecideRequest> requests, std::string_view operation,
+                    std::int64_t amount);
+};
+
+/// A call of the reserve script (lua/reserve.lua) for `requests` (one, or the claims of
+/// acquire_all): each one's reservation key, its cancellation log, leases and held keys; then
+/// the operation, and the first request's permits, injected time, policy epoch and limit fields.
+struct ReserveScriptCall : ScriptCall {
+  ReserveScriptCall(std::span<const DecideRequest> requests, std::string_view operation);
 };
 
 /// The requests' indexes by hash slot (`cluster`; else one group), each slot where its first

@@ -21,30 +21,21 @@ namespace {
 /// request's. The requests' keys are distinct, and in one slot on a cluster.
 Task<Decision> decide_in_one_call(CommandDispatcher& client,
                                   std::span<const DecideRequest> requests, Operation operation) {
-  // Per claim: its number of keys, permits, and policy epoch (lua/shapes/general.lua).
-  std::vector<std::string> claim_fields;
-  for (const DecideRequest& request : requests) {
-    claim_fields.push_back(std::to_string(request.policy->limits().size()));
-    claim_fields.push_back(std::to_string(request.permits));
-    const auto& epoch = request.policy->epoch_fields();
-    claim_fields.insert(claim_fields.end(), epoch.begin(), epoch.end());
-  }
-  const std::string claim_count = std::to_string(requests.size());
   GeneralScriptCall call(requests, operation == Operation::acquire ? "acquire_all" : "peek_all",
                          requests.front().permits);
-  call.add_argument(claim_count);
-  for (const std::string& field : claim_fields)
-    call.add_argument(field);
+  call.add_number(static_cast<std::int64_t>(requests.size()));
+  for (const DecideRequest& request : requests) {  // its number of keys, permits, policy epoch
+    call.add_number(static_cast<std::int64_t>(request.policy->limits().size()));
+    call.add_number(request.permits);
+    for (const std::string& field : request.policy->epoch_fields())
+      call.add_argument(field);
+  }
   const Reply reply = co_await script_executor_of(client).eval(
       scripts::decide, call.keys(), call.args(), client.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
-    const std::int64_t claim = fields[2].as_integer();
-    if (claim < 0 || static_cast<std::size_t>(claim) >= requests.size()) {
-      throw ProtocolError("the decide script named claim " + std::to_string(claim) + " of " +
-                          std::to_string(requests.size()));
-    }
-    throw StalePolicy(fields[1].as_integer(), static_cast<std::size_t>(claim));
+    throw StalePolicy(fields[1].as_integer(),
+                      reply_index(fields[2].as_integer(), requests.size(), "decide", "claim"));
   }
   Decision decision = decision_from_reply(reply, call.keys().size());
   // The binding limit counts the limits of all claims: which claim's, and which of its limits.

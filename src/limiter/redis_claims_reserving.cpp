@@ -17,15 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The claim a reply names, checked against the number of requests.
-std::size_t claim_index(std::int64_t claim, std::size_t requests, std::string_view script) {
-  if (claim < 0 || static_cast<std::size_t>(claim) >= requests) {
-    throw ProtocolError("the " + std::string(script) + " script named claim " +
-                        std::to_string(claim) + " of " + std::to_string(requests));
-  }
-  return static_cast<std::size_t>(claim);
-}
-
 /// Gives back what one hash slot's claims hold of `reserved`: a part whose slot is ahead is
 /// cancelled (the waiters behind it move up); one taken at once gives back what its take still
 /// holds (nothing when a request was reserved behind it). Why errors are dropped: a part that
@@ -213,41 +204,24 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
                                                     std::int64_t max_wait_us,
                                                     std::int64_t earliest_slot_us,
                                                     bool earliest_only) {
-  std::vector<std::string> keys;
-  std::vector<std::string> claim_fields;  // per claim: permits, policy epoch, its limit
-  for (const DecideRequest& request : requests) {
-    const std::string key = reservation_key(request);
-    keys.insert(keys.end(), {key, cancel_log_key(key), leases_key(key), held_key(key)});
-    claim_fields.push_back(std::to_string(request.permits));
-    const auto& epoch = request.policy->epoch_fields();
-    claim_fields.insert(claim_fields.end(), epoch.begin(), epoch.end());
-    const auto& fields = request.policy->limits().front().fields;
-    claim_fields.insert(claim_fields.end(), fields.begin(), fields.end());
+  ReserveScriptCall call(requests, earliest_only ? "earliest_all" : "reserve_all");
+  call.add_number(max_wait_us);
+  call.add_number(lease_us());
+  call.add_number(static_cast<std::int64_t>(requests.size()));
+  for (const DecideRequest& request : requests) {  // its permits, policy epoch and limit
+    call.add_number(request.permits);
+    for (const std::string& field : request.policy->epoch_fields())
+      call.add_argument(field);
+    for (const std::string& field : request.policy->limits().front().fields)
+      call.add_argument(field);
   }
-  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
-  const DecideRequest& first = requests.front();
-  const std::string permits = std::to_string(first.permits);
-  const std::string now = first.now_us != 0 ? std::to_string(first.now_us) : std::string();
-  const std::string max_wait = std::to_string(max_wait_us);
-  const std::string lease = std::to_string(lease_us());
-  const std::string claim_count = std::to_string(requests.size());
-  std::vector<std::string_view> args = {earliest_only ? "earliest_all" : "reserve_all", permits,
-                                        now};
-  const auto& epoch = first.policy->epoch_fields();
-  args.insert(args.end(), epoch.begin(), epoch.end());
-  const auto& limit = first.policy->limits().front().fields;
-  args.insert(args.end(), limit.begin(), limit.end());
-  args.insert(args.end(), {max_wait, lease, claim_count});
-  args.insert(args.end(), claim_fields.begin(), claim_fields.end());
-  const std::string earliest = std::to_string(earliest_slot_us);
-  args.push_back(earliest);
-
+  call.add_number(earliest_slot_us);
   const Reply reply =
-      co_await calls_.eval(scripts::reserve, key_views, args, client_.command_deadline());
+      co_await calls_.eval(scripts::reserve, call.keys(), call.args(), client_.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
     throw StalePolicy(fields[1].as_integer(),
-                      claim_index(fields[2].as_integer(), requests.size(), "reserve"));
+                      reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim"));
   }
   const bool allowed = !fields.empty() && fields[0].as_integer() == 1;
   if (fields.size() != 9 + (allowed && !earliest_only ? 4 * requests.size() : 0)) {
@@ -258,7 +232,7 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
   Decision& decision = out.decision;
   decision.allowed = allowed;
   decision.server_time_us = fields[1].as_integer();
-  decision.claim = claim_index(fields[2].as_integer(), requests.size(), "reserve");
+  decision.claim = reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
   decision.binding = 0;
   decision.limit = fields[3].as_integer();
   decision.remaining = fields[4].as_integer();
