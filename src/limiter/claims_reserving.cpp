@@ -79,7 +79,7 @@ struct WatchedPart {
 /// has moved past: a dead process's backlog given back ahead of every key ends the wait then,
 /// not at the slot reserved (issue 33, bug 1). A claim's policy replaced meanwhile gives every
 /// part back, and none is returned. A stop request gives every part back and ends with
-/// Cancelled.
+/// Cancelled; an error asking a key at the wake is thrown once every key was asked.
 Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
                                             const std::vector<DecideRequest>& requests,
                                             const ClaimsReservation& reservation,

@@ -112,8 +112,9 @@ class ScriptCall {
   ScriptCall(const ScriptCall&) = delete;
   ScriptCall& operator=(const ScriptCall&) = delete;
 
+  /// Appends a key, or an argument: kept here (add_owned(), add_number()), or one that outlives
+  /// this object (add_argument()).
   void add_key(std::string key) { keys_.push_back(kept_.emplace_back(std::move(key))); }
-  /// Appends an argument, which must outlive this object.
   void add_argument(std::string_view argument) { args_.push_back(argument); }
   void add_owned(std::string argument) { args_.push_back(kept_.emplace_back(std::move(argument))); }
   void add_number(std::int64_t number) { add_owned(std::to_string(number)); }
