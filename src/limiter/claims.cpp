@@ -124,16 +124,12 @@ Clock::time_point stale_deadline(const std::vector<HeldClaim>& held) {
   return deadline;
 }
 
-/// Each claim's failure policy's answer when Redis could not answer (`error`), as one decision
-/// (binding_decision()); rethrows an error that is not unavailability.
-Decision decide_on_failure(const std::vector<HeldClaim>& held,
-                           std::span<const DecideRequest> requests,
-                           const std::exception_ptr& error) {
-  const std::chrono::microseconds retry_in = retry_in_after(error);
-  std::vector<Decision> answers;
-  for (std::size_t i = 0; i < held.size(); ++i)
-    answers.push_back(held[i].enforcer->decide_on_failure(requests[i], retry_in));
-  return binding_decision(answers);
+/// Each claim's backend, in the claims' order (Backend::decide_claims()).
+std::vector<Backend*> backends_of(const std::vector<HeldClaim>& held) {
+  std::vector<Backend*> backends;
+  for (const HeldClaim& claim : held)
+    backends.push_back(&claim.enforcer->backend());
+  return backends;
 }
 
 /// How acquire_all() waits, for run_claims().
@@ -159,7 +155,7 @@ Task<std::optional<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& hel
     if (!error) {
       try {
         if (waiting) {
-          decided = co_await reserve_and_wait(held, in_force.requests, waiting->options,
+          decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
                                               waiting->started);
         } else {
           decided =
@@ -173,8 +169,13 @@ Task<std::optional<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& hel
       }
     }
     if (error) {
-      decided.emplace(
-          ClaimsDecision{.decision = decide_on_failure(held, in_force.requests, error)});
+      // Each claim's failure policy answers, as one decision; an error that is not
+      // unavailability is rethrown.
+      const std::chrono::microseconds retry_in = retry_in_after(error);
+      std::vector<Decision> answers;
+      for (std::size_t i = 0; i < held.size(); ++i)
+        answers.push_back(held[i].enforcer->decide_on_failure(in_force.requests[i], retry_in));
+      decided.emplace(ClaimsDecision{.decision = binding_decision(answers)});
       if (waiting) decided->decision.waited = since(waiting->started);
     }
     if (decided) co_return decided;
@@ -216,13 +217,6 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 }
 
 }  // namespace
-
-std::vector<Backend*> backends_of(const std::vector<HeldClaim>& held) {
-  std::vector<Backend*> backends;
-  for (const HeldClaim& claim : held)
-    backends.push_back(&claim.enforcer->backend());
-  return backends;
-}
 
 }  // namespace detail
 

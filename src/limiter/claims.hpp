@@ -30,19 +30,18 @@ struct HeldClaim {
   std::int64_t permits = 1;
 };
 
-/// Each claim's backend, in the claims' order (Backend::decide_claims()).
-std::vector<Backend*> backends_of(const std::vector<HeldClaim>& held);
-
 /// Whether acquire_all() can reserve on `requests`: each policy a single gcra, token_bucket or
 /// leaky_bucket limit (else it asks again at each retry_after).
 bool reservable(std::span<const DecideRequest> requests);
 
 /// acquire_all() by reserving `requests` (src/limiter/claims_reserving.cpp): every claim's key
-/// at one slot (Backend::reserve_claims()), so that each key's queue keeps its order, then the
+/// at one slot (reserve_claims() of `backends`, each claim's), so that each key's queue keeps
+/// its order, then the
 /// wait for it. None when the parts were given back or moved meanwhile: the caller reserves
 /// again. `started` is when the call began. An admission in Redis names the time each claim's
 /// key was charged: when its slot's script ran, or its slot after a wait.
 Task<std::optional<ClaimsDecision>> reserve_and_wait(const std::vector<HeldClaim>& held,
+                                                     std::span<Backend* const> backends,
                                                      const std::vector<DecideRequest>& requests,
                                                      const OwnedAcquireOptions& options,
                                                      std::chrono::steady_clock::time_point started);

@@ -209,6 +209,7 @@ bool reservable(std::span<const DecideRequest> requests) {
 }
 
 Task<std::optional<ClaimsDecision>> reserve_and_wait(const std::vector<HeldClaim>& held,
+                                                     std::span<Backend* const> backends,
                                                      const std::vector<DecideRequest>& requests,
                                                      const OwnedAcquireOptions& options,
                                                      Clock::time_point started) {
@@ -222,7 +223,6 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(const std::vector<HeldClaim
   std::vector<WatchedPart> watched(held.size());
   for (std::size_t i = 0; i < held.size(); ++i)
     watched[i].watch = held[i].enforcer->waiters().watch_held(requests[i]);
-  const std::vector<Backend*> backends = backends_of(held);
   const ClaimsReservation reservation =
       co_await backends.front()->reserve_claims(backends, requests, max_wait);
   if (!reservation.decision.allowed || reservation.wait_us == 0) {
