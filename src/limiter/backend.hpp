@@ -5,7 +5,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "algorithms/adjustments.hpp"
 #include "algorithms/exact.hpp"
@@ -118,6 +120,42 @@ struct LeaseReply {
   std::int64_t expires_or_free_at_us = 0;
 };
 
+/// A decision over several claims (a claim: a limiter, a key, a count), and the Redis time each
+/// claim's key used.
+struct ClaimsDecision {
+  Decision decision;
+  /// Per claim (in the requests' order), the Redis time its own key was decided at: across
+  /// cluster slots, each slot's script call has its own. Empty: decision.server_time_us for
+  /// every claim (one script call; after a wait, the slot every part was used at; in process;
+  /// a denial; or the failure policies' answer).
+  std::vector<std::int64_t> server_times_us{};
+};
+
+/// One claim's part of a reservation over several claims (acquire_all()).
+struct ClaimReservation {
+  CancelTicket ticket;               ///< on the claim's key: the common slot, and its place
+  std::int64_t lease_expiry_us = 0;  ///< its owner lease's expiry (server time); 0: not registered
+};
+
+/// Several claims reserved at one slot, on every claim's key or none (lua/reserve.lua,
+/// reserve_all).
+struct ClaimsReservation {
+  /// allowed: reserved; else nothing was (retry_after: the binding claim's wait). Its `claim`
+  /// names the binding claim; server_time_us is when it was decided (in Redis; 0 in process).
+  Decision decision{};
+  std::int64_t wait_us = 0;  ///< how long after the decision the permits may be used
+  /// That time: in Redis, server microseconds; in process, the limiters' clock. Across cluster
+  /// slots with no wait, the binding claim's (each claim's own is its ticket's slot).
+  std::int64_t slot_us = 0;
+  /// Per request, when allowed; each ticket's slot is where its key took the permits.
+  std::vector<ClaimReservation> claims{};
+};
+
+/// The binding one of `decisions` (one per claim), as the decide script picks it: when all are
+/// allowed, the fewest remaining; else, of the denied, the longest retry_after (the first on a
+/// tie). The result's `claim` names it, and `allowed` is whether every decision was.
+Decision binding_decision(std::span<const Decision> decisions);
+
 /// Runs the algorithms: in Redis (RedisBackend) or in process (LocalBackend). Requests arrive
 /// validated.
 class Backend {
@@ -172,6 +210,32 @@ class Backend {
   /// until unwatch_releases(id). The handler must not resume coroutines inline.
   virtual std::uint64_t watch_releases(std::string key, std::function<void()> handler) = 0;
   virtual void unwatch_releases(std::uint64_t id) = 0;
+
+  // ---- several claims, asked of the first claim's backend: claim i is requests[i] on
+  // backends[i]; their limiters use this backend's Client, or are all in process.
+  /// Decides every request at once, all or nothing (peek_all: Operation::peek): Decision::claim
+  /// and binding name the binding request and its limit. StalePolicy (with its claim) when a
+  /// key holds state of a newer policy version than its request's.
+  virtual Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
+                                             std::span<const DecideRequest> requests,
+                                             Operation operation) = 0;
+  /// Reserves every request's permits at one slot, the latest of their keys' earliest, if that
+  /// is within `max_wait_us()` (what is left of the call's max_wait when asked), on every key or
+  /// none; each policy is a single limit that can be reserved on. A reservation waiting longer
+  /// than lease_us() is registered under its owner's lease. StalePolicy as decide_claims().
+  virtual Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
+                                                 std::span<const DecideRequest> requests,
+                                                 std::function<std::int64_t()> max_wait_us) = 0;
+  /// reserve_claims() of requests that this backend decides in one atomic step (in Redis, keys
+  /// of one hash slot), at no earlier than `earliest_slot_us` (0: none); `earliest_only`: the
+  /// slot, or the denial, as it would be decided, with nothing written and no claims.
+  virtual Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
+                                                std::int64_t max_wait_us,
+                                                std::int64_t earliest_slot_us,
+                                                bool earliest_only) = 0;
+  /// The owner lease of the reservations that wait longer than it, in microseconds; 0 when
+  /// none is registered (in process).
+  virtual std::int64_t lease_us() const noexcept = 0;
 
   /// Where this backend's background work runs (the client's, which Client::close() waits
   /// for), or null for an in-process backend, whose calls complete without suspending.

@@ -8,12 +8,9 @@
 
 #include "algorithms/exact.hpp"
 #include "limiter/claims.hpp"
-#include "limiter/local_backend.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/reservation_wait.hpp"
-#include "limiter/unavailability.hpp"
 #include "limiter/waiters.hpp"
-#include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
@@ -24,50 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 std::chrono::microseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
-
-/// The backend a claim's limiter decides in: its Redis one, or in process.
-Backend& backend_of(const HeldClaim& claim) {
-  if (RedisBackend* redis = claim.enforcer->redis_backend()) return *redis;
-  return *claim.enforcer->local_backend();
-}
-
-/// In process: every claim's key reserved at one slot (reserve_at_one_slot()), all at one time
-/// read once. Nothing else runs meanwhile, so it is atomic as the script is in Redis.
-ClaimsReservation reserve_claims_in_process(const std::vector<HeldClaim>& held,
-                                            const std::vector<DecideRequest>& requests,
-                                            std::int64_t max_wait_us) {
-  const std::int64_t now = held.front().enforcer->local_backend()->now_of(requests.front());
-  const ReserveAllOutcome outcome = reserve_at_one_slot(
-      requests.size(), now, [&](std::size_t c, std::int64_t not_before_us, bool dry) {
-        return held[c].enforcer->local_backend()->reserve_outcome(requests[c], now, max_wait_us,
-                                                                  not_before_us, dry);
-      });
-  if (outcome.decision.stale_version != 0)
-    throw StalePolicy(outcome.decision.stale_version, outcome.binding);
-  ClaimsReservation out;
-  Decision& decision = out.decision;
-  decision.allowed = outcome.decision.allowed;
-  decision.claim = outcome.binding;
-  decision.limit = outcome.decision.limit;
-  decision.remaining = outcome.decision.remaining;
-  decision.retry_after = std::chrono::microseconds(outcome.decision.retry_after_us);
-  decision.reset_after = std::chrono::microseconds(outcome.decision.reset_after_us);
-  decision.source = Source::local;
-  decision.policy_version = requests[outcome.binding].policy->epoch().version;
-  out.wait_us = outcome.wait_us;
-  out.slot_us = outcome.slot_us;
-  for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
-    const ReserveOutcome& part = outcome.claims[i];
-    const LimitSpec& spec = requests[i].policy->limits().front().spec;
-    out.claims.push_back({.ticket = {.slot = part.slot,
-                                     .den = spec.a,
-                                     .d = spec.b,
-                                     .version = part.book.version,
-                                     .epoch = part.book.epoch,
-                                     .cancels_before = part.book.cancels}});
-  }
-  return out;
 }
 
 /// A time in 1/den microseconds, compared across denominators.
@@ -81,15 +34,6 @@ struct Fraction {
   }
 };
 
-/// Whether acquire_all() can reserve on `requests`: each policy a single limit that can be
-/// reserved on.
-bool reservable(std::span<const DecideRequest> requests) {
-  return std::all_of(requests.begin(), requests.end(), [](const DecideRequest& request) {
-    const auto& limits = request.policy->limits();
-    return limits.size() == 1 && can_reserve(limits.front().limit.algorithm);
-  });
-}
-
 /// Gives back every claim's part of a reservation whose slot is still ahead, each under the
 /// policy in force for its key (PolicyEnforcer::give_back_request(), as acquire() does). Why
 /// errors are dropped: a part that cannot be given back stays taken until its slot
@@ -99,7 +43,7 @@ Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest>
                          std::vector<ClaimReservation> reserved) {
   for (std::size_t i = 0; i < held.size(); ++i) {
     try {
-      Backend& backend = backend_of(held[i]);
+      Backend& backend = held[i].enforcer->backend();
       const DecideRequest give_back =
           held[i].enforcer->give_back_request(requests[i], &backend, held[i].key);
       co_await backend.cancel(give_back, reserved[i].ticket);
@@ -119,15 +63,6 @@ std::vector<std::int64_t> claim_times(const ClaimsReservation& reservation) {
   return times;
 }
 
-/// The failure policies' answer, with the time since the call began.
-Decision answer_on_failure(const std::vector<HeldClaim>& held,
-                           const std::vector<DecideRequest>& requests,
-                           const std::exception_ptr& error, Clock::time_point started) {
-  Decision decision = decide_on_failure(held, requests, error);
-  decision.waited = since(started);
-  return decision;
-}
-
 /// One claim's key watched for cancellation notices (from before its part of a reservation is
 /// sent), and the part as a waiter whose slot the notices move (WaiterRegistry).
 struct WatchedPart {
@@ -144,7 +79,7 @@ struct WatchedPart {
 /// has moved past: a dead process's backlog given back ahead of every key ends the wait then,
 /// not at the slot reserved (issue 33, bug 1). A claim's policy replaced meanwhile gives every
 /// part back, and none is returned. A stop request gives every part back and ends with
-/// Cancelled.
+/// Cancelled; an error asking a key at the wake is thrown once every key was asked.
 Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
                                             const std::vector<DecideRequest>& requests,
                                             const ClaimsReservation& reservation,
@@ -164,7 +99,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
         Task<void> give_back = give_back_all(held, requests, reservation.claims);
         // Why the client's background work: Client::close() lets the give-backs reach Redis. In
         // process they run at the loop's next turn, as acquire()'s.
-        if (BackgroundTasks* tasks = backend_of(held.front()).background()) {
+        if (BackgroundTasks* tasks = held.front().enforcer->backend().background()) {
           tasks->start(std::move(give_back));
         } else {
           spawn(held.front().enforcer->loop(), std::move(give_back));
@@ -196,7 +131,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   std::vector<WaitingPart> parts;
   parts.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    Backend& backend = backend_of(held[i]);
+    Backend& backend = held[i].enforcer->backend();
     parts.push_back({.enforcer = held[i].enforcer,
                      .backend = &backend,
                      .reserved = &requests[i],
@@ -206,7 +141,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     parts.back().renewal->confirmed = reservation.claims[i].lease_expiry_us;
   }
   const auto unconfirmed = [&](std::size_t i) { return parts[i].unconfirmed(); };
-  const std::int64_t lease_us = first.redis_backend() ? first.redis_backend()->lease_us() : 0;
+  const std::int64_t lease_us = first.backend().lease_us();
   const auto renew_every = std::chrono::microseconds(std::max<std::int64_t>(1, lease_us / 3));
   const WaitEnd end = co_await sleep_until_due(first.loop(), parts, renew_every, options);
   if (end != WaitEnd::due) {
@@ -225,8 +160,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   std::exception_ptr error;
   for (std::size_t i = 0; i < count; ++i) {
     try {
-      const ReservationCheck check =
-          co_await backend_of(held[i]).check_reservation(requests[i], reservation.claims[i].ticket);
+      const ReservationCheck check = co_await held[i].enforcer->backend().check_reservation(
+          requests[i], reservation.claims[i].ticket);
       const bool stands = check.where.standing == ReservationStanding::as_reserved ||
                           check.where.standing == ReservationStanding::moved;
       if (stands && (check.lease_held || !unconfirmed(i))) standing[i] = check.where.slot;
@@ -234,7 +169,7 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
       error = std::current_exception();
     }
   }
-  if (error) co_return answer_on_failure(held, requests, error, started);
+  if (error) std::rethrow_exception(error);
   // Why one slot for all: a part used later than where it stands joins whatever its key gives
   // the requests behind it, moved up as well (over-admission). Parts moved alike (the same
   // cancellations ahead on every key, a dead process's acquire_all() backlog) are used there.
@@ -250,8 +185,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     for (std::size_t i = 0; i < count; ++i) {
       if (!standing[i]) continue;
       try {
-        co_await backend_of(held[i]).adjust(requests[i], Adjustment::give_back, requests[i].permits,
-                                            standing[i]->ceil_us());
+        co_await held[i].enforcer->backend().adjust(requests[i], Adjustment::give_back,
+                                                    requests[i].permits, standing[i]->ceil_us());
       } catch (...) {
         // Not given back: taken until its slot's time has passed (under-admission, never over).
       }
@@ -266,75 +201,43 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
 
 }  // namespace
 
-Task<std::optional<ClaimsDecision>> acquire_all_by_reserving(const std::vector<HeldClaim>& held,
-                                                             const OwnedAcquireOptions& options,
-                                                             Clock::time_point started) {
-  RedisBackend* redis = held.front().enforcer->redis_backend();  // null: in process
-  // A follower's policy is read by the deadline (only in Redis: a store is kept there).
-  const auto deadline_from_now = [redis] {
-    return redis ? redis->dispatcher().command_deadline() : Clock::time_point::max();
+bool reservable(std::span<const DecideRequest> requests) {
+  return std::all_of(requests.begin(), requests.end(), [](const DecideRequest& request) {
+    const auto& limits = request.policy->limits();
+    return limits.size() == 1 && can_reserve(limits.front().limit.algorithm);
+  });
+}
+
+Task<std::optional<ClaimsDecision>> reserve_and_wait(const std::vector<HeldClaim>& held,
+                                                     std::span<Backend* const> backends,
+                                                     const std::vector<DecideRequest>& requests,
+                                                     const OwnedAcquireOptions& options,
+                                                     Clock::time_point started) {
+  // What is left of max_wait now (each hash slot's call gets what is left then).
+  const std::function<std::int64_t()> max_wait = [&] {
+    const auto waited = since(started);
+    return std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
   };
-  StaleRetry retry(deadline_from_now(), held.size());
-  for (;;) {
-    co_await held.front().enforcer->turn().yield_if_due();
-    const RequestsInForce in_force = co_await requests_in_force(held, Operation::acquire, retry);
-    const std::vector<DecideRequest>& requests = in_force.requests;
-    if (in_force.unconfirmed) {
-      ClaimsDecision answer{.decision =
-                                answer_on_failure(held, requests, in_force.unconfirmed, started)};
-      co_return answer;
-    }
-    if (!reservable(requests)) co_return std::nullopt;
-    // What is left of max_wait now (each hash slot's call gets what is left then).
-    const auto max_wait = [&] {
-      const auto waited = since(started);
-      return std::min((options.max_wait - std::min(options.max_wait, waited)).count(), max_exact);
-    };
-    const auto groups = slot_groups(requests, redis && redis->dispatcher().is_cluster());
-    // Why before reserving: a cancellation announced before the reply arrives is kept for its
-    // part. Why sized once: the registries keep pointers to the waiters.
-    std::vector<WatchedPart> watched(held.size());
-    for (std::size_t i = 0; i < held.size(); ++i)
-      watched[i].watch = held[i].enforcer->waiters().watch_held(requests[i]);
-    std::optional<ClaimsReservation> reservation;
-    std::exception_ptr error;
-    try {
-      if (!redis) {
-        reservation = reserve_claims_in_process(held, requests, max_wait());
-      } else if (groups.size() == 1) {
-        reservation = co_await reserve_claims_in_redis(redis->dispatcher(), requests, max_wait(),
-                                                       redis->lease_us());
-      } else {
-        reservation = co_await reserve_claims_across_slots(held, requests, groups, max_wait,
-                                                           redis->lease_us());
-      }
-    } catch (const StalePolicy& stale) {
-      // A follower's claim: its policy is read again, and it asks once more.
-      retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
-      continue;
-    } catch (...) {
-      error = std::current_exception();
-    }
-    if (error) {
-      ClaimsDecision answer{.decision = answer_on_failure(held, requests, error, started)};
-      co_return answer;
-    }
-    if (!reservation->decision.allowed || reservation->wait_us == 0) {
-      ClaimsDecision decided{.decision = reservation->decision};
-      decided.decision.waited = since(started);
-      // Why each claim's own time: across cluster slots each slot's script ran at its own.
-      if (decided.decision.allowed) decided.server_times_us = claim_times(*reservation);
-      co_return decided;
-    }
-    std::optional<Decision> admitted =
-        co_await wait_for_slot(held, requests, *reservation, watched, options, started);
-    if (admitted) {
-      // Every part was used at one slot, where it stands: the decision's time is each claim's.
-      ClaimsDecision decided{.decision = *admitted};
-      co_return decided;
-    }
-    retry.restart(deadline_from_now());  // given back or moved: a new place in the queues
+  // Why before reserving: a cancellation announced before the reply arrives is kept for its
+  // part. Why sized once: the registries keep pointers to the waiters.
+  std::vector<WatchedPart> watched(held.size());
+  for (std::size_t i = 0; i < held.size(); ++i)
+    watched[i].watch = held[i].enforcer->waiters().watch_held(requests[i]);
+  const ClaimsReservation reservation =
+      co_await backends.front()->reserve_claims(backends, requests, max_wait);
+  if (!reservation.decision.allowed || reservation.wait_us == 0) {
+    ClaimsDecision decided{.decision = reservation.decision};
+    decided.decision.waited = since(started);
+    // Why each claim's own time: across cluster slots each slot's script ran at its own.
+    if (decided.decision.allowed) decided.server_times_us = claim_times(reservation);
+    co_return decided;
   }
+  std::optional<Decision> admitted =
+      co_await wait_for_slot(held, requests, reservation, watched, options, started);
+  if (!admitted) co_return std::nullopt;  // given back or moved: a new place in the queues
+  // Every part was used at one slot, where it stands: the decision's time is each claim's.
+  ClaimsDecision decided{.decision = *admitted};
+  co_return decided;
 }
 
 }  // namespace redlimit::detail

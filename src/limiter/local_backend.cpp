@@ -19,6 +19,19 @@ std::int64_t redis_expiry(std::int64_t now, std::int64_t ttl_us) {
   return (floor_div(now, 1000) + ttl_ms + 1) * 1000;
 }
 
+/// The decision of `request` from a limit's outcome (its binding limit's, for a policy).
+Decision decision_of(const LimitOutcome& outcome, const DecideRequest& request) {
+  Decision decision;
+  decision.allowed = outcome.allowed;
+  decision.limit = outcome.limit;
+  decision.remaining = outcome.remaining;
+  decision.retry_after = std::chrono::microseconds(outcome.retry_after_us);
+  decision.reset_after = std::chrono::microseconds(outcome.reset_after_us);
+  decision.source = Source::local;
+  decision.policy_version = request.policy->epoch().version;
+  return decision;
+}
+
 }  // namespace
 
 LocalBackend::LocalBackend(Clock clock) : clock_(std::move(clock)) {}
@@ -98,16 +111,9 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   }
   if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
 
-  const LimitOutcome& binding = outcome.binding_outcome();
-  Decision decision;
+  Decision decision = decision_of(outcome.binding_outcome(), request);
   decision.allowed = outcome.allowed;
-  decision.limit = binding.limit;
-  decision.remaining = binding.remaining;
-  decision.retry_after = std::chrono::microseconds(binding.retry_after_us);
-  decision.reset_after = std::chrono::microseconds(binding.reset_after_us);
   decision.binding = outcome.binding;
-  decision.source = Source::local;
-  decision.policy_version = request.policy->epoch().version;
   return decision;
 }
 
@@ -149,13 +155,7 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   if (outcome.decision.stale_version != 0) throw StalePolicy(outcome.decision.stale_version);
   const LimitSpec& spec = request.policy->specs().front();
   Reservation out;
-  out.decision.allowed = outcome.decision.allowed;
-  out.decision.limit = outcome.decision.limit;
-  out.decision.remaining = outcome.decision.remaining;
-  out.decision.retry_after = std::chrono::microseconds(outcome.decision.retry_after_us);
-  out.decision.reset_after = std::chrono::microseconds(outcome.decision.reset_after_us);
-  out.decision.source = Source::local;
-  out.decision.policy_version = request.policy->epoch().version;
+  out.decision = decision_of(outcome.decision, request);
   out.wait_us = outcome.wait_us;
   out.slot = outcome.slot;
   out.den = spec.a;
@@ -163,6 +163,36 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   out.book = outcome.book;
   out.reserved_at_us = now;
   return out;
+}
+
+Task<ClaimsReservation> LocalBackend::reserve_group(std::span<const DecideRequest> requests,
+                                                    std::int64_t max_wait_us,
+                                                    std::int64_t earliest_slot_us,
+                                                    bool earliest_only) {
+  const std::int64_t now = now_of(requests.front());
+  const ReserveAllOutcome outcome = reserve_at_one_slot(
+      requests.size(), now,
+      [&](std::size_t c, std::int64_t not_before_us, bool dry) {
+        return reserve_outcome(requests[c], now, max_wait_us, not_before_us, dry);
+      },
+      earliest_slot_us, earliest_only);
+  if (outcome.decision.stale_version != 0)
+    throw StalePolicy(outcome.decision.stale_version, outcome.binding);
+  ClaimsReservation out{.decision = decision_of(outcome.decision, requests[outcome.binding]),
+                        .wait_us = outcome.wait_us,
+                        .slot_us = outcome.slot_us};
+  out.decision.claim = outcome.binding;
+  for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
+    const ReserveOutcome& part = outcome.claims[i];
+    const LimitSpec& spec = requests[i].policy->limits().front().spec;
+    out.claims.push_back({.ticket = {.slot = part.slot,
+                                     .den = spec.a,
+                                     .d = spec.b,
+                                     .version = part.book.version,
+                                     .epoch = part.book.epoch,
+                                     .cancels_before = part.book.cancels}});
+  }
+  co_return out;
 }
 
 Task<Decision> LocalBackend::decide(const DecideRequest& request) {

@@ -45,6 +45,18 @@ class LocalBackend final : public Backend {
   Task<LeaseReply> release_lease(LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
   void unwatch_releases(std::uint64_t id) override;
+
+  // ---- several claims (local_claims.cpp): claim after claim, each on its limiter's backend.
+  Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
+                                     std::span<const DecideRequest> requests,
+                                     Operation operation) override;
+  Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
+                                         std::span<const DecideRequest> requests,
+                                         std::function<std::int64_t()> max_wait_us) override;
+  Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
+                                        std::int64_t max_wait_us, std::int64_t earliest_slot_us,
+                                        bool earliest_only) override;
+  std::int64_t lease_us() const noexcept override { return 0; }
   BackgroundTasks* background() noexcept override { return nullptr; }
   /// The permits held on the semaphore key `key` now.
   std::int64_t held(std::string_view key) { return leases_.held(key, clock_()); }
@@ -53,10 +65,6 @@ class LocalBackend final : public Backend {
   Decision decide_now(const DecideRequest& request);
   /// The reservation, synchronously (reserve() wraps this).
   Reservation reserve_now(const DecideRequest& request, std::int64_t max_wait_us);
-  /// The reservation's outcome at `now`, at `not_before_us` (0: its earliest slot), stale
-  /// included; `dry`: decided only, nothing stored (acquire_all()'s reserve_at_one_slot()).
-  ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t now,
-                                 std::int64_t max_wait_us, std::int64_t not_before_us, bool dry);
   /// The time the backend decides `request` (a DecideRequest or LeaseRequest) at: its injected
   /// time, else the clock's.
   template <class Request>
@@ -78,6 +86,10 @@ class LocalBackend final : public Backend {
     std::multimap<std::int64_t, const std::string*>::iterator expiry;
   };
 
+  /// The reservation's outcome at `now`, at `not_before_us` (0: its earliest slot), stale
+  /// included; `dry`: decided only, nothing stored (reserve_group()'s reserve_at_one_slot()).
+  ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t now,
+                                 std::int64_t max_wait_us, std::int64_t not_before_us, bool dry);
   void evict_expired(std::int64_t now);
   /// The state of the request's first limit at `now` as entry_for() would find it, read only.
   std::optional<LimitState> first_state(const DecideRequest& request, std::int64_t now) const;

@@ -93,14 +93,6 @@ void PolicyEnforcer::publish_counts() {
               options_.metrics ? options_.metrics : redis_->metrics(), *observer_.metrics());
 }
 
-RedisBackend* PolicyEnforcer::redis_backend() const noexcept {
-  return dynamic_cast<RedisBackend*>(backend_.get());
-}
-
-LocalBackend* PolicyEnforcer::local_backend() const noexcept {
-  return dynamic_cast<LocalBackend*>(backend_.get());
-}
-
 void PolicyEnforcer::observe(Decision decision, std::string_view key, std::int64_t permits) {
   if (!observer_.active()) return;
   observer_.decided(decision, key, permits, std::nullopt, false);

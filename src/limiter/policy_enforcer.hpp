@@ -13,7 +13,6 @@
 #include "limiter/deny_cache.hpp"
 #include "limiter/local_backend.hpp"
 #include "limiter/owned_acquire_options.hpp"
-#include "limiter/redis_backend.hpp"
 #include "limiter/waiters.hpp"
 #include "policy/compiled_policy.hpp"
 #include "policy/policy_follower.hpp"
@@ -90,10 +89,10 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   WaiterRegistry& waiters() noexcept { return waiters_; }
   /// Whether this limiter follows a PolicyStore.
   bool follows() const noexcept { return source_->stored(); }
-  /// The backend of a limiter in Redis; null in process.
-  RedisBackend* redis_backend() const noexcept;
-  /// The backend of a limiter in process; null in Redis.
-  LocalBackend* local_backend() const noexcept;
+  /// Where this limiter's decisions are made (try_acquire_all() asks it too).
+  Backend& backend() const noexcept { return *backend_; }
+  /// When a call that begins now stops asking again after StalePolicy (StaleRetry).
+  std::chrono::steady_clock::time_point stale_deadline() const noexcept;
   /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
   /// again (the server's circuit breaker), 0 when unknown.
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
@@ -101,11 +100,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// try_acquire() of it would be.
   void observe(Decision decision, std::string_view key, std::int64_t permits);
 
-  /// A validated request for `key` under the policy known for it without I/O (an in-process
-  /// limiter's own); throws InvalidArgument.
-  DecideRequest request(std::string_view key, Operation operation, std::int64_t permits) const {
-    return request_under(source_->last(key), key, operation, permits);
-  }
   /// A validated request for `key` under `policy`; throws InvalidArgument.
   DecideRequest request_under(std::shared_ptr<const CompiledPolicy> policy, std::string_view key,
                               Operation operation, std::int64_t permits) const;
@@ -161,8 +155,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   template <class T, class Call>
   static Task<T> in_force_asking_again(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                        Operation operation, std::int64_t permits, Call call);
-  /// When a call that begins now stops asking again after StalePolicy (StaleRetry).
-  std::chrono::steady_clock::time_point stale_deadline() const noexcept;
   /// Whether a denial of `request` may be remembered (DenyCache).
   bool may_cache(const DecideRequest& request) const noexcept;
   /// The request under the fallback's scaled policy.

@@ -23,17 +23,16 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
     throw ProtocolError("the adjust script returned an unexpected reply of " +
                         std::to_string(fields.size()) + " fields");
   }
-  outcome.refused_limit = limit_index(fields[1].as_integer(), limit_count, "adjust");
+  outcome.refused_limit = reply_index(fields[1].as_integer(), limit_count, "adjust");
   outcome.refusal = fields[2].as_string();
   return outcome;
 }
 
 Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustment adjustment,
                                          std::int64_t amount, std::int64_t taken_at_us) {
-  const std::string taken_at = std::to_string(taken_at_us);
   GeneralScriptCall call(std::span<const DecideRequest>(&request, 1), adjustment_name(adjustment),
                          amount);
-  if (adjustment == Adjustment::give_back) call.add_argument(taken_at);
+  if (adjustment == Adjustment::give_back) call.add_number(taken_at_us);
   const Reply reply =
       co_await calls_.eval(scripts::adjust, call.keys(), call.args(), client_.command_deadline());
   co_return adjust_outcome_from_reply(reply, request.policy->limits().size());

@@ -101,10 +101,11 @@ void throw_if_stale(const std::vector<Reply>& fields) {
   if (fields.size() == 2 && fields[0].as_integer() == -1) throw StalePolicy(fields[1].as_integer());
 }
 
-std::size_t limit_index(std::int64_t index, std::size_t limit_count, std::string_view script) {
-  if (index < 0 || static_cast<std::size_t>(index) >= limit_count) {
-    throw ProtocolError("the " + std::string(script) + " script named limit " +
-                        std::to_string(index) + " of a policy of " + std::to_string(limit_count));
+std::size_t reply_index(std::int64_t index, std::size_t count, std::string_view script,
+                        std::string_view what) {
+  if (index < 0 || static_cast<std::size_t>(index) >= count) {
+    throw ProtocolError("the " + std::string(script) + " script named " + std::string(what) + " " +
+                        std::to_string(index) + " of " + std::to_string(count));
   }
   return static_cast<std::size_t>(index);
 }
@@ -137,31 +138,47 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
                         " fields, expected 7");
   }
   return redis_decision(fields[0].as_integer() == 1, fields[1].as_integer(),
-                        limit_index(fields[2].as_integer(), limit_count, "decide"),
+                        reply_index(fields[2].as_integer(), limit_count, "decide"),
                         fields[3].as_integer(), fields[4].as_integer(), fields[5].as_integer(),
                         fields[6].as_integer());
 }
 
 GeneralScriptCall::GeneralScriptCall(std::span<const DecideRequest> requests,
-                                     std::string_view operation, std::int64_t amount)
-    : amount_(std::to_string(amount)), now_(now_argument(requests.front())) {
-  std::size_t limit_count = 0;
+                                     std::string_view operation, std::int64_t amount) {
   for (const DecideRequest& request : requests) {
     for (const CompiledLimit& limit : request.policy->limits())
-      key_text_.push_back(request.key_base.str() + limit.key_suffix);
-    limit_count += request.policy->limits().size();
+      add_key(request.key_base.str() + limit.key_suffix);
   }
-  keys_.assign(key_text_.begin(), key_text_.end());
-  args_.reserve(7 + 4 * limit_count + 6 * requests.size());
-  args_.push_back(operation);
-  args_.push_back(amount_);
-  args_.push_back(now_);
-  const auto& epoch = requests.front().policy->epoch_fields();
-  args_.insert(args_.end(), epoch.begin(), epoch.end());
+  add_argument(operation);
+  add_number(amount);
+  add_owned(now_argument(requests.front()));
+  for (const std::string& field : requests.front().policy->epoch_fields())
+    add_argument(field);
   for (const DecideRequest& request : requests) {
-    for (const CompiledLimit& limit : request.policy->limits())
-      args_.insert(args_.end(), limit.fields.begin(), limit.fields.end());
+    for (const CompiledLimit& limit : request.policy->limits()) {
+      for (const std::string& field : limit.fields)
+        add_argument(field);
+    }
   }
+}
+
+ReserveScriptCall::ReserveScriptCall(std::span<const DecideRequest> requests,
+                                     std::string_view operation) {
+  for (const DecideRequest& request : requests) {
+    const std::string key = reservation_key(request);
+    add_key(key);
+    add_key(cancel_log_key(key));
+    add_key(leases_key(key));
+    add_key(held_key(key));
+  }
+  const DecideRequest& first = requests.front();
+  add_argument(operation);
+  add_number(first.permits);
+  add_owned(now_argument(first));
+  for (const std::string& field : first.policy->epoch_fields())
+    add_argument(field);
+  for (const std::string& field : first.policy->limits().front().fields)
+    add_argument(field);
 }
 
 Decision decision_from_lean_reply(const Reply& reply) {
@@ -317,29 +334,14 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
 
 Task<Reply> RedisBackend::run_ticket_script(std::string operation, DecideRequest request,
                                             CancelTicket ticket) {
-  const CompiledLimit& limit = request.policy->limits().front();
-  const std::string key = reservation_key(request);
-  const std::string log = cancel_log_key(key);
-  const std::string leases = leases_key(key);
-  const std::string held = held_key(key);
-  const std::array<std::string_view, 4> keys = {key, log, leases, held};
-  const std::string permits = std::to_string(request.permits);
-  const std::string now = now_argument(request);
-  const std::string slot_us = std::to_string(ticket.slot.us);
-  const std::string slot_frac = std::to_string(ticket.slot.frac);
-  const std::string reserved_p = std::to_string(ticket.den);
-  const std::string reserved_d = std::to_string(ticket.d);
-  const std::string version = std::to_string(ticket.version);
-  const std::string epoch = std::to_string(ticket.epoch);
-  const std::string cancels_before = std::to_string(ticket.cancels_before);
-  const auto& policy_epoch = request.policy->epoch_fields();
-  const std::array<std::string_view, 17> args = {operation,       permits,         now,
-                                                 policy_epoch[0], policy_epoch[1], policy_epoch[2],
-                                                 limit.fields[0], limit.fields[1], limit.fields[2],
-                                                 limit.fields[3], slot_us,         slot_frac,
-                                                 version,         epoch,           cancels_before,
-                                                 reserved_p,      reserved_d};
-  co_return co_await calls_.eval(scripts::reserve, keys, args, client_.command_deadline());
+  ReserveScriptCall call(std::span<const DecideRequest>(&request, 1), operation);
+  const std::int64_t fields[] = {ticket.slot.us, ticket.slot.frac,      ticket.version,
+                                 ticket.epoch,   ticket.cancels_before, ticket.den,
+                                 ticket.d};
+  for (const std::int64_t field : fields)
+    call.add_number(field);
+  co_return co_await calls_.eval(scripts::reserve, call.keys(), call.args(),
+                                 client_.command_deadline());
 }
 
 Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
@@ -392,30 +394,11 @@ std::int64_t RedisBackend::lease_us() const noexcept {
 
 Task<Reply> RedisBackend::run_reserve_script(std::string operation, DecideRequest request,
                                              std::int64_t argument) {
-  const CompiledLimit& limit = request.policy->limits().front();
-  const std::string key = reservation_key(request);
-  const std::string log = cancel_log_key(key);
-  const std::string leases = leases_key(key);
-  const std::string held = held_key(key);
-  const std::array<std::string_view, 4> keys = {key, log, leases, held};
-  const std::string permits = std::to_string(request.permits);
-  const std::string now = now_argument(request);
-  const std::string operation_argument = std::to_string(argument);
-  const std::string lease = std::to_string(lease_us());
-  const auto& epoch = request.policy->epoch_fields();
-  const std::array<std::string_view, 12> args = {operation,
-                                                 permits,
-                                                 now,
-                                                 epoch[0],
-                                                 epoch[1],
-                                                 epoch[2],
-                                                 limit.fields[0],
-                                                 limit.fields[1],
-                                                 limit.fields[2],
-                                                 limit.fields[3],
-                                                 operation_argument,
-                                                 lease};
-  co_return co_await calls_.eval(scripts::reserve, keys, args, client_.command_deadline());
+  ReserveScriptCall call(std::span<const DecideRequest>(&request, 1), operation);
+  call.add_number(argument);
+  call.add_number(lease_us());
+  co_return co_await calls_.eval(scripts::reserve, call.keys(), call.args(),
+                                 client_.command_deadline());
 }
 
 Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::int64_t version) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,11 +49,23 @@ class RedisBackend final : public Backend {
   Task<LeaseReply> release_lease(LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
   void unwatch_releases(std::uint64_t id) override;
+
+  // ---- several claims (redis_claims.cpp, redis_claims_reserving.cpp): one script call per
+  // hash slot, the protocols across a cluster's slots.
+  Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
+                                     std::span<const DecideRequest> requests,
+                                     Operation operation) override;
+  Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
+                                         std::span<const DecideRequest> requests,
+                                         std::function<std::int64_t()> max_wait_us) override;
+  Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
+                                        std::int64_t max_wait_us, std::int64_t earliest_slot_us,
+                                        bool earliest_only) override;
+  /// The lease given at construction, else ClientOptions::reservation_lease.
+  std::int64_t lease_us() const noexcept override;
   BackgroundTasks* background() noexcept override { return &client_.background(); }
   /// The client it sends through.
   CommandDispatcher& dispatcher() noexcept { return client_; }
-  /// The lease given at construction, else ClientOptions::reservation_lease, in microseconds.
-  std::int64_t lease_us() const noexcept;
 
  private:
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
@@ -86,33 +99,56 @@ class RedisBackend final : public Backend {
 /// server time (docs/performance.md).
 const scripts::ScriptSource* lean_decide_script(const DecideRequest& request);
 
-/// `index`, a field of a script's reply, as a limit of a policy of `limit_count` limits;
-/// ProtocolError, naming `script`, if it is not one.
-std::size_t limit_index(std::int64_t index, std::size_t limit_count, std::string_view script);
+/// `index`, a field of a script's reply, as one of `count` limits of a policy (`what`: or
+/// claims of a call); ProtocolError, naming `script`, if it is not one.
+std::size_t reply_index(std::int64_t index, std::size_t count, std::string_view script,
+                        std::string_view what = "limit");
 
-/// The KEYS and ARGV of one call of the general scripts (lua/shapes/general.lua: decide, adjust)
-/// for `requests` (one, or the claims of try_acquire_all): a key per limit of each; then the
-/// operation, `amount`, the first request's injected time and policy epoch, and every limit's
-/// fields. Views into its own strings: neither copied nor moved.
-class GeneralScriptCall {
+/// The KEYS and ARGV of one script call: views into strings it keeps, or that outlive it.
+/// Neither copied nor moved.
+class ScriptCall {
  public:
-  GeneralScriptCall(std::span<const DecideRequest> requests, std::string_view operation,
-                    std::int64_t amount);
-  GeneralScriptCall(const GeneralScriptCall&) = delete;
-  GeneralScriptCall& operator=(const GeneralScriptCall&) = delete;
+  ScriptCall() = default;
+  ScriptCall(const ScriptCall&) = delete;
+  ScriptCall& operator=(const ScriptCall&) = delete;
 
-  /// Appends an argument, which must outlive this object.
+  /// Appends a key, or an argument: kept here (add_owned(), add_number()), or one that outlives
+  /// this object (add_argument()).
+  void add_key(std::string key) { keys_.push_back(kept_.emplace_back(std::move(key))); }
   void add_argument(std::string_view argument) { args_.push_back(argument); }
+  void add_owned(std::string argument) { args_.push_back(kept_.emplace_back(std::move(argument))); }
+  void add_number(std::int64_t number) { add_owned(std::to_string(number)); }
   std::span<const std::string_view> keys() const noexcept { return keys_; }
   std::span<const std::string_view> args() const noexcept { return args_; }
 
  private:
-  std::vector<std::string> key_text_;
+  std::deque<std::string> kept_;  ///< Why a deque: growing it moves none of its strings
   std::vector<std::string_view> keys_;
-  std::string amount_;
-  std::string now_;
   std::vector<std::string_view> args_;
 };
+
+/// A call of the general scripts (lua/shapes/general.lua: decide, adjust) for `requests` (one,
+/// or the claims of try_acquire_all): a key per limit of each; then the operation, `amount`,
+/// the first request's injected time and policy epoch, and every limit's fields.
+struct GeneralScriptCall : ScriptCall {
+  GeneralScriptCall(std::span<const DecideRequest> requests, std::string_view operation,
+                    std::int64_t amount);
+};
+
+/// A call of the reserve script (lua/reserve.lua) for `requests` (one, or the claims of
+/// acquire_all): each one's reservation key, its cancellation log, leases and held keys; then
+/// the operation, and the first request's permits, injected time, policy epoch and limit fields.
+struct ReserveScriptCall : ScriptCall {
+  ReserveScriptCall(std::span<const DecideRequest> requests, std::string_view operation);
+};
+
+/// The requests' indexes by hash slot (`cluster`; else one group), each slot where its first
+/// request is; InvalidArgument when two requests name one Redis key.
+std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
+                                                  bool cluster);
+/// The requests of one slot group (`group`: indexes into `requests`).
+std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
+                                       const std::vector<std::size_t>& group);
 
 /// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);

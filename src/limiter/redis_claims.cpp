@@ -1,43 +1,41 @@
-// try_acquire_all() in Redis: every claim's limits in one call of the decide script; and
-// acquire_all()'s reservations, every claim's key in one call of the reserve script.
+// try_acquire_all() and peek_all() in Redis: every claim's limits in one call of the decide
+// script per hash slot; across a cluster's slots, slot after slot, with give-backs.
 
+#include <algorithm>
 #include <string>
+#include <unordered_map>
 
-#include "limiter/claims.hpp"
 #include "limiter/redis_backend.hpp"
 #include "lua_scripts.hpp"
 #include "policy/stale_policy.hpp"
+#include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
+namespace {
 
-Task<Decision> decide_claims_in_redis(CommandDispatcher& client,
-                                      std::span<const DecideRequest> requests,
-                                      Operation operation) {
-  // Per claim: its number of keys, permits, and policy epoch (lua/shapes/general.lua).
-  std::vector<std::string> claim_fields;
-  for (const DecideRequest& request : requests) {
-    claim_fields.push_back(std::to_string(request.policy->limits().size()));
-    claim_fields.push_back(std::to_string(request.permits));
-    const auto& epoch = request.policy->epoch_fields();
-    claim_fields.insert(claim_fields.end(), epoch.begin(), epoch.end());
-  }
-  const std::string claim_count = std::to_string(requests.size());
+/// Decides every request at once, all or nothing, with one EVALSHA of the decide script's
+/// several-claim form (acquire_all, or peek_all for Operation::peek): Decision::claim and
+/// binding name the binding request and its limit, and policy_version is that request's.
+/// StalePolicy (with its claim) when a key holds state of a newer policy version than its
+/// request's. The requests' keys are distinct, and in one slot on a cluster.
+Task<Decision> decide_in_one_call(CommandDispatcher& client,
+                                  std::span<const DecideRequest> requests, Operation operation) {
   GeneralScriptCall call(requests, operation == Operation::acquire ? "acquire_all" : "peek_all",
                          requests.front().permits);
-  call.add_argument(claim_count);
-  for (const std::string& field : claim_fields)
-    call.add_argument(field);
+  call.add_number(static_cast<std::int64_t>(requests.size()));
+  for (const DecideRequest& request : requests) {  // its number of keys, permits, policy epoch
+    call.add_number(static_cast<std::int64_t>(request.policy->limits().size()));
+    call.add_number(request.permits);
+    for (const std::string& field : request.policy->epoch_fields())
+      call.add_argument(field);
+  }
   const Reply reply = co_await script_executor_of(client).eval(
       scripts::decide, call.keys(), call.args(), client.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
-    const std::int64_t claim = fields[2].as_integer();
-    if (claim < 0 || static_cast<std::size_t>(claim) >= requests.size()) {
-      throw ProtocolError("the decide script named claim " + std::to_string(claim) + " of " +
-                          std::to_string(requests.size()));
-    }
-    throw StalePolicy(fields[1].as_integer(), static_cast<std::size_t>(claim));
+    throw StalePolicy(fields[1].as_integer(),
+                      reply_index(fields[2].as_integer(), requests.size(), "decide", "claim"));
   }
   Decision decision = decision_from_reply(reply, call.keys().size());
   // The binding limit counts the limits of all claims: which claim's, and which of its limits.
@@ -55,91 +53,113 @@ Task<Decision> decide_claims_in_redis(CommandDispatcher& client,
   co_return decision;
 }
 
-namespace {
-
-/// The claim a reply names, checked against the number of requests.
-std::size_t claim_index(std::int64_t claim, std::size_t requests, std::string_view script) {
-  if (claim < 0 || static_cast<std::size_t>(claim) >= requests) {
-    throw ProtocolError("the " + std::string(script) + " script named claim " +
-                        std::to_string(claim) + " of " + std::to_string(requests));
+/// Claims in several hash slots of a cluster (`groups`, slot_groups()): each slot's claims are
+/// one script call, atomic there, slot after slot. When a slot's claims are denied, or its call
+/// fails, every slot that took gives back what its take still holds (Adjustment::give_back:
+/// never more than exact), and the decision is that denial (or the error). Until then its
+/// permits are held, unused: for the later slots' round trips and the give-backs', one per
+/// claim that took (under-admission, never over). A peek asks every slot and takes nothing.
+Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
+                                         std::span<const DecideRequest> requests,
+                                         const std::vector<std::vector<std::size_t>>& groups,
+                                         Operation operation) {
+  std::vector<Decision> decided;  // per group, its claim index mapped to the requests'
+  std::optional<Decision> denial;
+  std::exception_ptr error;
+  for (const std::vector<std::size_t>& group : groups) {
+    const std::vector<DecideRequest> group_requests = requests_of(requests, group);
+    try {
+      Decision decision =
+          co_await decide_in_one_call(backend.dispatcher(), group_requests, operation);
+      decision.claim = group[decision.claim];
+      if (!decision.allowed && operation == Operation::acquire) {
+        denial = decision;
+        break;
+      }
+      decided.push_back(decision);
+    } catch (const StalePolicy& stale) {
+      error = std::make_exception_ptr(StalePolicy(stale.stored_version(), group[stale.claim()]));
+      break;
+    } catch (...) {
+      error = std::current_exception();
+      break;
+    }
   }
-  return static_cast<std::size_t>(claim);
+  if (operation == Operation::acquire && (denial || error)) {
+    // Why one after another, not in a TaskGroup: a caller may abandon the call (destroy its
+    // task) while it waits, and a group's members would outlive this frame. Why errors are
+    // dropped: a take that cannot be given back stays taken (under-admission, never over).
+    for (std::size_t g = 0; g < decided.size(); ++g) {
+      for (const std::size_t i : groups[g]) {
+        try {
+          co_await backend.adjust(requests[i], Adjustment::give_back, requests[i].permits,
+                                  decided[g].server_time_us);
+        } catch (...) {
+        }
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  if (denial) {
+    ClaimsDecision denied{.decision = *denial};
+    co_return denied;
+  }
+  ClaimsDecision out{.decision = binding_decision(decided),
+                     .server_times_us = std::vector<std::int64_t>(requests.size())};
+  out.decision.claim = decided[out.decision.claim].claim;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (const std::size_t i : groups[g])
+      out.server_times_us[i] = decided[g].server_time_us;
+  }
+  co_return out;
 }
 
 }  // namespace
 
-Task<ClaimsReservation> reserve_claims_in_redis(CommandDispatcher& client,
-                                                std::span<const DecideRequest> requests,
-                                                std::int64_t max_wait_us, std::int64_t lease_us,
-                                                std::int64_t earliest_slot_us, bool earliest_only) {
-  std::vector<std::string> keys;
-  std::vector<std::string> claim_fields;  // per claim: permits, policy epoch, its limit
-  for (const DecideRequest& request : requests) {
-    const std::string key = reservation_key(request);
-    keys.insert(keys.end(), {key, cancel_log_key(key), leases_key(key), held_key(key)});
-    claim_fields.push_back(std::to_string(request.permits));
-    const auto& epoch = request.policy->epoch_fields();
-    claim_fields.insert(claim_fields.end(), epoch.begin(), epoch.end());
-    const auto& fields = request.policy->limits().front().fields;
-    claim_fields.insert(claim_fields.end(), fields.begin(), fields.end());
-  }
-  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
-  const DecideRequest& first = requests.front();
-  const std::string permits = std::to_string(first.permits);
-  const std::string now = first.now_us != 0 ? std::to_string(first.now_us) : std::string();
-  const std::string max_wait = std::to_string(max_wait_us);
-  const std::string lease = std::to_string(lease_us);
-  const std::string claim_count = std::to_string(requests.size());
-  std::vector<std::string_view> args = {earliest_only ? "earliest_all" : "reserve_all", permits,
-                                        now};
-  const auto& epoch = first.policy->epoch_fields();
-  args.insert(args.end(), epoch.begin(), epoch.end());
-  const auto& limit = first.policy->limits().front().fields;
-  args.insert(args.end(), limit.begin(), limit.end());
-  args.insert(args.end(), {max_wait, lease, claim_count});
-  args.insert(args.end(), claim_fields.begin(), claim_fields.end());
-  const std::string earliest = std::to_string(earliest_slot_us);
-  args.push_back(earliest);
-
-  const Reply reply = co_await script_executor_of(client).eval(scripts::reserve, key_views, args,
-                                                               client.command_deadline());
-  const auto& fields = reply.as_array();
-  if (fields.size() == 3 && fields[0].as_integer() == -1) {
-    throw StalePolicy(fields[1].as_integer(),
-                      claim_index(fields[2].as_integer(), requests.size(), "reserve"));
-  }
-  const bool allowed = !fields.empty() && fields[0].as_integer() == 1;
-  if (fields.size() != 9 + (allowed && !earliest_only ? 4 * requests.size() : 0)) {
-    throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
-                        " fields for " + std::to_string(requests.size()) + " claims");
-  }
-  ClaimsReservation out;
-  Decision& decision = out.decision;
-  decision.allowed = allowed;
-  decision.server_time_us = fields[1].as_integer();
-  decision.claim = claim_index(fields[2].as_integer(), requests.size(), "reserve");
-  decision.binding = 0;
-  decision.limit = fields[3].as_integer();
-  decision.remaining = fields[4].as_integer();
-  decision.retry_after = std::chrono::microseconds(fields[5].as_integer());
-  decision.reset_after = std::chrono::microseconds(fields[6].as_integer());
-  decision.source = Source::redis;
-  decision.policy_version = requests[decision.claim].policy->epoch().version;
-  out.wait_us = fields[7].as_integer();
-  out.slot_us = fields[8].as_integer();
-  if (!allowed || earliest_only) co_return out;
+std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
+                                                  bool cluster) {
+  std::unordered_map<std::string, std::size_t> claimed;
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::uint16_t> slots;
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    const LimitSpec& spec = requests[i].policy->limits().front().spec;
-    const std::size_t at = 9 + 4 * i;
-    out.claims.push_back({.ticket = {.slot = {out.slot_us, 0},
-                                     .den = spec.a,
-                                     .d = spec.b,
-                                     .version = fields[at].as_integer(),
-                                     .epoch = fields[at + 2].as_integer(),
-                                     .cancels_before = fields[at + 1].as_integer()},
-                          .lease_expiry_us = fields[at + 3].as_integer()});
+    for (const CompiledLimit& limit : requests[i].policy->limits()) {
+      const std::string key = requests[i].key_base.str() + limit.key_suffix;
+      const auto [at, fresh] = claimed.emplace(key, i);
+      if (!fresh) {
+        throw InvalidArgument("Claim " + std::to_string(at->second) + " and Claim " +
+                              std::to_string(i) + " name the same Redis key '" + key +
+                              "': claim a (limiter, key) once, with the permits of both");
+      }
+    }
+    const std::uint16_t slot = cluster ? key_slot(requests[i].key_base.view()) : 0;
+    const auto at = std::find(slots.begin(), slots.end(), slot);
+    if (at == slots.end()) {
+      slots.push_back(slot);
+      groups.push_back({i});
+    } else {
+      groups[static_cast<std::size_t>(at - slots.begin())].push_back(i);
+    }
   }
-  co_return out;
+  return groups;
+}
+
+Task<ClaimsDecision> RedisBackend::decide_claims(std::span<Backend* const>,
+                                                 std::span<const DecideRequest> requests,
+                                                 Operation operation) {
+  const auto groups = slot_groups(requests, client_.is_cluster());
+  if (groups.size() > 1) co_return co_await decide_across_slots(*this, requests, groups, operation);
+  // Why named first: g++ 12 mishandles a co_await inside a braced initializer.
+  Decision decision = co_await decide_in_one_call(client_, requests, operation);
+  ClaimsDecision decided{.decision = std::move(decision)};
+  co_return decided;
+}
+
+std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
+                                       const std::vector<std::size_t>& group) {
+  std::vector<DecideRequest> out;
+  for (const std::size_t i : group)
+    out.push_back(requests[i]);
+  return out;
 }
 
 }  // namespace redlimit::detail

@@ -11,7 +11,7 @@
 #include <random>
 
 #include "algorithms/policy_model.hpp"
-#include "limiter/claims.hpp"
+#include "limiter/redis_backend.hpp"
 #include "policy/compiled_policy.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/runtime.hpp"
@@ -63,6 +63,8 @@ struct Tally {
 
 Task<void> run_sequence(Client& client, std::uint64_t seed, int index, Tally* tally) {
   std::mt19937_64 random(seed);
+  RedisBackend backend(client.dispatcher());
+  const std::span<Backend* const> backends;  // RedisBackend decides through its own client
   std::vector<ClaimedKey> keys;
   for (std::size_t k = 0; k < keys_per_sequence; ++k) {
     Policy policy;
@@ -92,8 +94,8 @@ Task<void> run_sequence(Client& client, std::uint64_t seed, int index, Tally* ta
       requests.emplace_back(key.policy, KeyBase(key.key_base), operation, permits, now);
       claims.push_back({key.policy->specs(), key.states, permits, key.policy->change()});
     }
-    const Decision script =
-        co_await decide_claims_in_redis(client.dispatcher(), requests, operation);
+    const ClaimsDecision decided = co_await backend.decide_claims(backends, requests, operation);
+    const Decision& script = decided.decision;
     const PolicyOutcome model =
         decide_claims(claims, now, operation == Operation::peek ? Mode::peek : Mode::acquire);
     // Which claim and which of its limits the model's binding is.

@@ -174,9 +174,9 @@ class Sequence {
     ClaimsReservation script;
     std::int64_t script_stale = 0;
     std::size_t stale_claim = 0;
+    RedisBackend unleased(client_.dispatcher(), std::chrono::microseconds(0));
     try {
-      script = co_await reserve_claims_in_redis(client_.dispatcher(), requests, max_wait, 0,
-                                                earliest, earliest_only);
+      script = co_await unleased.reserve_group(requests, max_wait, earliest, earliest_only);
     } catch (const StalePolicy& stale) {
       script_stale = stale.stored_version();
       stale_claim = stale.claim();
@@ -246,7 +246,10 @@ class Sequence {
     Decision script;
     std::int64_t script_stale = 0;
     try {
-      script = co_await decide_claims_in_redis(client_.dispatcher(), requests, Operation::acquire);
+      const std::span<Backend* const> backends;
+      ClaimsDecision decided =
+          co_await backend_.decide_claims(backends, requests, Operation::acquire);
+      script = decided.decision;
     } catch (const StalePolicy& stale) {
       script_stale = stale.stored_version();
     }

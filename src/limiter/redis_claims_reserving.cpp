@@ -1,0 +1,260 @@
+// acquire_all() in Redis: every claim's key reserved in one call of the reserve script per hash
+// slot; on a cluster, claims in several hash slots reserved all at one slot (docs/waiting.md,
+// "Keys in several slots of a cluster").
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "limiter/redis_backend.hpp"
+#include "lua_scripts.hpp"
+#include "policy/stale_policy.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+
+namespace redlimit::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Gives back what one hash slot's claims hold of `reserved`: a part whose slot is ahead is
+/// cancelled (the waiters behind it move up); one taken at once gives back what its take still
+/// holds (nothing when a request was reserved behind it). Why errors are dropped: a part that
+/// cannot be given back stays taken until its slot (under-admission, never over).
+Task<void> give_back_slot(Backend& backend, std::span<const DecideRequest> requests,
+                          const std::vector<std::size_t>& group,
+                          const ClaimsReservation& reserved) {
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const std::size_t i = group[k];
+    try {
+      if (reserved.wait_us > 0) {
+        co_await backend.cancel(requests[i], reserved.claims[k].ticket);
+      } else {
+        co_await backend.adjust(requests[i], Adjustment::give_back, requests[i].permits,
+                                reserved.slot_us);
+      }
+    } catch (...) {
+    }
+  }
+}
+
+/// Every hash slot's part given back, one after another, in the client's background work (the
+/// reservation's task was destroyed). Why copies, and a backend of its own on the same client:
+/// it may run after the caller's frame and the limiters are gone.
+Task<void> give_back_slots(std::unique_ptr<Backend> backend, std::vector<DecideRequest> requests,
+                           std::vector<std::vector<std::size_t>> groups,
+                           std::vector<std::optional<ClaimsReservation>> parts) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (parts[g]) co_await give_back_slot(*backend, requests, groups[g], *parts[g]);
+  }
+}
+
+/// The reservations of every slot, agreeing on one, as one: its claims in the requests' order,
+/// the wait until the last slot's wake, and the binding claim (the one whose key set the slot,
+/// or with no wait, the fewest remaining).
+ClaimsReservation merged(const std::vector<std::vector<std::size_t>>& groups,
+                         std::vector<std::optional<ClaimsReservation>>& parts,
+                         const std::vector<Clock::time_point>& wakes, std::int64_t slot,
+                         std::size_t setter, std::size_t count) {
+  ClaimsReservation out;
+  out.claims.resize(count);
+  std::vector<Decision> decisions;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (std::size_t k = 0; k < groups[g].size(); ++k)
+      out.claims[groups[g][k]] = parts[g]->claims[k];
+    Decision decision = parts[g]->decision;
+    decision.claim = groups[g][decision.claim];
+    decisions.push_back(decision);
+  }
+  if (slot > 0) {
+    out.decision = decisions[setter];
+    const auto wake = *std::max_element(wakes.begin(), wakes.end());
+    out.wait_us = std::max<std::int64_t>(
+        1, std::chrono::ceil<std::chrono::microseconds>(wake - Clock::now()).count());
+    out.slot_us = slot;
+  } else {
+    out.decision = binding_decision(decisions);
+    out.decision.claim = decisions[out.decision.claim].claim;
+    out.slot_us = out.decision.server_time_us;
+  }
+  return out;
+}
+
+/// Reserves claims in several hash slots of a cluster (`groups`, slot_groups()) at one slot:
+/// each hash slot's claims are first asked for their earliest slot, writing nothing
+/// (earliest_all; a denial there takes nothing), then reserved at the latest of them, one hash
+/// slot after another; claims reserved earlier than a later hash slot's (traffic in between)
+/// are given back and reserved again at its slot, until every hash slot agrees. Until then, and
+/// on a denial or an error until given back, permits are held unused (under-admission, never
+/// over). The result is in the requests' order: wait_us until the last hash slot's wake, the
+/// binding claim the one whose key set the slot (with no wait, the fewest remaining). A denial,
+/// or an error (StalePolicy with its claim in the requests' order), comes after every part is
+/// given back; so does the task's destruction (in the background).
+Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
+                                             std::span<const DecideRequest> requests,
+                                             const std::vector<std::vector<std::size_t>>& groups,
+                                             std::function<std::int64_t()> max_wait_us) {
+  std::int64_t slot = 0;  // the latest slot so far (server time); 0: none ahead
+  std::size_t setter = 0;
+  // Why each hash slot is asked first, writing nothing: a part reserved at once and moved later
+  // could give back nothing once a request queued behind it (under-admission); asked first,
+  // every part is reserved at the latest slot, still ahead, and a denial takes nothing.
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    ClaimsReservation earliest;
+    try {
+      earliest = co_await backend.reserve_group(requests_of(requests, groups[g]), max_wait_us(),
+                                                slot, true);
+    } catch (const StalePolicy& stale) {
+      throw StalePolicy(stale.stored_version(), groups[g][stale.claim()]);
+    }
+    if (!earliest.decision.allowed) {
+      earliest.decision.claim = groups[g][earliest.decision.claim];
+      co_return earliest;
+    }
+    if (earliest.wait_us > 0 && earliest.slot_us > slot) {
+      slot = earliest.slot_us;
+      setter = g;
+    }
+  }
+
+  std::vector<std::optional<ClaimsReservation>> parts(groups.size());
+  std::vector<Clock::time_point> wakes(groups.size());
+  // Why a guard: if the task is destroyed meanwhile, the parts reserved so far go back.
+  struct GiveBackOnDestruction {
+    RedisBackend& backend;
+    std::span<const DecideRequest> requests;
+    const std::vector<std::vector<std::size_t>>& groups;
+    std::vector<std::optional<ClaimsReservation>>& parts;
+    bool armed = true;
+    ~GiveBackOnDestruction() {
+      if (!armed || std::none_of(parts.begin(), parts.end(), [](const auto& p) { return p; }))
+        return;
+      try {
+        backend.background()->start(give_back_slots(
+            std::make_unique<RedisBackend>(backend.dispatcher(),
+                                           std::chrono::microseconds(backend.lease_us())),
+            std::vector<DecideRequest>(requests.begin(), requests.end()), groups,
+            std::move(parts)));
+      } catch (...) {
+        report_error(std::current_exception());  // out of memory: given back at the slots
+      }
+    }
+  } guard{backend, requests, groups, parts};
+
+  std::optional<ClaimsReservation> denial;
+  std::exception_ptr error;
+  for (bool settled = false; !settled && !denial && !error;) {
+    settled = true;
+    for (std::size_t g = 0; g < groups.size() && !denial && !error; ++g) {
+      if (parts[g] && parts[g]->slot_us >= slot) continue;
+      if (parts[g]) {
+        // Earlier than the slot a later hash slot's claims set (traffic since they were asked):
+        // used there, its permits would be late for the place the key gave them.
+        co_await give_back_slot(backend, requests, groups[g], *parts[g]);
+        parts[g].reset();
+      }
+      std::optional<ClaimsReservation> reserved;
+      try {
+        reserved = co_await backend.reserve_group(requests_of(requests, groups[g]), max_wait_us(),
+                                                  slot, false);
+      } catch (const StalePolicy& stale) {
+        error =
+            std::make_exception_ptr(StalePolicy(stale.stored_version(), groups[g][stale.claim()]));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (error) break;
+      if (!reserved->decision.allowed) {
+        reserved->decision.claim = groups[g][reserved->decision.claim];
+        denial = std::move(reserved);
+        break;
+      }
+      wakes[g] = Clock::now() + std::chrono::microseconds(reserved->wait_us);
+      if (reserved->wait_us > 0 && reserved->slot_us > slot) {
+        slot = reserved->slot_us;
+        setter = g;
+        settled = false;
+      }
+      parts[g] = std::move(reserved);
+    }
+  }
+  guard.armed = false;
+  if (denial || error) {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      if (parts[g]) co_await give_back_slot(backend, requests, groups[g], *parts[g]);
+    }
+    if (error) std::rethrow_exception(error);
+    co_return *denial;
+  }
+  co_return merged(groups, parts, wakes, slot, setter, requests.size());
+}
+
+}  // namespace
+
+Task<ClaimsReservation> RedisBackend::reserve_claims(std::span<Backend* const>,
+                                                     std::span<const DecideRequest> requests,
+                                                     std::function<std::int64_t()> max_wait_us) {
+  const auto groups = slot_groups(requests, client_.is_cluster());
+  if (groups.size() > 1)
+    co_return co_await reserve_across_slots(*this, requests, groups, max_wait_us);
+  co_return co_await reserve_group(requests, max_wait_us(), 0, false);
+}
+
+Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideRequest> requests,
+                                                    std::int64_t max_wait_us,
+                                                    std::int64_t earliest_slot_us,
+                                                    bool earliest_only) {
+  ReserveScriptCall call(requests, earliest_only ? "earliest_all" : "reserve_all");
+  call.add_number(max_wait_us);
+  call.add_number(lease_us());
+  call.add_number(static_cast<std::int64_t>(requests.size()));
+  for (const DecideRequest& request : requests) {  // its permits, policy epoch and limit
+    call.add_number(request.permits);
+    for (const std::string& field : request.policy->epoch_fields())
+      call.add_argument(field);
+    for (const std::string& field : request.policy->limits().front().fields)
+      call.add_argument(field);
+  }
+  call.add_number(earliest_slot_us);
+  const Reply reply =
+      co_await calls_.eval(scripts::reserve, call.keys(), call.args(), client_.command_deadline());
+  const auto& fields = reply.as_array();
+  if (fields.size() == 3 && fields[0].as_integer() == -1) {
+    throw StalePolicy(fields[1].as_integer(),
+                      reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim"));
+  }
+  const bool allowed = !fields.empty() && fields[0].as_integer() == 1;
+  if (fields.size() != 9 + (allowed && !earliest_only ? 4 * requests.size() : 0)) {
+    throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
+                        " fields for " + std::to_string(requests.size()) + " claims");
+  }
+  ClaimsReservation out;
+  Decision& decision = out.decision;
+  decision.allowed = allowed;
+  decision.server_time_us = fields[1].as_integer();
+  decision.claim = reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
+  decision.binding = 0;
+  decision.limit = fields[3].as_integer();
+  decision.remaining = fields[4].as_integer();
+  decision.retry_after = std::chrono::microseconds(fields[5].as_integer());
+  decision.reset_after = std::chrono::microseconds(fields[6].as_integer());
+  decision.source = Source::redis;
+  decision.policy_version = requests[decision.claim].policy->epoch().version;
+  out.wait_us = fields[7].as_integer();
+  out.slot_us = fields[8].as_integer();
+  if (!allowed || earliest_only) co_return out;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const LimitSpec& spec = requests[i].policy->limits().front().spec;
+    const std::size_t at = 9 + 4 * i;
+    out.claims.push_back({.ticket = {.slot = {out.slot_us, 0},
+                                     .den = spec.a,
+                                     .d = spec.b,
+                                     .version = fields[at].as_integer(),
+                                     .epoch = fields[at + 2].as_integer(),
+                                     .cancels_before = fields[at + 1].as_integer()},
+                          .lease_expiry_us = fields[at + 3].as_integer()});
+  }
+  co_return out;
+}
+
+}  // namespace redlimit::detail
