@@ -23,35 +23,6 @@ std::chrono::microseconds since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
 }
 
-/// A time in 1/den microseconds, compared across denominators.
-struct Fraction {
-  std::int64_t us = 0;
-  std::int64_t frac = 0;
-  std::int64_t den = 1;
-  friend bool operator==(const Fraction& a, const Fraction& b) noexcept {
-    return a.us == b.us &&
-           static_cast<Int128>(a.frac) * b.den == static_cast<Int128>(b.frac) * a.den;
-  }
-};
-
-/// Gives back every claim's part of a reservation whose slot is still ahead, each under the
-/// policy in force for its key (PolicyEnforcer::give_back_request(), as acquire() does). Why
-/// errors are dropped: a part that cannot be given back stays taken until its slot
-/// (under-admission, never over). Why copies: it may run after the caller's frame is gone, and
-/// the held claims keep each limiter's backend alive.
-Task<void> give_back_all(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
-                         std::vector<ClaimReservation> reserved) {
-  for (std::size_t i = 0; i < held.size(); ++i) {
-    try {
-      Backend& backend = held[i].enforcer->backend();
-      const DecideRequest give_back =
-          held[i].enforcer->give_back_request(requests[i], &backend, held[i].key);
-      co_await backend.cancel(give_back, reserved[i].ticket);
-    } catch (...) {
-    }
-  }
-}
-
 /// Where each claim's key took the permits of `reservation` (allowed, with no wait): its
 /// ticket's slot, the time its slot's script ran, in Redis time; none in process, whose
 /// decisions carry no Redis time.
@@ -71,48 +42,22 @@ struct WatchedPart {
   std::unique_ptr<WaiterRegistry::Watch> watch;
 };
 
-/// Waits for the slot of `reservation` (allowed, with a wait), renewing its owner leases.
-/// Returns the decision when the permits are the caller's; none when a key gave them back
-/// (its lease lapsed) or moved them (a cancellation ahead of it: the permits were charged
-/// earlier than the slot, which used now would over-admit), so that the caller reserves
-/// again. The notices of such moves (`watched`, one per claim) wake it once every part's slot
-/// has moved past: a dead process's backlog given back ahead of every key ends the wait then,
-/// not at the slot reserved (issue 33, bug 1). A claim's policy replaced meanwhile gives every
-/// part back, and none is returned. A stop request gives every part back and ends with
-/// Cancelled; an error asking a key at the wake is thrown once every key was asked.
+/// Waits for the slot of `reservation` (allowed, with a wait) and claims every part there
+/// (claim_when_due()): the decision when the permits are the caller's; none when the caller
+/// reserves again. The notices of cancellations ahead (`watched`, one per claim) move each part
+/// and wake it once every part's slot has come: a dead process's backlog given back ahead of
+/// every key ends the wait then, not at the slot reserved (issue 33, bug 1). An error asking a
+/// key at the wake is thrown.
 Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
                                             const std::vector<DecideRequest>& requests,
                                             const ClaimsReservation& reservation,
                                             std::vector<WatchedPart>& watched,
                                             const OwnedAcquireOptions& options,
                                             Clock::time_point started) {
-  PolicyEnforcer& first = *held.front().enforcer;
-  // Why a guard: if the waiting task is destroyed, its reservations are still given back.
-  struct GiveBackOnDestruction {
-    const std::vector<HeldClaim>& held;
-    const std::vector<DecideRequest>& requests;
-    const ClaimsReservation& reservation;
-    bool armed = true;
-    ~GiveBackOnDestruction() {
-      if (!armed) return;
-      try {
-        Task<void> give_back = give_back_all(held, requests, reservation.claims);
-        // Why the client's background work: Client::close() lets the give-backs reach Redis. In
-        // process they run at the loop's next turn, as acquire()'s.
-        if (BackgroundTasks* tasks = held.front().enforcer->backend().background()) {
-          tasks->start(std::move(give_back));
-        } else {
-          spawn(held.front().enforcer->loop(), std::move(give_back));
-        }
-      } catch (...) {
-        report_error(std::current_exception());  // out of memory: given back at the slot
-      }
-    }
-  } guard{held, requests, reservation};
-
-  const std::size_t count = held.size();
   const auto reserved_wake = Clock::now() + std::chrono::microseconds(reservation.wait_us);
-  for (std::size_t i = 0; i < count; ++i) {
+  std::vector<WaitingPart> parts;
+  parts.reserve(held.size());
+  for (std::size_t i = 0; i < held.size(); ++i) {
     const CancelTicket& ticket = reservation.claims[i].ticket;
     WaiterRegistry::Waiter& waiter = watched[i].waiter;
     waiter.slot = ticket.slot;
@@ -125,76 +70,25 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
     waiter.heard = ticket.cancels_before;
     waiter.wake = reserved_wake;
     watched[i].watch->add(&waiter);
-  }
-  // Renewed every third of the lease while a part's slot is later than the last expiry Redis
-  // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
-  std::vector<WaitingPart> parts;
-  parts.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    Backend& backend = held[i].enforcer->backend();
     parts.push_back({.enforcer = held[i].enforcer,
-                     .backend = &backend,
+                     .backend = &held[i].enforcer->backend(),
                      .reserved = &requests[i],
                      .waits_under = requests[i].policy.get(),
                      .key = held[i].key,
-                     .waiter = &watched[i].waiter});
+                     .waiter = &waiter});
     parts.back().renewal->confirmed = reservation.claims[i].lease_expiry_us;
   }
-  const auto unconfirmed = [&](std::size_t i) { return parts[i].unconfirmed(); };
-  const std::int64_t lease_us = first.backend().lease_us();
-  const auto renew_every = std::chrono::microseconds(std::max<std::int64_t>(1, lease_us / 3));
-  const WaitEnd end = co_await sleep_until_due(first.loop(), parts, renew_every, options);
-  if (end != WaitEnd::due) {
-    // Given back under the policies in force, then reserved again by the caller.
-    guard.armed = false;
-    co_await give_back_all(held, requests, reservation.claims);
-    if (end == WaitEnd::stopped)
-      throw Cancelled("acquire_all cancelled while waiting; its reservations were given back");
-    co_return std::nullopt;
-  }
-  // Why every key is asked at the wake: a cancellation ahead of a part moves it earlier on its
-  // key alone, and one whose lease lapsed is given back on its key alone; each ends its lease.
-  guard.armed = false;
-  // Where each part stands, if still its owner's (as reserved, or moved by cancellations ahead).
-  std::vector<std::optional<FracTime>> standing(count);
-  std::exception_ptr error;
-  for (std::size_t i = 0; i < count; ++i) {
-    try {
-      const ReservationCheck check = co_await held[i].enforcer->backend().check_reservation(
-          requests[i], reservation.claims[i].ticket);
-      const bool stands = check.where.standing == ReservationStanding::as_reserved ||
-                          check.where.standing == ReservationStanding::moved;
-      if (stands && (check.lease_held || !unconfirmed(i))) standing[i] = check.where.slot;
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
-  // Why one slot for all: a part used later than where it stands joins whatever its key gives
-  // the requests behind it, moved up as well (over-admission). Parts moved alike (the same
-  // cancellations ahead on every key, a dead process's acquire_all() backlog) are used there.
-  const auto at = [&](std::size_t i) {
-    return Fraction{standing[i]->us, standing[i]->frac, reservation.claims[i].ticket.den};
-  };
-  bool one_slot = standing.front().has_value();
-  for (std::size_t i = 1; i < count && one_slot; ++i)
-    one_slot = standing[i] && at(i) == at(0);
-  if (!one_slot) {
-    // The parts that stand give back what their take, charged where it stands, still holds
-    // (never more than exact), so that reserving again does not charge their keys twice.
-    for (std::size_t i = 0; i < count; ++i) {
-      if (!standing[i]) continue;
-      try {
-        co_await held[i].enforcer->backend().adjust(requests[i], Adjustment::give_back,
-                                                    requests[i].permits, standing[i]->ceil_us());
-      } catch (...) {
-        // Not given back: taken until its slot's time has passed (under-admission, never over).
-      }
-    }
-    co_return std::nullopt;
-  }
+  // Renewed every third of the lease while a part's slot is later than the last expiry Redis
+  // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
+  const PolicyEnforcer& first = *held.front().enforcer;
+  const auto renew_every =
+      std::chrono::microseconds(std::max<std::int64_t>(1, first.backend().lease_us() / 3));
+  const WaitOutcome outcome =
+      co_await claim_when_due(first.loop(), parts, renew_every, options, "acquire_all");
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  if (!outcome.slot) co_return std::nullopt;
   Decision decision = reservation.decision;
-  if (decision.source == Source::redis) decision.server_time_us = standing.front()->ceil_us();
+  if (decision.source == Source::redis) decision.server_time_us = outcome.slot->ceil_us();
   decision.waited = since(started);
   co_return decision;
 }
