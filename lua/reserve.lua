@@ -8,8 +8,7 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- KEYS[3]   its owner leases, KEYS[1] .. ':leases', and KEYS[4] the reservations they hold,
 --           KEYS[1] .. ':held' (see reservations/leases.lua)
--- ARGV[1]   'reserve', 'reserve_all', 'earliest_all', 'cancel', 'confirm', 'renew', 'claim' or
---           'reclaim'
+-- ARGV[1]   'reserve', 'reserve_all', 'earliest_all', 'cancel', 'confirm', 'renew' or 'reclaim'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
@@ -18,8 +17,7 @@
 -- ARGV[11]  reserve: the longest wait the caller accepts, in microseconds
 -- ARGV[12]  reserve: the owner lease L in microseconds: a reservation waiting longer than L is
 --           registered under a lease until now + L (0: never)
--- ARGV[11-12] renew: the reserved version and L; claim: the reserved version (and '');
---           reclaim: unused
+-- ARGV[11-12] renew: the reserved version and L; reclaim: unused
 -- ARGV[11-15] cancel, confirm: the reservation as its reply described it: slot (microseconds,
 --           fraction in 1/p of its limit), version, epoch and cancels
 -- ARGV[16-17] cancel, confirm: the p and d of the limit it was reserved under. For cancel,
@@ -59,15 +57,14 @@
 -- "cancels:epoch:cancelled_version:shift_us:shift_f:p" (cancels: the key's, this one included;
 -- p: the denominator of the shift's fraction) so that waiters behind the cancelled one, in
 -- every process, can move earlier by the shift.
--- confirm, for a waiter at its wake that may have missed notices, returns {claimed, now_us,
--- standing, slot_us, slot_fraction}: claimed as claim's (1: its lease registration was still
--- held and ends); standing (reservations/cancel.lua, confirm_slot) 0 as reserved (no
+-- confirm, for a waiter at its wake (it may have missed notices), returns {claimed, now_us,
+-- standing, slot_us, slot_fraction}: claimed 1 when its lease registration was still held (it
+-- ends), 0 when it was reclaimed (the caller must not use it); standing (reservations/cancel.lua, confirm_slot) 0 as reserved (no
 -- cancellation since), 1 moved (the slot is where it stands now), 2 given back (reclaimed), 3
 -- unknown (the key no longer knows it: gone, reset, of another epoch, or its log pruned).
 -- It writes nothing else and reclaims nothing.
 -- renew returns {1, now_us, new lease expiry} when the reservation is still held, else
--- {0, now_us, 0}; claim returns {1, now_us} and ends the registration when it is still held,
--- else {0, now_us} (it was reclaimed: the caller must not use it).
+-- {0, now_us, 0}.
 -- reserve, cancel and renew first reclaim expired leases (reservations/leases.lua); reclaim
 -- only does that, for a denied try_acquire, and returns {how many gave permits back, now_us}.
 -- reserve and cancel return {-1, stored_pv}, before anything is written, when the key holds
@@ -125,8 +122,8 @@ local several = op == 'reserve_all' or op == 'earliest_all'
 if (several and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 14 + 2 * #KEYS)) or
     (not several and #KEYS ~= 4) or (op == 'reserve' and #ARGV ~= 12) or
     ((op == 'cancel' or op == 'confirm') and #ARGV ~= 17) or
-    ((op == 'renew' or op == 'claim' or op == 'reclaim') and #ARGV ~= 12) then
-  error('redlimit: reserve takes four keys and 12 (reserve, renew, claim, reclaim) or 17 '
+    ((op == 'renew' or op == 'reclaim') and #ARGV ~= 12) then
+  error('redlimit: reserve takes four keys and 12 (reserve, renew, reclaim) or 17 '
         .. '(cancel, confirm) arguments, or four keys and 8 arguments more per claim, and one '
         .. 'last (reserve_all, earliest_all)')
 end
@@ -145,9 +142,9 @@ if op == 'reserve' or several then
   -- exact, the state's own horizon added (src/algorithms/gcra.hpp).
   max_wait = math.min(integer_arg(ARGV[11], 'max_wait', 0, MAX_EXACT), MAX_EXACT - now)
   lease = integer_arg(ARGV[12], 'lease', 0, MAX_EXACT)
-elseif op == 'renew' or op == 'claim' then
+elseif op == 'renew' then
   version = integer_arg(ARGV[11], 'version', 1, MAX_EXACT)
-  if op == 'renew' then lease = integer_arg(ARGV[12], 'lease', 1, MAX_EXACT) end
+  lease = integer_arg(ARGV[12], 'lease', 1, MAX_EXACT)
 elseif op == 'cancel' or op == 'confirm' then
   reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
   reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
@@ -268,7 +265,6 @@ local function reserve_all()
 end
 
 if several then return reserve_all() end
-if op == 'claim' then return {claim_lease(version), now} end
 if op == 'confirm' then
   local standing, at, at_f = confirm_slot(KEYS[1], KEYS[2], reserved_p, slot, slot_f, version,
                                           epoch, before)

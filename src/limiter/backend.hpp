@@ -186,18 +186,13 @@ class Backend {
   /// Extends the owner lease of the registered reservation `version` on the request's key:
   /// its new expiry (server time), or 0 if it is not held any more (it was reclaimed).
   virtual Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) = 0;
-  /// Ends the registration of the reservation `version`: true if it was still held (the
-  /// permits are the caller's), false if it was reclaimed (they are not).
-  virtual Task<bool> claim_reservation(DecideRequest request, std::int64_t version) = 0;
-  /// Where the reservation `ticket` stands now, for a waiter at its wake that may have missed
-  /// a cancellation notice; ends its owner lease's registration, as claim_reservation() does.
+  /// Where the reservation `ticket` stands now, for a waiter at its wake (it may have missed a
+  /// cancellation notice); ends its owner lease's registration (lease_held: it was still held,
+  /// so the permits are the caller's if it stands).
   virtual Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) = 0;
   /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
   virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
   virtual void unwatch(std::uint64_t id) = 0;
-  /// Nonzero while the notices of watch `id` surely arrive; the same number at two moments
-  /// means none in between was lost (pub/sub loses the messages of a reconnect).
-  virtual std::uint64_t listening(std::uint64_t id) const = 0;
 
   // ---- semaphores. Why separate functions: they share nothing with the decide scripts.
   /// Grants the request's lease if its permits fit now (or it already holds them).

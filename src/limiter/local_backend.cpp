@@ -251,10 +251,6 @@ Task<std::int64_t> LocalBackend::renew_reservation(DecideRequest, std::int64_t) 
   co_return 0;
 }
 
-Task<bool> LocalBackend::claim_reservation(DecideRequest, std::int64_t) {
-  co_return true;
-}
-
 Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
   const std::int64_t now = now_of(request);
   bool created = false;
@@ -273,11 +269,6 @@ std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler ha
 
 void LocalBackend::unwatch(std::uint64_t id) {
   watchers_.erase(id);
-}
-
-// Why always the same: notices in process are calls made by cancel() itself, never lost.
-std::uint64_t LocalBackend::listening(std::uint64_t) const {
-  return 1;
 }
 
 Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {

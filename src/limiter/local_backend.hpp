@@ -33,11 +33,9 @@ class LocalBackend final : public Backend {
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
-  Task<bool> claim_reservation(DecideRequest request, std::int64_t version) override;
   Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
-  std::uint64_t listening(std::uint64_t id) const override;
 
   // ---- semaphores (LeaseTable); each completes without suspending.
   Task<LeaseReply> grant_lease(LeaseRequest request) override;

@@ -408,13 +408,6 @@ Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::i
   co_return fields[0].as_integer() == 1 ? fields[2].as_integer() : 0;
 }
 
-Task<bool> RedisBackend::claim_reservation(DecideRequest request, std::int64_t version) {
-  const Reply reply = co_await run_reserve_script("claim", std::move(request), version);
-  const auto& fields = reply.as_array();
-  if (fields.size() != 2) throw ProtocolError("the claim script returned an unexpected reply");
-  co_return fields[0].as_integer() == 1;
-}
-
 Task<ReservationCheck> RedisBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
   const Reply reply = co_await run_ticket_script("confirm", std::move(request), ticket);
   const auto& fields = reply.as_array();
@@ -437,10 +430,6 @@ std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler ha
 
 void RedisBackend::unwatch(std::uint64_t id) {
   client_.subscriber().unsubscribe(id);
-}
-
-std::uint64_t RedisBackend::listening(std::uint64_t id) const {
-  return client_.subscriber().listening(id);
 }
 
 }  // namespace redlimit::detail

@@ -37,11 +37,9 @@ class RedisBackend final : public Backend {
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
-  Task<bool> claim_reservation(DecideRequest request, std::int64_t version) override;
   Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
   void unwatch(std::uint64_t id) override;
-  std::uint64_t listening(std::uint64_t id) const override;
 
   // ---- semaphores (lua/semaphore.lua; redis_backend_leases.cpp)
   Task<LeaseReply> grant_lease(LeaseRequest request) override;
@@ -71,8 +69,8 @@ class RedisBackend final : public Backend {
   /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
   Task<LeaseReply> run_semaphore_script(std::string operation, LeaseRequest request);
   /// The reserve script's answer to `operation` on the request's key: "reserve" (`argument`:
-  /// the longest wait, us), or the lease operations "renew" and "claim" (`argument`: the
-  /// reservation's version). They share the script's argument layout.
+  /// the longest wait, us), "renew" (`argument`: the reservation's version) or "reclaim"
+  /// (`argument` unused). They share the script's argument layout.
   Task<Reply> run_reserve_script(std::string operation, DecideRequest request,
                                  std::int64_t argument);
   /// The reserve script's answer to `operation` ("cancel" or "confirm") on the reservation

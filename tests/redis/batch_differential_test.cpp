@@ -67,8 +67,16 @@ Limit random_limit(std::mt19937_64& random, Algorithm algorithm) {
 
 /// acquire runs what RedisBackend::decide picks (a lean script for a single limit);
 /// acquire_by_decide always runs the general decide script.
-/// renew and claim act on the owner lease of a reservation granted earlier.
-enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel, renew, claim };
+/// renew and confirm act on the owner lease of a reservation granted earlier (confirm also
+/// says where it stands).
+enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel, renew, confirm };
+
+/// A confirm's answer: whether the lease was held, where the reservation stands, and its slot.
+std::string confirm_text(bool lease_held, const StandingOutcome& where) {
+  return "confirm: held " + std::to_string(lease_held) + ", standing " +
+         std::to_string(static_cast<int>(where.standing)) + " at " + std::to_string(where.slot.us) +
+         "+" + std::to_string(where.slot.frac);
+}
 
 /// One operation of a round.
 struct Step {
@@ -77,7 +85,7 @@ struct Step {
   std::int64_t now;
   std::int64_t permits;
   std::int64_t max_wait_us = 0;  ///< reserve
-  std::size_t reservation = 0;   ///< cancel, renew, claim: which one granted in an earlier round
+  std::size_t reservation = 0;   ///< cancel, renew, confirm: which one granted in an earlier round
 };
 
 /// What one operation answered: every field, as text the three ways compare.
@@ -190,7 +198,7 @@ class Sequence {
           co_return Outcome{"cancel " + std::to_string(static_cast<int>(verdict))};
         }
         case Kind::renew:
-        case Kind::claim: {
+        case Kind::confirm: {
           const Granted& target = granted_[operation.reservation];
           const DecideRequest lease(policy_, KeyBase(key_base(way, target.key)), Operation::acquire,
                                     1, operation.now);
@@ -199,8 +207,9 @@ class Sequence {
             co_return Outcome{"renew " +
                               std::to_string(co_await backend.renew_reservation(lease, version))};
           }
-          co_return Outcome{"claim " +
-                            std::to_string(co_await backend.claim_reservation(lease, version))};
+          const ReservationCheck check =
+              co_await backend.check_reservation(lease, ticket_of(target));
+          co_return Outcome{confirm_text(check.lease_held, check.where)};
         }
       }
     } catch (const StalePolicy& refused) {
@@ -262,10 +271,11 @@ class Sequence {
                                                              target.reservation.book.version,
                                                              operation.now, lease_us_))};
       }
-      case Kind::claim: {
+      case Kind::confirm: {
         const Granted& target = granted_[operation.reservation];
-        return Outcome{"claim " + std::to_string(claim_lease(held_[target.key],
-                                                             target.reservation.book.version))};
+        const bool held = claim_lease(held_[target.key], target.reservation.book.version);
+        return Outcome{
+            confirm_text(held, reservation_standing(states_[target.key][0], ticket_of(target)))};
       }
     }
     return Outcome{"unknown operation"};
@@ -334,8 +344,8 @@ std::vector<Step> random_round(std::mt19937_64& random, Sequence& sequence, std:
       operation.kind = Kind::reserve;
       operation.max_wait_us = pick(random, 0, 3) == 0 ? 0 : pick(random, 1, 4 * period);
     } else if (sequence.reservable() && roll < 15 && !sequence.granted().empty()) {
-      operation.kind = roll < 13 ? Kind::cancel : roll < 14 ? Kind::renew : Kind::claim;
-      // Why mostly the latest: an owner renews or claims a reservation it still holds.
+      operation.kind = roll < 13 ? Kind::cancel : roll < 14 ? Kind::renew : Kind::confirm;
+      // Why mostly the latest: an owner renews or confirms a reservation it still holds.
       const auto granted = static_cast<std::int64_t>(sequence.granted().size());
       operation.reservation = static_cast<std::size_t>(
           pick(random, 0, 1) == 0
@@ -377,13 +387,12 @@ struct Tally {
   int allowed = 0;
   int denied = 0;
   int batched_rounds = 0;
-  int reserved = 0;    ///< reservations granted
-  int cancelled = 0;   ///< cancels answered (any verdict)
-  int renewed = 0;     ///< owner leases renewed while still held
-  int registered = 0;  ///< reservations registered under an owner lease
-  int claimed = 0;
-  int lease_calls = 0;  ///< renew and claim calls, whether the lease was still held or not ///<
-                        ///< owner leases claimed
+  int reserved = 0;     ///< reservations granted
+  int cancelled = 0;    ///< cancels answered (any verdict)
+  int renewed = 0;      ///< owner leases renewed while still held
+  int registered = 0;   ///< reservations registered under an owner lease
+  int claimed = 0;      ///< owner leases a confirm found still held (and ended)
+  int lease_calls = 0;  ///< renew and confirm calls, whether the lease was still held or not
   int stale = 0;        ///< refused as stale (a newer policy version stored)
   int policies = 0;     ///< policy changes
   long long coalesced_evalshas = 0;  ///< script calls Redis counted for the coalesced way
@@ -456,8 +465,9 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
         tally->reserved += round[i].kind == Kind::reserve && model.allowed() ? 1 : 0;
         tally->cancelled += model.text.starts_with("cancel") ? 1 : 0;
         tally->renewed += model.text.starts_with("renew") && model.text != "renew 0" ? 1 : 0;
-        tally->claimed += model.text == "claim 1" ? 1 : 0;
-        tally->lease_calls += round[i].kind == Kind::renew || round[i].kind == Kind::claim ? 1 : 0;
+        tally->claimed += model.text.starts_with("confirm: held 1") ? 1 : 0;
+        tally->lease_calls +=
+            round[i].kind == Kind::renew || round[i].kind == Kind::confirm ? 1 : 0;
         tally->registered += model.allowed() && model.text.starts_with("reserve") &&
                                      !model.text.ends_with("lease 0}")
                                  ? 1

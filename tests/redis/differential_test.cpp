@@ -103,7 +103,7 @@ enum class Kind {
   reserve,
   cancel,
   renew,
-  claim,
+  confirm,
   change_policy,
   reset,
   refund,
@@ -213,7 +213,7 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       step.kind = Kind::cancel;
       step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
     } else if (reservations && roll < 17 && reserves > 0) {
-      step.kind = roll < 16 ? Kind::renew : Kind::claim;
+      step.kind = roll < 16 ? Kind::renew : Kind::confirm;
       step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
     }
     if ((step.kind == Kind::acquire || step.kind == Kind::peek) && pick(random, 0, 5) == 0) {
@@ -235,14 +235,19 @@ using test::describe;
 using test::stored_log;
 using test::stored_value;
 
+/// A confirm's answer, as the differential compares it: whether the lease was held, where
+/// the reservation stands, and its slot there.
+std::string confirm_text(bool lease_held, const StandingOutcome& where) {
+  return "held " + std::to_string(lease_held) + ", standing " +
+         std::to_string(static_cast<int>(where.standing)) + " at " + std::to_string(where.slot.us) +
+         "+" + std::to_string(where.slot.frac);
+}
+
 const char* kind_name(Kind kind) {
-  static const char* const kinds[] = {"acquire",   "acquire by decide",
-                                      "peek",      "reserve",
-                                      "cancel",    "renew",
-                                      "claim",     "policy",
-                                      "reset",     "refund",
-                                      "give back", "penalize",
-                                      "block"};
+  static const char* const kinds[] = {
+      "acquire",   "acquire by decide", "peek",   "reserve", "cancel",
+      "renew",     "confirm",           "policy", "reset",   "refund",
+      "give back", "penalize",          "block"};
   return kinds[static_cast<int>(kind)];
 }
 
@@ -259,7 +264,7 @@ std::string describe(const Sequence& sequence, std::size_t upto) {
     if (step.kind == Kind::reserve) out << " max_wait " << step.max_wait_us;
     if (step.kind == Kind::block) out << " for " << step.block_us << "us";
     if (step.kind == Kind::give_back) out << " taken at " << step.taken_at_us;
-    if (step.kind == Kind::cancel || step.kind == Kind::renew || step.kind == Kind::claim)
+    if (step.kind == Kind::cancel || step.kind == Kind::renew || step.kind == Kind::confirm)
       out << " reservation " << step.reservation;
     if (step.kind == Kind::change_policy) {
       for (const auto& limit : step.policy->limits())
@@ -413,27 +418,32 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       tally->reclaimed += static_cast<int>(reclaim_expired(
           sequence.policy->specs().front(), states[0], held, step.now, sequence.policy->change()));
     };
-    if (step.kind == Kind::renew || step.kind == Kind::claim) {
+    if (step.kind == Kind::renew || step.kind == Kind::confirm) {
       if (step.reservation >= granted.size()) continue;
-      const std::int64_t version = granted[step.reservation].reservation.book.version;
+      const Reservation& reserved = granted[step.reservation].reservation;
+      const std::int64_t version = reserved.book.version;
       const DecideRequest request(sequence.policy, KeyBase(key_base), Operation::acquire, 1,
                                   step.now);
-      std::int64_t script = 0;
-      std::int64_t model = 0;
+      std::string script;
+      std::string model;
       if (step.kind == Kind::renew) {
-        script = co_await backend.renew_reservation(request, version);
+        script = std::to_string(co_await backend.renew_reservation(request, version));
         reclaim_in_model();
-        model = renew_lease(held, version, step.now, lease_us);
-        tally->renewed += model != 0 ? 1 : 0;
+        const std::int64_t renewed = renew_lease(held, version, step.now, lease_us);
+        model = std::to_string(renewed);
+        tally->renewed += renewed != 0 ? 1 : 0;
       } else {
-        script = co_await backend.claim_reservation(request, version) ? 1 : 0;
-        model = claim_lease(held, version) ? 1 : 0;
+        const ReservationCheck check =
+            co_await backend.check_reservation(request, ticket_of(reserved));
+        script = confirm_text(check.lease_held, check.where);
+        const bool held_before = claim_lease(held, version);
+        model = confirm_text(held_before, reservation_standing(states[0], ticket_of(reserved)));
       }
       ++tally->decisions;
       if (script != model) {
         report(tally, sequence, i,
-               std::string(step.kind == Kind::renew ? "  renew" : "  claim") + ": script " +
-                   std::to_string(script) + ", model " + std::to_string(model));
+               std::string(step.kind == Kind::renew ? "  renew" : "  confirm") + ": script " +
+                   script + ", model " + model);
       }
       co_await compare_stored(client, sequence, i, states, key_base, tally);
       continue;
@@ -860,10 +870,10 @@ Sequence local_sequence(std::mt19937_64& random, const std::vector<Algorithm>& a
     step.now = now;
     step.taken_at_us = steps.empty() ? now : steps[pick(random, 0, steps.size() - 1)].now;
     // Why no reservations (they become refunds): in process no owner lease is kept (renew,
-    // claim), and reservations have their own differentials (reserve_all_differential_test.cpp,
+    // confirm), and reservations have their own differentials (reserve_all_differential_test.cpp,
     // AcquireAllInProcessTest).
     if (step.kind == Kind::reserve || step.kind == Kind::cancel || step.kind == Kind::renew ||
-        step.kind == Kind::claim || step.kind == Kind::reset) {
+        step.kind == Kind::confirm || step.kind == Kind::reset) {
       step.kind = Kind::refund;
     }
     if (step.kind == Kind::change_policy || pick(random, 0, 3) == 0) {
