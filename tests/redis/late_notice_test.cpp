@@ -6,12 +6,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
 #include "limiter/redis_backend.hpp"
 #include "policy/key_format.hpp"
 #include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
@@ -127,6 +130,72 @@ TEST_F(LateNotice, AWaiterThatWakesBeforeTheNoticeOfACancellationAheadDoesNotUse
   const test::CheckResult check = test::check_admits(limit, admits);
   EXPECT_TRUE(check.ok) << check.description << " (waits used at " << shared.waits[0].server_time_us
                         << " and " << shared.waits[1].server_time_us << ")";
+}
+
+/// One acquire() of 3 permits of "k", stopped by `stop`, into `out` (none when cancelled).
+Task<void> acquire_stoppable(Limiter* limiter, std::stop_token stop, std::optional<Decision>* out) {
+  try {
+    *out = co_await limiter->acquire("k", 3, {.max_wait = 10s, .stop = stop});
+  } catch (const Cancelled&) {
+  }
+}
+
+Task<void> stop_after(uv_loop_t* loop, std::chrono::milliseconds delay, std::stop_source* stop) {
+  co_await sleep_for(loop, delay);
+  stop->request_stop();
+}
+
+Task<void> cancel_after(uv_loop_t* loop, std::chrono::milliseconds delay,
+                        detail::RedisBackend* backend, const detail::DecideRequest* request,
+                        const detail::Reservation* reserved) {
+  co_await sleep_for(loop, delay);
+  static_cast<void>(co_await backend->cancel(*request, detail::ticket_of(*reserved)));
+}
+
+TEST_F(LateNotice, AWaiterStoppedAfterItsUnheardSlotCameIsNotAdmittedAtTheSlotItBelieved) {
+  // The waiter ahead (`deaf`) cannot subscribe, so it never hears that a cancellation ahead of
+  // both moved it and the waiter behind it (`told`, another client) 3 permits earlier. Stopped
+  // after its moved slot, before the one it believes, its cancel is answered "due".
+  server_.command({"ACL", "SETUSER", "deaf", "reset", "on", ">pw", "~rl:*", "resetchannels",
+                   "&rl:*", "+@all", "-subscribe"});
+  Client deaf_client(
+      loop(), ClientOptions{.url = "redis://deaf:pw@127.0.0.1:" + std::to_string(server_.port()),
+                            .reservation_lease = 0ms});
+  Client told_client(loop(), ClientOptions{.url = server_.url(), .reservation_lease = 0ms});
+  Limiter deaf(deaf_client, Policy::of(limit), options);
+  Limiter told(told_client, Policy::of(limit), options);
+  detail::RedisBackend backend(told_client.dispatcher());
+  const detail::DecideRequest ahead(detail::CompiledPolicy::compile(Policy::of(limit)),
+                                    detail::key_base("rl", "late", "k"), detail::Operation::acquire,
+                                    3);
+  const Decision filled = run(loop(), told.try_acquire("k", 5));
+  ASSERT_TRUE(filled.allowed);
+  const detail::Reservation reserved = run(loop(), backend.reserve(ahead, 10'000'000));
+  ASSERT_TRUE(reserved.decision.allowed && reserved.wait_us > 0);
+  std::optional<Decision> stopped;
+  std::optional<Decision> behind;
+  std::stop_source stop;
+  run(loop(),
+      [](uv_loop_t* loop, Limiter* deaf, Limiter* told, std::stop_source* stop,
+         detail::RedisBackend* backend, const detail::DecideRequest* ahead,
+         const detail::Reservation* reserved, std::optional<Decision>* stopped,
+         std::optional<Decision>* behind) -> Task<void> {
+        TaskGroup group;
+        group.add(acquire_stoppable(deaf, stop->get_token(), stopped));
+        co_await sleep_for(loop, 20ms);  // reserved behind the deaf one
+        group.add(acquire_stoppable(told, {}, behind));
+        group.add(cancel_after(loop, 130ms, backend, ahead, reserved));
+        group.add(stop_after(loop, 430ms, stop));
+        co_await group.join();
+      }(loop(), &deaf, &told, &stop, &backend, &ahead, &reserved, &stopped, &behind));
+  std::vector<test::Admit> admits{{filled.server_time_us, 5}};
+  for (const std::optional<Decision>& wait : {stopped, behind}) {
+    if (wait && wait->allowed) admits.push_back({wait->server_time_us, 3});
+  }
+  const test::CheckResult check = test::check_admits(limit, admits);
+  EXPECT_TRUE(check.ok) << check.description;
+  run(loop(), deaf_client.close());
+  run(loop(), told_client.close());
 }
 
 }  // namespace
