@@ -219,7 +219,8 @@ Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
 }
 
 /// A stop before the wake: every part given back. Cancelled, unless Redis found every slot
-/// already come (the permits were used and are the caller's: their slot).
+/// already come where the waiter has it (the permits were used and are the caller's: their
+/// slot).
 Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_view call) {
   const std::vector<std::optional<CancelVerdict>> verdicts =
       co_await cancel_all(give_backs_of(parts));
@@ -243,9 +244,17 @@ Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_v
     throw Cancelled(cancelled +
                     "its reservation's lease had lapsed, and it may have been given back");
   }
-  WaitOutcome used;
-  used.slot = parts.front().waiter->slot;
-  co_return used;
+  // Why asked: due before the waiter's wake, a slot may have come early because a cancellation
+  // ahead moved it, unheard; used at the slot the waiter believes, its permits would join the
+  // waiters behind, moved up to that very slot.
+  const WaitOutcome where = co_await claim_at_wake(parts);
+  if (where.error) {
+    throw Cancelled(cancelled + "its slot had come, and Redis did not answer where it stood");
+  }
+  if (!where.slot) {
+    throw Cancelled(cancelled + "its slot had come, moved earlier than it knew, and passed unused");
+  }
+  co_return where;
 }
 
 }  // namespace
