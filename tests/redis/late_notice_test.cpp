@@ -1,7 +1,8 @@
-// A cancellation's notice still on its way when a waiter wakes (found by the chaos suite with
-// multi-permit waits: two 3-permit waits used at one Redis time on a burst of 5). The waiter
-// woke at its slot as reserved, not knowing that a cancellation ahead of it had moved it
-// earlier; the waiter behind it, told, moved to that very slot. Both used it.
+// A cancellation's notice a waiter has not heard (found by the chaos suite with multi-permit
+// waits: two 3-permit waits used at one Redis time on a burst of 5). The waiter used its slot as
+// reserved, not knowing that a cancellation ahead of it had moved it earlier; the waiter behind
+// it, told, moved to that very slot. Both used it: at the wake, with the notice still on its way;
+// or at a stop, when Redis answered that the (moved) slot had already come.
 #include <gtest/gtest.h>
 
 #include <atomic>
