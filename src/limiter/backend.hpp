@@ -41,6 +41,10 @@ struct DecideRequest {
   Operation operation = Operation::acquire;
   std::int64_t permits = 1;
   std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
+  /// Its place among the claims of a call over several (try_acquire_all()); 0 for a call on
+  /// one key. What a decision's `claim` and a StalePolicy name, however the backend groups the
+  /// requests.
+  std::size_t claim = 0;
 };
 
 /// The key acquire() reserves on: that of the policy's first (for reservations, only) limit.

@@ -111,6 +111,7 @@ Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Oper
       out.unconfirmed = std::current_exception();
     }
     if (unconfirmed) out.requests.push_back(std::move(*unconfirmed));
+    out.requests.back().claim = i;
   }
   co_return out;
 }

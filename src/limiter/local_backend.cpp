@@ -109,7 +109,7 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   } else if (created) {
     entries_.erase(entries_.find(request.key_base.view()));  // nothing was stored for this key
   }
-  if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
+  if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version, request.claim);
 
   Decision decision = decision_of(outcome.binding_outcome(), request);
   decision.allowed = outcome.allowed;
@@ -176,12 +176,13 @@ Task<ClaimsReservation> LocalBackend::reserve_group(std::span<const DecideReques
         return reserve_outcome(requests[c], now, max_wait_us, not_before_us, dry);
       },
       earliest_slot_us, earliest_only);
+  const DecideRequest& binding = requests[outcome.binding];
   if (outcome.decision.stale_version != 0)
-    throw StalePolicy(outcome.decision.stale_version, outcome.binding);
-  ClaimsReservation out{.decision = decision_of(outcome.decision, requests[outcome.binding]),
+    throw StalePolicy(outcome.decision.stale_version, binding.claim);
+  ClaimsReservation out{.decision = decision_of(outcome.decision, binding),
                         .wait_us = outcome.wait_us,
                         .slot_us = outcome.slot_us};
-  out.decision.claim = outcome.binding;
+  out.decision.claim = binding.claim;
   for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
     const ReserveOutcome& part = outcome.claims[i];
     const LimitSpec& spec = requests[i].policy->limits().front().spec;
@@ -228,7 +229,7 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
                                                    ticket, request.policy->change());
   if (outcome.verdict != CancelVerdict::returned) {
     if (created) entries_.erase(entries_.find(request.key_base.view()));
-    if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
+    if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version, request.claim);
     co_return outcome.verdict;
   }
   touch(request.key_base.view(), entry, created, {outcome.ttl_us}, now);

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "limiter/local_backend.hpp"
-#include "policy/stale_policy.hpp"
 
 namespace redlimit::detail {
 
@@ -66,14 +65,8 @@ Task<ClaimsReservation> LocalBackend::reserve_claims(std::span<Backend* const> b
   std::optional<std::size_t> setter;
   std::int64_t wait = 0;
   for (std::size_t i = 0; i < at_now.size(); ++i) {
-    ClaimsReservation earliest;
-    try {
-      earliest = co_await backends[i]->reserve_group(std::span<const DecideRequest>(&at_now[i], 1),
-                                                     max_wait, 0, true);
-    } catch (const StalePolicy& stale) {
-      throw StalePolicy(stale.stored_version(), i);
-    }
-    earliest.decision.claim = i;
+    const ClaimsReservation earliest = co_await backends[i]->reserve_group(
+        std::span<const DecideRequest>(&at_now[i], 1), max_wait, 0, true);
     if (!earliest.decision.allowed) {
       if (!denial || earliest.decision.retry_after > denial->retry_after)
         denial = earliest.decision;
@@ -93,7 +86,6 @@ Task<ClaimsReservation> LocalBackend::reserve_claims(std::span<Backend* const> b
   for (std::size_t i = 0; i < at_now.size(); ++i) {
     ClaimsReservation part = co_await backends[i]->reserve_group(
         std::span<const DecideRequest>(&at_now[i], 1), max_wait, setter ? now + wait : 0, false);
-    part.decision.claim = i;
     if (!part.decision.allowed) {
       // Why given back: a claim that fit at its earliest slot refuses a later one only at the
       // limits of exact arithmetic; the claims reserved before it cancel their parts.

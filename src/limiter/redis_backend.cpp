@@ -345,12 +345,13 @@ Task<Reply> RedisBackend::run_ticket_script(std::string operation, DecideRequest
 }
 
 Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
+  const std::size_t claim = request.claim;
   const Reply reply = co_await run_ticket_script("cancel", std::move(request), ticket);
   const auto& fields = reply.as_array();
   if (fields.size() != 2) throw ProtocolError("the cancel script returned an unexpected reply");
   switch (fields[0].as_integer()) {
     case -1:
-      throw StalePolicy(fields[1].as_integer());
+      throw StalePolicy(fields[1].as_integer(), claim);
     case 0:
       co_return CancelVerdict::due;
     case 1:

@@ -34,8 +34,9 @@ Task<Decision> decide_in_one_call(CommandDispatcher& client,
       scripts::decide, call.keys(), call.args(), client.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
-    throw StalePolicy(fields[1].as_integer(),
-                      reply_index(fields[2].as_integer(), requests.size(), "decide", "claim"));
+    const std::size_t stale =
+        reply_index(fields[2].as_integer(), requests.size(), "decide", "claim");
+    throw StalePolicy(fields[1].as_integer(), requests[stale].claim);
   }
   Decision decision = decision_from_reply(reply, call.keys().size());
   // The binding limit counts the limits of all claims: which claim's, and which of its limits.
@@ -43,7 +44,7 @@ Task<Decision> decide_in_one_call(CommandDispatcher& client,
   for (std::size_t claim = 0; claim < requests.size(); ++claim) {
     const std::size_t limits = requests[claim].policy->limits().size();
     if (binding < limits) {
-      decision.claim = claim;
+      decision.claim = requests[claim].claim;
       decision.binding = binding;
       decision.policy_version = requests[claim].policy->epoch().version;
       break;
@@ -63,7 +64,7 @@ Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
                                          std::span<const DecideRequest> requests,
                                          const std::vector<std::vector<std::size_t>>& groups,
                                          Operation operation) {
-  std::vector<Decision> decided;  // per group, its claim index mapped to the requests'
+  std::vector<Decision> decided;  // per group
   std::optional<Decision> denial;
   std::exception_ptr error;
   for (const std::vector<std::size_t>& group : groups) {
@@ -71,15 +72,11 @@ Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
     try {
       Decision decision =
           co_await decide_in_one_call(backend.dispatcher(), group_requests, operation);
-      decision.claim = group[decision.claim];
       if (!decision.allowed && operation == Operation::acquire) {
         denial = decision;
         break;
       }
       decided.push_back(decision);
-    } catch (const StalePolicy& stale) {
-      error = std::make_exception_ptr(StalePolicy(stale.stored_version(), group[stale.claim()]));
-      break;
     } catch (...) {
       error = std::current_exception();
       break;

@@ -62,9 +62,7 @@ ClaimsReservation merged(const std::vector<std::vector<std::size_t>>& groups,
   for (std::size_t g = 0; g < groups.size(); ++g) {
     for (std::size_t k = 0; k < groups[g].size(); ++k)
       out.claims[groups[g][k]] = parts[g]->claims[k];
-    Decision decision = parts[g]->decision;
-    decision.claim = groups[g][decision.claim];
-    decisions.push_back(decision);
+    decisions.push_back(parts[g]->decision);
   }
   if (slot > 0) {
     out.decision = decisions[setter];
@@ -100,17 +98,9 @@ Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
   // could give back nothing once a request queued behind it (under-admission); asked first,
   // every part is reserved at the latest slot, still ahead, and a denial takes nothing.
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    ClaimsReservation earliest;
-    try {
-      earliest = co_await backend.reserve_group(requests_of(requests, groups[g]), max_wait_us(),
-                                                slot, true);
-    } catch (const StalePolicy& stale) {
-      throw StalePolicy(stale.stored_version(), groups[g][stale.claim()]);
-    }
-    if (!earliest.decision.allowed) {
-      earliest.decision.claim = groups[g][earliest.decision.claim];
-      co_return earliest;
-    }
+    const ClaimsReservation earliest =
+        co_await backend.reserve_group(requests_of(requests, groups[g]), max_wait_us(), slot, true);
+    if (!earliest.decision.allowed) co_return earliest;
     if (earliest.wait_us > 0 && earliest.slot_us > slot) {
       slot = earliest.slot_us;
       setter = g;
@@ -157,15 +147,11 @@ Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
       try {
         reserved = co_await backend.reserve_group(requests_of(requests, groups[g]), max_wait_us(),
                                                   slot, false);
-      } catch (const StalePolicy& stale) {
-        error =
-            std::make_exception_ptr(StalePolicy(stale.stored_version(), groups[g][stale.claim()]));
       } catch (...) {
         error = std::current_exception();
       }
       if (error) break;
       if (!reserved->decision.allowed) {
-        reserved->decision.claim = groups[g][reserved->decision.claim];
         denial = std::move(reserved);
         break;
       }
@@ -220,8 +206,9 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
       co_await calls_.eval(scripts::reserve, call.keys(), call.args(), client_.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() == 3 && fields[0].as_integer() == -1) {
-    throw StalePolicy(fields[1].as_integer(),
-                      reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim"));
+    const std::size_t stale =
+        reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
+    throw StalePolicy(fields[1].as_integer(), requests[stale].claim);
   }
   const bool allowed = !fields.empty() && fields[0].as_integer() == 1;
   if (fields.size() != 9 + (allowed && !earliest_only ? 4 * requests.size() : 0)) {
@@ -232,14 +219,16 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
   Decision& decision = out.decision;
   decision.allowed = allowed;
   decision.server_time_us = fields[1].as_integer();
-  decision.claim = reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
+  const std::size_t binding =
+      reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
+  decision.claim = requests[binding].claim;
   decision.binding = 0;
   decision.limit = fields[3].as_integer();
   decision.remaining = fields[4].as_integer();
   decision.retry_after = std::chrono::microseconds(fields[5].as_integer());
   decision.reset_after = std::chrono::microseconds(fields[6].as_integer());
   decision.source = Source::redis;
-  decision.policy_version = requests[decision.claim].policy->epoch().version;
+  decision.policy_version = requests[binding].policy->epoch().version;
   out.wait_us = fields[7].as_integer();
   out.slot_us = fields[8].as_integer();
   if (!allowed || earliest_only) co_return out;

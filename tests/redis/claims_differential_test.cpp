@@ -92,6 +92,7 @@ Task<void> run_sequence(Client& client, std::uint64_t seed, int index, Tally* ta
         most = std::min(most, limit.capacity);
       const std::int64_t permits = pick(random, 1, most);
       requests.emplace_back(key.policy, KeyBase(key.key_base), operation, permits, now);
+      requests.back().claim = requests.size() - 1;
       claims.push_back({key.policy->specs(), key.states, permits, key.policy->change()});
     }
     const ClaimsDecision decided = co_await backend.decide_claims(backends, requests, operation);

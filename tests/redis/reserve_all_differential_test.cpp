@@ -162,8 +162,10 @@ class Sequence {
     std::shuffle(order.begin(), order.end(), random_);
     order.resize(static_cast<std::size_t>(pick(random_, 1, keys_per_sequence)));
     std::vector<DecideRequest> requests;
-    for (const std::size_t key : order)
+    for (const std::size_t key : order) {
       requests.push_back(request(key, permits_for(key)));
+      requests.back().claim = requests.size() - 1;
+    }
     const std::int64_t max_wait = pick(random_, 0, 3) == 0 ? 0 : pick(random_, 1, 2'000'000);
     // Sometimes the slot the claims in other cluster slots were reserved at (even one passed).
     const std::int64_t earliest =

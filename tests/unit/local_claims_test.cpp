@@ -96,6 +96,7 @@ TEST_F(LocalClaims, ReservedClaimAfterClaimOnSeveralBackendsAsAtOneSlotOverEvery
         const std::int64_t most = std::min<std::int64_t>(2, policies[k]->limits().front().capacity);
         requests.emplace_back(policies[k], KeyBase("rl:{claims-" + std::to_string(k) + "}"),
                               Operation::acquire, pick(random, 1, most), now);
+        requests.back().claim = requests.size() - 1;
         backends.push_back(&apart[k]);
       }
       if (pick(random, 0, 3) == 0) {  // a take on one key
