@@ -43,7 +43,7 @@ Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas,
     : limiter_(limiter),
       quotas_(std::move(quotas)),
       metrics_(metrics),
-      policy_field_(policy_field(quotas_)) {}
+      policy_field_(redlimit::ratelimit_policy_field(quotas_)) {}
 
 Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas,
                  redlimit::Limiter& global, QuotaPolicy global_quota,
@@ -53,7 +53,7 @@ Gateway::Gateway(redlimit::Limiter& limiter, std::vector<QuotaPolicy> quotas,
   global_quota_ = std::move(global_quota);
   std::vector<QuotaPolicy> all = quotas_;
   all.push_back(global_quota_);
-  policy_field_ = policy_field(all);
+  policy_field_ = redlimit::ratelimit_policy_field(all);
 }
 
 redlimit::Task<redlimit::Decision> Gateway::decide(std::string partition) {
@@ -110,14 +110,15 @@ Response Gateway::answer(const Request& request, const redlimit::Decision& decis
   // answer made without Redis does not know; RateLimit-Policy still describes the quotas.
   if (counts_quota(decision)) {
     response.headers.emplace_back(
-        "RateLimit", limit_field(binding, decision, global ? std::string(global_key) : partition));
+        "RateLimit",
+        redlimit::ratelimit_field(binding, decision, global ? std::string(global_key) : partition));
   }
   if (decision.allowed) {
     response.status = request.malformed ? 400 : 200;
     response.body = request.malformed ? "bad request\n" : "ok\n";
     return response;
   }
-  const std::string retry_after = std::to_string(whole_seconds_up(decision.retry_after));
+  const std::string retry_after = std::to_string(redlimit::whole_seconds_up(decision.retry_after));
   response.headers.emplace_back("Retry-After", retry_after);
   if (decision.source == redlimit::Source::fail_closed) {
     response.status = 503;

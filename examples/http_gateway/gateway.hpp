@@ -6,11 +6,13 @@
 #include <vector>
 
 #include "http_message.hpp"
-#include "ratelimit_fields.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/metrics.hpp"
+#include "redlimit/ratelimit_fields.hpp"
 
 namespace http_gateway {
+
+using redlimit::QuotaPolicy;
 
 /// Limits each request per API key (X-API-Key) or, without one, per client IP, and (when given
 /// a global limiter) for the whole service too, as one decision: a request the global limit
@@ -18,7 +20,7 @@ namespace http_gateway {
 /// 200 when allowed; 429 with Retry-After when denied; 503 with Retry-After when the limiter
 /// failed (its fail_closed denials, or an error it raised); 400 for a malformed request the
 /// limit allows (malformed requests count against the client's IP). Every rate-limited
-/// response carries the RateLimit-Policy and RateLimit fields (see ratelimit_fields.hpp).
+/// response carries the RateLimit-Policy and RateLimit fields (see redlimit/ratelimit_fields.hpp).
 ///
 /// `GET /metrics` is not rate limited and carries no RateLimit fields: it answers the
 /// Prometheus text exposition of `metrics` (what the limiter and its Redis client counted;

@@ -15,14 +15,13 @@
 
 #include "gateway.hpp"
 #include "http_server.hpp"
-#include "ratelimit_fields.hpp"
 #include "redlimit/redlimit.hpp"
 #include "stop_signals.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-using http_gateway::QuotaPolicy;
+using redlimit::QuotaPolicy;
 
 /// Listens with `server` on host:port and serves until `signals` reports SIGINT or SIGTERM,
 /// then stops both and waits until their handles are closed. Returns the exit status: 0, or 1
@@ -89,8 +88,8 @@ int main(int argc, char** argv) {
   try {
     policy = redlimit::Policy{redlimit::Limit::fixed_window(redlimit::Rate{daily, 24h}),
                               redlimit::Limit::gcra(rate)};
-    quotas.push_back(http_gateway::describe("daily", policy.limits[0]));
-    quotas.push_back(http_gateway::describe("rate", policy.limits[1]));
+    quotas.push_back(redlimit::quota_policy("daily", policy.limits[0]));
+    quotas.push_back(redlimit::quota_policy("rate", policy.limits[1]));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "http_gateway: --rate: %s\n", e.what());
     return 2;
@@ -100,7 +99,7 @@ int main(int argc, char** argv) {
   if (!global_rate.empty()) {
     try {
       global_policy = redlimit::Policy::of(redlimit::Limit::gcra(global_rate));
-      global_quota = http_gateway::describe("global", global_policy->limits[0]);
+      global_quota = redlimit::quota_policy("global", global_policy->limits[0]);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "http_gateway: --global-rate: %s\n", e.what());
       return 2;

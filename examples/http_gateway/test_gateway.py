@@ -47,7 +47,7 @@ def check(condition, message):
 
 
 def partition_key(partition):
-    """The gateway's pk: FNV-1a 64 of the partition, big-endian, base64 (ratelimit_fields.hpp)."""
+    """The gateway's pk: FNV-1a 64 of the partition, big-endian, base64 (redlimit/ratelimit_fields.hpp)."""
     digest = 14695981039346656037
     for byte in partition.encode():
         digest = ((digest ^ byte) * 1099511628211) % 2**64

@@ -11,6 +11,7 @@
 #include "redlimit/limiter.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/policy_store.hpp"
+#include "redlimit/ratelimit_fields.hpp"
 #include "redlimit/redis_keys.hpp"
 #include "redlimit/reply.hpp"
 #include "redlimit/runtime.hpp"
