@@ -10,6 +10,7 @@
 #include "redlimit/limit.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/metrics.hpp"
+#include "redlimit/metrics_endpoint.hpp"
 #include "redlimit/policy_store.hpp"
 #include "redlimit/ratelimit_fields.hpp"
 #include "redlimit/redis_keys.hpp"

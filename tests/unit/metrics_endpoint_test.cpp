@@ -1,0 +1,168 @@
+// MetricsEndpoint: a Prometheus scrape over real TCP connections, from another thread with
+// blocking sockets while the loop serves.
+#include "redlimit/metrics_endpoint.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <functional>
+#include <thread>
+
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+
+namespace redlimit {
+namespace {
+
+/// A connection to 127.0.0.1:`port`, or -1; reads give up after 20 s.
+int connect_to(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{.tv_sec = 20, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Sends `request` and reads until the server closes (or 20 s pass).
+std::string exchange(int port, const std::string& request) {
+  const int fd = connect_to(port);
+  if (fd < 0) return "connect failed";
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return "send failed";
+  }
+  std::string reply;
+  char chunk[4096];
+  for (ssize_t got; (got = recv(fd, chunk, sizeof chunk, 0)) > 0;)
+    reply.append(chunk, static_cast<std::size_t>(got));
+  ::close(fd);
+  return reply;
+}
+
+class MetricsEndpointTest : public test::LoopTest {
+ protected:
+  /// Runs `client` on another thread while the loop serves `endpoint`, then closes the
+  /// endpoint and lets the loop free its handles.
+  void serve_while(MetricsEndpoint& endpoint, const std::function<void()>& client) {
+    uv_async_t done;
+    done.data = &endpoint;
+    ASSERT_EQ(uv_async_init(loop(), &done,
+                            [](uv_async_t* async) {
+                              static_cast<MetricsEndpoint*>(async->data)->close();
+                              uv_close(reinterpret_cast<uv_handle_t*>(async), nullptr);
+                            }),
+              0);
+    std::thread thread([&] {
+      client();
+      uv_async_send(&done);
+    });
+    uv_run(loop(), UV_RUN_DEFAULT);
+    thread.join();
+  }
+
+  /// Each of `requests` on its own connection; what came back for each.
+  std::vector<std::string> scrape(MetricsEndpoint& endpoint, std::vector<std::string> requests) {
+    std::vector<std::string> replies;
+    const int port = endpoint.port();
+    serve_while(endpoint, [&] {
+      for (const std::string& request : requests)
+        replies.push_back(exchange(port, request));
+    });
+    return replies;
+  }
+};
+
+TEST_F(MetricsEndpointTest, AScrapeGetsThePrometheusTextOfTheMetrics) {
+  auto metrics = std::make_shared<Metrics>();
+  Limiter limiter(loop(), Policy::parse("gcra 10/s"), {.name = "api", .metrics = metrics});
+  ASSERT_TRUE(run(loop(), limiter.try_acquire("user")).allowed);
+  MetricsEndpoint endpoint(loop(), metrics);
+  ASSERT_GT(endpoint.port(), 0);
+  const auto replies = scrape(endpoint, {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"});
+  const std::string& reply = replies.at(0);
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 200 OK\r\n")) << reply;
+  EXPECT_NE(reply.find("Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+            std::string::npos)
+      << reply;
+  const std::string body = reply.substr(reply.find("\r\n\r\n") + 4);
+  EXPECT_EQ(body, metrics->prometheus_text());
+  EXPECT_NE(body.find("limiter=\"api\""), std::string::npos) << body;
+}
+
+TEST_F(MetricsEndpointTest, HeadGetsTheLengthOfTheTextWithoutIt) {
+  MetricsEndpoint endpoint(loop(), [] { return std::string("up 1\n"); });
+  const auto replies = scrape(endpoint, {"HEAD /metrics?x=1 HTTP/1.0\r\n\r\n"});
+  EXPECT_TRUE(replies.at(0).starts_with("HTTP/1.1 200 OK\r\n")) << replies[0];
+  EXPECT_NE(replies[0].find("Content-Length: 5\r\n"), std::string::npos) << replies[0];
+  EXPECT_TRUE(replies[0].ends_with("\r\n\r\n")) << replies[0];
+}
+
+TEST_F(MetricsEndpointTest, OtherPathsMethodsAndUnreadableRequestsAreRefused) {
+  MetricsEndpoint endpoint(loop(), [] { return std::string("up 1\n"); },
+                           {.path = "/internal/metrics"});
+  const auto replies = scrape(
+      endpoint,
+      {"GET /metrics HTTP/1.1\r\n\r\n", "POST /internal/metrics HTTP/1.1\r\n\r\n", "HELLO\r\n\r\n",
+       "GET /internal/metrics HTTP/1.1\r\nX-Pad: " + std::string(9000, 'a') + "\r\n\r\n",
+       "GET /internal/metrics HTTP/1.1\r\n\r\n"});
+  ASSERT_EQ(replies.size(), 5u);
+  EXPECT_TRUE(replies[0].starts_with("HTTP/1.1 404 ")) << replies[0];
+  EXPECT_TRUE(replies[1].starts_with("HTTP/1.1 405 ")) << replies[1];
+  EXPECT_NE(replies[1].find("Allow: GET, HEAD\r\n"), std::string::npos) << replies[1];
+  EXPECT_TRUE(replies[2].starts_with("HTTP/1.1 400 ")) << replies[2];
+  EXPECT_TRUE(replies[3].starts_with("HTTP/1.1 431 ")) << replies[3];
+  EXPECT_TRUE(replies[4].starts_with("HTTP/1.1 200 ")) << "it still serves: " << replies[4];
+}
+
+TEST_F(MetricsEndpointTest, ClosingWithAConnectionMidRequestLeavesNoHandleOpen) {
+  MetricsEndpoint endpoint(loop(), [] { return std::string("up 1\n"); });
+  const int port = endpoint.port();
+  int fd = -1;
+  std::string later;
+  serve_while(endpoint, [&] {
+    fd = connect_to(port);
+    const std::string part = "GET /metrics HTTP/1.1\r\n";
+    send(fd, part.data(), part.size(), MSG_NOSIGNAL);
+    // Why: connections are accepted in order, so once this one is answered the first is open.
+    later = exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  });
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(later.starts_with("HTTP/1.1 200 ")) << later;
+  char byte = 0;
+  EXPECT_LE(recv(fd, &byte, 1, 0), 0) << "the endpoint closed the connection, answering nothing";
+  ::close(fd);
+  EXPECT_EQ(endpoint.port(), 0) << "closed";
+}
+
+TEST_F(MetricsEndpointTest, ABadHostOrPortIsAConfigErrorAndATakenPortAnError) {
+  const auto text = [] { return std::string(); };
+  EXPECT_THROW(MetricsEndpoint(loop(), text, {.host = "localhost"}), ConfigError);
+  EXPECT_THROW(MetricsEndpoint(loop(), text, {.port = 70000}), ConfigError);
+  MetricsEndpoint first(loop(), text);
+  try {
+    MetricsEndpoint second(loop(), text, {.port = first.port()});
+    ADD_FAILURE() << "two endpoints listen on port " << first.port();
+  } catch (const ConfigError&) {
+    ADD_FAILURE() << "a taken port is not a configuration error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen"), std::string::npos) << e.what();
+  }
+  first.close();
+  uv_run(loop(), UV_RUN_DEFAULT);
+}
+
+}  // namespace
+}  // namespace redlimit
