@@ -1,0 +1,223 @@
+// redlimit-server's configuration: envoyproxy/ratelimit's YAML (one domain per file) with its
+// matching rules, redlimit's extensions, and errors that name the file, line and field.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "descriptor_match.hpp"
+#include "rate_limit_config.hpp"
+
+namespace redlimit_server {
+namespace {
+
+/// envoyproxy/ratelimit's README examples, as one domain.
+constexpr std::string_view example = R"(domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit:
+      unit: second
+      requests_per_unit: 5
+  - key: to_number
+    descriptors:
+      - key: from_number
+        rate_limit:
+          unit: day
+          requests_per_unit: 100
+  - key: database
+    value: users
+    rate_limit:
+      unit: SECOND
+      requests_per_unit: 500
+  - key: path
+    value: /api/*
+    rate_limit:
+      unit: minute
+      requests_per_unit: 60
+  - key: client_id
+    detailed_metric: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1000
+  - key: bypass
+    rate_limit:
+      unlimited: true
+)";
+
+RateLimitConfig config_of(std::string_view text, const std::string& file = "edge.yaml") {
+  RateLimitConfig config;
+  DomainConfig domain = parse_domain(text, file);
+  config.domains.emplace(domain.name, std::move(domain));
+  return config;
+}
+
+std::optional<MatchedLimit> match(const RateLimitConfig& config,
+                                  std::vector<DescriptorEntry> entries,
+                                  std::string_view domain = "edge_proxy_per_ip") {
+  return match_limit(config, domain, entries);
+}
+
+/// The message of the ConfigFileError that parsing `text` raises.
+std::string error_of(std::string_view text) {
+  try {
+    parse_domain(text, "bad.yaml");
+  } catch (const ConfigFileError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ServerConfig, ReadsEnvoyproxyRatelimitsExamplesAsTheyAre) {
+  const RateLimitConfig config = config_of(example);
+  const DomainConfig& domain = config.domains.at("edge_proxy_per_ip");
+  EXPECT_EQ(domain.root.children.size(), 7u);
+  const LimitConfig& users = *domain.root.children.at("database_users").limit;
+  EXPECT_EQ(users.requests_per_unit, 500u);
+  EXPECT_EQ(users.unit, TimeUnit::second) << "units are case-insensitive";
+  EXPECT_EQ(users.full_key, "edge_proxy_per_ip.database_users");
+  EXPECT_EQ(users.algorithm, redlimit::Algorithm::fixed_window);
+  EXPECT_EQ(to_string(users.where), "edge.yaml:21") << "where its rate_limit begins";
+  EXPECT_TRUE(domain.root.children.at("bypass").limit->unlimited);
+  EXPECT_EQ(domain.on_failure.kind, redlimit::FailurePolicy::fail_open);
+  EXPECT_FALSE(domain.all_or_nothing);
+}
+
+TEST(ServerConfig, AKeyAndValueBeatsTheKeyAlone) {
+  const RateLimitConfig config = config_of(example);
+  EXPECT_EQ(match(config, {{"remote_address", "50.0.0.5"}})->limit->requests_per_unit, 5u);
+  EXPECT_EQ(match(config, {{"remote_address", "10.0.0.1"}})->limit->requests_per_unit, 10u);
+}
+
+TEST(ServerConfig, ALimitAppliesOnlyWhereTheLastEntryLands) {
+  const RateLimitConfig config = config_of(example);
+  EXPECT_FALSE(match(config, {{"to_number", "1"}})) << "no limit at depth 1";
+  const auto nested = match(config, {{"to_number", "1"}, {"from_number", "2"}});
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(nested->limit->full_key, "edge_proxy_per_ip.to_number.from_number");
+  EXPECT_FALSE(match(config, {{"remote_address", "1"}, {"extra", "x"}}))
+      << "a deeper descriptor than the configuration has no limit";
+  EXPECT_FALSE(match(config, {{"unknown", "x"}}));
+  EXPECT_FALSE(match(config, {{"remote_address", "1"}}, "other_domain"));
+}
+
+TEST(ServerConfig, AValueEndingInAStarMatchesEveryValueItBegins) {
+  const RateLimitConfig config = config_of(example);
+  const auto api = match(config, {{"path", "/api/users"}});
+  ASSERT_TRUE(api);
+  EXPECT_EQ(api->limit->requests_per_unit, 60u);
+  EXPECT_FALSE(match(config, {{"path", "/static/x"}}));
+}
+
+TEST(ServerConfig, ADetailedMetricCountsPerValueWhenMatchedByKey) {
+  const RateLimitConfig config = config_of(example);
+  EXPECT_EQ(match(config, {{"client_id", "acme"}})->stats_key, "edge_proxy_per_ip.client_id_acme");
+  EXPECT_EQ(match(config, {{"remote_address", "1"}})->stats_key,
+            "edge_proxy_per_ip.remote_address");
+}
+
+TEST(ServerConfig, ALimitNamedInAnotherMatchedLimitsReplacesIsDropped) {
+  const RateLimitConfig config = config_of(R"(domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 10, name: per_user}
+  - key: vip
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1000
+      name: vip
+      replaces: [{name: per_user}]
+)");
+  std::vector<std::optional<MatchedLimit>> matched = {match(config, {{"user", "a"}}, "d"),
+                                                      match(config, {{"vip", "a"}}, "d")};
+  apply_replaces(matched);
+  EXPECT_FALSE(matched[0]);
+  ASSERT_TRUE(matched[1]);
+  EXPECT_EQ(matched[1]->limit->name, "vip");
+}
+
+TEST(ServerConfig, RedlimitsExtensionsChooseTheAlgorithmPerLimitOrPerDomain) {
+  const RateLimitConfig config = config_of(R"(domain: d
+algorithm: gcra
+burst: 5
+all_or_nothing: true
+on_failure: local
+local_share: 0.25
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 100}
+  - key: b
+    rate_limit: {unit: minute, requests_per_unit: 60, algorithm: sliding_window_log, burst: 0}
+)");
+  const DomainConfig& domain = config.domains.at("d");
+  EXPECT_TRUE(domain.all_or_nothing);
+  EXPECT_EQ(domain.on_failure.kind, redlimit::FailurePolicy::local_fallback);
+  EXPECT_DOUBLE_EQ(domain.on_failure.local_share, 0.25);
+  const LimitConfig& a = *domain.root.children.at("a").limit;
+  EXPECT_EQ(a.algorithm, redlimit::Algorithm::gcra);
+  EXPECT_EQ(a.limit(), redlimit::Limit::gcra("100/s", 5));
+  const LimitConfig& b = *domain.root.children.at("b").limit;
+  EXPECT_EQ(b.limit(), redlimit::Limit::sliding_window_log("60/min"));
+}
+
+TEST(ServerConfig, TheDefaultLimitIsAFixedWindowOfTheUnit) {
+  const RateLimitConfig config = config_of(example);
+  EXPECT_EQ(match(config, {{"to_number", "1"}, {"from_number", "2"}})->limit->limit(),
+            redlimit::Limit::fixed_window("100/day"));
+  LimitConfig month;
+  month.requests_per_unit = 7;
+  month.unit = TimeUnit::month;
+  EXPECT_EQ(month.limit().rate.period, std::chrono::hours(24 * 30));
+}
+
+TEST(ServerConfig, ErrorsNameTheFileTheLineAndTheField) {
+  EXPECT_EQ(error_of("domain: d\ndescriptors:\n  - key: a\n    rate_limt: {}\n"),
+            "bad.yaml:4: 'rate_limt' is not a field of a descriptor");
+  EXPECT_EQ(error_of("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n"
+                     "      requests_per_unit: 1\n"),
+            "bad.yaml:5: unit must be second, minute, hour, day, month or year; got 'fortnight'");
+  EXPECT_EQ(error_of("domain: d\ndescriptors:\n  - key: a\n  - key: a\n"),
+            "bad.yaml:4: descriptor 'd.a' is defined twice");
+  EXPECT_EQ(error_of("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, "
+                     "unit: second}\n"),
+            "bad.yaml:4: unit must not be given for an unlimited limit");
+  EXPECT_EQ(error_of("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, "
+                     "requests_per_unit: -1}\n"),
+            "bad.yaml:4: requests_per_unit must be a whole number from 0 to 4294967295");
+  EXPECT_EQ(error_of("descriptors: []\n"), "bad.yaml:1: domain cannot be empty");
+  EXPECT_EQ(error_of("domain: d\non_failure: local\n"),
+            "bad.yaml:2: on_failure: local needs local_share, in (0, 1]");
+  EXPECT_EQ(error_of("domain: d\nalgorithm: leaky\n"),
+            "bad.yaml:2: algorithm must be one of gcra, token_bucket, leaky_bucket, "
+            "fixed_window, sliding_window_log, sliding_window_counter; got 'leaky'");
+  EXPECT_TRUE(error_of("domain: [d\n").starts_with("bad.yaml:")) << error_of("domain: [d\n");
+}
+
+TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
+  char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::filesystem::path dir = pattern;
+  std::ofstream(dir / "a.yaml") << "domain: one\n";
+  std::ofstream(dir / "b.yml") << "domain: two\n";
+  std::ofstream(dir / "notes.txt") << "not a configuration\n";
+  const RateLimitConfig config = load_config(dir);
+  EXPECT_EQ(config.domains.size(), 2u);
+  EXPECT_EQ(load_config(dir / "b.yml").domains.count("two"), 1u);
+  std::ofstream(dir / "c.yaml") << "\n\ndomain: one\n";
+  try {
+    load_config(dir);
+    ADD_FAILURE() << "a domain defined twice was taken";
+  } catch (const ConfigFileError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "c.yaml").string() +
+                                         ":3: domain 'one' is also defined in " +
+                                         (dir / "a.yaml").string());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace redlimit_server

@@ -1,0 +1,56 @@
+#include "descriptor_match.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace redlimit_server {
+namespace {
+
+/// The node of `level` that `entry` leads to (null: none), and whether by its key alone.
+std::pair<const DescriptorNode*, bool> next_node(const DescriptorNode& level,
+                                                 const DescriptorEntry& entry) {
+  const std::string with_value = entry.key + "_" + entry.value;
+  if (const auto it = level.children.find(with_value); it != level.children.end())
+    return {&it->second, false};
+  for (const std::string& wildcard : level.wildcard_keys) {
+    const std::string_view prefix = std::string_view(wildcard).substr(0, wildcard.size() - 1);
+    if (std::string_view(with_value).starts_with(prefix))
+      return {&level.children.find(wildcard)->second, false};
+  }
+  if (const auto it = level.children.find(entry.key); it != level.children.end())
+    return {&it->second, true};
+  return {nullptr, false};
+}
+
+}  // namespace
+
+std::optional<MatchedLimit> match_limit(const RateLimitConfig& config, std::string_view domain,
+                                        std::span<const DescriptorEntry> entries) {
+  const auto found = config.domains.find(domain);
+  if (found == config.domains.end()) return std::nullopt;
+  const DescriptorNode* level = &found->second.root;
+  std::optional<MatchedLimit> matched;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto [node, by_key] = next_node(*level, entries[i]);
+    if (node != nullptr && node->limit && i + 1 == entries.size()) {
+      matched = MatchedLimit{&*node->limit, node->limit->full_key};
+      if (by_key && node->limit->detailed_metric) matched->stats_key += "_" + entries[i].value;
+    }
+    if (node == nullptr || node->children.empty()) break;
+    level = node;
+  }
+  return matched;
+}
+
+void apply_replaces(std::vector<std::optional<MatchedLimit>>& matched) {
+  std::set<std::string, std::less<>> replaced;
+  for (const auto& limit : matched) {
+    if (limit) replaced.insert(limit->limit->replaces.begin(), limit->limit->replaces.end());
+  }
+  for (auto& limit : matched) {
+    if (limit && !limit->limit->name.empty() && replaced.contains(limit->limit->name))
+      limit.reset();
+  }
+}
+
+}  // namespace redlimit_server
