@@ -1,0 +1,304 @@
+#include "decider.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "redlimit/errors.hpp"
+#include "redlimit/ratelimit_fields.hpp"
+#include "redlimit/task_group.hpp"
+
+namespace redlimit_server {
+namespace {
+
+using std::chrono::microseconds;
+
+/// A descriptor's entries as a limiter key: `key=value` pairs joined by '|', with '\', '|' and
+/// '=' escaped, so that two descriptors share a key only when their entries are the same.
+std::string key_of(const std::vector<DescriptorEntry>& entries) {
+  std::string key;
+  const auto append = [&key](const std::string& text) {
+    for (const char c : text) {
+      if (c == '\\' || c == '|' || c == '=') key += '\\';
+      key += c;
+    }
+  };
+  for (const DescriptorEntry& entry : entries) {
+    if (!key.empty()) key += '|';
+    append(entry.key);
+    key += '=';
+    append(entry.value);
+  }
+  return key;
+}
+
+/// envoyproxy/ratelimit's name for a descriptor with a limit override: the domain and every
+/// entry, `<domain>.<key>_<value>.<key>_<value>...`.
+std::string override_key(const std::string& domain, const std::vector<DescriptorEntry>& entries) {
+  std::string key = domain;
+  for (const DescriptorEntry& entry : entries)
+    key += "." + entry.key + "_" + entry.value;
+  return key;
+}
+
+/// The most permits one call of `limit` can take.
+std::int64_t capacity(const LimitConfig& limit) {
+  const redlimit::Limit enforced = limit.limit();
+  const bool bucket = enforced.algorithm == redlimit::Algorithm::gcra ||
+                      enforced.algorithm == redlimit::Algorithm::token_bucket ||
+                      enforced.algorithm == redlimit::Algorithm::leaky_bucket;
+  return bucket && enforced.burst > 0 ? enforced.burst : enforced.rate.permits;
+}
+
+/// Whether `limit` is answered as envoyproxy/ratelimit answers: hits over the limit still count.
+bool counts_over_limit_hits(const LimitConfig& limit) {
+  return limit.algorithm == redlimit::Algorithm::fixed_window;
+}
+
+std::uint32_t clamp_remaining(std::int64_t remaining) {
+  return static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(remaining, 0, std::numeric_limits<std::uint32_t>::max()));
+}
+
+/// Until the end of the window of `unit` holding now, by the system clock: a limit of 0
+/// requests, decided without Redis.
+microseconds until_window_end(TimeUnit unit) {
+  const auto now =
+      std::chrono::duration_cast<microseconds>(std::chrono::system_clock::now().time_since_epoch());
+  const microseconds length = unit_length(unit);
+  return length - now % length;
+}
+
+}  // namespace
+
+struct Decider::Applied {
+  const LimitConfig* limit = nullptr;  ///< null: no limit applies
+  LimitConfig overridden;              ///< the caller's limit, when it gave one
+  std::string key;
+  std::int64_t hits = 1;
+  redlimit::Limiter* limiter = nullptr;  ///< null: decided without Redis
+  std::optional<redlimit::Decision> decision;
+};
+
+Decider::Decider(redlimit::Client& client, std::shared_ptr<const RateLimitConfig> config,
+                 DeciderOptions options)
+    : client_(client), config_(std::move(config)), options_(std::move(options)) {}
+
+void Decider::replace_config(std::shared_ptr<const RateLimitConfig> config) {
+  config_ = std::move(config);
+}
+
+redlimit::Limiter& Decider::limiter_for(const LimitConfig& limit, const DomainConfig& domain) {
+  const auto same = [](const LimitConfig& a, const LimitConfig& b) {
+    return a.limit() == b.limit() && a.shadow_mode == b.shadow_mode;
+  };
+  std::string name = limit.full_key;
+  if (const auto it = limiters_.find(name); it != limiters_.end()) {
+    Made& made = it->second;
+    if (same(made.limit, limit)) return *made.limiter;
+    if (made.limit.shadow_mode == limit.shadow_mode) {
+      // Why set_policy(): the keys' consumed state carries over to the new limit.
+      made.limiter->set_policy(redlimit::Policy::of(limit.limit()), redlimit::Carry::as_is);
+      made.limit = limit;
+      return *made.limiter;
+    }
+    limiters_.erase(it);
+  }
+  redlimit::LimiterOptions options{.name = name, .prefix = options_.prefix};
+  options.on_failure = {
+      .kind = domain.on_failure.kind,
+      .local_share = domain.on_failure.kind == redlimit::FailurePolicy::local_fallback
+                         ? domain.on_failure.local_share
+                         : 1.0};
+  options.shadow = limit.shadow_mode;
+  Made made{std::make_unique<redlimit::Limiter>(client_, redlimit::Policy::of(limit.limit()),
+                                                std::move(options)),
+            limit};
+  redlimit::Limiter& limiter = *made.limiter;
+  limiters_.emplace(std::move(name), std::move(made));
+  return limiter;
+}
+
+redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
+  if (call.domain.empty()) throw InvalidCall("the rate limit domain must not be empty");
+  if (call.descriptors.empty())
+    throw InvalidCall("the rate limit descriptor list must not be empty");
+  for (const DescriptorCall& descriptor : call.descriptors) {
+    if (descriptor.entries.empty()) throw InvalidCall("a descriptor has no entries");
+    for (const DescriptorEntry& entry : descriptor.entries) {
+      if (entry.key.empty() || entry.value.empty())
+        throw InvalidCall("a descriptor entry has an empty key or value");
+    }
+  }
+  // Why held: a reload while this call waits must not free the limits it decides under.
+  const std::shared_ptr<const RateLimitConfig> config = config_;
+  const auto found = config->domains.find(call.domain);
+  std::vector<std::optional<MatchedLimit>> matched;
+  for (const DescriptorCall& descriptor : call.descriptors)
+    matched.push_back(match_limit(*config, call.domain, descriptor.entries));
+  apply_replaces(matched);
+
+  std::vector<Applied> applied(call.descriptors.size());
+  for (std::size_t i = 0; i < applied.size(); ++i) {
+    const DescriptorCall& descriptor = call.descriptors[i];
+    Applied& one = applied[i];
+    one.key = key_of(descriptor.entries);
+    one.hits = static_cast<std::int64_t>(std::min<std::uint64_t>(
+        descriptor.hits_addend ? *descriptor.hits_addend
+                               : std::max<std::uint32_t>(call.hits_addend, 1),
+        std::numeric_limits<std::uint32_t>::max()));
+    if (found == config->domains.end()) continue;
+    if (descriptor.limit) {
+      one.overridden.requests_per_unit = descriptor.limit->requests_per_unit;
+      one.overridden.unit = descriptor.limit->unit;
+      one.overridden.full_key = override_key(call.domain, descriptor.entries) + "#" +
+                                std::to_string(descriptor.limit->requests_per_unit) + "/" +
+                                std::string(to_string(descriptor.limit->unit));
+      one.limit = &one.overridden;
+    } else if (matched[i]) {
+      one.limit = matched[i]->limit;
+    }
+    if (one.limit != nullptr && !one.limit->unlimited && one.limit->requests_per_unit > 0)
+      one.limiter = &limiter_for(*one.limit, found->second);
+  }
+
+  RateLimitAnswer answer;
+  answer.statuses.resize(applied.size());
+  if (found != config->domains.end() && found->second.all_or_nothing) {
+    co_await decide_together(applied, answer.statuses);
+  } else {
+    redlimit::TaskGroup group;
+    for (std::size_t i = 0; i < applied.size(); ++i)
+      group.add(decide_one(applied[i], answer.statuses[i]));
+    co_await group.join();
+  }
+  for (std::size_t i = 0; i < applied.size(); ++i) {
+    const bool shadow = applied[i].limit != nullptr && applied[i].limit->shadow_mode;
+    if (answer.statuses[i].code == Code::over_limit && !shadow)
+      answer.overall_code = Code::over_limit;
+  }
+  add_headers(applied, answer);
+  co_return answer;
+}
+
+redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& status) {
+  const LimitConfig* limit = applied.limit;
+  status.code = Code::ok;
+  if (limit == nullptr || limit->unlimited) co_return;
+  status.current_limit = CurrentLimit{
+      .name = limit->name, .requests_per_unit = limit->requests_per_unit, .unit = limit->unit};
+  if (applied.limiter == nullptr) {  // 0 requests per unit: every hit is over the limit
+    status.code = Code::over_limit;
+    status.duration_until_reset = until_window_end(limit->unit);
+    co_return;
+  }
+  redlimit::Limiter& limiter = *applied.limiter;
+  redlimit::Decision decision;
+  if (applied.hits == 0) {
+    decision = co_await limiter.peek(applied.key);
+    decision.allowed = true;  // a call of no hits is never over the limit it does not touch
+  } else if (applied.hits > capacity(*limit)) {
+    // More hits than the limit holds: over the limit without asking, and (as envoyproxy/ratelimit
+    // counts them) the window full until its end.
+    if (counts_over_limit_hits(*limit)) co_await limiter.penalize(applied.key, capacity(*limit));
+    decision = co_await limiter.peek(applied.key);
+    decision.allowed = false;
+    decision.remaining = 0;
+  } else {
+    decision = co_await limiter.try_acquire(applied.key, applied.hits);
+    const bool refused = !decision.allowed || decision.shadow_denied;
+    if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis)
+      co_await limiter.penalize(applied.key, applied.hits);
+  }
+  status.code = decision.allowed && !decision.shadow_denied ? Code::ok : Code::over_limit;
+  status.limit_remaining = status.code == Code::ok ? clamp_remaining(decision.remaining) : 0;
+  status.duration_until_reset = decision.reset_after;
+  applied.decision = decision;
+}
+
+redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
+                                              std::vector<DescriptorStatus>& statuses) {
+  // What cannot be one decision is decided on its own first: no limit, an unlimited one, a
+  // shadow one (observed, never enforced), 0 requests, more hits than the limit holds.
+  std::vector<std::size_t> together;
+  bool refused = false;
+  {
+    redlimit::TaskGroup alone;
+    for (std::size_t i = 0; i < applied.size(); ++i) {
+      const Applied& one = applied[i];
+      if (one.limiter != nullptr && !one.limit->shadow_mode && one.hits >= 1 &&
+          one.hits <= capacity(*one.limit)) {
+        together.push_back(i);
+      } else {
+        refused = refused ||
+                  (one.limiter == nullptr && one.limit != nullptr && !one.limit->unlimited) ||
+                  (one.limiter != nullptr && one.hits > capacity(*one.limit));
+        alone.add(decide_one(applied[i], statuses[i]));
+      }
+    }
+    co_await alone.join();
+  }
+  if (together.empty()) co_return;
+  std::vector<redlimit::Claim> claims;
+  for (const std::size_t i : together)
+    claims.push_back({applied[i].limiter, applied[i].key, applied[i].hits});
+  std::optional<redlimit::Decision> decision;
+  if (!refused) decision = co_await redlimit::try_acquire_all(claims);
+  // Why a peek of each: one decision over the claims tells the binding claim's figures only.
+  redlimit::TaskGroup peeks;
+  const auto peek = [](Applied* one, DescriptorStatus* status) -> redlimit::Task<void> {
+    const redlimit::Decision state = co_await one->limiter->peek(one->key);
+    status->limit_remaining = clamp_remaining(state.remaining);
+    status->duration_until_reset = state.reset_after;
+    one->decision = state;
+  };
+  for (std::size_t k = 0; k < together.size(); ++k) {
+    Applied& one = applied[together[k]];
+    DescriptorStatus& status = statuses[together[k]];
+    status.current_limit = CurrentLimit{.name = one.limit->name,
+                                        .requests_per_unit = one.limit->requests_per_unit,
+                                        .unit = one.limit->unit};
+    if (decision && !decision->allowed && decision->claim == k) {
+      status.code = Code::over_limit;
+      status.duration_until_reset = decision->reset_after;
+      one.decision = decision;
+    } else {
+      status.code = Code::ok;
+      peeks.add(peek(&one, &status));
+    }
+  }
+  co_await peeks.join();
+}
+
+void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& answer) const {
+  if (!options_.ratelimit_headers && !options_.x_ratelimit_headers) return;
+  redlimit::Policy policy;
+  redlimit::RateLimitFieldOptions fields;
+  std::optional<redlimit::Decision> binding;
+  for (std::size_t i = 0; i < applied.size(); ++i) {
+    const Applied& one = applied[i];
+    if (!one.decision) continue;
+    redlimit::Decision decision = *one.decision;
+    decision.allowed = answer.statuses[i].code == Code::ok;
+    decision.binding = policy.limits.size();
+    policy.limits.push_back(one.limit->limit());
+    fields.names.push_back(one.limit->name.empty() ? one.limit->full_key : one.limit->name);
+    const bool binds =
+        !binding ||
+        (decision.allowed ? binding->allowed && decision.remaining < binding->remaining
+                          : binding->allowed || decision.retry_after > binding->retry_after);
+    if (binds) binding = decision;
+  }
+  if (!binding) return;
+  fields.x_ratelimit = options_.x_ratelimit_headers;
+  try {
+    for (redlimit::HeaderField& field : redlimit::ratelimit_fields(policy, *binding, fields)) {
+      const bool ietf = !field.name.starts_with("X-");
+      if (ietf ? options_.ratelimit_headers : options_.x_ratelimit_headers)
+        answer.response_headers_to_add.push_back({std::move(field.name), std::move(field.value)});
+    }
+  } catch (const redlimit::InvalidArgument&) {
+    // A limit name the fields cannot carry (not printable ASCII): the answer goes without them.
+  }
+}
+
+}  // namespace redlimit_server

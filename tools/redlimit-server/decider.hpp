@@ -1,0 +1,77 @@
+#pragma once
+/// @file decider.hpp
+/// Decider: answers ShouldRateLimit calls on one worker's loop, with one Limiter per
+/// configured limit, made from the worker's Client.
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "rate_limit_call.hpp"
+#include "redlimit/client.hpp"
+#include "redlimit/limiter.hpp"
+
+namespace redlimit_server {
+
+/// A call that cannot be answered as it is (an empty domain, no descriptor, an entry with an
+/// empty key or value): gRPC's INVALID_ARGUMENT, HTTP's 400.
+class InvalidCall : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// What every answer adds besides the statuses.
+struct DeciderOptions {
+  /// The IETF RateLimit-Policy and RateLimit fields (and Retry-After when over the limit).
+  bool ratelimit_headers = true;
+  /// envoyproxy/ratelimit's X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset.
+  bool x_ratelimit_headers = false;
+  /// The first part of every Redis key (LimiterOptions::prefix).
+  std::string prefix = "rl";
+};
+
+/// Answers calls under a configuration, each descriptor under the limit it matches
+/// (descriptor_match.hpp). By default as envoyproxy/ratelimit answers: a fixed window aligned to
+/// the unit, each descriptor on its own (a call over one descriptor's limit still counts against
+/// the others), hits over a limit still counted (the window is full until its end). With a
+/// domain's all_or_nothing, the descriptors are one decision (redlimit::try_acquire_all): a call
+/// refused by one consumes nothing of the others.
+///
+/// Use on the Client's loop thread.
+class Decider {
+ public:
+  Decider(redlimit::Client& client, std::shared_ptr<const RateLimitConfig> config,
+          DeciderOptions options);
+
+  /// The answer to `call`. Throws InvalidCall before any I/O; a Redis error the failure policy
+  /// does not answer (a missing permission) is thrown.
+  redlimit::Task<RateLimitAnswer> decide(RateLimitCall call);
+
+  /// Answers under `config` from now on; a limit kept under the same name keeps its consumed
+  /// state (Limiter::set_policy(), Carry::as_is).
+  void replace_config(std::shared_ptr<const RateLimitConfig> config);
+
+ private:
+  /// One descriptor as it will be decided.
+  struct Applied;
+
+  /// The limiter of `limit` (made on first use, under `domain`'s failure policy).
+  redlimit::Limiter& limiter_for(const LimitConfig& limit, const DomainConfig& domain);
+  redlimit::Task<void> decide_one(Applied& applied, DescriptorStatus& status);
+  redlimit::Task<void> decide_together(std::vector<Applied>& applied,
+                                       std::vector<DescriptorStatus>& statuses);
+  void add_headers(const std::vector<Applied>& applied, RateLimitAnswer& answer) const;
+
+  redlimit::Client& client_;
+  std::shared_ptr<const RateLimitConfig> config_;
+  DeciderOptions options_;
+  struct Made {
+    std::unique_ptr<redlimit::Limiter> limiter;
+    LimitConfig limit;  ///< what it enforces
+  };
+  /// By limiter name: a configured limit's full key, an override's full key and rate.
+  std::map<std::string, Made, std::less<>> limiters_;
+};
+
+}  // namespace redlimit_server

@@ -1,0 +1,187 @@
+// Decider against a private redis-server: answers as envoyproxy/ratelimit gives them by default
+// (a fixed window aligned to the unit, hits over the limit still counted), and redlimit's
+// extensions (all-or-nothing descriptors, shadow mode, headers).
+#include "decider.hpp"
+
+#include <gtest/gtest.h>
+
+#include "redlimit/runtime.hpp"
+#include "support/loop_test.hpp"
+#include "support/redis_server.hpp"
+
+namespace redlimit_server {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::string_view config_text = R"(domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: account
+    rate_limit: {unit: minute, requests_per_unit: 10, name: per_account}
+  - key: tenant
+    descriptors:
+      - key: path
+        rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: health
+    rate_limit: {unlimited: true}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
+)";
+
+constexpr std::string_view together_text = R"(domain: together
+all_or_nothing: true
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: global
+    rate_limit: {unit: minute, requests_per_unit: 1}
+)";
+
+std::shared_ptr<const RateLimitConfig> config_of(std::initializer_list<std::string_view> texts) {
+  auto config = std::make_shared<RateLimitConfig>();
+  for (const std::string_view text : texts) {
+    DomainConfig domain = parse_domain(text, "test.yaml");
+    config->domains.emplace(domain.name, std::move(domain));
+  }
+  return config;
+}
+
+DescriptorCall descriptor(std::vector<DescriptorEntry> entries,
+                          std::optional<std::uint64_t> hits = std::nullopt) {
+  return DescriptorCall{.entries = std::move(entries), .limit = std::nullopt, .hits_addend = hits};
+}
+
+class DeciderTest : public redlimit::test::LoopTest {
+ protected:
+  void TearDown() override {
+    decider_.reset();
+    redlimit::run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+
+  RateLimitAnswer decide(RateLimitCall call) {
+    return redlimit::run(loop(), decider_->decide(std::move(call)));
+  }
+  RateLimitAnswer decide(std::string domain, std::vector<DescriptorCall> descriptors,
+                         std::uint32_t hits = 0) {
+    return decide(RateLimitCall{std::move(domain), std::move(descriptors), hits});
+  }
+  std::optional<std::string> header(const RateLimitAnswer& answer, std::string_view key) {
+    for (const AddedHeader& added : answer.response_headers_to_add) {
+      if (added.key == key) return added.value;
+    }
+    return std::nullopt;
+  }
+
+  redlimit::test::RedisServer server_;
+  redlimit::Client client_{loop(), {.url = server_.url()}};
+  std::unique_ptr<Decider> decider_ =
+      std::make_unique<Decider>(client_, config_of({config_text, together_text}),
+                                DeciderOptions{.x_ratelimit_headers = true});
+};
+
+TEST_F(DeciderTest, AFixedWindowOfTheUnitCountsDownThenIsOverTheLimit) {
+  for (std::uint32_t left : {2u, 1u, 0u}) {
+    const RateLimitAnswer answer = decide("api", {descriptor({{"remote_address", "10.0.0.1"}})});
+    EXPECT_EQ(answer.overall_code, Code::ok);
+    ASSERT_EQ(answer.statuses.size(), 1u);
+    EXPECT_EQ(answer.statuses[0].limit_remaining, left);
+    ASSERT_TRUE(answer.statuses[0].current_limit);
+    EXPECT_EQ(answer.statuses[0].current_limit->requests_per_unit, 3u);
+    EXPECT_EQ(answer.statuses[0].current_limit->unit, TimeUnit::minute);
+    EXPECT_GT(answer.statuses[0].duration_until_reset, 0us);
+    EXPECT_LE(answer.statuses[0].duration_until_reset, 60s);
+  }
+  const RateLimitAnswer over = decide("api", {descriptor({{"remote_address", "10.0.0.1"}})});
+  EXPECT_EQ(over.overall_code, Code::over_limit);
+  EXPECT_EQ(over.statuses[0].code, Code::over_limit);
+  EXPECT_EQ(over.statuses[0].limit_remaining, 0u);
+  EXPECT_EQ(decide("api", {descriptor({{"remote_address", "10.0.0.2"}})}).overall_code, Code::ok)
+      << "another address has its own window";
+}
+
+TEST_F(DeciderTest, HitsOverTheLimitStillCountAsEnvoyproxyRatelimitCountsThem) {
+  const auto account = [] { return descriptor({{"account", "a"}}); };
+  EXPECT_EQ(decide("api", {account()}, 8).statuses[0].limit_remaining, 2u);
+  EXPECT_EQ(decide("api", {account()}, 5).overall_code, Code::over_limit);
+  EXPECT_EQ(decide("api", {account()}, 1).overall_code, Code::over_limit)
+      << "8 + 5 hits fill the window of 10 until its end";
+}
+
+TEST_F(DeciderTest, ALimitAppliesWhereTheLastEntryLands) {
+  const RateLimitAnswer shallow = decide("api", {descriptor({{"tenant", "t"}})});
+  EXPECT_EQ(shallow.overall_code, Code::ok);
+  EXPECT_FALSE(shallow.statuses[0].current_limit);
+  const auto nested = [] { return descriptor({{"tenant", "t"}, {"path", "/x"}}); };
+  EXPECT_EQ(decide("api", {nested()}).statuses[0].limit_remaining, 1u);
+  EXPECT_EQ(decide("api", {nested()}).statuses[0].limit_remaining, 0u);
+  EXPECT_EQ(decide("api", {nested()}).overall_code, Code::over_limit);
+  EXPECT_FALSE(decide("unknown", {nested()}).statuses[0].current_limit);
+  EXPECT_FALSE(decide("api", {descriptor({{"health", "x"}})}).statuses[0].current_limit)
+      << "unlimited";
+}
+
+TEST_F(DeciderTest, OneDescriptorOverItsLimitStillCountsAgainstTheOthers) {
+  const RateLimitAnswer answer =
+      decide("api", {descriptor({{"account", "b"}}), descriptor({{"blocked", "x"}})});
+  EXPECT_EQ(answer.overall_code, Code::over_limit);
+  EXPECT_EQ(answer.statuses[0].code, Code::ok);
+  EXPECT_EQ(answer.statuses[0].limit_remaining, 9u);
+  EXPECT_EQ(answer.statuses[1].code, Code::over_limit) << "0 requests per unit";
+}
+
+TEST_F(DeciderTest, TheCallersOverrideReplacesTheConfiguredLimit) {
+  DescriptorCall overridden = descriptor({{"remote_address", "10.0.0.9"}});
+  overridden.limit = LimitOverride{1, TimeUnit::second};
+  EXPECT_EQ(decide("api", {overridden}).overall_code, Code::ok);
+  const RateLimitAnswer second = decide("api", {overridden});
+  EXPECT_EQ(second.overall_code, Code::over_limit);
+  EXPECT_EQ(second.statuses[0].current_limit->requests_per_unit, 1u);
+}
+
+TEST_F(DeciderTest, AShadowLimitIsDecidedButNeverEnforced) {
+  EXPECT_EQ(decide("api", {descriptor({{"trial", "x"}})}).overall_code, Code::ok);
+  const RateLimitAnswer over = decide("api", {descriptor({{"trial", "x"}})});
+  EXPECT_EQ(over.statuses[0].code, Code::over_limit);
+  EXPECT_EQ(over.overall_code, Code::ok);
+}
+
+TEST_F(DeciderTest, AllOrNothingDescriptorsConsumeNothingWhenOneIsOver) {
+  const auto both = [] {
+    return std::vector{descriptor({{"user", "u"}}), descriptor({{"global", "g"}})};
+  };
+  const RateLimitAnswer first = decide("together", both());
+  EXPECT_EQ(first.overall_code, Code::ok);
+  EXPECT_EQ(first.statuses[0].limit_remaining, 4u);
+  const RateLimitAnswer refused = decide("together", both());
+  EXPECT_EQ(refused.overall_code, Code::over_limit);
+  EXPECT_EQ(refused.statuses[1].code, Code::over_limit);
+  EXPECT_EQ(refused.statuses[0].code, Code::ok);
+  EXPECT_EQ(refused.statuses[0].limit_remaining, 4u) << "the refused call took nothing";
+}
+
+TEST_F(DeciderTest, TheAnswerCarriesTheRateLimitHeaderFields) {
+  decide("api", {descriptor({{"remote_address", "h"}})});
+  const RateLimitAnswer answer =
+      decide("api", {descriptor({{"remote_address", "h"}}), descriptor({{"account", "h"}})});
+  EXPECT_EQ(header(answer, "RateLimit-Policy"),
+            R"("api.remote_address";q=3;w=60, "per_account";q=10;w=60)");
+  EXPECT_EQ(header(answer, "RateLimit").value_or("").substr(0, 26),
+            R"("api.remote_address";r=1;t)");
+  EXPECT_EQ(header(answer, "X-RateLimit-Limit"), "3");
+  EXPECT_EQ(header(answer, "X-RateLimit-Remaining"), "1");
+}
+
+TEST_F(DeciderTest, ACallWithoutDomainOrDescriptorsIsInvalid) {
+  EXPECT_THROW(decide("", {descriptor({{"a", "b"}})}), InvalidCall);
+  EXPECT_THROW(decide("api", {}), InvalidCall);
+  EXPECT_THROW(decide("api", {descriptor({{"a", ""}})}), InvalidCall);
+}
+
+}  // namespace
+}  // namespace redlimit_server
