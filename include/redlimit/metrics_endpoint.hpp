@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "redlimit/http_listener.hpp"
 #include "redlimit/metrics.hpp"
 
 namespace redlimit {
@@ -21,9 +22,8 @@ struct MetricsEndpointOptions {
 
 /// Answers `GET <path>` (and HEAD) with the Prometheus text exposition, on the loop's thread:
 /// 200 with `Content-Type: text/plain; version=0.0.4; charset=utf-8`; 404 for another path,
-/// 405 for another method, 400 for a request it cannot read, 431 for a request head over
-/// 8 KiB. One request per connection (`Connection: close`); a connection that sends no whole
-/// request head within 10 s is closed.
+/// 405 for another method; and as an HttpListener, 400 for a request it cannot read, 431 for a
+/// request head over 8 KiB, one request per connection (`Connection: close`).
 ///
 /// Not movable; use it on its loop's thread. Destroying it closes it.
 class MetricsEndpoint {
@@ -36,9 +36,6 @@ class MetricsEndpoint {
   /// The same, answering with `metrics->prometheus_text()` (Client::metrics(), for example).
   MetricsEndpoint(uv_loop_t* loop, std::shared_ptr<const Metrics> metrics,
                   MetricsEndpointOptions options = {});
-  ~MetricsEndpoint();
-  MetricsEndpoint(const MetricsEndpoint&) = delete;
-  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
 
   /// The port it listens on (the one the system chose for port 0).
   int port() const noexcept;
@@ -47,8 +44,7 @@ class MetricsEndpoint {
   void close() noexcept;
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  HttpListener listener_;
 };
 
 }  // namespace redlimit

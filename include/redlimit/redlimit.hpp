@@ -7,6 +7,7 @@
 #include "redlimit/decision_event.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/fleet_counts.hpp"
+#include "redlimit/http_listener.hpp"
 #include "redlimit/limit.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/metrics.hpp"

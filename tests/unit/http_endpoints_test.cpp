@@ -1,7 +1,5 @@
-// MetricsEndpoint: a Prometheus scrape over real TCP connections, from another thread with
+// HttpListener and MetricsEndpoint over real TCP connections, from another thread with
 // blocking sockets while the loop serves.
-#include "redlimit/metrics_endpoint.hpp"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,7 +10,9 @@
 #include <thread>
 
 #include "redlimit/errors.hpp"
+#include "redlimit/http_listener.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/metrics_endpoint.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/loop_test.hpp"
 
@@ -56,12 +56,13 @@ class MetricsEndpointTest : public test::LoopTest {
  protected:
   /// Runs `client` on another thread while the loop serves `endpoint`, then closes the
   /// endpoint and lets the loop free its handles.
-  void serve_while(MetricsEndpoint& endpoint, const std::function<void()>& client) {
+  template <class Endpoint>
+  void serve_while(Endpoint& endpoint, const std::function<void()>& client) {
     uv_async_t done;
     done.data = &endpoint;
     ASSERT_EQ(uv_async_init(loop(), &done,
                             [](uv_async_t* async) {
-                              static_cast<MetricsEndpoint*>(async->data)->close();
+                              static_cast<Endpoint*>(async->data)->close();
                               uv_close(reinterpret_cast<uv_handle_t*>(async), nullptr);
                             }),
               0);
@@ -74,7 +75,8 @@ class MetricsEndpointTest : public test::LoopTest {
   }
 
   /// Each of `requests` on its own connection; what came back for each.
-  std::vector<std::string> scrape(MetricsEndpoint& endpoint, std::vector<std::string> requests) {
+  template <class Endpoint>
+  std::vector<std::string> scrape(Endpoint& endpoint, std::vector<std::string> requests) {
     std::vector<std::string> replies;
     const int port = endpoint.port();
     serve_while(endpoint, [&] {
@@ -161,6 +163,60 @@ TEST_F(MetricsEndpointTest, ABadHostOrPortIsAConfigErrorAndATakenPortAnError) {
     EXPECT_NE(std::string(e.what()).find("cannot listen"), std::string::npos) << e.what();
   }
   first.close();
+  uv_run(loop(), UV_RUN_DEFAULT);
+}
+
+using HttpListenerTest = MetricsEndpointTest;
+
+/// Answers with the method, the target and the body it read.
+void echo(HttpRequest request, std::function<void(HttpResponse)> respond) {
+  respond(
+      {.headers = {{"X-Method", request.method}}, .body = request.target + "\n" + request.body});
+}
+
+TEST_F(HttpListenerTest, TheHandlerGetsTheMethodTheTargetAndTheBody) {
+  HttpListener listener(loop(), echo);
+  const auto replies = scrape(listener, {"POST /json?x=1 HTTP/1.1\r\ncontent-length: 7\r\n\r\n"
+                                         "{\"a\":1}",
+                                         "GET / HTTP/1.1\r\n\r\n"});
+  EXPECT_TRUE(replies.at(0).starts_with("HTTP/1.1 200 OK\r\n")) << replies[0];
+  EXPECT_NE(replies[0].find("X-Method: POST\r\n"), std::string::npos) << replies[0];
+  EXPECT_TRUE(replies[0].ends_with("\r\n\r\n/json?x=1\n{\"a\":1}")) << replies[0];
+  EXPECT_TRUE(replies.at(1).ends_with("\r\n\r\n/\n")) << replies[1];
+}
+
+TEST_F(HttpListenerTest, ABodyOverTheLimitIsRefusedUnread) {
+  HttpListener listener(loop(), echo, {.max_body_bytes = 4});
+  const auto replies = scrape(listener, {"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n12345",
+                                         "POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n",
+                                         "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"});
+  EXPECT_TRUE(replies.at(0).starts_with("HTTP/1.1 413 ")) << replies[0];
+  EXPECT_TRUE(replies.at(1).starts_with("HTTP/1.1 400 ")) << replies[1];
+  EXPECT_TRUE(replies.at(2).starts_with("HTTP/1.1 400 ")) << "chunked bodies are not read";
+}
+
+TEST_F(HttpListenerTest, AHandlerMayAnswerLaterAndAnAnswerForAClosedConnectionIsDropped) {
+  std::vector<std::function<void(HttpResponse)>> waiting;
+  HttpListener listener(loop(), [&waiting](HttpRequest, std::function<void(HttpResponse)> respond) {
+    waiting.push_back(std::move(respond));
+  });
+  uv_timer_t later;
+  uv_timer_init(loop(), &later);
+  later.data = &waiting;
+  // Answers the first request a little later, from a timer on the loop.
+  uv_timer_start(
+      &later,
+      [](uv_timer_t* timer) {
+        auto& pending = *static_cast<std::vector<std::function<void(HttpResponse)>>*>(timer->data);
+        if (pending.empty()) return;
+        pending.front()({.body = "later\n"});
+        uv_close(reinterpret_cast<uv_handle_t*>(timer), nullptr);
+      },
+      1, 1);
+  const auto replies = scrape(listener, {"GET / HTTP/1.1\r\n\r\n"});
+  EXPECT_TRUE(replies.at(0).ends_with("\r\n\r\nlater\n")) << replies[0];
+  ASSERT_EQ(waiting.size(), 1u);
+  waiting.front()({.body = "twice\n"});  // its connection is gone: dropped
   uv_run(loop(), UV_RUN_DEFAULT);
 }
 

@@ -1,0 +1,61 @@
+#pragma once
+/// @file http_service.hpp
+/// HttpService: what redlimit-server answers over HTTP beside gRPC: GET /healthcheck, GET
+/// /metrics, and POST /json, ShouldRateLimit in the protobuf JSON mapping (as
+/// envoyproxy/ratelimit's /json).
+
+#include <uv.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "redlimit/http_listener.hpp"
+#include "redlimit/metrics.hpp"
+#include "worker.hpp"
+
+namespace redlimit_server {
+
+/// Serves HTTP on the main loop; a /json call is decided by a worker and answered back on the
+/// loop. Use on the loop's thread.
+class HttpService {
+ public:
+  /// The workers must outlive the calls handed to them (stop them after close()).
+  HttpService(uv_loop_t* loop, std::vector<std::unique_ptr<Worker>>& workers,
+              std::shared_ptr<const redlimit::Metrics> metrics);
+  ~HttpService();
+  HttpService(const HttpService&) = delete;
+  HttpService& operator=(const HttpService&) = delete;
+
+  /// Listens on `host_port` ("HOST:PORT", "[IPv6]:PORT"; port 0: any free); returns the port.
+  /// Throws std::invalid_argument for a malformed address, redlimit::Error when it cannot
+  /// listen.
+  int listen(const std::string& host_port);
+  /// Stops listening; /healthcheck answered 503 from now on until the listener is gone; answers
+  /// from workers that come later are dropped. Its handles are freed by the loop's next
+  /// iteration. Idempotent.
+  void close();
+
+ private:
+  /// What worker threads hand back to the loop.
+  struct Mailbox;
+
+  void handle(redlimit::HttpRequest request, std::function<void(redlimit::HttpResponse)> respond);
+  void answer_json(const std::string& body, std::function<void(redlimit::HttpResponse)> respond);
+
+  uv_loop_t* loop_;
+  std::vector<std::unique_ptr<Worker>>& workers_;
+  std::shared_ptr<const redlimit::Metrics> metrics_;
+  std::shared_ptr<Mailbox> mailbox_;
+  std::unique_ptr<redlimit::HttpListener> listener_;
+  std::size_t next_worker_ = 0;
+  bool closed_ = false;
+};
+
+/// `host_port` as a host and a port; throws std::invalid_argument.
+std::pair<std::string, int> split_host_port(const std::string& host_port);
+
+}  // namespace redlimit_server

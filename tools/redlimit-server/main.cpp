@@ -1,0 +1,205 @@
+// redlimit-server: the rate limit service for Envoy (envoy.service.ratelimit.v3.RateLimitService
+// over gRPC) and any HTTP client, on redlimit. It reads envoyproxy/ratelimit's YAML
+// configuration, reloads it when it changes (keeping the last good one), and answers each call on
+// one of its workers: a thread with its own libuv loop and redlimit Client.
+//
+// usage: redlimit-server --config PATH --redis URL --grpc-listen HOST:PORT --http-listen HOST:PORT
+//        (redlimit-server --help)
+#include <grpcpp/grpcpp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <uv.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <thread>
+
+#include "config_watch.hpp"
+#include "grpc_service.hpp"
+#include "http_service.hpp"
+#include "rate_limit_config.hpp"
+#include "redlimit/metrics.hpp"
+#include "worker.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using redlimit_server::Worker;
+
+/// What the command line says.
+struct ServerOptions {
+  std::string config;
+  std::string redis;
+  std::string grpc_listen = "0.0.0.0:8081";
+  std::string http_listen = "0.0.0.0:8080";
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  bool x_ratelimit_headers = false;
+  bool no_ratelimit_headers = false;
+  std::string prefix = "rl";
+  std::uint64_t reload_ms = 1000;
+  std::uint64_t command_timeout_ms = 250;
+};
+
+/// What the main loop keeps: the workers, the configuration's watch, and what a signal closes.
+struct Running {
+  ServerOptions options;
+  std::vector<std::unique_ptr<Worker>> workers{};
+  redlimit_server::ConfigWatch watch;
+  redlimit_server::HttpService* http = nullptr;
+  uv_timer_t reload{};
+  uv_signal_t interrupt{};
+  uv_signal_t terminate{};
+};
+
+/// Reads the configuration again when its files changed; a configuration that cannot be used
+/// is logged, and the last good one stays.
+void reload_if_changed(uv_timer_t* timer) {
+  auto& running = *static_cast<Running*>(timer->data);
+  if (!running.watch.changed()) return;
+  try {
+    auto config = std::make_shared<const redlimit_server::RateLimitConfig>(
+        redlimit_server::load_config(running.options.config));
+    for (const auto& worker : running.workers) {
+      worker->post([config](redlimit_server::Decider& decider, uv_loop_t*) {
+        decider.replace_config(config);
+      });
+    }
+    spdlog::info("redlimit-server: configuration reloaded: {} domain(s)", config->domains.size());
+  } catch (const std::exception& e) {
+    spdlog::error("redlimit-server: configuration not reloaded, the last good one stays: {}",
+                  e.what());
+  }
+}
+
+/// SIGINT or SIGTERM: the main loop's handles close, and with them its run.
+void on_signal(uv_signal_t* signal, int number) {
+  auto& running = *static_cast<Running*>(signal->data);
+  spdlog::info("redlimit-server: signal {}: stopping", number);
+  for (auto* handle : {reinterpret_cast<uv_handle_t*>(&running.reload),
+                       reinterpret_cast<uv_handle_t*>(&running.interrupt),
+                       reinterpret_cast<uv_handle_t*>(&running.terminate)}) {
+    if (!uv_is_closing(handle)) uv_close(handle, nullptr);
+  }
+  running.http->close();
+}
+
+int serve(ServerOptions options) {
+  std::shared_ptr<const redlimit_server::RateLimitConfig> config;
+  try {
+    config = std::make_shared<const redlimit_server::RateLimitConfig>(
+        redlimit_server::load_config(options.config));
+  } catch (const std::exception& e) {
+    spdlog::error("redlimit-server: {}", e.what());
+    return 2;
+  }
+  Running running{.options = options, .watch = redlimit_server::ConfigWatch(options.config)};
+  auto metrics = std::make_shared<redlimit::Metrics>();
+  redlimit_server::WorkerOptions worker_options;
+  worker_options.client.url = options.redis;
+  worker_options.client.metrics = metrics;
+  worker_options.client.command_timeout = std::chrono::milliseconds(options.command_timeout_ms);
+  worker_options.decider = {.ratelimit_headers = !options.no_ratelimit_headers,
+                            .x_ratelimit_headers = options.x_ratelimit_headers,
+                            .prefix = options.prefix};
+  try {
+    for (unsigned i = 0; i < options.workers; ++i)
+      running.workers.push_back(std::make_unique<Worker>(worker_options, config));
+  } catch (const std::exception& e) {
+    spdlog::error("redlimit-server: --redis: {}", e.what());
+    return 2;
+  }
+
+  redlimit_server::RateLimitGrpcService service(running.workers);
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(options.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> grpc = builder.BuildAndStart();
+  if (!grpc || grpc_port == 0) {
+    spdlog::error("redlimit-server: --grpc-listen {}: cannot listen", options.grpc_listen);
+    return 2;
+  }
+
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  int status = 0;
+  {
+    redlimit_server::HttpService http(&loop, running.workers, metrics);
+    running.http = &http;
+    int http_port = 0;
+    try {
+      http_port = http.listen(options.http_listen);
+    } catch (const std::exception& e) {
+      spdlog::error("redlimit-server: --http-listen {}: {}", options.http_listen, e.what());
+      status = 2;
+      http.close();
+    }
+    if (status == 0) {
+      uv_timer_init(&loop, &running.reload);
+      running.reload.data = &running;
+      uv_timer_start(&running.reload, &reload_if_changed, options.reload_ms, options.reload_ms);
+      for (auto [handle, number] :
+           {std::pair{&running.interrupt, SIGINT}, std::pair{&running.terminate, SIGTERM}}) {
+        uv_signal_init(&loop, handle);
+        handle->data = &running;
+        uv_signal_start(handle, &on_signal, number);
+      }
+      // The line tests and scripts wait for: the ports taken (the system's choice for port 0).
+      std::printf("redlimit-server: serving grpc=%d http=%d\n", grpc_port, http_port);
+      std::fflush(stdout);
+      spdlog::info("redlimit-server: {} domain(s), {} worker(s), gRPC on port {}, HTTP on port {}",
+                   config->domains.size(), options.workers, grpc_port, http_port);
+    }
+    // Until a signal closes the main loop's handles (HTTP and the reload timer run meanwhile).
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  // Why this order: gRPC's calls in flight end on the workers, which then close their Clients.
+  grpc->Shutdown(std::chrono::system_clock::now() + 5s);
+  for (const auto& worker : running.workers)
+    worker->stop();
+  running.workers.clear();
+  uv_loop_close(&loop);
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  // Why stderr: stdout carries only the line that says where the server listens.
+  spdlog::set_default_logger(spdlog::stderr_color_st("redlimit-server"));
+  ServerOptions options;
+  CLI::App app{
+      "redlimit-server: the rate limit service for Envoy (envoy.service.ratelimit.v3) and any "
+      "gRPC or HTTP client, enforcing envoyproxy/ratelimit's YAML configuration in Redis"};
+  app.add_option("--config", options.config,
+                 "a YAML file, or a directory of them (one domain each); reloaded when changed")
+      ->required();
+  app.add_option("--redis", options.redis,
+                 "the Redis URL: redis://, rediss://, redis-sentinel://, redis-cluster://")
+      ->required();
+  app.add_option("--grpc-listen", options.grpc_listen, "HOST:PORT for gRPC (port 0: any free)")
+      ->capture_default_str();
+  app.add_option("--http-listen", options.http_listen,
+                 "HOST:PORT for /healthcheck, /metrics and /json (port 0: any free)")
+      ->capture_default_str();
+  app.add_option("--workers", options.workers, "worker threads, each with its own Redis client")
+      ->check(CLI::Range(1u, 256u))
+      ->capture_default_str();
+  app.add_flag("--x-ratelimit-headers", options.x_ratelimit_headers,
+               "also answer envoyproxy/ratelimit's X-RateLimit-Limit, -Remaining and -Reset");
+  app.add_flag("--no-ratelimit-headers", options.no_ratelimit_headers,
+               "answer without the IETF RateLimit-Policy and RateLimit fields");
+  app.add_option("--prefix", options.prefix, "the first part of every Redis key")
+      ->capture_default_str();
+  app.add_option("--reload-interval-ms", options.reload_ms,
+                 "how often the configuration's files are looked at")
+      ->check(CLI::Range(std::uint64_t{10}, std::uint64_t{3'600'000}))
+      ->capture_default_str();
+  app.add_option("--command-timeout-ms", options.command_timeout_ms,
+                 "each Redis command's deadline; past it the domain's failure policy answers")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{60'000}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return serve(std::move(options));
+}

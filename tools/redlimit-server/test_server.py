@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""End-to-end test of redlimit-server: a real gRPC client (python3-grpcio, Envoy's messages
+generated from tools/redlimit-server/proto with protoc) and HTTP requests drive the real binary
+against a private redis-server (REDLIMIT_URL, from scripts/with-redis).
+
+usage: test_server.py <redlimit-server> <protoc> <proto-dir>
+
+Checks descriptors and nesting, hits_addend (the request's and a descriptor's), limit overrides,
+shadow mode, all-or-nothing domains, the response headers, reloading (a good configuration is
+taken, a bad one leaves the last good one), errors (a bad call, a bad configuration at start),
+/healthcheck, /metrics and /json, and that two server processes share a limit exactly.
+"""
+
+import concurrent.futures
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+SERVER, PROTOC, PROTO_DIR = sys.argv[1:4]
+REDIS = os.environ["REDLIMIT_URL"]
+WORK = tempfile.mkdtemp(prefix="redlimit-server-test-")
+
+subprocess.run([PROTOC, f"--proto_path={PROTO_DIR}", f"--python_out={WORK}",
+                *[f for f in os.listdir(PROTO_DIR) if f.endswith(".proto")]],
+               cwd=PROTO_DIR, check=True)
+sys.path.insert(0, WORK)
+import grpc  # noqa: E402
+
+rls = importlib.import_module("rls_pb2")
+
+OK = rls.RateLimitResponse.OK
+OVER_LIMIT = rls.RateLimitResponse.OVER_LIMIT
+SHOULD_RATE_LIMIT = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+CONFIG = """\
+domain: api
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: account
+    rate_limit: {unit: hour, requests_per_unit: 10, name: per_account}
+  - key: tenant
+    descriptors:
+      - key: path
+        rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shared
+    rate_limit: {unit: day, requests_per_unit: 200}
+"""
+
+TOGETHER = """\
+domain: together
+all_or_nothing: true
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: global
+    rate_limit: {unit: hour, requests_per_unit: 1}
+"""
+
+failures = []
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+        print(f"FAILED: {message}", flush=True)
+
+
+def write(path, text):
+    with open(path, "w") as out:
+        out.write(text)
+
+
+class Server:
+    """One redlimit-server process on free ports; its log goes to a file."""
+
+    def __init__(self, config, *args):
+        self.log_path = tempfile.mktemp(dir=WORK, suffix=".log")
+        self.log_file = open(self.log_path, "w")
+        self.process = subprocess.Popen(
+            [SERVER, "--config", config, "--redis", REDIS, "--grpc-listen", "127.0.0.1:0",
+             "--http-listen", "127.0.0.1:0", "--workers", "2", "--reload-interval-ms", "100",
+             *args],
+            stdout=subprocess.PIPE, stderr=self.log_file, text=True)
+        line = self.process.stdout.readline()
+        match = re.match(r"redlimit-server: serving grpc=(\d+) http=(\d+)", line)
+        if not match:
+            self.process.wait(timeout=10)
+            raise RuntimeError(f"redlimit-server did not start: {line!r}\n{self.log()}")
+        self.grpc_port, self.http_port = int(match.group(1)), int(match.group(2))
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+        self.call = self.channel.unary_unary(
+            SHOULD_RATE_LIMIT, request_serializer=rls.RateLimitRequest.SerializeToString,
+            response_deserializer=rls.RateLimitResponse.FromString)
+
+    def log(self):
+        with open(self.log_path) as log:
+            return log.read()
+
+    def ask(self, domain, *descriptors, hits=0):
+        request = rls.RateLimitRequest(domain=domain, hits_addend=hits)
+        for entries, extra in descriptors:
+            descriptor = request.descriptors.add()
+            for key, value in entries:
+                descriptor.entries.add(key=key, value=value)
+            if "limit" in extra:
+                descriptor.limit.requests_per_unit, descriptor.limit.unit = extra["limit"]
+            if "hits" in extra:
+                descriptor.hits_addend.value = extra["hits"]
+        return self.call(request, timeout=10)
+
+    def http(self, path, body=None):
+        request = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", data=body,
+                                         method="POST" if body is not None else "GET")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+
+    def stop(self):
+        self.channel.close()
+        self.process.terminate()
+        code = self.process.wait(timeout=20)
+        self.log_file.close()
+        return code
+
+
+def one(entries, **extra):
+    return (entries, extra)
+
+
+def until(condition, what, seconds=15):
+    """Polls `condition` until it holds or `seconds` pass (a reload is seen within a poll)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    check(False, f"{what}: not within {seconds} s")
+    return False
+
+
+def test_descriptors(server):
+    for left in (2, 1, 0):
+        answer = server.ask("api", one([("remote_address", "10.0.0.1")]))
+        check(answer.overall_code == OK and answer.statuses[0].limit_remaining == left,
+              f"remote_address: {left} left expected, got {answer}")
+    answer = server.ask("api", one([("remote_address", "10.0.0.1")]))
+    check(answer.overall_code == OVER_LIMIT, f"the 4th of 3 per hour: {answer}")
+    status = answer.statuses[0]
+    check(status.current_limit.requests_per_unit == 3
+          and status.current_limit.unit == rls.RateLimitResponse.RateLimit.HOUR,
+          f"current_limit: {status}")
+    check(0 < status.duration_until_reset.seconds <= 3600, f"duration_until_reset: {status}")
+    check(server.ask("api", one([("tenant", "t")])).statuses[0].code == OK
+          and not server.ask("api", one([("tenant", "t")])).statuses[0].HasField("current_limit"),
+          "no limit at depth 1")
+    nested = one([("tenant", "t"), ("path", "/x")])
+    check(server.ask("api", nested).statuses[0].limit_remaining == 1, "nested: 1 left")
+    check(server.ask("api", nested, nested).overall_code == OVER_LIMIT,
+          "two descriptors of one call count twice: over 2 per hour")
+    check(server.ask("unknown", nested).overall_code == OK, "an unknown domain has no limits")
+
+
+def test_hits_addend(server):
+    answer = server.ask("api", one([("account", "a")]), hits=8)
+    check(answer.statuses[0].limit_remaining == 2, f"hits_addend 8 of 10: {answer}")
+    answer = server.ask("api", one([("account", "a")], hits=5))
+    check(answer.overall_code == OVER_LIMIT, f"a descriptor's hits_addend 5 over 2 left: {answer}")
+    check(server.ask("api", one([("account", "a")])).overall_code == OVER_LIMIT,
+          "hits over the limit still count: the window is full")
+    check(server.ask("api", one([("account", "b")])).statuses[0].current_limit.name == "per_account",
+          "the limit's name")
+
+
+def test_override(server):
+    second = importlib.import_module("ratelimit_unit_pb2").SECOND
+    overridden = one([("remote_address", "10.9.9.9")], limit=(1, second))
+    check(server.ask("api", overridden).overall_code == OK, "override: first of 1 per second")
+    answer = server.ask("api", overridden)
+    check(answer.overall_code == OVER_LIMIT and answer.statuses[0].current_limit.requests_per_unit == 1,
+          f"override: second of 1 per second: {answer}")
+
+
+def test_shadow_and_together(server):
+    server.ask("api", one([("trial", "x")]))
+    answer = server.ask("api", one([("trial", "x")]))
+    check(answer.statuses[0].code == OVER_LIMIT and answer.overall_code == OK,
+          f"shadow mode: over, never enforced: {answer}")
+    both = (one([("user", "u")]), one([("global", "g")]))
+    check(server.ask("together", *both).overall_code == OK, "together: first call")
+    refused = server.ask("together", *both)
+    check(refused.overall_code == OVER_LIMIT and refused.statuses[0].limit_remaining == 4,
+          f"all or nothing: the refused call took nothing of the user's 5: {refused}")
+
+
+def test_headers(server):
+    answer = server.ask("api", one([("remote_address", "10.1.1.1")]))
+    headers = {h.key: h.value for h in answer.response_headers_to_add}
+    check(headers.get("RateLimit-Policy") == '"api.remote_address";q=3;w=3600',
+          f"RateLimit-Policy: {headers}")
+    check(headers.get("RateLimit", "").startswith('"api.remote_address";r=2;t='),
+          f"RateLimit: {headers}")
+    check(headers.get("X-RateLimit-Limit") == "3" and headers.get("X-RateLimit-Remaining") == "2",
+          f"X-RateLimit-*: {headers}")
+
+
+def test_errors(server):
+    try:
+        server.ask("", one([("a", "b")]))
+        check(False, "an empty domain was answered")
+    except grpc.RpcError as error:
+        check(error.code() == grpc.StatusCode.INVALID_ARGUMENT, f"empty domain: {error}")
+    bad = os.path.join(WORK, "bad.yaml")
+    write(bad, "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight}\n")
+    result = subprocess.run([SERVER, "--config", bad, "--redis", REDIS], capture_output=True,
+                            text=True, timeout=30)
+    check(result.returncode == 2 and f"{bad}:4: unit" in result.stderr,
+          f"a bad configuration at start: exit 2 naming file, line and field: {result}")
+
+
+def test_http(server):
+    check(server.http("/healthcheck") == (200, "OK\n"), "/healthcheck")
+    status, text = server.http("/metrics")
+    check(status == 200 and 'redlimit_decisions_total{limiter="api.remote_address"' in text,
+          "/metrics has the decisions")
+    body = json.dumps({"domain": "api", "descriptors": [
+        {"entries": [{"key": "remote_address", "value": "10.2.2.2"}]}]}).encode()
+    status, text = server.http("/json", body)
+    answer = json.loads(text) if status == 200 else {}
+    check(status == 200 and answer.get("overallCode") == "OK"
+          and answer["statuses"][0]["limitRemaining"] == 2, f"/json: {status} {text}")
+    check(server.http("/json", b"{not json")[0] == 400, "/json: a body that is not JSON")
+
+
+def test_reload(server, config_path):
+    write(config_path, CONFIG.replace("requests_per_unit: 10, name: per_account",
+                                      "requests_per_unit: 50, name: per_account"))
+    until(lambda: server.ask("api", one([("account", "reload")], hits=0))
+          .statuses[0].current_limit.requests_per_unit == 50, "a changed limit is taken")
+    write(config_path, "domain: api\ndescriptors: [{key: account, rate_limit: {unit: eon}}]\n")
+    until(lambda: "not reloaded" in server.log(), "a bad configuration is refused")
+    check(server.ask("api", one([("account", "reload2")])).statuses[0]
+          .current_limit.requests_per_unit == 50, "the last good configuration stays")
+
+
+def test_two_servers_share_a_limit(config_dir):
+    servers = [Server(config_dir), Server(config_dir)]
+    day = int(time.time()) // 86400
+    calls = 260
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        answers = list(pool.map(lambda i: servers[i % 2].ask("api", one([("shared", "k")])),
+                                range(calls)))
+    admitted = sum(1 for a in answers if a.overall_code == OK)
+    if int(time.time()) // 86400 == day:  # the window is a day: not across its end
+        check(admitted == 200, f"two servers share 200 per day: {admitted} of {calls} admitted")
+    for server in servers:
+        check(server.stop() == 0, "a server stops on SIGTERM with status 0")
+
+
+def main():
+    config_dir = os.path.join(WORK, "config")
+    os.mkdir(config_dir)
+    config_path = os.path.join(config_dir, "api.yaml")
+    write(config_path, CONFIG)
+    write(os.path.join(config_dir, "together.yaml"), TOGETHER)
+    server = Server(config_dir, "--x-ratelimit-headers")
+    try:
+        test_descriptors(server)
+        test_hits_addend(server)
+        test_override(server)
+        test_shadow_and_together(server)
+        test_headers(server)
+        test_errors(server)
+        test_http(server)
+        test_two_servers_share_a_limit(config_dir)
+        test_reload(server, config_path)
+    finally:
+        code = server.stop()
+        check(code == 0, f"the server's exit status on SIGTERM: {code}")
+    if failures:
+        print(f"\n{len(failures)} check(s) failed; the first server's log:\n{server.log()}")
+        return 1
+    print("redlimit-server: every check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+#include "worker.hpp"
+
+#include "redlimit/errors.hpp"
+#include "redlimit/runtime.hpp"
+
+namespace redlimit_server {
+namespace {
+
+/// Decides `call` and hands the outcome to `done`.
+redlimit::Task<void> answer(Decider& decider, RateLimitCall call, Worker::Done done) {
+  std::exception_ptr error;
+  RateLimitAnswer answer;
+  try {
+    answer = co_await decider.decide(std::move(call));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  done(error, std::move(answer));
+}
+
+}  // namespace
+
+Worker::Worker(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config) {
+  thread_ = std::thread([this, options = std::move(options), config = std::move(config)]() mutable {
+    run(std::move(options), std::move(config));
+  });
+  std::unique_lock lock(mutex_);
+  started_.wait(lock, [this] { return running_ || start_error_; });
+  if (start_error_) {
+    lock.unlock();
+    thread_.join();
+    std::rethrow_exception(start_error_);
+  }
+}
+
+Worker::~Worker() {
+  stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::run(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  try {
+    redlimit::Client client(&loop, std::move(options.client));
+    Decider decider(client, std::move(config), std::move(options.decider));
+    uv_async_t wake;
+    wake.data = this;
+    uv_async_init(&loop, &wake, &Worker::on_wake);
+    {
+      std::lock_guard lock(mutex_);
+      decider_ = &decider;
+      client_ = &client;
+      loop_ = &loop;
+      wake_ = &wake;
+      running_ = true;
+      // Why: a stop() that came first finds the loop through wake_ only from now on.
+      if (stopping_) uv_async_send(&wake);
+    }
+    started_.notify_all();
+    uv_run(&loop, UV_RUN_DEFAULT);
+    decider_ = nullptr;
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    start_error_ = std::current_exception();
+    started_.notify_all();
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);  // the handles the Client closed on its way out
+  uv_loop_close(&loop);
+}
+
+void Worker::on_wake(uv_async_t* async) {
+  auto* worker = static_cast<Worker*>(async->data);
+  std::deque<Job> jobs;
+  bool stopping = false;
+  {
+    std::lock_guard lock(worker->mutex_);
+    jobs.swap(worker->jobs_);
+    stopping = worker->stopping_;
+    if (stopping) worker->wake_ = nullptr;
+  }
+  for (Job& job : jobs)
+    job(*worker->decider_, worker->loop_);
+  if (stopping && !worker->closing_) {
+    worker->closing_ = true;
+    uv_close(reinterpret_cast<uv_handle_t*>(async), nullptr);
+    // Why close(): the calls in flight end first, then the connections and their handles go,
+    // and with them the loop's last work.
+    redlimit::spawn(worker->loop_, worker->client_->close());
+  }
+}
+
+void Worker::submit(RateLimitCall call, Done done) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      jobs_.push_back([call = std::move(call), done](Decider& decider, uv_loop_t* loop) mutable {
+        redlimit::spawn(loop, answer(decider, std::move(call), std::move(done)));
+      });
+      uv_async_send(wake_);
+      return;
+    }
+  }
+  done(std::make_exception_ptr(redlimit::Unavailable("redlimit-server is shutting down", false)),
+       {});
+}
+
+void Worker::post(Job job) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return;
+  jobs_.push_back(std::move(job));
+  uv_async_send(wake_);
+}
+
+void Worker::stop() {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return;
+  stopping_ = true;
+  if (wake_ != nullptr) uv_async_send(wake_);
+}
+
+}  // namespace redlimit_server

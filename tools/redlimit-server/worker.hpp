@@ -1,0 +1,72 @@
+#pragma once
+/// @file worker.hpp
+/// Worker: one thread with its own libuv loop, redlimit Client and Decider, answering calls
+/// handed to it from any thread.
+
+#include <uv.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "decider.hpp"
+#include "redlimit/client.hpp"
+
+namespace redlimit_server {
+
+/// How a worker connects and answers.
+struct WorkerOptions {
+  redlimit::ClientOptions client;
+  DeciderOptions decider;
+};
+
+/// Runs a loop on its own thread: calls submitted from any thread are decided there, many at
+/// once. Its Client's commands to Redis are coalesced across the calls in flight.
+class Worker {
+ public:
+  /// The answer to a call, or the error that ended it.
+  using Done = std::function<void(std::exception_ptr error, RateLimitAnswer answer)>;
+  /// Work on the worker's loop, with its Decider.
+  using Job = std::function<void(Decider& decider, uv_loop_t* loop)>;
+
+  /// Starts the thread; returns once its loop runs. Throws what the Client's options throw
+  /// (ConfigError for a malformed URL).
+  Worker(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config);
+  /// stop(), then waits for the thread.
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  /// Decides `call` on the worker's loop; `done` runs on that thread. After stop(), `done` runs
+  /// at once on the caller's thread with redlimit::Unavailable. Thread-safe.
+  void submit(RateLimitCall call, Done done);
+  /// Runs `job` on the worker's loop (dropped after stop()). Thread-safe.
+  void post(Job job);
+  /// Stops taking calls; the calls in flight end, the Client closes and the thread ends.
+  /// Thread-safe, idempotent.
+  void stop();
+
+ private:
+  void run(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config);
+  static void on_wake(uv_async_t* async);
+
+  std::mutex mutex_;
+  std::condition_variable started_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  bool running_ = false;
+  std::exception_ptr start_error_;
+  uv_async_t* wake_ = nullptr;  ///< the loop's wake-up, while it runs (under mutex_)
+  // Why pointers: they live on the thread's stack while its loop runs.
+  Decider* decider_ = nullptr;
+  redlimit::Client* client_ = nullptr;
+  uv_loop_t* loop_ = nullptr;
+  bool closing_ = false;  ///< the loop's thread only
+  std::thread thread_;
+};
+
+}  // namespace redlimit_server
