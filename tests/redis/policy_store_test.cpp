@@ -175,6 +175,16 @@ TEST_F(PolicyStoreTest, AFollowerStartedBeforeAnyPolicyFailsTypedThenFollowsOnce
   EXPECT_EQ(admitted(loop(), limiter, "k", 3), 2);
 }
 
+TEST_F(PolicyStoreTest, AFollowerWithNothingStoredNamesItsNameInTheError) {
+  Limiter limiter(client(), LimiterOptions{.name = "unstored"});
+  try {
+    run(loop(), limiter.try_acquire("k"));
+    ADD_FAILURE() << "decided with no policy stored";
+  } catch (const PolicyNotFound& e) {
+    EXPECT_NE(std::string(e.what()).find("'unstored'"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(PolicyStoreTest, AFollowerFollowsAChangeMadeByAnotherClient) {
   Client other(loop(), ClientOptions{.url = server_.url()});
   PolicyStore store(other);
