@@ -49,8 +49,10 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
                                std::unique_ptr<Backend> backend,
                                std::shared_ptr<PolicyFollower> follower, LimiterOptions options,
                                std::shared_ptr<spdlog::logger> logger)
+    // Why `options` is copied, not moved: the arguments of one call are evaluated in no set
+    // order, and a move could empty options.name before the source reads it.
     : PolicyEnforcer(loop, std::move(redis), std::move(stats), std::move(backend),
-                     stored_policies(std::move(follower), options.name), std::move(options),
+                     stored_policies(std::move(follower), options.name), options,
                      std::move(logger)) {}
 
 PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
