@@ -68,11 +68,30 @@ microseconds until_window_end(TimeUnit unit) {
   return length - now % length;
 }
 
+/// `configured` as `limiter` enforces it now: a follower of the central store may already
+/// enforce a limit another replica wrote (its policy read last), which the answer tells.
+LimitConfig enforced_by(const LimitConfig& configured, const redlimit::Limiter& limiter) {
+  const redlimit::Policy policy = limiter.policy();
+  if (policy.limits.size() != 1 || policy.limits.front() == configured.limit()) return configured;
+  const redlimit::Limit& limit = policy.limits.front();
+  LimitConfig enforced = configured;
+  enforced.algorithm = limit.algorithm;
+  enforced.burst = limit.burst;
+  enforced.requests_per_unit = static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(limit.rate.permits, 0, std::numeric_limits<std::uint32_t>::max()));
+  for (const TimeUnit unit : {TimeUnit::second, TimeUnit::minute, TimeUnit::hour, TimeUnit::day,
+                              TimeUnit::month, TimeUnit::year}) {
+    if (limit.rate.period == unit_length(unit)) enforced.unit = unit;
+  }
+  return enforced;
+}
+
 }  // namespace
 
 struct Decider::Applied {
   const LimitConfig* limit = nullptr;  ///< null: no limit applies
   LimitConfig overridden;              ///< the caller's limit, when it gave one
+  LimitConfig enforced;                ///< the limit its limiter enforces now, when it has one
   std::string key;
   std::int64_t hits = 1;
   redlimit::Limiter* limiter = nullptr;  ///< null: decided without Redis
@@ -87,17 +106,17 @@ void Decider::replace_config(std::shared_ptr<const RateLimitConfig> config) {
   config_ = std::move(config);
 }
 
-redlimit::Limiter& Decider::limiter_for(const LimitConfig& limit, const DomainConfig& domain) {
-  const auto same = [](const LimitConfig& a, const LimitConfig& b) {
-    return a.limit() == b.limit() && a.shadow_mode == b.shadow_mode;
-  };
+redlimit::Limiter& Decider::limiter_for(const LimitConfig& limit, const DomainConfig& domain,
+                                        bool configured) {
+  const bool follows = configured && options_.central_policies;
   std::string name = limit.full_key;
   if (const auto it = limiters_.find(name); it != limiters_.end()) {
     Made& made = it->second;
-    if (same(made.limit, limit)) return *made.limiter;
     if (made.limit.shadow_mode == limit.shadow_mode) {
-      // Why set_policy(): the keys' consumed state carries over to the new limit.
-      made.limiter->set_policy(redlimit::Policy::of(limit.limit()), redlimit::Carry::as_is);
+      if (!follows && !(made.limit.limit() == limit.limit())) {
+        // Why set_policy(): the keys' consumed state carries over to the new limit.
+        made.limiter->set_policy(redlimit::Policy::of(limit.limit()), redlimit::Carry::as_is);
+      }
       made.limit = limit;
       return *made.limiter;
     }
@@ -110,8 +129,9 @@ redlimit::Limiter& Decider::limiter_for(const LimitConfig& limit, const DomainCo
                          ? domain.on_failure.local_share
                          : 1.0};
   options.shadow = limit.shadow_mode;
-  Made made{std::make_unique<redlimit::Limiter>(client_, redlimit::Policy::of(limit.limit()),
-                                                std::move(options)),
+  Made made{follows ? std::make_unique<redlimit::Limiter>(client_, std::move(options))
+                    : std::make_unique<redlimit::Limiter>(
+                          client_, redlimit::Policy::of(limit.limit()), std::move(options)),
             limit};
   redlimit::Limiter& limiter = *made.limiter;
   limiters_.emplace(std::move(name), std::move(made));
@@ -157,8 +177,11 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
     } else if (matched[i]) {
       one.limit = matched[i]->limit;
     }
-    if (one.limit != nullptr && !one.limit->unlimited && one.limit->requests_per_unit > 0)
-      one.limiter = &limiter_for(*one.limit, found->second);
+    if (one.limit != nullptr && !one.limit->unlimited && one.limit->requests_per_unit > 0) {
+      one.limiter = &limiter_for(*one.limit, found->second, !descriptor.limit);
+      one.enforced = enforced_by(*one.limit, *one.limiter);
+      one.limit = &one.enforced;
+    }
   }
 
   RateLimitAnswer answer;

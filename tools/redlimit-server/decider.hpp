@@ -29,6 +29,10 @@ struct DeciderOptions {
   bool x_ratelimit_headers = false;
   /// The first part of every Redis key (LimiterOptions::prefix).
   std::string prefix = "rl";
+  /// The configured limits are followed in the central PolicyStore (publish_policies() writes
+  /// them), so every replica enforces the limits written last; else each enforces its own
+  /// configuration. A caller's override is always the caller's.
+  bool central_policies = true;
 };
 
 /// Answers calls under a configuration, each descriptor under the limit it matches
@@ -49,15 +53,20 @@ class Decider {
   redlimit::Task<RateLimitAnswer> decide(RateLimitCall call);
 
   /// Answers under `config` from now on; a limit kept under the same name keeps its consumed
-  /// state (Limiter::set_policy(), Carry::as_is).
+  /// state (Limiter::set_policy(), Carry::as_is; a follower of the central store: as stored).
   void replace_config(std::shared_ptr<const RateLimitConfig> config);
+
+  /// The worker's Client.
+  redlimit::Client& client() noexcept { return client_; }
 
  private:
   /// One descriptor as it will be decided.
   struct Applied;
 
-  /// The limiter of `limit` (made on first use, under `domain`'s failure policy).
-  redlimit::Limiter& limiter_for(const LimitConfig& limit, const DomainConfig& domain);
+  /// The limiter of `limit` (made on first use, under `domain`'s failure policy): a follower of
+  /// the central store for a configured limit (with central_policies), else of `limit` itself.
+  redlimit::Limiter& limiter_for(const LimitConfig& limit, const DomainConfig& domain,
+                                 bool configured);
   redlimit::Task<void> decide_one(Applied& applied, DescriptorStatus& status);
   redlimit::Task<void> decide_together(std::vector<Applied>& applied,
                                        std::vector<DescriptorStatus>& statuses);

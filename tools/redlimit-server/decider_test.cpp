@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "policy_publisher.hpp"
+#include "redlimit/policy_store.hpp"
 #include "redlimit/runtime.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
@@ -80,9 +82,11 @@ class DeciderTest : public redlimit::test::LoopTest {
 
   redlimit::test::RedisServer server_;
   redlimit::Client client_{loop(), {.url = server_.url()}};
+  std::shared_ptr<const RateLimitConfig> config_ = config_of({config_text, together_text});
+  // Why published first: the limiters follow the central store (DeciderOptions's default).
+  const int published_ = redlimit::run(loop(), publish_policies(client_, *config_, "rl"));
   std::unique_ptr<Decider> decider_ =
-      std::make_unique<Decider>(client_, config_of({config_text, together_text}),
-                                DeciderOptions{.x_ratelimit_headers = true});
+      std::make_unique<Decider>(client_, config_, DeciderOptions{.x_ratelimit_headers = true});
 };
 
 TEST_F(DeciderTest, AFixedWindowOfTheUnitCountsDownThenIsOverTheLimit) {
@@ -175,6 +179,29 @@ TEST_F(DeciderTest, TheAnswerCarriesTheRateLimitHeaderFields) {
             R"("api.remote_address";r=1;t)");
   EXPECT_EQ(header(answer, "X-RateLimit-Limit"), "3");
   EXPECT_EQ(header(answer, "X-RateLimit-Remaining"), "1");
+}
+
+TEST_F(DeciderTest, PublishingWritesEachEnforcedLimitOnceAndTheStoresChangeIsFollowed) {
+  EXPECT_EQ(published_, 6) << "every limit but the unlimited and the 0 one";
+  EXPECT_EQ(redlimit::run(loop(), publish_policies(client_, *config_, "rl")), 0)
+      << "nothing changed";
+  const auto account = [] { return descriptor({{"account", "c"}}); };
+  EXPECT_EQ(decide("api", {account()}, 4).statuses[0].limit_remaining, 6u);
+  // Another replica writes a new limit: this one follows it, with the key's consumed state.
+  redlimit::PolicyStore store(client_);
+  redlimit::run(loop(), store.set("api.account",
+                                  redlimit::Policy::of(redlimit::Limit::fixed_window("20/min"))));
+  bool followed = false;
+  for (int i = 0; i < 200 && !followed; ++i) {
+    const RateLimitAnswer answer = decide("api", {descriptor({{"account", "c"}}, 0)});
+    followed = answer.statuses[0].current_limit->requests_per_unit == 20;
+    if (followed) {
+      EXPECT_EQ(answer.statuses[0].limit_remaining, 16u) << "4 of 20 used";
+    } else {
+      redlimit::run(loop(), redlimit::sleep_for(loop(), 10ms));
+    }
+  }
+  EXPECT_TRUE(followed) << "the store's change was not followed within 2 s";
 }
 
 TEST_F(DeciderTest, ACallWithoutDomainOrDescriptorsIsInvalid) {

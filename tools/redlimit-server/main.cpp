@@ -12,13 +12,17 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <future>
 #include <thread>
 
 #include "config_watch.hpp"
 #include "grpc_service.hpp"
 #include "http_service.hpp"
+#include "policy_publisher.hpp"
 #include "rate_limit_config.hpp"
+#include "redlimit/errors.hpp"
 #include "redlimit/metrics.hpp"
+#include "redlimit/runtime.hpp"
 #include "worker.hpp"
 
 namespace {
@@ -38,6 +42,7 @@ struct ServerOptions {
   std::string prefix = "rl";
   std::uint64_t reload_ms = 1000;
   std::uint64_t command_timeout_ms = 250;
+  bool no_central_policies = false;
 };
 
 /// What the main loop keeps: the workers, the configuration's watch, and what a signal closes.
@@ -45,30 +50,73 @@ struct Running {
   ServerOptions options;
   std::vector<std::unique_ptr<Worker>> workers{};
   redlimit_server::ConfigWatch watch;
+  /// A configuration read and not yet in force: its limits are not yet in the central store.
+  std::shared_ptr<const redlimit_server::RateLimitConfig> pending{};
   redlimit_server::HttpService* http = nullptr;
   uv_timer_t reload{};
   uv_signal_t interrupt{};
   uv_signal_t terminate{};
 };
 
-/// Reads the configuration again when its files changed; a configuration that cannot be used
-/// is logged, and the last good one stays.
+/// Writes `config`'s limits to the central store, from the first worker's Client.
+redlimit::Task<void> publish_from(redlimit::Client& client,
+                                  std::shared_ptr<const redlimit_server::RateLimitConfig> config,
+                                  std::string prefix, std::shared_ptr<std::promise<int>> done) {
+  try {
+    done->set_value(co_await redlimit_server::publish_policies(client, *config, prefix));
+  } catch (...) {
+    done->set_exception(std::current_exception());
+  }
+}
+
+/// Writes `config`'s limits to the central store (unless each replica enforces its own) and
+/// waits: false, logged, when Redis could not take them.
+bool publish(Running& running, std::shared_ptr<const redlimit_server::RateLimitConfig> config) {
+  if (running.options.no_central_policies) return true;
+  auto done = std::make_shared<std::promise<int>>();
+  std::future<int> written = done->get_future();
+  running.workers.front()->post([config, done, prefix = running.options.prefix](
+                                    redlimit_server::Decider& decider, uv_loop_t* loop) {
+    redlimit::spawn(loop, publish_from(decider.client(), config, prefix, done));
+  });
+  try {
+    if (written.wait_for(30s) != std::future_status::ready)
+      throw redlimit::TimeoutError("no answer within 30 s", true);
+    const int count = written.get();
+    if (count > 0) spdlog::info("redlimit-server: {} limit(s) written to the central store", count);
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::error(
+        "redlimit-server: the limits could not be written to the central store "
+        "(tried again at the next look): {}",
+        e.what());
+    return false;
+  }
+}
+
+/// Reads the configuration again when its files changed, and puts a configuration read into
+/// force once its limits are in the central store; a configuration that cannot be used is
+/// logged, and the last good one stays.
 void reload_if_changed(uv_timer_t* timer) {
   auto& running = *static_cast<Running*>(timer->data);
-  if (!running.watch.changed()) return;
-  try {
-    auto config = std::make_shared<const redlimit_server::RateLimitConfig>(
-        redlimit_server::load_config(running.options.config));
-    for (const auto& worker : running.workers) {
-      worker->post([config](redlimit_server::Decider& decider, uv_loop_t*) {
-        decider.replace_config(config);
-      });
+  if (running.watch.changed()) {
+    try {
+      running.pending = std::make_shared<const redlimit_server::RateLimitConfig>(
+          redlimit_server::load_config(running.options.config));
+    } catch (const std::exception& e) {
+      spdlog::error("redlimit-server: configuration not reloaded, the last good one stays: {}",
+                    e.what());
     }
-    spdlog::info("redlimit-server: configuration reloaded: {} domain(s)", config->domains.size());
-  } catch (const std::exception& e) {
-    spdlog::error("redlimit-server: configuration not reloaded, the last good one stays: {}",
-                  e.what());
   }
+  if (!running.pending || !publish(running, running.pending)) return;
+  for (const auto& worker : running.workers) {
+    worker->post([config = running.pending](redlimit_server::Decider& decider, uv_loop_t*) {
+      decider.replace_config(config);
+    });
+  }
+  spdlog::info("redlimit-server: configuration reloaded: {} domain(s)",
+               running.pending->domains.size());
+  running.pending.reset();
 }
 
 /// SIGINT or SIGTERM: the main loop's handles close, and with them its run.
@@ -100,7 +148,8 @@ int serve(ServerOptions options) {
   worker_options.client.command_timeout = std::chrono::milliseconds(options.command_timeout_ms);
   worker_options.decider = {.ratelimit_headers = !options.no_ratelimit_headers,
                             .x_ratelimit_headers = options.x_ratelimit_headers,
-                            .prefix = options.prefix};
+                            .prefix = options.prefix,
+                            .central_policies = !options.no_central_policies};
   try {
     for (unsigned i = 0; i < options.workers; ++i)
       running.workers.push_back(std::make_unique<Worker>(worker_options, config));
@@ -108,6 +157,9 @@ int serve(ServerOptions options) {
     spdlog::error("redlimit-server: --redis: {}", e.what());
     return 2;
   }
+
+  // Why before serving: the limiters follow the central store, which must hold the limits.
+  if (!publish(running, config)) running.pending = config;
 
   redlimit_server::RateLimitGrpcService service(running.workers);
   grpc::ServerBuilder builder;
@@ -196,6 +248,9 @@ int main(int argc, char** argv) {
                  "how often the configuration's files are looked at")
       ->check(CLI::Range(std::uint64_t{10}, std::uint64_t{3'600'000}))
       ->capture_default_str();
+  app.add_flag("--no-central-policies", options.no_central_policies,
+               "each replica enforces its own configuration, not the limits written last to "
+               "the central store");
   app.add_option("--command-timeout-ms", options.command_timeout_ms,
                  "each Redis command's deadline; past it the domain's failure policy answers")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{60'000}))

@@ -269,6 +269,32 @@ def test_two_servers_share_a_limit(config_dir):
         check(server.stop() == 0, "a server stops on SIGTERM with status 0")
 
 
+def test_replicas_follow_the_limits_written_last():
+    """Two replicas with a configuration each: a change one of them reads reaches the other
+    through the central store, with the keys' consumed state."""
+    dirs = []
+    for name in ("a", "b"):
+        path = os.path.join(WORK, f"replica-{name}")
+        os.mkdir(path)
+        write(os.path.join(path, "fleet.yaml"),
+              "domain: fleet\ndescriptors:\n"
+              "  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 10}\n")
+        dirs.append(path)
+    a, b = Server(dirs[0]), Server(dirs[1])
+    check(b.ask("fleet", one([("user", "u")]), hits=4).statuses[0].limit_remaining == 6,
+          "replica b: 4 of 10")
+    write(os.path.join(dirs[0], "fleet.yaml"),
+          "domain: fleet\ndescriptors:\n"
+          "  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 30}\n")
+    until(lambda: b.ask("fleet", one([("user", "probe")], hits=0))
+          .statuses[0].current_limit.requests_per_unit == 30,
+          "replica b follows the limit replica a wrote (its own file unchanged)")
+    answer = b.ask("fleet", one([("user", "u")]))
+    check(answer.statuses[0].limit_remaining == 25, f"the 4 used carry over to 30: {answer}")
+    for server in (a, b):
+        check(server.stop() == 0, "a replica stops on SIGTERM with status 0")
+
+
 def main():
     config_dir = os.path.join(WORK, "config")
     os.mkdir(config_dir)
@@ -285,6 +311,7 @@ def main():
         test_errors(server)
         test_http(server)
         test_two_servers_share_a_limit(config_dir)
+        test_replicas_follow_the_limits_written_last()
         test_reload(server, config_path)
     finally:
         code = server.stop()
