@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -84,11 +85,11 @@ def write(path, text):
 class Server:
     """One redlimit-server process on free ports; its log goes to a file."""
 
-    def __init__(self, config, *args):
+    def __init__(self, config, *args, redis=None):
         self.log_path = tempfile.mktemp(dir=WORK, suffix=".log")
         self.log_file = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [SERVER, "--config", config, "--redis", REDIS, "--grpc-listen", "127.0.0.1:0",
+            [SERVER, "--config", config, "--redis", redis or REDIS, "--grpc-listen", "127.0.0.1:0",
              "--http-listen", "127.0.0.1:0", "--workers", "2", "--reload-interval-ms", "100",
              *args],
             stdout=subprocess.PIPE, stderr=self.log_file, text=True)
@@ -295,6 +296,30 @@ def test_replicas_follow_the_limits_written_last():
         check(server.stop() == 0, "a replica stops on SIGTERM with status 0")
 
 
+def test_each_domains_failure_policy_answers_without_redis():
+    """Redis unreachable from the start: each domain's on_failure answers, never an error."""
+    path = os.path.join(WORK, "unreachable")
+    os.mkdir(path)
+    write(os.path.join(path, "open.yaml"),
+          "domain: open\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
+    write(os.path.join(path, "closed.yaml"),
+          "domain: closed\non_failure: deny\ndescriptors:\n"
+          "  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
+    nothing = socket.socket()
+    nothing.bind(("127.0.0.1", 0))  # a port nobody listens on while this socket is not listening
+    server = Server(path, redis=f"redis://127.0.0.1:{nothing.getsockname()[1]}")
+    try:
+        check(server.ask("open", one([("k", "v")])).overall_code == OK,
+              "on_failure allow (the default): OK without Redis")
+        check(server.ask("closed", one([("k", "v")])).overall_code == OVER_LIMIT,
+              "on_failure deny: OVER_LIMIT without Redis")
+    except grpc.RpcError as error:
+        check(False, f"a failure policy's answer was an error instead: {error}")
+    finally:
+        check(server.stop() == 0, "a server without Redis stops on SIGTERM with status 0")
+        nothing.close()
+
+
 def main():
     config_dir = os.path.join(WORK, "config")
     os.mkdir(config_dir)
@@ -312,6 +337,7 @@ def main():
         test_http(server)
         test_two_servers_share_a_limit(config_dir)
         test_replicas_follow_the_limits_written_last()
+        test_each_domains_failure_policy_answers_without_redis()
         test_reload(server, config_path)
     finally:
         code = server.stop()
