@@ -86,6 +86,12 @@ LimitConfig enforced_by(const LimitConfig& configured, const redlimit::Limiter& 
   return enforced;
 }
 
+/// What a domain's failure policy answers when Redis could not decide: allow (also for local,
+/// whose share needs a limit read from Redis at least once) or deny.
+Code answer_on_failure(const FailureConfig& on_failure) {
+  return on_failure.kind == redlimit::FailurePolicy::fail_closed ? Code::over_limit : Code::ok;
+}
+
 }  // namespace
 
 struct Decider::Applied {
@@ -96,6 +102,7 @@ struct Decider::Applied {
   std::int64_t hits = 1;
   redlimit::Limiter* limiter = nullptr;  ///< null: decided without Redis
   std::optional<redlimit::Decision> decision;
+  FailureConfig on_failure;  ///< the domain's
 };
 
 Decider::Decider(redlimit::Client& client, std::shared_ptr<const RateLimitConfig> config,
@@ -167,6 +174,7 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
                                : std::max<std::uint32_t>(call.hits_addend, 1),
         std::numeric_limits<std::uint32_t>::max()));
     if (found == config->domains.end()) continue;
+    one.on_failure = found->second.on_failure;
     if (descriptor.limit) {
       one.overridden.requests_per_unit = descriptor.limit->requests_per_unit;
       one.overridden.unit = descriptor.limit->unit;
@@ -216,21 +224,32 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   }
   redlimit::Limiter& limiter = *applied.limiter;
   redlimit::Decision decision;
-  if (applied.hits == 0) {
-    decision = co_await limiter.peek(applied.key);
-    decision.allowed = true;  // a call of no hits is never over the limit it does not touch
-  } else if (applied.hits > capacity(*limit)) {
-    // More hits than the limit holds: over the limit without asking, and (as envoyproxy/ratelimit
-    // counts them) the window full until its end.
-    if (counts_over_limit_hits(*limit)) co_await limiter.penalize(applied.key, capacity(*limit));
-    decision = co_await limiter.peek(applied.key);
-    decision.allowed = false;
-    decision.remaining = 0;
-  } else {
-    decision = co_await limiter.try_acquire(applied.key, applied.hits);
-    const bool refused = !decision.allowed || decision.shadow_denied;
-    if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis)
-      co_await limiter.penalize(applied.key, applied.hits);
+  bool failed = false;
+  try {
+    if (applied.hits == 0) {
+      decision = co_await limiter.peek(applied.key);
+      decision.allowed = true;  // a call of no hits is never over the limit it does not touch
+    } else if (applied.hits > capacity(*limit)) {
+      // More hits than the limit holds: over the limit without asking, and (as
+      // envoyproxy/ratelimit counts them) the window full until its end.
+      if (counts_over_limit_hits(*limit)) co_await limiter.penalize(applied.key, capacity(*limit));
+      decision = co_await limiter.peek(applied.key);
+      decision.allowed = false;
+      decision.remaining = 0;
+    } else {
+      decision = co_await limiter.try_acquire(applied.key, applied.hits);
+      const bool refused = !decision.allowed || decision.shadow_denied;
+      if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis)
+        co_await limiter.penalize(applied.key, applied.hits);
+    }
+  } catch (const redlimit::PolicyNotFound&) {
+    failed = true;  // a follower that could never read its limit: Redis is down since the start
+  } catch (const redlimit::Unavailable&) {
+    failed = true;  // a peek or a penalty, which no failure policy answers
+  }
+  if (failed) {
+    status.code = answer_on_failure(applied.on_failure);
+    co_return;
   }
   status.code = decision.allowed && !decision.shadow_denied ? Code::ok : Code::over_limit;
   status.limit_remaining = status.code == Code::ok ? clamp_remaining(decision.remaining) : 0;
@@ -265,14 +284,33 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
   for (const std::size_t i : together)
     claims.push_back({applied[i].limiter, applied[i].key, applied[i].hits});
   std::optional<redlimit::Decision> decision;
-  if (!refused) decision = co_await redlimit::try_acquire_all(claims);
+  bool failed = false;
+  try {
+    if (!refused) decision = co_await redlimit::try_acquire_all(claims);
+  } catch (const redlimit::PolicyNotFound&) {
+    failed = true;  // followers that could never read their limits: Redis is down since the start
+  }
+  if (failed) {
+    for (const std::size_t i : together) {
+      statuses[i].code = answer_on_failure(applied[i].on_failure);
+      statuses[i].current_limit =
+          CurrentLimit{.name = applied[i].limit->name,
+                       .requests_per_unit = applied[i].limit->requests_per_unit,
+                       .unit = applied[i].limit->unit};
+    }
+    co_return;
+  }
   // Why a peek of each: one decision over the claims tells the binding claim's figures only.
   redlimit::TaskGroup peeks;
   const auto peek = [](Applied* one, DescriptorStatus* status) -> redlimit::Task<void> {
-    const redlimit::Decision state = co_await one->limiter->peek(one->key);
-    status->limit_remaining = clamp_remaining(state.remaining);
-    status->duration_until_reset = state.reset_after;
-    one->decision = state;
+    try {
+      const redlimit::Decision state = co_await one->limiter->peek(one->key);
+      status->limit_remaining = clamp_remaining(state.remaining);
+      status->duration_until_reset = state.reset_after;
+      one->decision = state;
+    } catch (const redlimit::Error&) {
+      // The status stays without its figures: the decision itself was made.
+    }
   };
   for (std::size_t k = 0; k < together.size(); ++k) {
     Applied& one = applied[together[k]];
