@@ -8,6 +8,7 @@
 #include "policy_publisher.hpp"
 #include "redlimit/policy_store.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
 
@@ -202,6 +203,32 @@ TEST_F(DeciderTest, PublishingWritesEachEnforcedLimitOnceAndTheStoresChangeIsFol
     }
   }
   EXPECT_TRUE(followed) << "the store's change was not followed within 2 s";
+}
+
+TEST_F(DeciderTest, AReloadThatChangesALimitsShadowModeLeavesTheCallsInFlightTheirLimiter) {
+  const auto account = [] { return descriptor({{"account", "d"}}); };
+  EXPECT_EQ(decide("api", {account()}, 10).overall_code, Code::ok);
+  // A refused call in flight (it penalizes after its refusal) while a reload makes the limit a
+  // shadow one, and a call under the new configuration starts.
+  std::optional<RateLimitAnswer> first;
+  redlimit::TaskGroup group;
+  const auto into = [](Decider* decider, RateLimitCall call,
+                       std::optional<RateLimitAnswer>* out) -> redlimit::Task<void> {
+    *out = co_await decider->decide(std::move(call));
+  };
+  group.add(into(decider_.get(), RateLimitCall{"api", {account()}, 1}, &first));
+  std::string shadowed(config_text);
+  shadowed.replace(shadowed.find("  - key: account\n"), 17,
+                   "  - key: account\n    shadow_mode: true\n");
+  decider_->replace_config(config_of({shadowed, together_text}));
+  std::optional<RateLimitAnswer> second;
+  group.add(into(decider_.get(), RateLimitCall{"api", {account()}, 1}, &second));
+  redlimit::run(loop(), [](redlimit::TaskGroup* all) -> redlimit::Task<void> {
+    co_await all->join();
+  }(&group));
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->overall_code, Code::over_limit);
+  EXPECT_EQ(second->overall_code, Code::ok) << "a shadow limit is never enforced";
 }
 
 TEST_F(DeciderTest, ACallWithoutDomainOrDescriptorsIsInvalid) {
