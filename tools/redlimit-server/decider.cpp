@@ -100,7 +100,7 @@ struct Decider::Applied {
   LimitConfig enforced;                ///< the limit its limiter enforces now, when it has one
   std::string key;
   std::int64_t hits = 1;
-  redlimit::Limiter* limiter = nullptr;  ///< null: decided without Redis
+  std::shared_ptr<redlimit::Limiter> limiter;  ///< null: decided without Redis
   std::optional<redlimit::Decision> decision;
   FailureConfig on_failure;  ///< the domain's
 };
@@ -113,8 +113,9 @@ void Decider::replace_config(std::shared_ptr<const RateLimitConfig> config) {
   config_ = std::move(config);
 }
 
-redlimit::Limiter& Decider::limiter_for(const LimitConfig& limit, const DomainConfig& domain,
-                                        bool configured) {
+std::shared_ptr<redlimit::Limiter> Decider::limiter_for(const LimitConfig& limit,
+                                                        const DomainConfig& domain,
+                                                        bool configured) {
   const bool follows = configured && options_.central_policies;
   std::string name = limit.full_key;
   if (const auto it = limiters_.find(name); it != limiters_.end()) {
@@ -125,7 +126,7 @@ redlimit::Limiter& Decider::limiter_for(const LimitConfig& limit, const DomainCo
         made.limiter->set_policy(redlimit::Policy::of(limit.limit()), redlimit::Carry::as_is);
       }
       made.limit = limit;
-      return *made.limiter;
+      return made.limiter;
     }
     limiters_.erase(it);
   }
@@ -136,11 +137,11 @@ redlimit::Limiter& Decider::limiter_for(const LimitConfig& limit, const DomainCo
                          ? domain.on_failure.local_share
                          : 1.0};
   options.shadow = limit.shadow_mode;
-  Made made{follows ? std::make_unique<redlimit::Limiter>(client_, std::move(options))
-                    : std::make_unique<redlimit::Limiter>(
+  Made made{follows ? std::make_shared<redlimit::Limiter>(client_, std::move(options))
+                    : std::make_shared<redlimit::Limiter>(
                           client_, redlimit::Policy::of(limit.limit()), std::move(options)),
             limit};
-  redlimit::Limiter& limiter = *made.limiter;
+  std::shared_ptr<redlimit::Limiter> limiter = made.limiter;
   limiters_.emplace(std::move(name), std::move(made));
   return limiter;
 }
@@ -186,7 +187,7 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
       one.limit = matched[i]->limit;
     }
     if (one.limit != nullptr && !one.limit->unlimited && one.limit->requests_per_unit > 0) {
-      one.limiter = &limiter_for(*one.limit, found->second, !descriptor.limit);
+      one.limiter = limiter_for(*one.limit, found->second, !descriptor.limit);
       one.enforced = enforced_by(*one.limit, *one.limiter);
       one.limit = &one.enforced;
     }
@@ -282,7 +283,7 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
   if (together.empty()) co_return;
   std::vector<redlimit::Claim> claims;
   for (const std::size_t i : together)
-    claims.push_back({applied[i].limiter, applied[i].key, applied[i].hits});
+    claims.push_back({applied[i].limiter.get(), applied[i].key, applied[i].hits});
   std::optional<redlimit::Decision> decision;
   bool failed = false;
   try {

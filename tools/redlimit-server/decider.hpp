@@ -65,8 +65,9 @@ class Decider {
 
   /// The limiter of `limit` (made on first use, under `domain`'s failure policy): a follower of
   /// the central store for a configured limit (with central_policies), else of `limit` itself.
-  redlimit::Limiter& limiter_for(const LimitConfig& limit, const DomainConfig& domain,
-                                 bool configured);
+  /// Shared: a call in flight keeps its limiter though a reload replaces it.
+  std::shared_ptr<redlimit::Limiter> limiter_for(const LimitConfig& limit,
+                                                 const DomainConfig& domain, bool configured);
   redlimit::Task<void> decide_one(Applied& applied, DescriptorStatus& status);
   redlimit::Task<void> decide_together(std::vector<Applied>& applied,
                                        std::vector<DescriptorStatus>& statuses);
@@ -76,7 +77,7 @@ class Decider {
   std::shared_ptr<const RateLimitConfig> config_;
   DeciderOptions options_;
   struct Made {
-    std::unique_ptr<redlimit::Limiter> limiter;
+    std::shared_ptr<redlimit::Limiter> limiter;
     LimitConfig limit;  ///< what it enforces
   };
   /// By limiter name: a configured limit's full key, an override's full key and rate.
