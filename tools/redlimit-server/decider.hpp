@@ -56,6 +56,9 @@ class Decider {
   /// state (Limiter::set_policy(), Carry::as_is; a follower of the central store: as stored).
   void replace_config(std::shared_ptr<const RateLimitConfig> config);
 
+  /// Whether the configuration in force names `domain`.
+  bool knows(std::string_view domain) const { return config_->domains.contains(domain); }
+
   /// The worker's Client.
   redlimit::Client& client() noexcept { return client_; }
 

@@ -36,10 +36,12 @@ struct HttpService::Mailbox {
 };
 
 HttpService::HttpService(uv_loop_t* loop, std::vector<std::unique_ptr<Worker>>& workers,
-                         std::shared_ptr<const redlimit::Metrics> metrics)
+                         std::shared_ptr<const redlimit::Metrics> metrics,
+                         std::shared_ptr<const ServerStats> stats)
     : loop_(loop),
       workers_(workers),
       metrics_(std::move(metrics)),
+      stats_(std::move(stats)),
       mailbox_(std::make_shared<Mailbox>()) {
   mailbox_->async.data = mailbox_.get();
   uv_async_init(loop_, &mailbox_->async, &Mailbox::on_mail);
@@ -86,7 +88,7 @@ void HttpService::handle(redlimit::HttpRequest request,
                     : redlimit::HttpResponse{.body = "OK\n"});
   } else if (path == "/metrics" && reading) {
     respond({.content_type = "text/plain; version=0.0.4; charset=utf-8",
-             .body = metrics_->prometheus_text()});
+             .body = metrics_->prometheus_text() + stats_->prometheus_text()});
   } else if (path == "/json" && request.method == "POST") {
     answer_json(request.body, std::move(respond));
   } else if (path == "/healthcheck" || path == "/metrics" || path == "/json") {

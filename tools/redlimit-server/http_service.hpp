@@ -1,8 +1,8 @@
 #pragma once
 /// @file http_service.hpp
 /// HttpService: what redlimit-server answers over HTTP beside gRPC: GET /healthcheck, GET
-/// /metrics, and POST /json, ShouldRateLimit in the protobuf JSON mapping (as
-/// envoyproxy/ratelimit's /json).
+/// /metrics (the library's metrics and the server's calls per domain), and POST /json,
+/// ShouldRateLimit in the protobuf JSON mapping (as envoyproxy/ratelimit's /json).
 
 #include <uv.h>
 
@@ -25,7 +25,8 @@ class HttpService {
  public:
   /// The workers must outlive the calls handed to them (stop them after close()).
   HttpService(uv_loop_t* loop, std::vector<std::unique_ptr<Worker>>& workers,
-              std::shared_ptr<const redlimit::Metrics> metrics);
+              std::shared_ptr<const redlimit::Metrics> metrics,
+              std::shared_ptr<const ServerStats> stats);
   ~HttpService();
   HttpService(const HttpService&) = delete;
   HttpService& operator=(const HttpService&) = delete;
@@ -49,6 +50,7 @@ class HttpService {
   uv_loop_t* loop_;
   std::vector<std::unique_ptr<Worker>>& workers_;
   std::shared_ptr<const redlimit::Metrics> metrics_;
+  std::shared_ptr<const ServerStats> stats_;
   std::shared_ptr<Mailbox> mailbox_;
   std::unique_ptr<redlimit::HttpListener> listener_;
   std::size_t next_worker_ = 0;

@@ -142,9 +142,11 @@ int serve(ServerOptions options) {
   }
   Running running{.options = options, .watch = redlimit_server::ConfigWatch(options.config)};
   auto metrics = std::make_shared<redlimit::Metrics>();
+  auto stats = std::make_shared<redlimit_server::ServerStats>();
   redlimit_server::WorkerOptions worker_options;
   worker_options.client.url = options.redis;
   worker_options.client.metrics = metrics;
+  worker_options.stats = stats;
   worker_options.client.command_timeout = std::chrono::milliseconds(options.command_timeout_ms);
   worker_options.decider = {.ratelimit_headers = !options.no_ratelimit_headers,
                             .x_ratelimit_headers = options.x_ratelimit_headers,
@@ -176,7 +178,7 @@ int serve(ServerOptions options) {
   uv_loop_init(&loop);
   int status = 0;
   {
-    redlimit_server::HttpService http(&loop, running.workers, metrics);
+    redlimit_server::HttpService http(&loop, running.workers, metrics, stats);
     running.http = &http;
     int http_port = 0;
     try {

@@ -236,6 +236,11 @@ def test_http(server):
     status, text = server.http("/metrics")
     check(status == 200 and 'redlimit_decisions_total{limiter="api.remote_address"' in text,
           "/metrics has the decisions")
+    calls = re.search(r'redlimit_server_calls_total\{domain="api",result="over_limit"\} (\d+)', text)
+    check(calls is not None and int(calls.group(1)) >= 3,
+          f"/metrics counts the calls per domain: {calls and calls.group(0)}")
+    check('redlimit_server_calls_total{domain="unknown",result="ok"}' in text,
+          "a domain the configuration does not name counts as unknown")
     body = json.dumps({"domain": "api", "descriptors": [
         {"entries": [{"key": "remote_address", "value": "10.2.2.2"}]}]}).encode()
     status, text = server.http("/json", body)

@@ -6,8 +6,11 @@
 namespace redlimit_server {
 namespace {
 
-/// Decides `call` and hands the outcome to `done`.
-redlimit::Task<void> answer(Decider& decider, RateLimitCall call, Worker::Done done) {
+/// Decides `call`, counts it, and hands the outcome to `done`.
+redlimit::Task<void> answer(Decider& decider, ServerStats* stats, RateLimitCall call,
+                            Worker::Done done) {
+  const std::string domain = stats != nullptr ? call.domain : std::string();
+  const bool configured = stats != nullptr && decider.knows(domain);
   std::exception_ptr error;
   RateLimitAnswer answer;
   try {
@@ -15,12 +18,19 @@ redlimit::Task<void> answer(Decider& decider, RateLimitCall call, Worker::Done d
   } catch (...) {
     error = std::current_exception();
   }
+  if (stats != nullptr) {
+    stats->count(domain, configured,
+                 error                                     ? CallEnd::error
+                 : answer.overall_code == Code::over_limit ? CallEnd::over_limit
+                                                           : CallEnd::ok);
+  }
   done(error, std::move(answer));
 }
 
 }  // namespace
 
-Worker::Worker(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config) {
+Worker::Worker(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config)
+    : stats_(options.stats) {
   thread_ = std::thread([this, options = std::move(options), config = std::move(config)]() mutable {
     run(std::move(options), std::move(config));
   });
@@ -94,8 +104,9 @@ void Worker::submit(RateLimitCall call, Done done) {
   {
     std::lock_guard lock(mutex_);
     if (!stopping_) {
-      jobs_.push_back([call = std::move(call), done](Decider& decider, uv_loop_t* loop) mutable {
-        redlimit::spawn(loop, answer(decider, std::move(call), std::move(done)));
+      jobs_.push_back([call = std::move(call), done, stats = stats_.get()](
+                          Decider& decider, uv_loop_t* loop) mutable {
+        redlimit::spawn(loop, answer(decider, stats, std::move(call), std::move(done)));
       });
       uv_async_send(wake_);
       return;

@@ -15,6 +15,7 @@
 
 #include "decider.hpp"
 #include "redlimit/client.hpp"
+#include "server_stats.hpp"
 
 namespace redlimit_server {
 
@@ -22,6 +23,7 @@ namespace redlimit_server {
 struct WorkerOptions {
   redlimit::ClientOptions client;
   DeciderOptions decider;
+  std::shared_ptr<ServerStats> stats;  ///< where each call is counted (null: not counted)
 };
 
 /// Runs a loop on its own thread: calls submitted from any thread are decided there, many at
@@ -52,6 +54,8 @@ class Worker {
 
  private:
   void run(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config);
+
+  std::shared_ptr<ServerStats> stats_;
   static void on_wake(uv_async_t* async);
 
   std::mutex mutex_;
