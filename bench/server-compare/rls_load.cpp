@@ -1,0 +1,173 @@
+// rls_load: drives a RateLimitService (redlimit-server, or null_rls_server for the ceiling) with
+// a fixed number of ShouldRateLimit calls in flight for a while, one descriptor per call on a
+// random key, and prints one JSON line: calls/s, latency percentiles, the server's CPU per call.
+// Figures only; nothing is asserted.
+//
+// usage: rls_load --target HOST:PORT [--in-flight N] [--seconds S] [--keys K] [--server-pid P]
+//                 [--label TEXT]
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "rls.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using envoy::service::ratelimit::v3::RateLimitRequest;
+using envoy::service::ratelimit::v3::RateLimitResponse;
+using envoy::service::ratelimit::v3::RateLimitService;
+
+struct Options {
+  std::string target;
+  int in_flight = 64;
+  double seconds = 2;
+  int keys = 100'000;
+  int server_pid = 0;
+  std::string label = "server";
+};
+
+/// The CPU time (user + system) the process `pid` has used, in seconds; 0 if unknown.
+double cpu_seconds(int pid) {
+  if (pid <= 0) return 0;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t end = text.rfind(')');
+  if (end == std::string::npos) return 0;
+  std::istringstream fields(text.substr(end + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+/// Keeps `in_flight` calls going until the deadline; records each call's latency.
+class Load {
+ public:
+  Load(const Options& options, std::shared_ptr<grpc::Channel> channel)
+      : options_(options), stub_(RateLimitService::NewStub(std::move(channel))) {}
+
+  void run() {
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(options_.seconds));
+    for (int i = 0; i < options_.in_flight; ++i)
+      start(static_cast<std::uint64_t>(i));
+    std::unique_lock lock(mutex_);
+    ended_.wait(lock, [this] { return running_ == 0; });
+  }
+
+  std::vector<double> latencies_us;
+  std::uint64_t errors = 0;
+  std::uint64_t over_limit = 0;
+
+ private:
+  struct Call {
+    grpc::ClientContext context;
+    RateLimitRequest request;
+    RateLimitResponse response;
+    Clock::time_point started;
+  };
+
+  void start(std::uint64_t seed) {
+    {
+      std::lock_guard lock(mutex_);
+      ++running_;
+    }
+    auto* call = new Call;
+    call->request.set_domain("bench");
+    auto* entry = call->request.add_descriptors()->add_entries();
+    entry->set_key("user");
+    entry->set_value(std::to_string(std::minstd_rand(static_cast<std::uint32_t>(seed))() %
+                                    static_cast<std::uint32_t>(options_.keys)));
+    call->started = Clock::now();
+    stub_->async()->ShouldRateLimit(&call->context, &call->request, &call->response,
+                                    [this, call](grpc::Status status) { finish(call, status); });
+  }
+
+  void finish(Call* call, const grpc::Status& status) {
+    const auto now = Clock::now();
+    const double latency =
+        std::chrono::duration<double, std::micro>(now - call->started).count();
+    const bool over = call->response.overall_code() == RateLimitResponse::OVER_LIMIT;
+    delete call;
+    bool again = false;
+    {
+      std::lock_guard lock(mutex_);
+      latencies_us.push_back(latency);
+      errors += status.ok() ? 0 : 1;
+      over_limit += over ? 1 : 0;
+      --running_;
+      again = now < deadline_;
+    }
+    if (again) {
+      start(next_seed_.fetch_add(1) * 2654435761u);
+    } else {
+      std::lock_guard lock(mutex_);
+      if (running_ == 0) ended_.notify_all();
+    }
+  }
+
+  const Options& options_;
+  std::unique_ptr<RateLimitService::Stub> stub_;
+  Clock::time_point deadline_;
+  std::mutex mutex_;
+  std::condition_variable ended_;
+  int running_ = 0;
+  std::atomic<std::uint64_t> next_seed_{1'000'003};
+};
+
+double percentile(std::vector<double>& values, double p) {
+  if (values.empty()) return 0;
+  const std::size_t at = std::min(values.size() - 1, static_cast<std::size_t>(p * values.size()));
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(at), values.end());
+  return values[at];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"Drives a RateLimitService and prints calls/s, latency and server CPU per call"};
+  app.add_option("--target", options.target, "HOST:PORT")->required();
+  app.add_option("--in-flight", options.in_flight, "calls in flight")->capture_default_str();
+  app.add_option("--seconds", options.seconds, "how long")->capture_default_str();
+  app.add_option("--keys", options.keys, "distinct descriptor values")->capture_default_str();
+  app.add_option("--server-pid", options.server_pid, "the server, for its CPU per call");
+  app.add_option("--label", options.label, "the JSON line's label")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  const auto channel = grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials());
+  // Why a brief run first: connections and the server's first limiters are made then.
+  Options brief = options;
+  brief.seconds = std::min(0.2, options.seconds);
+  Load(brief, channel).run();
+
+  Load load(options, channel);
+  const double cpu_before = cpu_seconds(options.server_pid);
+  const auto started = Clock::now();
+  load.run();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+  const double cpu = cpu_seconds(options.server_pid) - cpu_before;
+  const auto calls = static_cast<double>(load.latencies_us.size());
+  std::printf(
+      "{\"label\":\"%s\",\"in_flight\":%d,\"calls\":%.0f,\"calls_per_s\":%.0f,\"p50_us\":%.0f,"
+      "\"p99_us\":%.0f,\"errors\":%llu,\"over_limit\":%llu,\"server_cpu_us_per_call\":%.1f}\n",
+      options.label.c_str(), options.in_flight, calls, calls / elapsed,
+      percentile(load.latencies_us, 0.50), percentile(load.latencies_us, 0.99),
+      static_cast<unsigned long long>(load.errors),
+      static_cast<unsigned long long>(load.over_limit), calls > 0 ? cpu * 1e6 / calls : 0.0);
+  return load.errors == 0 ? 0 : 1;
+}
