@@ -443,6 +443,7 @@ TEST_F(CommandTest, WatchShowsANamedLimiterWithoutCountsAsZeros) {
   EXPECT_TRUE(has(outcome.out, "NAME"));
   EXPECT_TRUE(has(outcome.out, "idle"));
   EXPECT_TRUE(has(outcome.out, "(all)"));
+  EXPECT_TRUE(has(outcome.out, "ClientOptions::stats_interval")) << "how to have counts";
 }
 
 TEST_F(CommandTest, BadArgumentsAndBadPoliciesExit2) {
