@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task.hpp"
 
@@ -27,6 +28,15 @@ class ResultError {
   bool ok() const noexcept { return !error_; }
   /// The call's exception, or null.
   std::exception_ptr error() const noexcept { return error_; }
+  /// What kind of error ended the call (ErrorKind::none when ok): tells Cancelled from
+  /// Unavailable without a rethrow.
+  ErrorKind error_kind() const noexcept { return error_ ? kind_ : ErrorKind::none; }
+  /// The call's error as an `E` (Cancelled, Unavailable, TimeoutError, ReplyError, Error, ...),
+  /// or null when ok or when the error is not an `E`. Valid as long as this Result (or a copy of
+  /// it) lives.
+  template <class E>
+  requires std::is_base_of_v<std::exception, E>
+  const E* error_as() const noexcept { return dynamic_cast<const E*>(exception_); }
   /// The exception's message (what()), or "" when ok.
   std::string error_message() const {
     if (!error_) return {};
@@ -41,13 +51,27 @@ class ResultError {
 
  protected:
   ResultError() = default;
-  explicit ResultError(std::exception_ptr error) : error_(std::move(error)) {}
+  // Why one rethrow here: it finds the exception object (which error_ keeps alive) once, so
+  // that error_as() and error_kind() need none.
+  explicit ResultError(std::exception_ptr error) : error_(std::move(error)) {
+    if (!error_) return;
+    try {
+      std::rethrow_exception(error_);
+    } catch (const std::exception& e) {
+      exception_ = &e;
+      kind_ = error_kind_of(e);
+    } catch (...) {
+      kind_ = ErrorKind::other;
+    }
+  }
   void rethrow_if_error() const {
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
   std::exception_ptr error_;
+  const std::exception* exception_ = nullptr;  // inside *error_, or null
+  ErrorKind kind_ = ErrorKind::none;
 };
 
 }  // namespace detail

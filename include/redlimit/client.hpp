@@ -97,9 +97,11 @@ struct ClientOptions {
   std::shared_ptr<Metrics> metrics{};
   /// How often the client adds its limiters' decision counts to the fleet's, in Redis: the
   /// hash `<prefix>:stats:{<name>}` (HINCRBY) and the names in `<prefix>:stats:names` (ZADD),
-  /// read by read_fleet_counts() and `redlimit watch` (see docs/operations.md). 0: never.
-  /// Otherwise at least min_stats_interval (else a ConfigError at construction).
-  std::chrono::milliseconds stats_interval{1000};
+  /// read by read_fleet_counts() and `redlimit watch` (see docs/operations.md). 0 (the
+  /// default): never, so the client writes nothing its user did not ask for; e.g. 1 s to feed
+  /// `redlimit watch`. Otherwise at least min_stats_interval (else a ConfigError at
+  /// construction).
+  std::chrono::milliseconds stats_interval{0};
   /// TLS settings for a `rediss://` (or `rediss-sentinel://`) URL; ignored for other URLs.
   /// Files that cannot be read, or a key that does not match its certificate, are a
   /// ConfigError at construction.

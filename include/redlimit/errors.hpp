@@ -146,4 +146,39 @@ class TlsError : public ConfigError {
   using ConfigError::ConfigError;
 };
 
+/// What kind of error ended a call, coarsely: the classes above, with every Unavailable subclass
+/// (ConnectionError, TimeoutError, Overloaded, CircuitOpen) as `unavailable` and TlsError as
+/// `config`. `none` when there is no error; `other` for an exception that is not a
+/// redlimit::Error (e.g. std::bad_alloc, or one a callback of yours threw).
+enum class ErrorKind {
+  none,
+  invalid_argument,
+  adjustment_refused,
+  config,
+  usage,
+  unavailable,
+  cancelled,
+  lease_expired,
+  policy_not_found,
+  reply,
+  protocol,
+  other,
+};
+
+/// The kind of `error` (never `none`).
+inline ErrorKind error_kind_of(const std::exception& error) noexcept {
+  const auto* e = &error;
+  if (dynamic_cast<const Unavailable*>(e)) return ErrorKind::unavailable;
+  if (dynamic_cast<const Cancelled*>(e)) return ErrorKind::cancelled;
+  if (dynamic_cast<const InvalidArgument*>(e)) return ErrorKind::invalid_argument;
+  if (dynamic_cast<const AdjustmentRefused*>(e)) return ErrorKind::adjustment_refused;
+  if (dynamic_cast<const ConfigError*>(e)) return ErrorKind::config;
+  if (dynamic_cast<const UsageError*>(e)) return ErrorKind::usage;
+  if (dynamic_cast<const LeaseExpired*>(e)) return ErrorKind::lease_expired;
+  if (dynamic_cast<const PolicyNotFound*>(e)) return ErrorKind::policy_not_found;
+  if (dynamic_cast<const ReplyError*>(e)) return ErrorKind::reply;
+  if (dynamic_cast<const ProtocolError*>(e)) return ErrorKind::protocol;
+  return ErrorKind::other;
+}
+
 }  // namespace redlimit

@@ -27,6 +27,7 @@ class Metrics;
 
 namespace detail {
 class PolicyEnforcer;
+class PolicyGauge;
 struct LimiterAccess;
 }  // namespace detail
 
@@ -86,6 +87,13 @@ class Permits {
  private:
   std::int64_t count_;
 };
+
+/// A callback that takes a call's Result<Decision>: a lambda, a function, a std::function.
+/// Why a concept, not std::function, in the overloads with defaults: a `{}` argument must keep
+/// meaning AcquireOptions{} in `acquire(key, 1, {})`.
+template <class Callback>
+concept DecisionCallback = std::invocable<Callback&, Result<Decision>> &&
+    std::convertible_to<Callback, std::function<void(Result<Decision>)>>;
 
 /// Applies a Policy to keys (a user, an IP, an API key).
 ///
@@ -177,6 +185,38 @@ class Limiter {
   void try_acquire(Permits permits, std::function<void(Result<Decision>)> done);
   /// Callback style of acquire() on the shared key.
   void acquire(Permits permits, AcquireOptions options, std::function<void(Result<Decision>)> done);
+  /// Callback style of try_acquire() for one permit of `key`: `limiter.try_acquire(key, cb)`.
+  template <DecisionCallback Callback>
+  void try_acquire(std::string key, Callback done) {
+    try_acquire(std::move(key), 1, std::function<void(Result<Decision>)>(std::move(done)));
+  }
+  /// Callback style of acquire() for `permits` of `key`, with the default AcquireOptions.
+  template <DecisionCallback Callback>
+  void acquire(std::string key, std::int64_t permits, Callback done) {
+    acquire(std::move(key), permits, AcquireOptions{},
+            std::function<void(Result<Decision>)>(std::move(done)));
+  }
+  /// Callback style of acquire() for one permit of `key`, with the default AcquireOptions.
+  template <DecisionCallback Callback>
+  void acquire(std::string key, Callback done) {
+    acquire(std::move(key), 1, std::move(done));
+  }
+  /// Callback style of try_acquire() for one permit of the shared key.
+  template <DecisionCallback Callback>
+  void try_acquire(Callback done) {
+    try_acquire(Permits{1}, std::function<void(Result<Decision>)>(std::move(done)));
+  }
+  /// Callback style of acquire() for `permits` of the shared key, with the default
+  /// AcquireOptions.
+  template <DecisionCallback Callback>
+  void acquire(Permits permits, Callback done) {
+    acquire(permits, AcquireOptions{}, std::function<void(Result<Decision>)>(std::move(done)));
+  }
+  /// Callback style of acquire() for one permit of the shared key.
+  template <DecisionCallback Callback>
+  void acquire(Callback done) {
+    acquire(Permits{1}, std::move(done));
+  }
 
   /// The state of `key` now, as a decision for one permit; consumes nothing and writes nothing.
   /// Every field means the state now: `remaining` is the permits available now, `reset_after`
@@ -238,6 +278,8 @@ class Limiter {
 
  private:
   friend struct detail::LimiterAccess;
+  /// Shows the policy in force in the metrics; declared first: the follower is made with it.
+  std::shared_ptr<const detail::PolicyGauge> gauge_;
   std::shared_ptr<detail::PolicyEnforcer> enforcer_;
 };
 

@@ -73,6 +73,13 @@ struct LimiterStats {
   std::int64_t in_flight = 0;
   /// acquire() calls suspended, waiting for their permits.
   std::int64_t waiters = 0;
+  /// The version of the stored policy these limiters follow (PolicyStore: the name's latest
+  /// change they read), or 0 for a policy given in code (Limiter(client, policy, options),
+  /// set_policy()). Several limiters of one name: the one that changed last.
+  std::int64_t policy_version = 0;
+  /// The limits of the policy in force, as configured (a follower's: the name's policy, not a
+  /// key's override; empty before its first read, or when none is stored).
+  std::vector<Limit> policy_limits;
 
   /// decisions[allowed][source].
   std::uint64_t decided(bool allowed, Source source) const noexcept {

@@ -2,30 +2,60 @@
 
 #include "limiter/local_backend.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "limiter/policy_gauge.hpp"
 #include "limiter/redis_backend.hpp"
 #include "redlimit/client.hpp"
 #include "runtime/logger.hpp"
 
 namespace redlimit {
 
+namespace {
+
+/// The gauge of a limiter's policy where its calls count: `options.metrics`, else `client`'s.
+std::shared_ptr<const detail::PolicyGauge> gauge_of(const LimiterOptions& options,
+                                                    const std::shared_ptr<Metrics>& client) {
+  auto metrics = options.metrics ? options.metrics : client;
+  return std::make_shared<const detail::PolicyGauge>(std::move(metrics), options.name);
+}
+
+/// A follower of the policy stored under `options.name`, showing what it reads in `gauge`.
+std::shared_ptr<detail::PolicyFollower> shown_follower(Client& client,
+                                                       const LimiterOptions& options,
+                                                       const detail::PolicyGauge& gauge) {
+  auto follower = std::make_shared<detail::PolicyFollower>(
+      client.shared_dispatcher(), options.prefix, options.name, options.policy_refresh);
+  gauge.follow(*follower);
+  return follower;
+}
+
+}  // namespace
+
+// Why the gauge shows the policy after the enforcer is made: the options are valid then, so no
+// invalid name gets metrics.
 Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
-    : enforcer_(std::make_shared<detail::PolicyEnforcer>(
+    : gauge_(gauge_of(options, client.metrics())),
+      enforcer_(std::make_shared<detail::PolicyEnforcer>(
           client.loop(), client.shared_dispatcher(), client.stats_publisher(),
           std::make_unique<detail::RedisBackend>(client.dispatcher()), std::move(policy),
-          std::move(options), client.dispatcher().logger())) {}
+          std::move(options), client.dispatcher().logger())) {
+  gauge_->show(enforcer_->policy());
+}
 
 Limiter::Limiter(Client& client, LimiterOptions options)
-    : enforcer_(std::make_shared<detail::PolicyEnforcer>(
+    : gauge_(gauge_of(options, client.metrics())),
+      enforcer_(std::make_shared<detail::PolicyEnforcer>(
           client.loop(), client.shared_dispatcher(), client.stats_publisher(),
           std::make_unique<detail::RedisBackend>(client.dispatcher()),
-          std::make_shared<detail::PolicyFollower>(client.shared_dispatcher(), options.prefix,
-                                                   options.name, options.policy_refresh),
-          std::move(options), client.dispatcher().logger())) {}
+          shown_follower(client, options, *gauge_), std::move(options),
+          client.dispatcher().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
-    : enforcer_(std::make_shared<detail::PolicyEnforcer>(
+    : gauge_(gauge_of(options, nullptr)),
+      enforcer_(std::make_shared<detail::PolicyEnforcer>(
           loop, nullptr, nullptr, std::make_unique<detail::LocalBackend>(), std::move(policy),
-          std::move(options), detail::default_logger())) {}
+          std::move(options), detail::default_logger())) {
+  gauge_->show(enforcer_->policy());
+}
 
 Limiter::~Limiter() = default;
 Limiter::Limiter(Limiter&& other) noexcept = default;
@@ -106,6 +136,7 @@ Task<void> Limiter::block(std::string key, std::chrono::microseconds duration) {
 
 void Limiter::set_policy(Policy policy, Carry carry) {
   enforcer_->set_policy(std::move(policy), carry);
+  gauge_->show(enforcer_->policy());
 }
 
 Policy Limiter::policy() const {

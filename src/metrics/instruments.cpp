@@ -37,6 +37,18 @@ const std::array<double, 14> LimiterMetrics::wait_bounds{
 LimiterMetrics::LimiterMetrics(std::string name_)
     : name(std::move(name_)), wait_seconds(wait_bounds) {}
 
+void LimiterMetrics::show_policy(std::int64_t version, std::vector<Limit> limits) {
+  const std::lock_guard lock(policy_mutex_);
+  policy_version_ = version;
+  policy_limits_ = std::move(limits);
+}
+
+void LimiterMetrics::shown_policy(LimiterStats& stats) const {
+  const std::lock_guard lock(policy_mutex_);
+  stats.policy_version = policy_version_;
+  stats.policy_limits = policy_limits_;
+}
+
 const std::array<double, 11> RedisMetrics::batch_bounds{1,  2,   4,   8,   16,  32,
                                                         64, 128, 256, 512, 1024};
 

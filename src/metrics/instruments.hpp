@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -65,6 +66,18 @@ struct LimiterMetrics {
 
   /// The bounds of wait_seconds: 1 ms to 60 s.
   static const std::array<double, 14> wait_bounds;
+
+  /// Shows the policy in force: its version (0 for a policy given in code) and its limits.
+  void show_policy(std::int64_t version, std::vector<Limit> limits);
+  /// Copies what show_policy() showed last into `stats`.
+  void shown_policy(LimiterStats& stats) const;
+
+ private:
+  /// Why a mutex: a policy is not one atomic value, and a snapshot may be taken from another
+  /// thread than the loop's.
+  mutable std::mutex policy_mutex_;
+  std::int64_t policy_version_ = 0;
+  std::vector<Limit> policy_limits_;
 };
 
 /// The counters of the Redis clients (RedisStats as it is counted).

@@ -32,6 +32,7 @@ LimiterStats stats_of(const LimiterMetrics& counters) {
   stats.wait_seconds = counters.wait_seconds.snapshot();
   stats.in_flight = counters.in_flight.value();
   stats.waiters = counters.waiters.value();
+  counters.shown_policy(stats);
   return stats;
 }
 

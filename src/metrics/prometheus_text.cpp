@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <concepts>
 #include <initializer_list>
@@ -154,6 +155,38 @@ class Exposition {
   std::string out_;
 };
 
+/// The policy in force per limiter name: its version, and each limit's rate as configured.
+void policy_families(Exposition& text, const std::vector<LimiterStats>& limiters) {
+  text.family("redlimit_policy_version", "gauge",
+              "The version of the stored policy the limiters follow (0: a policy given in code).");
+  for (const LimiterStats& limiter : limiters) {
+    text.sample("redlimit_policy_version", {{"limiter", limiter.name}}, limiter.policy_version);
+  }
+  const auto each_limit = [&](std::string_view name, auto value_of) {
+    for (const LimiterStats& limiter : limiters) {
+      for (std::size_t i = 0; i < limiter.policy_limits.size(); ++i) {
+        const Limit& limit = limiter.policy_limits[i];
+        const std::string index = std::to_string(i);
+        text.sample(name,
+                    {{"limiter", limiter.name},
+                     {"limit", index},
+                     {"algorithm", to_string(limit.algorithm)}},
+                    value_of(limit));
+      }
+    }
+  };
+  text.family("redlimit_policy_limit_permits", "gauge",
+              "Each limit of the policy in force (by its index in the policy): the permits of "
+              "its rate, per period.");
+  each_limit("redlimit_policy_limit_permits",
+             [](const Limit& limit) { return limit.rate.permits; });
+  text.family("redlimit_policy_limit_period_seconds", "gauge",
+              "Each limit of the policy in force (by its index in the policy): its rate's period.");
+  each_limit("redlimit_policy_limit_period_seconds", [](const Limit& limit) {
+    return std::chrono::duration<double>(limit.rate.period).count();
+  });
+}
+
 void limiter_families(Exposition& text, const std::vector<LimiterStats>& limiters) {
   text.family("redlimit_decisions_total", "counter",
               "Decisions of try_acquire() and acquire(), by the limit's answer and where it came "
@@ -203,6 +236,7 @@ void limiter_families(Exposition& text, const std::vector<LimiterStats>& limiter
   for (const LimiterStats& limiter : limiters) {
     text.sample("redlimit_waiters", {{"limiter", limiter.name}}, limiter.waiters);
   }
+  policy_families(text, limiters);
 }
 
 void redis_families(Exposition& text, const RedisStats& redis) {

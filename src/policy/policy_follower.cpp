@@ -197,6 +197,10 @@ void PolicyFollower::forget(std::uint64_t listener) {
   std::erase_if(listeners_, [listener](const auto& entry) { return entry.first == listener; });
 }
 
+void PolicyFollower::on_read(std::function<void(const FollowedPolicies&)> on_read) {
+  on_read_ = std::move(on_read);
+}
+
 void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {
   const bool changed = followed_ && followed_->version != stored.version;
   auto followed = std::make_shared<FollowedPolicies>();
@@ -221,6 +225,7 @@ void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact
                                      PolicyEpoch{record.version, record.since_us, Carry::as_is}));
   }
   followed_ = std::move(followed);
+  if (on_read_) on_read_(*followed_);
   if (!changed) return;
   // Why a copy: a listener may forget itself.
   const auto listeners = listeners_;

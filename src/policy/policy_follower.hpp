@@ -84,6 +84,10 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// a sleeper), never resume a coroutine. Returns the id that forget() takes.
   std::uint64_t listen(std::function<void()> on_change);
   void forget(std::uint64_t listener);
+  /// Calls `on_read` with what each read installs (the first read included, changed or not),
+  /// where the read ends: for showing the version followed (metrics). One at a time: a second
+  /// call replaces the first's.
+  void on_read(std::function<void(const FollowedPolicies&)> on_read);
   /// Has the store give `key`'s policy a version above `floor` (the version a key's state was
   /// written under, which the store no longer holds: it lost changes); current() then reads it.
   static Task<void> advance(std::shared_ptr<PolicyFollower> self, std::string key,
@@ -120,6 +124,7 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   std::uint64_t subscription_ = 0;
   std::vector<std::pair<std::uint64_t, std::function<void()>>> listeners_;
   std::uint64_t last_listener_ = 0;
+  std::function<void(const FollowedPolicies&)> on_read_;
 };
 
 }  // namespace redlimit::detail

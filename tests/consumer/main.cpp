@@ -4,6 +4,12 @@
 #include <cstdio>
 #include <redlimit/redlimit.hpp>
 
+// Why: hiredis is private to the library; its flags (-I.../hiredis) would put its generic header
+// names (hiredis.h, net.h, read.h, sds.h) on this program's include path.
+#if __has_include(<hiredis.h>) || __has_include(<sds.h>)
+#error "hiredis's headers are on a consumer's include path: redlimit's flags leak them"
+#endif
+
 namespace {
 
 redlimit::Task<std::string> ping(redlimit::Client& client) {

@@ -285,7 +285,8 @@ class Acl : public test::LoopTest {
     return ClientOptions{.url = "redis://redlimit:change-me@127.0.0.1:" +
                                 std::to_string(server_.port()) + std::string(database),
                          .command_timeout = 2s,  // generous: sanitizer builds
-                         .reservation_lease = 6s};
+                         .reservation_lease = 6s,
+                         .stats_interval = 1s};  // the fleet's counts, which need +hincrby
   }
   /// "<reason> <object>" of the newest ACL LOG entry (e.g. "command flushall"), or "".
   std::string newest_acl_denial() const {

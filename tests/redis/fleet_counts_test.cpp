@@ -160,5 +160,19 @@ TEST_F(FleetCountsTest, AStatsIntervalBelowTheFloorIsAConfigError) {
   run(loop(), off.close());
 }
 
+TEST_F(FleetCountsTest, AClientWritesNoCountsItWasNotAskedFor) {
+  Client client(loop(), {.url = server_.url()});
+  Limiter limiter(client, Policy::parse("fixed_window 4/1d"), {.name = "quiet"});
+  run(loop(), [&]() -> Task<void> {
+    co_await decide(limiter, 6);
+    co_await sleep_for(loop(), 250ms);  // longer than the shortest interval allowed
+    co_await client.close();            // would publish what is left
+  }());
+  for (const std::string& key : server_.keys()) {
+    EXPECT_EQ(key.find(":stats:"), std::string::npos) << key;
+  }
+  EXPECT_FALSE(server_.keys().empty()) << "the limiter's own key is there";
+}
+
 }  // namespace
 }  // namespace redlimit

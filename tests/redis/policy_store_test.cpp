@@ -11,6 +11,7 @@
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/child_process.hpp"
@@ -151,6 +152,41 @@ TEST_F(PolicyStoreTest, AFollowerDecidesUnderTheStoredPolicyAndSaysItsVersion) {
   EXPECT_EQ(first.policy_version, version);
   EXPECT_EQ(admitted(loop(), limiter, "k", 5), 2);
   EXPECT_EQ(limiter.policy(), Policy::parse("fixed_window 3/min"));
+}
+
+/// The limiter stats of `name` in `metrics`.
+LimiterStats stats_of(const Metrics& metrics, const std::string& name) {
+  for (LimiterStats& stats : metrics.snapshot().limiters) {
+    if (stats.name == name) return stats;
+  }
+  return {};
+}
+
+/// Waits (a bounded number of short sleeps) until `limiter` has read `policy`.
+Task<bool> until_read(uv_loop_t* loop, Limiter& limiter, Policy policy) {
+  for (int i = 0; i < 400; ++i) {
+    if (limiter.policy() == policy) co_return true;
+    co_await sleep_for(loop, std::chrono::milliseconds(5));
+  }
+  co_return false;
+}
+
+TEST_F(PolicyStoreTest, AFollowerShowsTheVersionAndTheLimitsItFollowsInTheMetrics) {
+  PolicyStore store(client());
+  run(loop(), store.set("shown", Policy::parse("gcra 10/s")));
+  Limiter limiter(client(), LimiterOptions{.name = "shown"});
+  const Decision first = run(loop(), limiter.try_acquire("k"));
+  LimiterStats stats = stats_of(*client().metrics(), "shown");
+  EXPECT_EQ(stats.policy_version, first.policy_version);
+  EXPECT_EQ(stats.policy_limits, Policy::parse("gcra 10/s").limits);
+
+  const Policy tighter = Policy::parse("gcra 5/s; fixed_window 100/day");
+  run(loop(), store.set("shown", tighter));
+  const std::int64_t version = run(loop(), store.record("shown"))->version;
+  ASSERT_TRUE(run(loop(), until_read(loop(), limiter, tighter))) << "the notice is followed";
+  stats = stats_of(*client().metrics(), "shown");
+  EXPECT_EQ(stats.policy_version, version) << "without a decision under it yet";
+  EXPECT_EQ(stats.policy_limits, tighter.limits);
 }
 
 TEST_F(PolicyStoreTest, AFollowersDenialFromTheDenyCacheSaysItsVersion) {

@@ -96,5 +96,90 @@ TEST_F(CallbackStyle, StartRunsAnyTaskIncludingOnesWithoutAValue) {
   EXPECT_EQ(steps, (std::vector<std::string>{"allowed", "reset", "allowed"}));
 }
 
+TEST_F(CallbackStyle, CallbacksTakeOnePermitByDefault) {
+  Limiter limiter(loop(), Policy{Limit::gcra("3/min")}, {.name = "cb"});
+  std::vector<std::int64_t> remaining;
+  auto record = [&](Result<Decision> r) { remaining.push_back(r.value().remaining); };
+  limiter.try_acquire("k", record);
+  limiter.acquire("k", record);
+  limiter.acquire("k", 1, record);
+  uv_run(loop(), UV_RUN_DEFAULT);
+  EXPECT_EQ(remaining, (std::vector<std::int64_t>{2, 1, 0}));
+}
+
+TEST_F(CallbackStyle, CallbacksOnTheSharedKeyTakeOnePermitByDefault) {
+  Limiter limiter(loop(), Policy{Limit::gcra("3/min")}, {.name = "cb"});
+  std::vector<std::int64_t> remaining;
+  auto record = [&](Result<Decision> r) { remaining.push_back(r.value().remaining); };
+  limiter.try_acquire(record);
+  limiter.acquire(record);
+  limiter.acquire(Permits{1}, record);
+  uv_run(loop(), UV_RUN_DEFAULT);
+  EXPECT_EQ(remaining, (std::vector<std::int64_t>{2, 1, 0}));
+  EXPECT_FALSE(run(loop(), limiter.try_acquire("cb")).allowed) << "the name is the key";
+}
+
+TEST(ResultErrors, AnOkResultHasNoErrorKind) {
+  const Result<int> ok(7);
+  EXPECT_EQ(ok.error_kind(), ErrorKind::none);
+  EXPECT_EQ(ok.error_as<Error>(), nullptr);
+  EXPECT_EQ(Result<void>().error_kind(), ErrorKind::none);
+}
+
+TEST(ResultErrors, TellCancelledFromUnavailableWithoutARethrow) {
+  const Result<int> cancelled(std::make_exception_ptr(Cancelled()));
+  const Result<int> timed_out(std::make_exception_ptr(TimeoutError("late", true)));
+  EXPECT_EQ(cancelled.error_kind(), ErrorKind::cancelled);
+  EXPECT_EQ(timed_out.error_kind(), ErrorKind::unavailable);
+  EXPECT_NE(cancelled.error_as<Cancelled>(), nullptr);
+  EXPECT_EQ(cancelled.error_as<Unavailable>(), nullptr);
+  ASSERT_NE(timed_out.error_as<Unavailable>(), nullptr);
+  EXPECT_TRUE(timed_out.error_as<Unavailable>()->maybe_executed());
+  EXPECT_NE(timed_out.error_as<TimeoutError>(), nullptr);
+  EXPECT_EQ(timed_out.error_as<ConnectionError>(), nullptr);
+  EXPECT_STREQ(timed_out.error_as<Error>()->what(), "late");
+}
+
+TEST(ResultErrors, EveryErrorClassHasItsKind) {
+  const auto kind = [](auto error) {
+    return Result<void>(std::make_exception_ptr(std::move(error))).error_kind();
+  };
+  EXPECT_EQ(kind(InvalidArgument("x")), ErrorKind::invalid_argument);
+  EXPECT_EQ(kind(AdjustmentRefused("x")), ErrorKind::adjustment_refused);
+  EXPECT_EQ(kind(ConfigError("x")), ErrorKind::config);
+  EXPECT_EQ(kind(TlsError("x")), ErrorKind::config);
+  EXPECT_EQ(kind(UsageError("x")), ErrorKind::usage);
+  EXPECT_EQ(kind(ConnectionError("x")), ErrorKind::unavailable);
+  EXPECT_EQ(kind(Overloaded("x")), ErrorKind::unavailable);
+  EXPECT_EQ(kind(CircuitOpen("x", 1ms)), ErrorKind::unavailable);
+  EXPECT_EQ(kind(LeaseExpired("x")), ErrorKind::lease_expired);
+  EXPECT_EQ(kind(PolicyNotFound("x")), ErrorKind::policy_not_found);
+  EXPECT_EQ(kind(ReplyError("BUSY", "x")), ErrorKind::reply);
+  EXPECT_EQ(kind(ProtocolError("x")), ErrorKind::protocol);
+  EXPECT_EQ(kind(std::runtime_error("x")), ErrorKind::other);
+  EXPECT_EQ(kind(42), ErrorKind::other);
+}
+
+TEST(ResultErrors, ACopyPointsAtTheSameError) {
+  std::optional<Result<int>> first(Result<int>(std::make_exception_ptr(Cancelled("stop"))));
+  const Result<int> copy = *first;
+  const Cancelled* before = first->error_as<Cancelled>();
+  first.reset();
+  EXPECT_EQ(copy.error_as<Cancelled>(), before);
+  EXPECT_STREQ(copy.error_as<Cancelled>()->what(), "stop");
+}
+
+TEST_F(CallbackStyle, ACallbackTellsAStoppedAcquireByItsKind) {
+  Limiter limiter(loop(), per_second(1), {.name = "cb"});
+  std::stop_source stop;
+  stop.request_stop();
+  std::optional<ErrorKind> kind;
+  limiter.try_acquire("k", [](Result<Decision>) {});
+  limiter.acquire("k", 1, {.stop = stop.get_token()},
+                  [&](Result<Decision> r) { kind = r.error_kind(); });
+  uv_run(loop(), UV_RUN_DEFAULT);
+  EXPECT_EQ(kind, ErrorKind::cancelled);
+}
+
 }  // namespace
 }  // namespace redlimit

@@ -9,6 +9,7 @@
 
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/both.hpp"
@@ -129,6 +130,14 @@ TEST(LimiterApiTypes, AnIntegerIsNeitherAKeyNorAPermitCount) {
   static_assert(AcquireTakes<Permits>);
   static_assert(CallbackTakes<std::string>);
   static_assert(requires(Limiter & limiter, std::function<void(Result<Decision>)> done) {
+    limiter.try_acquire("k", done);
+    limiter.acquire("k", done);
+    limiter.acquire("k", 2, done);
+    limiter.try_acquire(done);
+    limiter.acquire(done);
+    limiter.acquire(Permits{2}, done);
+  });
+  static_assert(requires(Limiter & limiter, std::function<void(Result<Decision>)> done) {
     limiter.try_acquire(Permits{2}, done);
     limiter.acquire(Permits{2}, {}, done);
   });
@@ -160,6 +169,24 @@ TEST_F(LimiterApi, CallbacksTakeTheSharedKeyByPermitsToo) {
   uv_run(loop(), UV_RUN_DEFAULT);
   EXPECT_EQ(remaining, (std::vector<std::int64_t>{3, 0}));
   EXPECT_FALSE(run(loop(), limiter.try_acquire("callbacks")).allowed) << "the name is the key";
+}
+
+TEST_F(LimiterApi, ShowsItsPolicyInItsMetricsAsVersionZeroAndEachLimit) {
+  auto metrics = std::make_shared<Metrics>();
+  Limiter limiter(loop(), Policy{Limit::gcra("10/s", 20), Limit::fixed_window("1000/day")},
+                  {.name = "shown", .metrics = metrics});
+  LimiterStats stats = metrics->snapshot().limiters.at(0);
+  EXPECT_EQ(stats.name, "shown");
+  EXPECT_EQ(stats.policy_version, 0);
+  EXPECT_EQ(stats.policy_limits,
+            (std::vector<Limit>{Limit::gcra("10/s", 20), Limit::fixed_window("1000/day")}));
+  limiter.set_policy(Policy{Limit::sliding_window_log("5/min")});
+  stats = metrics->snapshot().limiters.at(0);
+  EXPECT_EQ(stats.policy_limits, std::vector<Limit>{Limit::sliding_window_log("5/min")});
+  EXPECT_NE(
+      metrics->prometheus_text().find("redlimit_policy_limit_permits{limiter=\"shown\",limit=\"0\","
+                                      "algorithm=\"sliding_window_log\"} 5\n"),
+      std::string::npos);
 }
 
 TEST_F(LimiterApi, ALimiterIsMovableAndItsPolicyIsACopy) {

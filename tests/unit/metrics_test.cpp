@@ -54,6 +54,8 @@ TEST(PrometheusText, WritesAKnownSnapshotExactly) {
   sms.wait_seconds = {{0.25, inf}, {1, 3}, 3, 1.5};
   sms.in_flight = 5;
   sms.waiters = 1;
+  sms.policy_version = 3;
+  sms.policy_limits = {Limit::gcra("400/s"), Limit::fixed_window("100000/day")};
   snapshot.limiters.push_back(sms);
   snapshot.redis.round_trips = 12;
   snapshot.redis.errors[static_cast<std::size_t>(RedisError::timeout)] = 2;
@@ -103,6 +105,17 @@ redlimit_calls_in_flight{limiter="sms"} 5
 # HELP redlimit_waiters acquire() calls suspended, waiting for their permits.
 # TYPE redlimit_waiters gauge
 redlimit_waiters{limiter="sms"} 1
+# HELP redlimit_policy_version The version of the stored policy the limiters follow (0: a policy given in code).
+# TYPE redlimit_policy_version gauge
+redlimit_policy_version{limiter="sms"} 3
+# HELP redlimit_policy_limit_permits Each limit of the policy in force (by its index in the policy): the permits of its rate, per period.
+# TYPE redlimit_policy_limit_permits gauge
+redlimit_policy_limit_permits{limiter="sms",limit="0",algorithm="gcra"} 400
+redlimit_policy_limit_permits{limiter="sms",limit="1",algorithm="fixed_window"} 100000
+# HELP redlimit_policy_limit_period_seconds Each limit of the policy in force (by its index in the policy): its rate's period.
+# TYPE redlimit_policy_limit_period_seconds gauge
+redlimit_policy_limit_period_seconds{limiter="sms",limit="0",algorithm="gcra"} 1
+redlimit_policy_limit_period_seconds{limiter="sms",limit="1",algorithm="fixed_window"} 86400
 # HELP redlimit_redis_round_trips_total Commands and script calls written to Redis (a batch of coalesced calls counts once).
 # TYPE redlimit_redis_round_trips_total counter
 redlimit_redis_round_trips_total 12
@@ -143,10 +156,11 @@ TEST(PrometheusText, WritesHelpAndTypeOfEveryFamilyEvenWithoutSamples) {
   for (const char* family :
        {"redlimit_decisions_total", "redlimit_shadow_denials_total", "redlimit_cancelled_total",
         "redlimit_call_errors_total", "redlimit_wait_seconds", "redlimit_calls_in_flight",
-        "redlimit_waiters", "redlimit_redis_round_trips_total", "redlimit_redis_errors_total",
-        "redlimit_redis_reconnects_total", "redlimit_redis_scripts_loaded_total",
-        "redlimit_redis_batch_size", "redlimit_redis_commands_in_flight",
-        "redlimit_redis_circuit_breakers"}) {
+        "redlimit_waiters", "redlimit_policy_version", "redlimit_policy_limit_permits",
+        "redlimit_policy_limit_period_seconds", "redlimit_redis_round_trips_total",
+        "redlimit_redis_errors_total", "redlimit_redis_reconnects_total",
+        "redlimit_redis_scripts_loaded_total", "redlimit_redis_batch_size",
+        "redlimit_redis_commands_in_flight", "redlimit_redis_circuit_breakers"}) {
     EXPECT_EQ(samples_starting(text, std::string("# HELP ") + family + " ").size(), 1u) << family;
     EXPECT_EQ(samples_starting(text, std::string("# TYPE ") + family + " ").size(), 1u) << family;
   }

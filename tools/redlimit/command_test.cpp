@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -17,7 +18,6 @@
 #include <vector>
 
 #include "exit_status.hpp"
-#include "json_reader.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
@@ -31,8 +31,7 @@ namespace redlimit_cli {
 namespace {
 
 using namespace std::chrono_literals;
-using test::JsonValue;
-using test::parse_json;
+using JsonValue = nlohmann::json;
 
 /// The command under test: $REDLIMIT_COMMAND (set by meson), else "redlimit".
 std::string command_path() {
@@ -160,7 +159,7 @@ class CommandTest : public redlimit::test::LoopTest {
     args.push_back("--json");
     const Outcome outcome = redlimit(args);
     EXPECT_EQ(outcome.status, expected_status) << outcome.err;
-    return parse_json(outcome.out);
+    return nlohmann::json::parse(outcome.out);
   }
 
   /// A limiter that follows the policy stored under `name`.
@@ -193,25 +192,26 @@ TEST_F(CommandTest, PolicySetThenGetShowsThePolicyItsVersionAndCarry) {
   EXPECT_TRUE(has(get.out, "overrides  none\n"));
 
   const JsonValue json = json_of({"policy", "get", "sms"});
-  EXPECT_EQ(json["name"].string(), "sms");
-  EXPECT_EQ(json["policy"]["text"].string(), "gcra 10/1s burst 20; fixed_window 1000/1d");
-  EXPECT_EQ(json["policy"]["carry"].string(), "proportional");
-  EXPECT_GT(json["policy"]["version"].number(), 0);
-  EXPECT_EQ(json["policy"]["version"].number(), json["version"].number());
-  EXPECT_TRUE(json["policy"]["since"].string().ends_with("Z"));
-  const auto since_us = static_cast<std::int64_t>(json["policy"]["since_us"].number());
+  EXPECT_EQ(json.at("name").get<std::string>(), "sms");
+  EXPECT_EQ(json.at("policy").at("text").get<std::string>(),
+            "gcra 10/1s burst 20; fixed_window 1000/1d");
+  EXPECT_EQ(json.at("policy").at("carry").get<std::string>(), "proportional");
+  EXPECT_GT(json.at("policy").at("version").get<double>(), 0);
+  EXPECT_EQ(json.at("policy").at("version").get<double>(), json.at("version").get<double>());
+  EXPECT_TRUE(json.at("policy").at("since").get<std::string>().ends_with("Z"));
+  const auto since_us = static_cast<std::int64_t>(json.at("policy").at("since_us").get<double>());
   const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   EXPECT_LT(std::abs(now_us - since_us), 60'000'000);
-  EXPECT_TRUE(json["overrides"].array().empty());
+  EXPECT_TRUE(json.at("overrides").empty());
 }
 
 TEST_F(CommandTest, PolicyGetOfANameWithoutAPolicyExits1) {
   const Outcome get = redlimit({"policy", "get", "nothing"});
   EXPECT_EQ(get.status, exit_not_found);
   EXPECT_TRUE(has(get.err, "no policy is stored under nothing"));
-  EXPECT_TRUE(json_of({"policy", "get", "nothing"}, exit_not_found)["policy"].is_null());
+  EXPECT_TRUE(json_of({"policy", "get", "nothing"}, exit_not_found).at("policy").is_null());
 }
 
 TEST_F(CommandTest, TrySetStoresOnlyWhenNoPolicyIsStored) {
@@ -220,16 +220,17 @@ TEST_F(CommandTest, TrySetStoresOnlyWhenNoPolicyIsStored) {
   EXPECT_EQ(second.status, exit_not_found);
   EXPECT_TRUE(has(second.err, "already has a policy"));
   EXPECT_FALSE(
-      json_of({"policy", "try-set", "sms", "gcra 99/s"}, exit_not_found)["stored"].boolean());
-  EXPECT_EQ(json_of({"policy", "get", "sms"})["policy"]["text"].string(), "gcra 10/1s");
+      json_of({"policy", "try-set", "sms", "gcra 99/s"}, exit_not_found).at("stored").get<bool>());
+  EXPECT_EQ(json_of({"policy", "get", "sms"}).at("policy").at("text").get<std::string>(),
+            "gcra 10/1s");
 }
 
 TEST_F(CommandTest, RemoveDeletesThePolicyAndExits1WhenNothingIsStored) {
   ASSERT_EQ(redlimit({"policy", "set", "sms", "gcra 10/s"}).status, exit_ok);
   ASSERT_EQ(redlimit({"override", "set", "sms", "vip", "gcra 100/s"}).status, exit_ok);
-  EXPECT_TRUE(json_of({"policy", "remove", "sms"})["removed"].boolean());
+  EXPECT_TRUE(json_of({"policy", "remove", "sms"}).at("removed").get<bool>());
   EXPECT_EQ(redlimit({"policy", "get", "sms"}).status, exit_not_found);
-  EXPECT_FALSE(json_of({"policy", "remove", "sms"}, exit_not_found)["removed"].boolean());
+  EXPECT_FALSE(json_of({"policy", "remove", "sms"}, exit_not_found).at("removed").get<bool>());
 }
 
 TEST_F(CommandTest, AFollowingLimiterTakesThePolicySetByTheCommand) {
@@ -252,7 +253,7 @@ TEST_F(CommandTest, AFollowingLimiterTakesThePolicySetByTheCommand) {
 
   ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 10/min anchored"}).status, exit_ok);
   const auto version =
-      static_cast<std::int64_t>(json_of({"policy", "get", "api"})["version"].number());
+      static_cast<std::int64_t>(json_of({"policy", "get", "api"}).at("version").get<double>());
   // Within a round trip of the change's notice, and at worst policy_refresh (100 ms).
   const auto deadline = std::chrono::steady_clock::now() + 3s;
   redlimit::Decision decision;
@@ -269,22 +270,23 @@ TEST_F(CommandTest, AnOverrideIsSetFollowedAndRemoved) {
   EXPECT_EQ(set.status, exit_ok) << set.err;
 
   const JsonValue stored = json_of({"policy", "get", "api"});
-  ASSERT_EQ(stored["overrides"].array().size(), 1u);
-  EXPECT_EQ(stored["overrides"][0]["key"].string(), "vip");
-  EXPECT_EQ(stored["overrides"][0]["policy"].string(), "fixed_window 50/1min anchored");
+  ASSERT_EQ(stored.at("overrides").size(), 1u);
+  EXPECT_EQ(stored.at("overrides").at(0).at("key").get<std::string>(), "vip");
+  EXPECT_EQ(stored.at("overrides").at(0).at("policy").get<std::string>(),
+            "fixed_window 50/1min anchored");
   EXPECT_TRUE(has(redlimit({"policy", "get", "api"}).out, "vip  fixed_window 50/1min anchored"));
 
   redlimit::Limiter limiter = follower("api");
   EXPECT_EQ(redlimit::run(loop(), limiter.try_acquire("vip")).limit, 50);
   EXPECT_EQ(redlimit::run(loop(), limiter.try_acquire("someone")).limit, 2);
 
-  EXPECT_TRUE(json_of({"override", "remove", "api", "vip"})["removed"].boolean());
+  EXPECT_TRUE(json_of({"override", "remove", "api", "vip"}).at("removed").get<bool>());
   const Outcome again = redlimit({"override", "remove", "api", "vip"});
   EXPECT_EQ(again.status, exit_not_found);
   EXPECT_TRUE(has(again.err, "api has no override for key vip"));
   const JsonValue after = json_of({"policy", "get", "api"});
-  EXPECT_TRUE(after["overrides"].array().empty());
-  EXPECT_EQ(after["removed_overrides"][0]["key"].string(), "vip");
+  EXPECT_TRUE(after.at("overrides").empty());
+  EXPECT_EQ(after.at("removed_overrides").at(0).at("key").get<std::string>(), "vip");
 }
 
 TEST_F(CommandTest, InspectShowsEveryLimitAfterDecisionsAndConsumesNothing) {
@@ -297,16 +299,17 @@ TEST_F(CommandTest, InspectShowsEveryLimitAfterDecisionsAndConsumesNothing) {
 
   for (int twice = 0; twice < 2; ++twice) {
     const JsonValue json = json_of({"inspect", "shop", "alice"});
-    EXPECT_TRUE(json["allowed"].boolean());
-    ASSERT_EQ(json["limits"].array().size(), 2u);
-    EXPECT_EQ(json["limits"][0]["limit"].string(), "gcra 1/1h burst 20");
-    EXPECT_EQ(json["limits"][0]["remaining"].number(), 16);
-    EXPECT_EQ(json["limits"][0]["capacity"].number(), 20);
-    EXPECT_EQ(json["limits"][1]["remaining"].number(), 96);
-    EXPECT_EQ(json["limits"][1]["capacity"].number(), 100);
-    EXPECT_EQ(json["limits"][1]["retry_after_us"].number(), 0);
-    EXPECT_GT(json["limits"][1]["ttl_ms"].number(), 0);
-    EXPECT_EQ(json["limits"][1]["redis_key"].string(), "rl:{shop:alice}:fixed_window:1");
+    EXPECT_TRUE(json.at("allowed").get<bool>());
+    ASSERT_EQ(json.at("limits").size(), 2u);
+    EXPECT_EQ(json.at("limits").at(0).at("limit").get<std::string>(), "gcra 1/1h burst 20");
+    EXPECT_EQ(json.at("limits").at(0).at("remaining").get<double>(), 16);
+    EXPECT_EQ(json.at("limits").at(0).at("capacity").get<double>(), 20);
+    EXPECT_EQ(json.at("limits").at(1).at("remaining").get<double>(), 96);
+    EXPECT_EQ(json.at("limits").at(1).at("capacity").get<double>(), 100);
+    EXPECT_EQ(json.at("limits").at(1).at("retry_after_us").get<double>(), 0);
+    EXPECT_GT(json.at("limits").at(1).at("ttl_ms").get<double>(), 0);
+    EXPECT_EQ(json.at("limits").at(1).at("redis_key").get<std::string>(),
+              "rl:{shop:alice}:fixed_window:1");
   }
   const Outcome table = redlimit({"inspect", "shop", "alice"});
   EXPECT_EQ(table.status, exit_ok);
@@ -315,10 +318,10 @@ TEST_F(CommandTest, InspectShowsEveryLimitAfterDecisionsAndConsumesNothing) {
 
   ASSERT_EQ(take(limiter, "alice", 16), 16);
   const JsonValue exhausted = json_of({"inspect", "shop", "alice"}, exit_not_found);
-  EXPECT_FALSE(exhausted["allowed"].boolean());
-  EXPECT_EQ(exhausted["limits"][0]["remaining"].number(), 0);
-  EXPECT_GT(exhausted["limits"][0]["retry_after_us"].number(), 0);
-  EXPECT_TRUE(exhausted["limits"][1]["allowed"].boolean());
+  EXPECT_FALSE(exhausted.at("allowed").get<bool>());
+  EXPECT_EQ(exhausted.at("limits").at(0).at("remaining").get<double>(), 0);
+  EXPECT_GT(exhausted.at("limits").at(0).at("retry_after_us").get<double>(), 0);
+  EXPECT_TRUE(exhausted.at("limits").at(1).at("allowed").get<bool>());
   EXPECT_EQ(redlimit({"inspect", "shop", "alice"}).status, exit_not_found);
 }
 
@@ -331,8 +334,8 @@ TEST_F(CommandTest, ResetMakesTheKeyFullAgain) {
   const Outcome reset = redlimit({"reset", "shop", "bob"});
   EXPECT_EQ(reset.status, exit_ok) << reset.err;
   const JsonValue json = json_of({"inspect", "shop", "bob"});
-  EXPECT_EQ(json["limits"][0]["remaining"].number(), 5);
-  EXPECT_TRUE(json["limits"][0]["ttl_ms"].is_null());
+  EXPECT_EQ(json.at("limits").at(0).at("remaining").get<double>(), 5);
+  EXPECT_TRUE(json.at("limits").at(0).at("ttl_ms").is_null());
 }
 
 TEST_F(CommandTest, InspectAndResetOfANameWithoutAPolicyExit1) {
@@ -349,16 +352,16 @@ TEST_F(CommandTest, TopListsTheKeysNearestTheirLimitsFirst) {
   take(limiter, "all:of\x01them", 10);
 
   const JsonValue json = json_of({"top", "api"});
-  EXPECT_EQ(json["sampled"].number(), 4);
-  EXPECT_TRUE(json["complete"].boolean());
+  EXPECT_EQ(json.at("sampled").get<double>(), 4);
+  EXPECT_TRUE(json.at("complete").get<bool>());
   std::vector<std::string> keys;
-  for (const JsonValue& key : json["keys"].array())
-    keys.push_back(key["key"].string());
+  for (const JsonValue& key : json.at("keys"))
+    keys.push_back(key.at("key").get<std::string>());
   EXPECT_EQ(keys, (std::vector<std::string>{"all:of\x01them", "nine", "five", "two"}));
-  EXPECT_EQ(json["keys"][1]["remaining"].number(), 1);
-  EXPECT_EQ(json["keys"][1]["capacity"].number(), 10);
-  EXPECT_EQ(json["keys"][1]["limit"].string(), "fixed_window 10/1min anchored");
-  EXPECT_FALSE(json["keys"][0]["allowed"].boolean());
+  EXPECT_EQ(json.at("keys").at(1).at("remaining").get<double>(), 1);
+  EXPECT_EQ(json.at("keys").at(1).at("capacity").get<double>(), 10);
+  EXPECT_EQ(json.at("keys").at(1).at("limit").get<std::string>(), "fixed_window 10/1min anchored");
+  EXPECT_FALSE(json.at("keys").at(0).at("allowed").get<bool>());
 
   const Outcome table = redlimit({"top", "api", "--count", "2"});
   EXPECT_EQ(table.status, exit_ok);
@@ -375,8 +378,8 @@ TEST_F(CommandTest, TopOfANameWithGlobCharactersSamplesOnlyItsOwnKeys) {
   take(star, "mine", 1);
   take(other, "not-mine", 1);
   const JsonValue json = json_of({"top", "a*", "--sample", "10"});
-  ASSERT_EQ(json["keys"].array().size(), 1u);
-  EXPECT_EQ(json["keys"][0]["key"].string(), "mine");
+  ASSERT_EQ(json.at("keys").size(), 1u);
+  EXPECT_EQ(json.at("keys").at(0).at("key").get<std::string>(), "mine");
 }
 
 TEST_F(CommandTest, TopSamplesAtMostSampleKeys) {
@@ -385,9 +388,9 @@ TEST_F(CommandTest, TopSamplesAtMostSampleKeys) {
   for (int i = 0; i < 30; ++i)
     take(limiter, "k" + std::to_string(i), 1);
   const JsonValue json = json_of({"top", "api", "--sample", "7", "--count", "100"});
-  EXPECT_EQ(json["sampled"].number(), 7);
-  EXPECT_FALSE(json["complete"].boolean());
-  EXPECT_EQ(json["keys"].array().size(), 7u);
+  EXPECT_EQ(json.at("sampled").get<double>(), 7);
+  EXPECT_FALSE(json.at("complete").get<bool>());
+  EXPECT_EQ(json.at("keys").size(), 7u);
 }
 
 TEST_F(CommandTest, WatchOnceShowsTheFleetsDecisionsPerSecond) {
@@ -410,29 +413,33 @@ TEST_F(CommandTest, WatchOnceShowsTheFleetsDecisionsPerSecond) {
       const Outcome outcome = finish(watcher);
       ASSERT_EQ(outcome.status, exit_ok) << outcome.err;
       EXPECT_EQ(outcome.out.find('\n'), outcome.out.size() - 1) << "one line: " << outcome.out;
-      const JsonValue json = parse_json(outcome.out);
-      EXPECT_NEAR(json["interval_s"].number(), 1.0, 0.5);
-      ASSERT_EQ(json["limiters"].array().size(), 1u);
-      const JsonValue& load = json["limiters"][0];
-      EXPECT_EQ(load["name"].string(), "load");
-      EXPECT_GT(load["decisions_per_s"].number(), 0);
-      EXPECT_GT(load["denied_per_s"].number(), 0);
-      EXPECT_GT(load["denied_percent"].number(), 0);
-      EXPECT_EQ(load["failure_policy_per_s"].number(), 0);
-      const double total = load["totals"]["allowed"].number() + load["totals"]["denied"].number();
+      const JsonValue json = nlohmann::json::parse(outcome.out);
+      EXPECT_NEAR(json.at("interval_s").get<double>(), 1.0, 0.5);
+      ASSERT_EQ(json.at("limiters").size(), 1u);
+      const JsonValue& load = json.at("limiters").at(0);
+      EXPECT_EQ(load.at("name").get<std::string>(), "load");
+      EXPECT_GT(load.at("decisions_per_s").get<double>(), 0);
+      EXPECT_GT(load.at("denied_per_s").get<double>(), 0);
+      EXPECT_GT(load.at("denied_percent").get<double>(), 0);
+      EXPECT_EQ(load.at("failure_policy_per_s").get<double>(), 0);
+      const double total = load.at("totals").at("allowed").get<double>() +
+                           load.at("totals").at("denied").get<double>();
       EXPECT_GT(total, 0);
       EXPECT_LE(total, made);
-      EXPECT_EQ(json["total"]["totals"]["allowed"].number(), load["totals"]["allowed"].number());
+      EXPECT_EQ(json.at("total").at("totals").at("allowed").get<double>(),
+                load.at("totals").at("allowed").get<double>());
     }
     // Every decision counted once its client has published.
     redlimit::run(loop(), redlimit::sleep_for(loop(), 400ms));
     const Outcome quiet = redlimit({"watch", "load", "--once", "--json", "--interval", "100ms"});
-    const JsonValue json = parse_json(quiet.out);
-    const JsonValue& load = json["limiters"][0];
-    EXPECT_EQ(load["totals"]["allowed"].number(), 100);
-    EXPECT_EQ(load["totals"]["allowed"].number() + load["totals"]["denied"].number(), made);
-    EXPECT_EQ(load["decisions_per_s"].number(), 0);
-    EXPECT_TRUE(load["denied_percent"].is_null());
+    const JsonValue json = nlohmann::json::parse(quiet.out);
+    const JsonValue& load = json.at("limiters").at(0);
+    EXPECT_EQ(load.at("totals").at("allowed").get<double>(), 100);
+    EXPECT_EQ(load.at("totals").at("allowed").get<double>() +
+                  load.at("totals").at("denied").get<double>(),
+              made);
+    EXPECT_EQ(load.at("decisions_per_s").get<double>(), 0);
+    EXPECT_TRUE(load.at("denied_percent").is_null());
   }
   redlimit::run(loop(), publisher.close());
 }
@@ -443,6 +450,7 @@ TEST_F(CommandTest, WatchShowsANamedLimiterWithoutCountsAsZeros) {
   EXPECT_TRUE(has(outcome.out, "NAME"));
   EXPECT_TRUE(has(outcome.out, "idle"));
   EXPECT_TRUE(has(outcome.out, "(all)"));
+  EXPECT_TRUE(has(outcome.out, "ClientOptions::stats_interval")) << "how to have counts";
 }
 
 TEST_F(CommandTest, BadArgumentsAndBadPoliciesExit2) {
@@ -523,7 +531,8 @@ TEST(TlsCommandTest, ARedissUrlWorksWithTheServersCaAndFailsTypedWithout) {
       run_command({"policy", "get", "sms", "--json", "--tls-ca", tls.certificates().ca},
                   {"REDLIMIT_URL=" + tls.url()});
   EXPECT_EQ(read.status, exit_ok) << read.err;
-  EXPECT_EQ(parse_json(read.out)["policy"]["text"].string(), "gcra 10/1s");
+  EXPECT_EQ(nlohmann::json::parse(read.out).at("policy").at("text").get<std::string>(),
+            "gcra 10/1s");
   // The test CA is not among the system's: the server's certificate does not verify.
   const Outcome unverified = run_command({"--url", tls.url(), "policy", "get", "sms"});
   EXPECT_EQ(unverified.status, exit_unavailable);

@@ -62,10 +62,16 @@ std::string activity_text(const std::string& shown_url, std::chrono::millisecond
                {"FAILURE POLICY", true}});
   for (const LimiterActivity& row : rows)
     add_row(table, row);
-  add_row(table, total_of(rows));
+  const LimiterActivity total = total_of(rows);
+  add_row(table, total);
+  // Why a hint: clients send no counts unless told to, so an empty table is the default.
+  const bool none = total.totals == DecisionCounts{};
   return "redlimit watch  " + shown_url + "  every " + format_duration(interval) + "  " +
          format_utc(now_us()) + "\n(per second since the last refresh; totals since the " +
-         "counts began)\n\n" + table.render();
+         "counts began)\n\n" + table.render() +
+         (none ? "\n(no counts yet: a client sends its limiters' counts only when its "
+                 "ClientOptions::stats_interval is set)\n"
+               : "");
 }
 
 void write_activity(JsonWriter& json, const LimiterActivity& row) {
