@@ -3,9 +3,9 @@
 // messages, the same gRPC library, no rate limiting).
 //
 // usage: null_rls_server [--listen HOST:PORT]   (prints "null_rls_server: serving grpc=PORT")
-#include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 

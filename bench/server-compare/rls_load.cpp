@@ -5,10 +5,10 @@
 //
 // usage: rls_load --target HOST:PORT [--in-flight N] [--seconds S] [--keys K] [--server-pid P]
 //                 [--label TEXT]
-#include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -81,8 +81,9 @@ class Load {
     Clock::time_point started;
   };
 
-  void start(std::uint64_t seed) {
-    {
+  /// Starts a call; `counted`: a new slot (else it takes the slot of the call that just ended).
+  void start(std::uint64_t seed, bool counted = true) {
+    if (counted) {
       std::lock_guard lock(mutex_);
       ++running_;
     }
@@ -99,8 +100,7 @@ class Load {
 
   void finish(Call* call, const grpc::Status& status) {
     const auto now = Clock::now();
-    const double latency =
-        std::chrono::duration<double, std::micro>(now - call->started).count();
+    const double latency = std::chrono::duration<double, std::micro>(now - call->started).count();
     const bool over = call->response.overall_code() == RateLimitResponse::OVER_LIMIT;
     delete call;
     bool again = false;
@@ -109,15 +109,12 @@ class Load {
       latencies_us.push_back(latency);
       errors += status.ok() ? 0 : 1;
       over_limit += over ? 1 : 0;
-      --running_;
       again = now < deadline_;
+      // Why only when not starting another: the next call keeps this slot running, so run()
+      // cannot return (and this object go) while start() still uses it.
+      if (!again && --running_ == 0) ended_.notify_all();
     }
-    if (again) {
-      start(next_seed_.fetch_add(1) * 2654435761u);
-    } else {
-      std::lock_guard lock(mutex_);
-      if (running_ == 0) ended_.notify_all();
-    }
+    if (again) start(next_seed_.fetch_add(1) * 2654435761u, false);
   }
 
   const Options& options_;

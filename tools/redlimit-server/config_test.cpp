@@ -113,11 +113,16 @@ TEST(ServerConfig, AValueEndingInAStarMatchesEveryValueItBegins) {
   EXPECT_FALSE(match(config, {{"path", "/static/x"}}));
 }
 
-TEST(ServerConfig, ADetailedMetricCountsPerValueWhenMatchedByKey) {
-  const RateLimitConfig config = config_of(example);
-  EXPECT_EQ(match(config, {{"client_id", "acme"}})->stats_key, "edge_proxy_per_ip.client_id_acme");
-  EXPECT_EQ(match(config, {{"remote_address", "1"}})->stats_key,
-            "edge_proxy_per_ip.remote_address");
+TEST(ServerConfig, AMissingRequestsPerUnitIsZeroAndAnOverlongLimitNameIsRefused) {
+  const RateLimitConfig config =
+      config_of("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second}\n");
+  EXPECT_EQ(config.domains.at("d").root.children.at("a").limit->requests_per_unit, 0u)
+      << "as envoyproxy/ratelimit reads it";
+  EXPECT_TRUE(
+      error_of("domain: d\ndescriptors:\n  - key: a\n    value: " + std::string(130, 'v') + "\n")
+          .starts_with("bad.yaml:3: descriptor 'd.a_vvv"))
+      << error_of("domain: d\ndescriptors:\n  - key: a\n    value: " + std::string(130, 'v') +
+                  "\n");
 }
 
 TEST(ServerConfig, ALimitNamedInAnotherMatchedLimitsReplacesIsDropped) {

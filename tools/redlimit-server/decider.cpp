@@ -31,15 +31,6 @@ std::string key_of(const std::vector<DescriptorEntry>& entries) {
   return key;
 }
 
-/// envoyproxy/ratelimit's name for a descriptor with a limit override: the domain and every
-/// entry, `<domain>.<key>_<value>.<key>_<value>...`.
-std::string override_key(const std::string& domain, const std::vector<DescriptorEntry>& entries) {
-  std::string key = domain;
-  for (const DescriptorEntry& entry : entries)
-    key += "." + entry.key + "_" + entry.value;
-  return key;
-}
-
 /// The most permits one call of `limit` can take.
 std::int64_t capacity(const LimitConfig& limit) {
   const redlimit::Limit enforced = limit.limit();
@@ -86,8 +77,18 @@ LimitConfig enforced_by(const LimitConfig& configured, const redlimit::Limiter& 
   return enforced;
 }
 
-/// What a domain's failure policy answers when Redis could not decide: allow (also for local,
-/// whose share needs a limit read from Redis at least once) or deny.
+/// Takes `permits` of `key` without asking; an error leaves the decision made as it was (the
+/// hits then go uncounted: under-counting, never a refusal turned into an admission).
+redlimit::Task<void> penalize_quietly(redlimit::Limiter& limiter, const std::string& key,
+                                      std::int64_t permits) {
+  try {
+    co_await limiter.penalize(key, permits);
+  } catch (const redlimit::Error&) {
+  }
+}
+
+/// What a domain's failure policy answers when its limit could not be read from the central
+/// store: allow (also for local, whose share needs a limit read at least once) or deny.
 Code answer_on_failure(const FailureConfig& on_failure) {
   return on_failure.kind == redlimit::FailurePolicy::fail_closed ? Code::over_limit : Code::ok;
 }
@@ -120,7 +121,7 @@ std::shared_ptr<redlimit::Limiter> Decider::limiter_for(const LimitConfig& limit
   std::string name = limit.full_key;
   if (const auto it = limiters_.find(name); it != limiters_.end()) {
     Made& made = it->second;
-    if (made.limit.shadow_mode == limit.shadow_mode) {
+    if (made.limit.shadow_mode == limit.shadow_mode && made.on_failure == domain.on_failure) {
       if (!follows && !(made.limit.limit() == limit.limit())) {
         // Why set_policy(): the keys' consumed state carries over to the new limit.
         made.limiter->set_policy(redlimit::Policy::of(limit.limit()), redlimit::Carry::as_is);
@@ -140,7 +141,7 @@ std::shared_ptr<redlimit::Limiter> Decider::limiter_for(const LimitConfig& limit
   Made made{follows ? std::make_shared<redlimit::Limiter>(client_, std::move(options))
                     : std::make_shared<redlimit::Limiter>(
                           client_, redlimit::Policy::of(limit.limit()), std::move(options)),
-            limit};
+            limit, domain.on_failure};
   std::shared_ptr<redlimit::Limiter> limiter = made.limiter;
   limiters_.emplace(std::move(name), std::move(made));
   return limiter;
@@ -150,13 +151,6 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
   if (call.domain.empty()) throw InvalidCall("the rate limit domain must not be empty");
   if (call.descriptors.empty())
     throw InvalidCall("the rate limit descriptor list must not be empty");
-  for (const DescriptorCall& descriptor : call.descriptors) {
-    if (descriptor.entries.empty()) throw InvalidCall("a descriptor has no entries");
-    for (const DescriptorEntry& entry : descriptor.entries) {
-      if (entry.key.empty() || entry.value.empty())
-        throw InvalidCall("a descriptor entry has an empty key or value");
-    }
-  }
   // Why held: a reload while this call waits must not free the limits it decides under.
   const std::shared_ptr<const RateLimitConfig> config = config_;
   const auto found = config->domains.find(call.domain);
@@ -179,7 +173,9 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
     if (descriptor.limit) {
       one.overridden.requests_per_unit = descriptor.limit->requests_per_unit;
       one.overridden.unit = descriptor.limit->unit;
-      one.overridden.full_key = override_key(call.domain, descriptor.entries) + "#" +
+      // Why named by the domain and the rate, not the entries: the key carries the entries,
+      // and a name per value would be a limiter (and a metrics series) per caller.
+      one.overridden.full_key = call.domain + "#" +
                                 std::to_string(descriptor.limit->requests_per_unit) + "/" +
                                 std::string(to_string(descriptor.limit->unit));
       one.limit = &one.overridden;
@@ -215,7 +211,11 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
 redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& status) {
   const LimitConfig* limit = applied.limit;
   status.code = Code::ok;
-  if (limit == nullptr || limit->unlimited) co_return;
+  if (limit == nullptr) co_return;
+  if (limit->unlimited) {
+    status.limit_remaining = std::numeric_limits<std::uint32_t>::max();
+    co_return;
+  }
   status.current_limit = CurrentLimit{
       .name = limit->name, .requests_per_unit = limit->requests_per_unit, .unit = limit->unit};
   if (applied.limiter == nullptr) {  // 0 requests per unit: every hit is over the limit
@@ -225,34 +225,35 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   }
   redlimit::Limiter& limiter = *applied.limiter;
   redlimit::Decision decision;
-  bool failed = false;
+  bool unread = false;
   try {
     if (applied.hits == 0) {
-      decision = co_await limiter.peek(applied.key);
-      decision.allowed = true;  // a call of no hits is never over the limit it does not touch
+      decision = co_await limiter.peek(applied.key);  // over when no permit is left
     } else if (applied.hits > capacity(*limit)) {
-      // More hits than the limit holds: over the limit without asking, and (as
-      // envoyproxy/ratelimit counts them) the window full until its end.
-      if (counts_over_limit_hits(*limit)) co_await limiter.penalize(applied.key, capacity(*limit));
       decision = co_await limiter.peek(applied.key);
-      decision.allowed = false;
+      decision.allowed = limit->shadow_mode;  // over the limit, enforced only if not shadow
+      decision.shadow_denied = limit->shadow_mode;
       decision.remaining = 0;
     } else {
       decision = co_await limiter.try_acquire(applied.key, applied.hits);
-      const bool refused = !decision.allowed || decision.shadow_denied;
-      if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis)
-        co_await limiter.penalize(applied.key, applied.hits);
     }
   } catch (const redlimit::PolicyNotFound&) {
-    failed = true;  // a follower that could never read its limit: Redis is down since the start
-  } catch (const redlimit::Unavailable&) {
-    failed = true;  // a peek or a penalty, which no failure policy answers
+    unread = true;  // a follower that finds no limit in the central store
   }
-  if (failed) {
+  if (unread) {
+    if (options_.on_policy_missing) options_.on_policy_missing();
     status.code = answer_on_failure(applied.on_failure);
     co_return;
   }
-  status.code = decision.allowed && !decision.shadow_denied ? Code::ok : Code::over_limit;
+  const bool refused = !decision.allowed || decision.shadow_denied;
+  if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis) {
+    // As envoyproxy/ratelimit counts them: the window is full until its end.
+    co_await penalize_quietly(limiter, applied.key,
+                              std::min<std::int64_t>(applied.hits, capacity(*limit)));
+  }
+  // Why shadow-denied is OK: a shadow limit is observed, never enforced (as
+  // envoyproxy/ratelimit answers it).
+  status.code = decision.allowed ? Code::ok : Code::over_limit;
   status.limit_remaining = status.code == Code::ok ? clamp_remaining(decision.remaining) : 0;
   status.duration_until_reset = decision.reset_after;
   applied.decision = decision;
@@ -289,9 +290,10 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
   try {
     if (!refused) decision = co_await redlimit::try_acquire_all(claims);
   } catch (const redlimit::PolicyNotFound&) {
-    failed = true;  // followers that could never read their limits: Redis is down since the start
+    failed = true;  // followers that find no limits in the central store
   }
   if (failed) {
+    if (options_.on_policy_missing) options_.on_policy_missing();
     for (const std::size_t i : together) {
       statuses[i].code = answer_on_failure(applied[i].on_failure);
       statuses[i].current_limit =

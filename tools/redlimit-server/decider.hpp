@@ -3,6 +3,7 @@
 /// Decider: answers ShouldRateLimit calls on one worker's loop, with one Limiter per
 /// configured limit, made from the worker's Client.
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -14,8 +15,9 @@
 
 namespace redlimit_server {
 
-/// A call that cannot be answered as it is (an empty domain, no descriptor, an entry with an
-/// empty key or value): gRPC's INVALID_ARGUMENT, HTTP's 400.
+/// A call that cannot be answered as it is (an empty domain, no descriptor): gRPC's
+/// INVALID_ARGUMENT, HTTP's 400. Entries are taken as they come, empty ones too, as
+/// envoyproxy/ratelimit takes them.
 class InvalidCall : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
@@ -33,6 +35,9 @@ struct DeciderOptions {
   /// them), so every replica enforces the limits written last; else each enforces its own
   /// configuration. A caller's override is always the caller's.
   bool central_policies = true;
+  /// Called (on the worker's thread) when a limiter finds no limit in the central store (a
+  /// Redis restart that lost it, a FLUSHALL): the server writes its limits again.
+  std::function<void()> on_policy_missing{};
 };
 
 /// Answers calls under a configuration, each descriptor under the limit it matches
@@ -81,9 +86,10 @@ class Decider {
   DeciderOptions options_;
   struct Made {
     std::shared_ptr<redlimit::Limiter> limiter;
-    LimitConfig limit;  ///< what it enforces
+    LimitConfig limit;         ///< what it enforces
+    FailureConfig on_failure;  ///< its domain's, when it was made
   };
-  /// By limiter name: a configured limit's full key, an override's full key and rate.
+  /// By limiter name: a configured limit's full key, or an override's domain and rate.
   std::map<std::string, Made, std::less<>> limiters_;
 };
 

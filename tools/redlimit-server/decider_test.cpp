@@ -152,8 +152,18 @@ TEST_F(DeciderTest, TheCallersOverrideReplacesTheConfiguredLimit) {
 TEST_F(DeciderTest, AShadowLimitIsDecidedButNeverEnforced) {
   EXPECT_EQ(decide("api", {descriptor({{"trial", "x"}})}).overall_code, Code::ok);
   const RateLimitAnswer over = decide("api", {descriptor({{"trial", "x"}})});
-  EXPECT_EQ(over.statuses[0].code, Code::over_limit);
+  EXPECT_EQ(over.statuses[0].code, Code::ok) << "as envoyproxy/ratelimit answers a shadow limit";
   EXPECT_EQ(over.overall_code, Code::ok);
+  EXPECT_FALSE(header(over, "Retry-After")) << "nothing to wait for";
+}
+
+TEST_F(DeciderTest, ACallOfNoHitsIsOverTheLimitOnlyWhenNothingIsLeft) {
+  const auto address = [](std::uint64_t hits) {
+    return descriptor({{"remote_address", "10.0.0.7"}}, hits);
+  };
+  EXPECT_EQ(decide("api", {address(0)}).statuses[0].limit_remaining, 3u) << "it takes nothing";
+  EXPECT_EQ(decide("api", {address(3)}).overall_code, Code::ok);
+  EXPECT_EQ(decide("api", {address(0)}).overall_code, Code::over_limit);
 }
 
 TEST_F(DeciderTest, AllOrNothingDescriptorsConsumeNothingWhenOneIsOver) {
@@ -234,7 +244,8 @@ TEST_F(DeciderTest, AReloadThatChangesALimitsShadowModeLeavesTheCallsInFlightThe
 TEST_F(DeciderTest, ACallWithoutDomainOrDescriptorsIsInvalid) {
   EXPECT_THROW(decide("", {descriptor({{"a", "b"}})}), InvalidCall);
   EXPECT_THROW(decide("api", {}), InvalidCall);
-  EXPECT_THROW(decide("api", {descriptor({{"a", ""}})}), InvalidCall);
+  EXPECT_EQ(decide("api", {descriptor({{"health", ""}})}).overall_code, Code::ok)
+      << "an empty value is taken, as envoyproxy/ratelimit takes it";
 }
 
 }  // namespace

@@ -6,20 +6,19 @@
 namespace redlimit_server {
 namespace {
 
-/// The node of `level` that `entry` leads to (null: none), and whether by its key alone.
-std::pair<const DescriptorNode*, bool> next_node(const DescriptorNode& level,
-                                                 const DescriptorEntry& entry) {
+/// The node of `level` that `entry` leads to, or null.
+const DescriptorNode* next_node(const DescriptorNode& level, const DescriptorEntry& entry) {
   const std::string with_value = entry.key + "_" + entry.value;
   if (const auto it = level.children.find(with_value); it != level.children.end())
-    return {&it->second, false};
+    return &it->second;
   for (const std::string& wildcard : level.wildcard_keys) {
     const std::string_view prefix = std::string_view(wildcard).substr(0, wildcard.size() - 1);
     if (std::string_view(with_value).starts_with(prefix))
-      return {&level.children.find(wildcard)->second, false};
+      return &level.children.find(wildcard)->second;
   }
   if (const auto it = level.children.find(entry.key); it != level.children.end())
-    return {&it->second, true};
-  return {nullptr, false};
+    return &it->second;
+  return nullptr;
 }
 
 }  // namespace
@@ -31,11 +30,9 @@ std::optional<MatchedLimit> match_limit(const RateLimitConfig& config, std::stri
   const DescriptorNode* level = &found->second.root;
   std::optional<MatchedLimit> matched;
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const auto [node, by_key] = next_node(*level, entries[i]);
-    if (node != nullptr && node->limit && i + 1 == entries.size()) {
-      matched = MatchedLimit{&*node->limit, node->limit->full_key};
-      if (by_key && node->limit->detailed_metric) matched->stats_key += "_" + entries[i].value;
-    }
+    const DescriptorNode* node = next_node(*level, entries[i]);
+    if (node != nullptr && node->limit && i + 1 == entries.size())
+      matched = MatchedLimit{&*node->limit};
     if (node == nullptr || node->children.empty()) break;
     level = node;
   }

@@ -22,9 +22,6 @@ struct DescriptorEntry {
 /// The limit a descriptor falls under.
 struct MatchedLimit {
   const LimitConfig* limit = nullptr;
-  /// The name its counts go under: the limit's full key; for a detailed_metric limit matched
-  /// by key alone, with `_<value>` of the descriptor's last entry.
-  std::string stats_key;
 };
 
 /// The limit of `domain` a descriptor of `entries` falls under, none when the domain is unknown

@@ -84,8 +84,7 @@ void HttpService::handle(redlimit::HttpRequest request,
   const std::string path = request.target.substr(0, request.target.find('?'));
   const bool reading = request.method == "GET" || request.method == "HEAD";
   if (path == "/healthcheck" && reading) {
-    respond(closed_ ? redlimit::HttpResponse{.status = 503, .body = "stopping\n"}
-                    : redlimit::HttpResponse{.body = "OK\n"});
+    respond({.body = "OK\n"});
   } else if (path == "/metrics" && reading) {
     respond({.content_type = "text/plain; version=0.0.4; charset=utf-8",
              .body = metrics_->prometheus_text() + stats_->prometheus_text()});
@@ -118,7 +117,16 @@ void HttpService::answer_json(const std::string& body,
         redlimit::HttpResponse response{.content_type = "application/json"};
         if (error) {
           const grpc::Status status = status_of(error);
-          response.status = status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 400 : 503;
+          switch (status.error_code()) {
+            case grpc::StatusCode::INVALID_ARGUMENT:
+              response.status = 400;
+              break;
+            case grpc::StatusCode::UNAVAILABLE:
+              response.status = 503;
+              break;
+            default:
+              response.status = 500;
+          }
           response.content_type = "text/plain; charset=utf-8";
           response.body = status.error_message() + "\n";
         } else {

@@ -2,7 +2,9 @@
 /// @file http_service.hpp
 /// HttpService: what redlimit-server answers over HTTP beside gRPC: GET /healthcheck, GET
 /// /metrics (the library's metrics and the server's calls per domain), and POST /json,
-/// ShouldRateLimit in the protobuf JSON mapping (as envoyproxy/ratelimit's /json).
+/// ShouldRateLimit in the protobuf JSON mapping (as envoyproxy/ratelimit's /json): 200, 429
+/// over the limit, 400 for a call it cannot read, 503 when Redis could not answer and no
+/// failure policy did, 500 otherwise.
 
 #include <uv.h>
 
@@ -35,9 +37,9 @@ class HttpService {
   /// Throws std::invalid_argument for a malformed address, redlimit::Error when it cannot
   /// listen.
   int listen(const std::string& host_port);
-  /// Stops listening; /healthcheck answered 503 from now on until the listener is gone; answers
-  /// from workers that come later are dropped. Its handles are freed by the loop's next
-  /// iteration. Idempotent.
+  /// Stops listening and closes every connection: a /json call in flight is dropped, and so is
+  /// its answer when the worker sends it. Its handles are freed by the loop's next iteration.
+  /// Idempotent.
   void close();
 
  private:

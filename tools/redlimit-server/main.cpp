@@ -12,16 +12,15 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
-#include <future>
 #include <thread>
 
-#include "config_watch.hpp"
+#include "config_keeper.hpp"
 #include "grpc_service.hpp"
 #include "http_service.hpp"
-#include "policy_publisher.hpp"
 #include "rate_limit_config.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/metrics.hpp"
+#include "redlimit/redis_keys.hpp"
 #include "redlimit/runtime.hpp"
 #include "worker.hpp"
 
@@ -45,85 +44,22 @@ struct ServerOptions {
   bool no_central_policies = false;
 };
 
-/// What the main loop keeps: the workers, the configuration's watch, and what a signal closes.
+/// What the main loop keeps: the workers, the configuration's keeper, and what a signal closes.
 struct Running {
   ServerOptions options;
   std::vector<std::unique_ptr<Worker>> workers{};
-  redlimit_server::ConfigWatch watch;
-  /// A configuration read and not yet in force: its limits are not yet in the central store.
-  std::shared_ptr<const redlimit_server::RateLimitConfig> pending{};
+  std::unique_ptr<redlimit_server::ConfigKeeper> keeper{};
   redlimit_server::HttpService* http = nullptr;
-  uv_timer_t reload{};
+  uv_timer_t look{};
   uv_signal_t interrupt{};
   uv_signal_t terminate{};
 };
-
-/// Writes `config`'s limits to the central store, from the first worker's Client.
-redlimit::Task<void> publish_from(redlimit::Client& client,
-                                  std::shared_ptr<const redlimit_server::RateLimitConfig> config,
-                                  std::string prefix, std::shared_ptr<std::promise<int>> done) {
-  try {
-    done->set_value(co_await redlimit_server::publish_policies(client, *config, prefix));
-  } catch (...) {
-    done->set_exception(std::current_exception());
-  }
-}
-
-/// Writes `config`'s limits to the central store (unless each replica enforces its own) and
-/// waits: false, logged, when Redis could not take them.
-bool publish(Running& running, std::shared_ptr<const redlimit_server::RateLimitConfig> config) {
-  if (running.options.no_central_policies) return true;
-  auto done = std::make_shared<std::promise<int>>();
-  std::future<int> written = done->get_future();
-  running.workers.front()->post([config, done, prefix = running.options.prefix](
-                                    redlimit_server::Decider& decider, uv_loop_t* loop) {
-    redlimit::spawn(loop, publish_from(decider.client(), config, prefix, done));
-  });
-  try {
-    if (written.wait_for(30s) != std::future_status::ready)
-      throw redlimit::TimeoutError("no answer within 30 s", true);
-    const int count = written.get();
-    if (count > 0) spdlog::info("redlimit-server: {} limit(s) written to the central store", count);
-    return true;
-  } catch (const std::exception& e) {
-    spdlog::error(
-        "redlimit-server: the limits could not be written to the central store "
-        "(tried again at the next look): {}",
-        e.what());
-    return false;
-  }
-}
-
-/// Reads the configuration again when its files changed, and puts a configuration read into
-/// force once its limits are in the central store; a configuration that cannot be used is
-/// logged, and the last good one stays.
-void reload_if_changed(uv_timer_t* timer) {
-  auto& running = *static_cast<Running*>(timer->data);
-  if (running.watch.changed()) {
-    try {
-      running.pending = std::make_shared<const redlimit_server::RateLimitConfig>(
-          redlimit_server::load_config(running.options.config));
-    } catch (const std::exception& e) {
-      spdlog::error("redlimit-server: configuration not reloaded, the last good one stays: {}",
-                    e.what());
-    }
-  }
-  if (!running.pending || !publish(running, running.pending)) return;
-  for (const auto& worker : running.workers) {
-    worker->post([config = running.pending](redlimit_server::Decider& decider, uv_loop_t*) {
-      decider.replace_config(config);
-    });
-  }
-  spdlog::info("redlimit-server: configuration reloaded: {} domain(s)",
-               running.pending->domains.size());
-  running.pending.reset();
-}
 
 /// SIGINT or SIGTERM: the main loop's handles close, and with them its run.
 void on_signal(uv_signal_t* signal, int number) {
   auto& running = *static_cast<Running*>(signal->data);
   spdlog::info("redlimit-server: signal {}: stopping", number);
-  for (auto* handle : {reinterpret_cast<uv_handle_t*>(&running.reload),
+  for (auto* handle : {reinterpret_cast<uv_handle_t*>(&running.look),
                        reinterpret_cast<uv_handle_t*>(&running.interrupt),
                        reinterpret_cast<uv_handle_t*>(&running.terminate)}) {
     if (!uv_is_closing(handle)) uv_close(handle, nullptr);
@@ -132,6 +68,11 @@ void on_signal(uv_signal_t* signal, int number) {
 }
 
 int serve(ServerOptions options) {
+  if (!redlimit::is_valid_prefix(options.prefix)) {
+    spdlog::error("redlimit-server: --prefix '{}': 1 to 64 characters from [A-Za-z0-9_.-]",
+                  options.prefix);
+    return 2;
+  }
   std::shared_ptr<const redlimit_server::RateLimitConfig> config;
   try {
     config = std::make_shared<const redlimit_server::RateLimitConfig>(
@@ -140,7 +81,8 @@ int serve(ServerOptions options) {
     spdlog::error("redlimit-server: {}", e.what());
     return 2;
   }
-  Running running{.options = options, .watch = redlimit_server::ConfigWatch(options.config)};
+  Running running{.options = options};
+  auto missing = std::make_shared<std::atomic<bool>>(false);
   auto metrics = std::make_shared<redlimit::Metrics>();
   auto stats = std::make_shared<redlimit_server::ServerStats>();
   redlimit_server::WorkerOptions worker_options;
@@ -151,7 +93,8 @@ int serve(ServerOptions options) {
   worker_options.decider = {.ratelimit_headers = !options.no_ratelimit_headers,
                             .x_ratelimit_headers = options.x_ratelimit_headers,
                             .prefix = options.prefix,
-                            .central_policies = !options.no_central_policies};
+                            .central_policies = !options.no_central_policies,
+                            .on_policy_missing = [missing] { missing->store(true); }};
   try {
     for (unsigned i = 0; i < options.workers; ++i)
       running.workers.push_back(std::make_unique<Worker>(worker_options, config));
@@ -160,8 +103,11 @@ int serve(ServerOptions options) {
     return 2;
   }
 
+  running.keeper = std::make_unique<redlimit_server::ConfigKeeper>(
+      options.config, running.workers, options.prefix, !options.no_central_policies, config,
+      missing);
   // Why before serving: the limiters follow the central store, which must hold the limits.
-  if (!publish(running, config)) running.pending = config;
+  running.keeper->publish_first();
 
   redlimit_server::RateLimitGrpcService service(running.workers);
   grpc::ServerBuilder builder;
@@ -189,9 +135,12 @@ int serve(ServerOptions options) {
       http.close();
     }
     if (status == 0) {
-      uv_timer_init(&loop, &running.reload);
-      running.reload.data = &running;
-      uv_timer_start(&running.reload, &reload_if_changed, options.reload_ms, options.reload_ms);
+      uv_timer_init(&loop, &running.look);
+      running.look.data = &running;
+      uv_timer_start(
+          &running.look,
+          [](uv_timer_t* timer) { static_cast<Running*>(timer->data)->keeper->look(); },
+          options.reload_ms, options.reload_ms);
       for (auto [handle, number] :
            {std::pair{&running.interrupt, SIGINT}, std::pair{&running.terminate, SIGTERM}}) {
         uv_signal_init(&loop, handle);

@@ -38,12 +38,12 @@ void fill(RateLimitResponse& response, const RateLimitAnswer& answer) {
   for (const DescriptorStatus& status : answer.statuses) {
     auto* out = response.add_statuses();
     out->set_code(static_cast<RateLimitResponse::Code>(status.code));
+    out->set_limit_remaining(status.limit_remaining);
     if (status.current_limit) {
       auto* limit = out->mutable_current_limit();
       limit->set_name(status.current_limit->name);
       limit->set_requests_per_unit(status.current_limit->requests_per_unit);
       limit->set_unit(static_cast<RateLimitResponse::RateLimit::Unit>(status.current_limit->unit));
-      out->set_limit_remaining(status.limit_remaining);
       const auto reset = status.duration_until_reset.count();
       out->mutable_duration_until_reset()->set_seconds(reset / 1'000'000);
       out->mutable_duration_until_reset()->set_nanos(static_cast<int>(reset % 1'000'000) * 1000);

@@ -14,6 +14,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+/// The longest limit name a Limiter and the PolicyStore take.
+constexpr std::size_t max_name_bytes = 128;
+
 /// Reads one domain's YAML, naming the file and line of every error.
 class DomainReader {
  public:
@@ -143,6 +146,13 @@ class DomainReader {
       const std::string value = text(item, "value", "a descriptor");
       const std::string final_key = value.empty() ? key : key + "_" + value;
       const std::string full_key = parent_key + final_key;
+      // Why: the full key names the limit's limiter and its policy in the store (1 to 128 bytes).
+      if (full_key.size() > max_name_bytes) {
+        fail(item, "descriptor",
+             "'" + full_key.substr(0, 40) + "...' makes a limit name of " +
+                 std::to_string(full_key.size()) + " bytes (domain, keys and values), over " +
+                 std::to_string(max_name_bytes));
+      }
       if (into.children.contains(final_key))
         fail(item, "descriptor", "'" + full_key + "' is defined twice");
       DescriptorNode node;
@@ -175,9 +185,10 @@ class DomainReader {
       if (!unit.empty()) fail(map["unit"], "unit", "must not be given for an unlimited limit");
     } else {
       limit.unit = time_unit(map, unit);
-      const YAML::Node requests = map["requests_per_unit"];
-      if (!requests) fail(map, "rate_limit", "needs requests_per_unit");
-      limit.requests_per_unit = static_cast<std::uint32_t>(count(requests, "requests_per_unit"));
+      // Why 0 without one: envoyproxy/ratelimit reads a missing requests_per_unit so.
+      if (const YAML::Node requests = map["requests_per_unit"]) {
+        limit.requests_per_unit = static_cast<std::uint32_t>(count(requests, "requests_per_unit"));
+      }
     }
     limit.name = text(map, "name", "rate_limit");
     if (const YAML::Node list = map["replaces"]) {

@@ -52,8 +52,9 @@ struct LimitConfig {
   /// window aligned to the unit) and its burst (0: requests_per_unit).
   redlimit::Algorithm algorithm = redlimit::Algorithm::fixed_window;
   std::int64_t burst = 0;
-  bool shadow_mode = false;      ///< the descriptor's: decided and counted, never enforced
-  bool detailed_metric = false;  ///< the descriptor's: counted per value when none is given
+  bool shadow_mode = false;  ///< the descriptor's: decided and counted, never enforced
+  /// The descriptor's; accepted, without effect: the library counts per limit, never per value.
+  bool detailed_metric = false;
   /// The descriptor's place in the tree, as envoyproxy/ratelimit names it in its stats:
   /// `<domain>.<key>[_<value>].<key>[_<value>]...`.
   std::string full_key;
@@ -77,6 +78,8 @@ struct DescriptorNode {
 struct FailureConfig {
   redlimit::FailurePolicy::Kind kind = redlimit::FailurePolicy::fail_open;
   double local_share = 0;  ///< local_fallback: this server's share of each limit
+
+  friend bool operator==(const FailureConfig&, const FailureConfig&) = default;
 };
 
 /// One domain: its descriptors and redlimit's extensions.

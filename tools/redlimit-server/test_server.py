@@ -197,8 +197,9 @@ def test_override(server):
 def test_shadow_and_together(server):
     server.ask("api", one([("trial", "x")]))
     answer = server.ask("api", one([("trial", "x")]))
-    check(answer.statuses[0].code == OVER_LIMIT and answer.overall_code == OK,
-          f"shadow mode: over, never enforced: {answer}")
+    check(answer.statuses[0].code == OK and answer.overall_code == OK
+          and "Retry-After" not in {h.key for h in answer.response_headers_to_add},
+          f"shadow mode: over its limit, never enforced: {answer}")
     both = (one([("user", "u")]), one([("global", "g")]))
     check(server.ask("together", *both).overall_code == OK, "together: first call")
     refused = server.ask("together", *both)
@@ -301,6 +302,29 @@ def test_replicas_follow_the_limits_written_last():
         check(server.stop() == 0, "a replica stops on SIGTERM with status 0")
 
 
+def redis_command(*words):
+    """One command to the test's Redis; its raw RESP reply."""
+    host, port = REDIS.split("//")[1].split(":")
+    request = f"*{len(words)}\r\n" + "".join(f"${len(w)}\r\n{w}\r\n" for w in words)
+    with socket.create_connection((host, int(port))) as redis:
+        redis.sendall(request.encode())
+        return redis.recv(65536)
+
+
+def test_limits_lost_from_the_store_are_written_again(server):
+    """A Redis that lost everything (FLUSHALL, a restart without persistence): once a limiter
+    finds its limit missing, the server writes its limits again, and they are enforced again."""
+    check(redis_command("FLUSHALL").startswith(b"+OK"), "FLUSHALL")
+
+    def written_again():
+        server.ask("api", one([("remote_address", "10.7.7.7")], hits=0))
+        return redis_command("EXISTS", "rl:policy:{api.remote_address}") == b":1\r\n"
+    until(written_again, "the limits written again after the store lost them", seconds=20)
+    answers = [server.ask("api", one([("remote_address", "10.7.7.8")])).overall_code
+               for _ in range(4)]
+    check(answers == [OK, OK, OK, OVER_LIMIT], f"3 per hour enforced again: {answers}")
+
+
 def test_each_domains_failure_policy_answers_without_redis():
     """Redis unreachable from the start: each domain's on_failure answers, never an error."""
     path = os.path.join(WORK, "unreachable")
@@ -344,6 +368,7 @@ def main():
         test_replicas_follow_the_limits_written_last()
         test_each_domains_failure_policy_answers_without_redis()
         test_reload(server, config_path)
+        test_limits_lost_from_the_store_are_written_again(server)
     finally:
         code = server.stop()
         check(code == 0, f"the server's exit status on SIGTERM: {code}")
