@@ -1,0 +1,240 @@
+// ClientOptions::replicas against a real primary with one replica: a call that wrote is
+// answered only once the replica holds its writes; a call that wrote nothing is answered at
+// once; too few replicas is unavailability (the failure policy answers, the breaker and a
+// metric count it, the permits stay taken on the primary).
+//
+// "Held" is shown without timing: the replica is stopped (SIGSTOP) when the call goes, the
+// script has run on the primary (its key is there), and the call is still unanswered; it is
+// answered once the replica runs again. Nothing here asserts how long anything took.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
+#include "redlimit/limiter.hpp"
+#include "redlimit/metrics.hpp"
+#include "redlimit/policy_store.hpp"
+#include "redlimit/runtime.hpp"
+#include "redlimit/semaphore.hpp"
+#include "redlimit/task_group.hpp"
+#include "support/loop_test.hpp"
+#include "support/replicated_server.hpp"
+
+namespace redlimit {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A decision and whether it came yet.
+struct Answer {
+  bool done = false;
+  Decision decision{};
+};
+
+Task<void> decide(Limiter& limiter, std::string key, Answer* answer) {
+  answer->decision = co_await limiter.try_acquire(std::move(key));
+  answer->done = true;
+}
+
+/// Waits until the primary holds at least `count` keys: the script calls ran there.
+Task<void> until_keys(uv_loop_t* loop, test::RedisServer& primary, std::size_t count) {
+  while (primary.keys().size() < count)
+    co_await sleep_for(loop, 2ms);
+}
+
+std::vector<std::string> sorted(std::vector<std::string> keys) {
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+/// How many of `answers` are done.
+int done(const std::vector<Answer>& answers) {
+  int count = 0;
+  for (const Answer& answer : answers)
+    count += answer.done ? 1 : 0;
+  return count;
+}
+
+class ReplicasTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+  RedisStats redis() const { return client_.metrics()->snapshot().redis; }
+
+  test::ReplicatedServer servers_;
+  /// Why so long a replica_timeout: a stopped replica must not make the held calls time out
+  /// before the test resumes it, on however slow a machine. Why no reservation lease: a denial
+  /// longer than the lease has Redis reclaim dead owners' reservations, a second script call
+  /// (queued behind the batch's WAIT while the replica is stopped).
+  Client client_{loop(), ClientOptions{.url = servers_.url(),
+                                       .command_timeout = 10s,
+                                       .reservation_lease = 0ms,
+                                       .stats_interval = 0ms,
+                                       .replicas = 1,
+                                       .replica_timeout = 8s}};
+};
+
+/// Sends `keys.size()` decisions at once (one batch) while the replica is stopped; checks that
+/// those that wrote are held until it runs again, and returns every answer.
+Task<void> decide_while_replica_stopped(uv_loop_t* loop, Limiter& limiter,
+                                        test::ReplicatedServer& servers,
+                                        std::vector<std::string> keys, std::size_t written_keys,
+                                        int answered_while_stopped, std::vector<Answer>* answers) {
+  servers.replica().pause();
+  answers->resize(keys.size());
+  TaskGroup calls;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    calls.add(decide(limiter, keys[i], &(*answers)[i]));
+  co_await until_keys(loop, servers.primary(), written_keys);
+  // The primary answered the script call (its writes are there); give the client a moment to
+  // read it, and show that only what wrote nothing was answered.
+  co_await sleep_for(loop, 30ms);
+  EXPECT_EQ(done(*answers), answered_while_stopped) << "answered while the replica was stopped";
+  servers.replica().resume();
+  co_await calls.join();
+}
+
+TEST_F(ReplicasTest, AnAdmissionIsAnsweredOnlyOnceTheReplicaHoldsIt) {
+  Limiter limiter(client_, Policy{Limit::gcra("10/s", 5)}, LimiterOptions{.name = "sms"});
+  std::vector<Answer> answers;
+  run(loop(), decide_while_replica_stopped(loop(), limiter, servers_, {"a"}, 1, 0, &answers));
+  ASSERT_EQ(done(answers), 1);
+  EXPECT_TRUE(answers[0].decision.allowed);
+  EXPECT_EQ(answers[0].decision.source, Source::redis);
+  EXPECT_EQ(sorted(servers_.replica().keys()), sorted(servers_.primary().keys()));
+  EXPECT_EQ(redis().replica_shortfalls, 0u);
+}
+
+TEST_F(ReplicasTest, ABatchAnswersItsDenialsAtOnceAndItsAdmissionsOnceTheReplicaHoldsThem) {
+  Limiter limiter(client_, Policy{Limit::gcra("1/min", 3)},
+                  LimiterOptions{.name = "sms", .deny_cache = false});
+  // Ten calls on one key in one loop iteration: one batch, three admitted, seven denied.
+  std::vector<Answer> answers;
+  const std::vector<std::string> keys(10, "k");
+  run(loop(), decide_while_replica_stopped(loop(), limiter, servers_, keys, 1, 7, &answers));
+  int allowed = 0;
+  for (const Answer& answer : answers) {
+    EXPECT_EQ(answer.decision.source, Source::redis);
+    allowed += answer.decision.allowed ? 1 : 0;
+  }
+  EXPECT_EQ(allowed, 3);
+  EXPECT_GE(redis().batch_size.count, 1u);
+  EXPECT_EQ(sorted(servers_.replica().keys()), sorted(servers_.primary().keys()));
+}
+
+TEST_F(ReplicasTest, ADenialAndAPeekAreAnsweredWhileTheReplicaIsStopped) {
+  Limiter limiter(client_, Policy{Limit::gcra("1/min", 1)},
+                  LimiterOptions{.name = "sms", .deny_cache = false});
+  EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
+  servers_.replica().pause();
+  // Why no resume before the checks: these answers come while the replica cannot acknowledge.
+  const Decision denied = run(loop(), limiter.try_acquire("k"));
+  const Decision peeked = run(loop(), limiter.peek("k"));
+  servers_.replica().resume();
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.source, Source::redis);
+  EXPECT_EQ(peeked.source, Source::redis);
+  EXPECT_EQ(peeked.remaining, 0);
+}
+
+class ShortReplicaTimeoutTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+  RedisStats redis() const { return client_.metrics()->snapshot().redis; }
+
+  test::ReplicatedServer servers_;
+  Client client_{loop(), ClientOptions{.url = servers_.url(),
+                                       .command_timeout = 2s,
+                                       .stats_interval = 0ms,
+                                       .replicas = 1,
+                                       .replica_timeout = 50ms}};
+};
+
+TEST_F(ShortReplicaTimeoutTest, TooFewReplicasIsUnavailableAndThePermitsStayTaken) {
+  // Why 1/min: a state key lives as long as its state matters; these outlive the checks.
+  Limiter closed(client_, Policy{Limit::gcra("1/min", 5)}, LimiterOptions{.name = "closed"});
+  Limiter open(client_, Policy{Limit::gcra("1/min", 5)},
+               LimiterOptions{.name = "open", .on_failure = {FailurePolicy::fail_open}});
+  servers_.replica().pause();
+  const Decision refused = run(loop(), closed.try_acquire("k"));
+  const Decision let_through = run(loop(), open.try_acquire("k"));
+  const std::size_t written = servers_.primary().keys().size();
+  // The breaker counts each shortfall; three in a row open it.
+  run(loop(), closed.try_acquire("k"));
+  const RedisStats after = redis();
+  servers_.replica().resume();
+
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.source, Source::fail_closed);
+  EXPECT_TRUE(let_through.allowed);
+  EXPECT_EQ(let_through.source, Source::fail_open);
+  EXPECT_EQ(written, 2u) << "both admissions were written on the primary";
+  EXPECT_EQ(after.replica_shortfalls, 3u);
+  EXPECT_EQ(after.breakers[static_cast<std::size_t>(BreakerState::open)], 1);
+
+  // Once the replica is back, and the breaker lets a probe through, Redis decides again.
+  servers_.wait_until_linked();
+  Decision again;
+  again.source = Source::fail_closed;
+  for (int i = 0; i < 200 && again.source != Source::redis; ++i) {
+    run(loop(), sleep_for(loop(), 20ms));
+    again = run(loop(), closed.try_acquire("again-" + std::to_string(i)));
+  }
+  EXPECT_EQ(again.source, Source::redis);
+  EXPECT_TRUE(again.allowed);
+}
+
+TEST_F(ShortReplicaTimeoutTest, AKilledReplicaIsUnavailable) {
+  Limiter limiter(client_, Policy{Limit::gcra("10/s", 5)}, LimiterOptions{.name = "sms"});
+  servers_.replica().kill();
+  const Decision refused = run(loop(), limiter.try_acquire("k"));
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.source, Source::fail_closed);
+  EXPECT_EQ(redis().replica_shortfalls, 1u);
+}
+
+TEST_F(ShortReplicaTimeoutTest, LeasesAndPolicyWritesWaitForTheReplicaToo) {
+  Semaphore semaphore(client_, 2, "exports", 10s);
+  PolicyStore store(client_);
+  servers_.replica().pause();
+  const std::optional<Lease> lease = run(loop(), semaphore.try_acquire("tenant"));
+  bool policy_refused = false;
+  try {
+    run(loop(), store.set("sms", Policy{Limit::gcra("10/s")}));
+  } catch (const Unavailable&) {
+    policy_refused = true;
+  }
+  servers_.replica().resume();
+  EXPECT_FALSE(lease.has_value()) << "a lease the replica does not hold is not granted";
+  EXPECT_TRUE(policy_refused);
+  EXPECT_EQ(redis().replica_shortfalls, 2u);
+}
+
+class ReplicaOptionsTest : public test::LoopTest {};
+
+TEST_F(ReplicaOptionsTest, AreCheckedAtConstruction) {
+  const auto make = [this](int replicas, std::chrono::milliseconds timeout) {
+    Client client(loop(), ClientOptions{.url = "redis://127.0.0.1:1",
+                                        .command_timeout = 250ms,
+                                        .stats_interval = 0ms,
+                                        .replicas = replicas,
+                                        .replica_timeout = timeout});
+    run(loop(), client.close());
+  };
+  EXPECT_THROW(make(-1, 100ms), ConfigError);
+  EXPECT_THROW(make(1, 250ms), ConfigError);
+  EXPECT_THROW(make(1, 0ms), ConfigError);
+  EXPECT_NO_THROW(make(1, 249ms));
+  EXPECT_NO_THROW(make(0, 250ms)) << "replica_timeout is not read with replicas 0";
+}
+
+}  // namespace
+}  // namespace redlimit
