@@ -142,6 +142,32 @@ TEST_F(ReplicasTest, ADenialAndAPeekAreAnsweredWhileTheReplicaIsStopped) {
   EXPECT_EQ(peeked.remaining, 0);
 }
 
+class NoReplicasTest : public test::LoopTest {
+ protected:
+  void TearDown() override {
+    run(loop(), client_.close());
+    LoopTest::TearDown();
+  }
+
+  test::RedisServer server_;
+  Client client_{loop(), ClientOptions{.url = server_.url(), .stats_interval = 0ms}};
+};
+
+Task<void> decide_all(Limiter& limiter, std::vector<Answer>* answers) {
+  TaskGroup calls;
+  for (Answer& answer : *answers)
+    calls.add(decide(limiter, "k", &answer));
+  co_await calls.join();
+}
+
+TEST_F(NoReplicasTest, ABatchIsAnsweredAsWithoutTheOption) {
+  Limiter limiter(client_, Policy{Limit::gcra("1/min", 3)},
+                  LimiterOptions{.name = "sms", .deny_cache = false});
+  std::vector<Answer> answers(10);
+  run(loop(), decide_all(limiter, &answers));
+  EXPECT_EQ(done(answers), 10);
+}
+
 class ShortReplicaTimeoutTest : public test::LoopTest {
  protected:
   void TearDown() override {
