@@ -319,38 +319,39 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
       dispatcher_.redis_metrics().errors[static_cast<std::size_t>(*kind)].add(failed);
     }
   }
-  // With replicas, the calls that wrote wait for the WAIT that followed the batch; the others
+  // With replicas, the calls that wrote wait for the WAIT that covers the batch; the others
   // are answered first, at once.
   std::vector<bool> held(calls.size(), false);
+  bool any_held = false;
   if (replicas) {
-    bool any = false;
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const HeldCall* call = calls[i];
       held[i] = call != nullptr && !again[i] && !call->error &&
                 dispatcher_.wrote(*call->script, call->args, call->reply);
-      any = any || held[i];
+      any_held = any_held || held[i];
     }
-    if (!any) replicas->skip();
+    if (!any_held) replicas->skip();
+  }
+  if (any_held) {
     resume_calls(calls, held, false, alive);
-    if (any) {
-      // Why the batch still counts as in flight: close() waits for the answers to its writes.
-      std::exception_ptr shortfall;
-      if (*alive) {
-        shortfall = co_await replicas->confirm();
-      } else {
-        shortfall = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
-      }
-      for (std::size_t i = 0; i < calls.size(); ++i) {
-        if (!held[i] || calls[i] == nullptr || !shortfall) continue;
-        calls[i]->error = shortfall;
-        if (*alive) count_redis_error(dispatcher_.redis_metrics(), shortfall);
-      }
+    // Why the batch still counts as in flight: close() waits for the answers to its writes.
+    std::exception_ptr shortfall;
+    if (*alive) {
+      shortfall = co_await replicas->confirm();
+    } else {
+      shortfall = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
+    }
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (!held[i] || calls[i] == nullptr || !shortfall) continue;
+      calls[i]->error = shortfall;
+      if (*alive) count_redis_error(dispatcher_.redis_metrics(), shortfall);
     }
   }
   // Why before the callers resume: a resumed caller may destroy the client, and this object
   // with it; from here on only the calls, which clear their place when destroyed, are touched.
   if (*alive && --batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
-  resume_calls(calls, held, true, alive);
+  // Every call still to answer: the held ones, or all when none was held.
+  resume_calls(calls, held, any_held, alive);
 }
 
 void BatchingExecutor::resume_calls(std::vector<HeldCall*>& calls, const std::vector<bool>& held,

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -35,8 +36,8 @@ struct FailoverCase {
   int replicas;
 };
 
-std::string PrintTo(const FailoverCase& c) {
-  return c.name;
+void PrintTo(const FailoverCase& c, std::ostream* out) {
+  *out << c.name;
 }
 
 /// Waits until `done` says so, or throws after `timeout`.
