@@ -85,18 +85,24 @@ class Deployment {
   /// Makes the fault happen, and brings the deployment back to a primary with a replica.
   void strike(const std::string& slot_key) {
     switch (fault_) {
-      case Fault::sentinel_failover:
-        sentinels_->failover();
+      case Fault::sentinel_failover: {
+        test::RedisServer& old_primary = sentinels_->primary();
+        const int new_port = sentinels_->failover();
+        // Why: the new primary has no replica until the old one follows it, which the sentinels
+        // do only within their 10 s INFO period; meanwhile replicas = 1 admits nothing.
+        old_primary.command({"REPLICAOF", "127.0.0.1", std::to_string(new_port)});
         return;
+      }
       case Fault::sentinel_kill: {
         const int old_port = sentinels_->primary_port_by_sentinels();
         test::RedisServer& old_primary = sentinels_->primary();
         old_primary.kill();
         wait_until([&] { return sentinels_->primary_port_by_sentinels() != old_port; }, 60s,
                    "the sentinels to promote the replica");
-        // Why restarted: the new primary has no replica until the old node comes back, and the
-        // sentinels make it one.
+        // Why restarted as a replica: the new primary has none until the old node follows it.
         old_primary.start();
+        old_primary.command(
+            {"REPLICAOF", "127.0.0.1", std::to_string(sentinels_->primary_port_by_sentinels())});
         return;
       }
       case Fault::cluster_kill: {
