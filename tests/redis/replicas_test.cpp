@@ -168,6 +168,8 @@ TEST_F(NoReplicasTest, ABatchIsAnsweredAsWithoutTheOption) {
   EXPECT_EQ(done(answers), 10);
 }
 
+class ReplicaOptionsTest : public test::LoopTest {};
+
 class ShortReplicaTimeoutTest : public test::LoopTest {
  protected:
   void TearDown() override {
@@ -227,6 +229,30 @@ TEST_F(ShortReplicaTimeoutTest, AKilledReplicaIsUnavailable) {
   EXPECT_EQ(redis().replica_shortfalls, 1u);
 }
 
+// A primary demoted between a call and its WAIT refuses the WAIT ("WAIT cannot be used with
+// replica instances"); a writable replica does so every time.
+TEST_F(ReplicaOptionsTest, AWaitRefusedByAReplicaIsUnavailability) {
+  test::ReplicatedServer servers;
+  servers.replica().command({"CONFIG", "SET", "replica-read-only", "no"});
+  Client client(loop(), ClientOptions{.url = servers.replica().url(),
+                                      .command_timeout = 2s,
+                                      .stats_interval = 0ms,
+                                      .replicas = 1,
+                                      .replica_timeout = 50ms});
+  Limiter limiter(client, Policy{Limit::gcra("1/min", 5)}, LimiterOptions{.name = "sms"});
+  std::string error;
+  Decision decision;
+  try {
+    decision = run(loop(), limiter.try_acquire("k"));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  run(loop(), client.close());
+  EXPECT_EQ(error, "");
+  EXPECT_FALSE(decision.allowed);
+  EXPECT_EQ(decision.source, Source::fail_closed);
+}
+
 TEST_F(ShortReplicaTimeoutTest, LeasesAndPolicyWritesWaitForTheReplicaToo) {
   Semaphore semaphore(client_, 2, "exports", 10s);
   PolicyStore store(client_);
@@ -243,8 +269,6 @@ TEST_F(ShortReplicaTimeoutTest, LeasesAndPolicyWritesWaitForTheReplicaToo) {
   EXPECT_TRUE(policy_refused);
   EXPECT_EQ(redis().replica_shortfalls, 2u);
 }
-
-class ReplicaOptionsTest : public test::LoopTest {};
 
 TEST_F(ReplicaOptionsTest, AreCheckedAtConstruction) {
   const auto make = [this](int replicas, std::chrono::milliseconds timeout) {
