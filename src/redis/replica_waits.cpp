@@ -80,8 +80,20 @@ Task<void> ReplicaWaits::run(std::shared_ptr<WaitRound> round) {
     try {
       const CommandResult result = co_await connection_.send(words, deadline, true);
       if (result.reply.type == Reply::Type::error) {
-        std::rethrow_exception(
-            exception_from_error(result.reply.str, "WAIT (ClientOptions::replicas)"));
+        const std::exception_ptr refused =
+            exception_from_error(result.reply.str, "WAIT (ClientOptions::replicas)");
+        // Why a refusal other than a permission is unavailability: the server answers WAIT
+        // with an error when it is no longer a primary (demoted between a call and its WAIT),
+        // and nothing says the writes before it are held.
+        try {
+          std::rethrow_exception(refused);
+        } catch (const ConfigError&) {
+          throw;
+        } catch (...) {
+          throw ConnectionError("redis " + connection_.name() + ": WAIT refused (" +
+                                    result.reply.str + "); the writes before it may be lost",
+                                true);
+        }
       }
       acknowledged = result.reply.as_integer();
     } catch (...) {
