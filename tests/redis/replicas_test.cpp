@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,19 +128,82 @@ TEST_F(ReplicasTest, ABatchAnswersItsDenialsAtOnceAndItsAdmissionsOnceTheReplica
   EXPECT_EQ(sorted(servers_.replica().keys()), sorted(servers_.primary().keys()));
 }
 
+Task<void> reserve(Limiter& limiter, Answer* answer) {
+  answer->decision = co_await limiter.acquire("r");
+  answer->done = true;
+}
+
+Task<void> lease(Semaphore& semaphore, std::optional<Lease>* lease, bool* done) {
+  *lease = co_await semaphore.try_acquire("t");
+  *done = true;
+}
+
+/// acquire()'s reservation and a semaphore lease, sent while the replica is stopped: both
+/// written on the primary, neither answered until the replica runs again.
+Task<void> reserve_and_lease_while_replica_stopped(uv_loop_t* loop, Limiter& limiter,
+                                                   Semaphore& semaphore,
+                                                   test::ReplicatedServer& servers,
+                                                   Answer* reserved, std::optional<Lease>* leased) {
+  servers.replica().pause();
+  bool lease_done = false;
+  TaskGroup calls;
+  calls.add(reserve(limiter, reserved));
+  calls.add(lease(semaphore, leased, &lease_done));
+  co_await until_keys(loop, servers.primary(), 2);
+  co_await sleep_for(loop, 30ms);
+  EXPECT_FALSE(reserved->done) << "a reservation answered while the replica was stopped";
+  EXPECT_FALSE(lease_done) << "a lease granted while the replica was stopped";
+  servers.replica().resume();
+  co_await calls.join();
+  if (*leased) co_await (*leased)->release();
+}
+
+TEST_F(ReplicasTest, AReservationAndALeaseAreAnsweredOnlyOnceTheReplicaHoldsThem) {
+  Limiter limiter(client_, Policy{Limit::gcra("1/min", 5)}, LimiterOptions{.name = "sms"});
+  Semaphore semaphore(client_, 2, "exports", 10s);
+  Answer reserved;
+  std::optional<Lease> leased;
+  run(loop(), reserve_and_lease_while_replica_stopped(loop(), limiter, semaphore, servers_,
+                                                      &reserved, &leased));
+  EXPECT_TRUE(reserved.done);
+  EXPECT_TRUE(reserved.decision.allowed);
+  EXPECT_EQ(reserved.decision.source, Source::redis);
+  ASSERT_TRUE(leased.has_value());
+  EXPECT_EQ(leased->source(), Source::redis);
+}
+
+Task<void> peek(Limiter& limiter, Answer* answer) {
+  answer->decision = co_await limiter.peek("k");
+  answer->done = true;
+}
+
+/// A denial and a peek sent together (one batch) while the replica is stopped: both answered
+/// before it runs again.
+Task<void> deny_and_peek_while_replica_stopped(uv_loop_t* loop, Limiter& limiter,
+                                               test::ReplicatedServer& servers, Answer* denied,
+                                               Answer* peeked) {
+  servers.replica().pause();
+  TaskGroup calls;
+  calls.add(decide(limiter, "k", denied));
+  calls.add(peek(limiter, peeked));
+  for (int turns = 0; turns < 3000 && !(denied->done && peeked->done); ++turns)
+    co_await sleep_for(loop, 2ms);
+  EXPECT_TRUE(denied->done && peeked->done) << "not answered while the replica was stopped";
+  servers.replica().resume();
+  co_await calls.join();
+}
+
 TEST_F(ReplicasTest, ADenialAndAPeekAreAnsweredWhileTheReplicaIsStopped) {
   Limiter limiter(client_, Policy{Limit::gcra("1/min", 1)},
                   LimiterOptions{.name = "sms", .deny_cache = false});
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
-  servers_.replica().pause();
-  // Why no resume before the checks: these answers come while the replica cannot acknowledge.
-  const Decision denied = run(loop(), limiter.try_acquire("k"));
-  const Decision peeked = run(loop(), limiter.peek("k"));
-  servers_.replica().resume();
-  EXPECT_FALSE(denied.allowed);
-  EXPECT_EQ(denied.source, Source::redis);
-  EXPECT_EQ(peeked.source, Source::redis);
-  EXPECT_EQ(peeked.remaining, 0);
+  Answer denied;
+  Answer peeked;
+  run(loop(), deny_and_peek_while_replica_stopped(loop(), limiter, servers_, &denied, &peeked));
+  EXPECT_FALSE(denied.decision.allowed);
+  EXPECT_EQ(denied.decision.source, Source::redis);
+  EXPECT_EQ(peeked.decision.source, Source::redis);
+  EXPECT_EQ(peeked.decision.remaining, 0);
 }
 
 class NoReplicasTest : public test::LoopTest {
