@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
   double seconds = 2;
   bool json_only = false;
   bool evalsha = false;
+  int replicas = 0;
   std::string tls_ca;
   app.add_option("--url", url, "Redis URL (default: $REDLIMIT_URL)");
   app.add_option("--tls-ca", tls_ca,
@@ -158,6 +159,9 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
   app.add_option("--seconds", seconds, "length of each case")->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--replicas", replicas,
+                 "ClientOptions::replicas: admissions answered once this many replicas hold them")
+      ->check(CLI::Range(0, 16));
   app.add_flag("--json", json_only, "only the JSON lines, no table");
   app.add_flag("--print-evalsha", evalsha,
                "load the script of a gcra decision, print its command for redis-benchmark");
@@ -167,7 +171,7 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   int status = 0;
   try {
-    redlimit::ClientOptions connection{.url = url};
+    redlimit::ClientOptions connection{.url = url, .replicas = replicas};
     connection.tls.ca_file = tls_ca;
     redlimit::Client admin(&loop, connection);
     if (evalsha) {

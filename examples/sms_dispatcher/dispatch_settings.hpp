@@ -16,6 +16,8 @@ struct DispatchSettings {
   std::string algorithm = "gcra";
   double margin = 0.02;  ///< the limiter runs at rate x (1 - margin)
   bool no_limit = false;
+  /// ClientOptions::replicas: admissions are answered once this many replicas hold them.
+  int replicas = 0;
   bool local = false;
   std::string redis_url;  ///< empty: start a private redis-server
   std::string tls_ca;     ///< a rediss:// URL's CA file (TlsOptions::ca_file); empty: the system's

@@ -145,7 +145,9 @@ redlimit::Task<int> Launcher::run_node_processes(int provider_port, const std::s
                                      "--algorithm",
                                      settings_.algorithm,
                                      "--margin",
-                                     std::to_string(settings_.margin)};
+                                     std::to_string(settings_.margin),
+                                     "--replicas",
+                                     std::to_string(settings_.replicas)};
     if (settings_.no_limit) {
       args.push_back("--no-limit");
     } else {

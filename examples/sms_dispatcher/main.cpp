@@ -4,7 +4,7 @@
 // every message). The launcher shows their progress and reports what the provider saw.
 //
 // usage: sms_dispatcher [--nodes N] [--messages M] [--rate R] [--algorithm A] [--margin F]
-//                       [--no-limit] [--local] [--redis URL]
+//                       [--no-limit] [--replicas N] [--local] [--redis URL]
 // (`sms_dispatcher node ...` and `sms_dispatcher provider ...` are how the launcher starts the
 // other processes.)
 #include <sys/prctl.h>
@@ -32,6 +32,10 @@ void add_limit_options(CLI::App& app, DispatchSettings& settings) {
                  "and arrival at the provider")
       ->check(CLI::Range(0.0, 0.5));
   app.add_flag("--no-limit", settings.no_limit, "send without redlimit, to see the losses");
+  app.add_option("--replicas", settings.replicas,
+                 "answer an admission once this many replicas hold it (ClientOptions::replicas), "
+                 "so that a failover loses none")
+      ->check(CLI::Range(0, 16));
 }
 
 /// SIGINT and SIGTERM call `on_stop` (once), so that the children are stopped too.

@@ -52,7 +52,7 @@ int run_node_process(const DispatchSettings& settings, const NodeSettings& node_
     std::optional<redlimit::Client> client;
     std::optional<redlimit::Limiter> limiter;
     if (!settings.no_limit) {
-      redlimit::ClientOptions connection{.url = settings.redis_url};
+      redlimit::ClientOptions connection{.url = settings.redis_url, .replicas = settings.replicas};
       connection.tls.ca_file = settings.tls_ca;
       client.emplace(&loop, connection);
       limiter.emplace(*client, dispatch_policy(settings), redlimit::LimiterOptions{.name = "sms"});

@@ -111,6 +111,20 @@ struct ClientOptions {
   /// primary's.
   std::string sentinel_user{};
   std::string sentinel_password{};
+  /// How many replicas of a primary must hold a script call's writes before the calls it
+  /// answers are released (docs/failures.md, "Replicated decisions"). 0: answered as soon as
+  /// the primary answers (a failover may then lose the latest admissions). Otherwise every
+  /// script call or batch of a limiter, semaphore or policy store is followed on its connection
+  /// by `WAIT replicas timeout`; calls that wrote (admissions, reservations, renewals,
+  /// cancellations, leases, policy writes) are answered once WAIT counts enough replicas, calls
+  /// that wrote nothing (denials, peeks, reads) at once. Too few replicas by replica_timeout
+  /// make the call Unavailable (a TimeoutError, maybe_executed(): its permits stay taken on the
+  /// primary), answered by the limiter's failure policy and counted by the circuit breaker and
+  /// in RedisStats::replica_shortfalls. Negative: a ConfigError at construction.
+  int replicas = 0;
+  /// How long a WAIT may block for the replicas (at most until the call's deadline); with
+  /// replicas > 0, from 1 ms to less than command_timeout (else a ConfigError at construction).
+  std::chrono::milliseconds replica_timeout{100};
 };
 
 /// The largest ClientOptions::max_batch.

@@ -118,6 +118,9 @@ struct RedisStats {
   /// Scripts sent with their source (EVAL): at each one's first use on a connection (a new
   /// connection, or one to a server that restarted), and again when a server answered NOSCRIPT.
   std::uint64_t scripts_loaded = 0;
+  /// Script calls (a batch counts once) whose writes too few replicas acknowledged within
+  /// ClientOptions::replica_timeout: the calls that wrote failed as Unavailable.
+  std::uint64_t replica_shortfalls = 0;
   /// Calls per script call sent (1 for a call sent alone).
   HistogramSnapshot batch_size;
   /// Commands waiting for a connection or a reply.

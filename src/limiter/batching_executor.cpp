@@ -231,6 +231,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
   std::exception_ptr failure;
   bool split = false;  // every call goes alone
   Reply reply;
+  std::optional<ReplicaAck> replicas;  // the WAIT after the batch (ClientOptions::replicas)
   try {
     std::vector<const scripts::ScriptSource*> scripts;
     std::vector<std::span<const std::string_view>> keys;
@@ -247,7 +248,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
     }
     const BatchWords words = batch_words(scripts, keys, args, declared);
     reply = co_await dispatcher_.eval_batch(*script, words.keys, words.args, deadline, calls.size(),
-                                            script != &scripts::batch);
+                                            script != &scripts::batch, replicas);
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
       throw ProtocolError(
           "the batch script of " + std::to_string(calls.size()) + " calls returned " +
@@ -318,12 +319,46 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
       dispatcher_.redis_metrics().errors[static_cast<std::size_t>(*kind)].add(failed);
     }
   }
+  // With replicas, the calls that wrote wait for the WAIT that covers the batch; the others
+  // are answered first, at once.
+  std::vector<bool> held(calls.size(), false);
+  bool any_held = false;
+  if (replicas) {
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const HeldCall* call = calls[i];
+      held[i] = call != nullptr && !again[i] && !call->error &&
+                dispatcher_.wrote(*call->script, call->args, call->reply);
+      any_held = any_held || held[i];
+    }
+    if (!any_held) replicas->skip();
+  }
+  if (any_held) {
+    resume_calls(calls, held, false, alive);
+    // Why the batch still counts as in flight: close() waits for the answers to its writes.
+    std::exception_ptr shortfall;
+    if (*alive) {
+      shortfall = co_await replicas->confirm();
+    } else {
+      shortfall = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
+    }
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (!held[i] || calls[i] == nullptr || !shortfall) continue;
+      calls[i]->error = shortfall;
+      if (*alive) count_redis_error(dispatcher_.redis_metrics(), shortfall);
+    }
+  }
   // Why before the callers resume: a resumed caller may destroy the client, and this object
   // with it; from here on only the calls, which clear their place when destroyed, are touched.
   if (*alive && --batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
-  for (HeldCall*& call : calls) {
-    if (call == nullptr) continue;
-    HeldCall* const resumed = std::exchange(call, nullptr);
+  // Every call still to answer: the held ones, or all when none was held.
+  resume_calls(calls, held, any_held, alive);
+}
+
+void BatchingExecutor::resume_calls(std::vector<HeldCall*>& calls, const std::vector<bool>& held,
+                                    bool held_ones, const std::shared_ptr<bool>& alive) {
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (calls[i] == nullptr || held[i] != held_ones) continue;
+    HeldCall* const resumed = std::exchange(calls[i], nullptr);
     resumed->in_batch = nullptr;
     resumed->waiter.resume();
     // Why here, not when the loop is about to poll: the callers this batch resumes queue their

@@ -94,6 +94,10 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   void stop_batching_across_slots(const std::string& error);
   /// Resumes `call` to be sent alone.
   void send_alone(HeldCall* call);
+  /// Resumes the calls of a batch (clearing their places) whose `held` is `held_ones`: the
+  /// calls answered at once, or those that waited for the replicas.
+  void resume_calls(std::vector<HeldCall*>& calls, const std::vector<bool>& held, bool held_ones,
+                    const std::shared_ptr<bool>& alive);
 
   uv_loop_t* loop_;
   CommandDispatcher& dispatcher_;

@@ -1,6 +1,7 @@
 #include "redlimit/client.hpp"
 
 #include "fleet/stats_publisher.hpp"
+#include "limiter/replica_writes.hpp"
 #include "redis/command_dispatcher.hpp"
 
 namespace redlimit {
@@ -28,7 +29,11 @@ Client::Client(uv_loop_t* loop, ClientOptions options)
       stats_(dispatcher_->options().stats_interval.count() != 0
                  ? std::make_shared<detail::StatsPublisher>(dispatcher_,
                                                             dispatcher_->options().stats_interval)
-                 : nullptr) {}
+                 : nullptr) {
+  // Why here: every script call of this client (limiters, semaphores, policy stores) is one of
+  // the library's, whose replies say whether it wrote (ClientOptions::replicas).
+  dispatcher_->set_write_test(&detail::reply_wrote);
+}
 
 Client::~Client() = default;
 Client::Client(Client&& other) noexcept = default;

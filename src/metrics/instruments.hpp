@@ -88,6 +88,7 @@ struct RedisMetrics {
   std::array<Counter, redis_error_count> errors;
   Counter reconnects;
   Counter scripts_loaded;
+  Counter replica_shortfalls;
   Histogram batch_size;
   Gauge commands_in_flight;
   std::array<Gauge, 3> breakers;  ///< by BreakerState

@@ -44,6 +44,7 @@ RedisStats stats_of(const RedisMetrics& counters) {
   }
   stats.reconnects = counters.reconnects.value();
   stats.scripts_loaded = counters.scripts_loaded.value();
+  stats.replica_shortfalls = counters.replica_shortfalls.value();
   stats.batch_size = counters.batch_size.snapshot();
   stats.commands_in_flight = counters.commands_in_flight.value();
   for (std::size_t state = 0; state < stats.breakers.size(); ++state) {

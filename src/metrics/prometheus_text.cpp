@@ -257,6 +257,9 @@ void redis_families(Exposition& text, const RedisStats& redis) {
       "redlimit_redis_scripts_loaded_total", "counter",
       "Scripts sent with their source (EVAL): first use on a connection, or after NOSCRIPT.");
   text.sample("redlimit_redis_scripts_loaded_total", {}, redis.scripts_loaded);
+  text.family("redlimit_redis_replica_shortfalls_total", "counter",
+              "Script calls whose writes too few replicas acknowledged in time (WAIT).");
+  text.sample("redlimit_redis_replica_shortfalls_total", {}, redis.replica_shortfalls);
   text.family("redlimit_redis_batch_size", "histogram",
               "Limiter calls per script call sent to Redis (1 for a call sent alone).");
   text.histogram("redlimit_redis_batch_size", std::nullopt, redis.batch_size);

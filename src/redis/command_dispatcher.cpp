@@ -66,6 +66,20 @@ ClientOptions validated(ClientOptions options) {
                       std::to_string(min_stats_interval.count()) + " ms, got " +
                       std::to_string(options.stats_interval.count()) + " ms");
   }
+  if (options.replicas < 0) {
+    throw ConfigError("ClientOptions::replicas must be 0 (off) or more, got " +
+                      std::to_string(options.replicas));
+  }
+  // Why below command_timeout: a WAIT blocks its connection, and one still blocking at the
+  // call's deadline would make the connection count as lost.
+  if (options.replicas > 0 && (options.replica_timeout.count() <= 0 ||
+                               options.replica_timeout >= options.command_timeout)) {
+    throw ConfigError(
+        "ClientOptions::replica_timeout must be from 1 ms to less than "
+        "command_timeout (" +
+        std::to_string(options.command_timeout.count()) + " ms), got " +
+        std::to_string(options.replica_timeout.count()) + " ms");
+  }
   if (!options.logger) options.logger = default_logger();
   if (!options.metrics) options.metrics = std::make_shared<Metrics>();
   if (options.id.empty()) {
@@ -184,19 +198,30 @@ Task<void> CommandDispatcher::close() {
 
 Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
                                                    std::span<const std::string_view> argv,
-                                                   Clock::time_point deadline, bool follow_up) {
+                                                   Clock::time_point deadline, bool follow_up,
+                                                   std::shared_ptr<WaitRound>* round) {
   // Why both sends before either await: ASKING applies to the very next command on its
   // connection, and sends go out in call order.
   auto [ask, command] = connection.send_asking(argv, deadline, follow_up);
+  if (round != nullptr) *round = replica_waits(connection).cover(deadline);
   CommandResult asked = co_await std::move(ask);
   if (asked.reply.type == Reply::Type::error) co_return asked;  // e.g. no +asking in the ACL
   co_return co_await std::move(command);
 }
 
+ReplicaWaits& CommandDispatcher::replica_waits(Connection& connection) {
+  if (connection.replica_waits() == nullptr) {
+    connection.attach_replica_waits(
+        std::make_unique<ReplicaWaits>(connection, background_, options_.replicas,
+                                       options_.replica_timeout, options_.command_timeout));
+  }
+  return *connection.replica_waits();
+}
+
 Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                                        const scripts::ScriptSource* script,
                                        Clock::time_point deadline, Terms terms, std::size_t calls,
-                                       Hold hold) {
+                                       Hold hold, std::optional<ReplicaAck>* ack) {
   if (hold.holder != nullptr) {
     HeldCall held(*hold.holder, slot, *script, hold.keys, hold.args, deadline);
     co_await held;
@@ -213,6 +238,9 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
     bool asking = false;
     Hops hops;
     std::vector<std::string_view> reload;  // the command again after NOSCRIPT
+    // The WAIT that covers the last try's script call (ClientOptions::replicas).
+    const bool replicated = options_.replicas > 0 && script != nullptr && terms.guarded;
+    std::shared_ptr<WaitRound> round;
     CommandResult result;
     std::exception_ptr failure;
     for (;;) {
@@ -228,9 +256,14 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
           // its reload is part of it.
           const bool follow_up = reloads > 0;
           if (asking) {
-            result = co_await send_asking(*target, command, deadline, follow_up);
+            result = co_await send_asking(*target, command, deadline, follow_up,
+                                          replicated ? &round : nullptr);
           } else {
-            result = co_await target->send(command, deadline, follow_up);
+            CommandAwaiter sent = target->send(command, deadline, follow_up);
+            // Why before awaiting the call: WAIT covers what its connection wrote before it,
+            // and right behind the call it costs no round trip of its own.
+            if (replicated) round = replica_waits(*target).cover(deadline);
+            result = co_await std::move(sent);
           }
           if (!reloads_after(script, result, reloads, *target)) break;
           command =
@@ -262,6 +295,21 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
       co_await sleep_for(loop_, next.delay);
       target = &router_->route(slot);
       asking = false;
+    }
+    if (!failure && round && result.reply.type != Reply::Type::error) {
+      // Why the breaker goes with the WAIT: the call ends, for the breaker, once its writes
+      // are known to be held or not.
+      ReplicaAck replicas(std::move(round), options_.replicas, breaker, &redis_metrics_,
+                          target->name());
+      if (ack != nullptr) {
+        ack->emplace(std::move(replicas));
+      } else if (wrote(*script, hold.args, result.reply)) {
+        failure = co_await replicas.confirm();
+        if (failure) std::rethrow_exception(failure);
+      } else {
+        replicas.skip();
+      }
+      co_return answer(std::move(result.reply), script);
     }
     breaker.leave(failure, result.reply);
     if (failure) std::rethrow_exception(failure);
@@ -374,12 +422,12 @@ Task<Reply> CommandDispatcher::eval_batch(const scripts::ScriptSource& script,
                                           std::span<const std::string_view> keys,
                                           std::span<const std::string_view> args,
                                           Clock::time_point deadline, std::size_t calls,
-                                          bool across_slots) {
+                                          bool across_slots, std::optional<ReplicaAck>& ack) {
   try {
     check_thread();
     const std::optional<std::uint16_t> slot = keys.empty() ? std::nullopt : slot_of(keys.front());
     return execute(slot, scripts_.evalsha(script, keys, args), &script, deadline,
-                   across_slots ? batch_across_slots_call : batch_call, calls);
+                   across_slots ? batch_across_slots_call : batch_call, calls, {}, &ack);
   } catch (...) {
     return failed_task<Reply>(std::current_exception());
   }

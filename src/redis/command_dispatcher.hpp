@@ -17,6 +17,7 @@
 #include "redis/command_argv.hpp"
 #include "redis/connection.hpp"
 #include "redis/held_call.hpp"
+#include "redis/replica_ack.hpp"
 #include "redis/script_executor.hpp"
 #include "redis/script_registry.hpp"
 #include "redis/slot_router.hpp"
@@ -39,6 +40,10 @@ class CommandDispatcher final : public ScriptExecutor {
   using Clock = Connection::Clock;
   /// Makes the decorator a client keeps over its dispatcher (see decorated()).
   using DecoratorFactory = std::unique_ptr<ExecutorDecorator> (*)(CommandDispatcher&);
+  /// Whether the reply of one call of `script` with `args` says the call wrote (see
+  /// set_write_test()).
+  using WriteTest = bool (*)(const scripts::ScriptSource& script,
+                             std::span<const std::string_view> args, const Reply& reply);
 
   CommandDispatcher(uv_loop_t* loop, ClientOptions options);
 
@@ -72,15 +77,30 @@ class CommandDispatcher final : public ScriptExecutor {
   /// declared), MOVED and ASK too, rather than followed: the node a redirect names need not
   /// serve the batch's other slots, and after ASKING it would serve keys of every slot it
   /// imports, which the source may still hold.
+  ///
+  /// With ClientOptions::replicas, a batch Redis answered puts the WAIT that followed it in
+  /// `ack`, for whoever made the batch to confirm (if a call of it wrote) or skip; the batch
+  /// counts in the circuit breaker once that is done.
   Task<Reply> eval_batch(const scripts::ScriptSource& script,
                          std::span<const std::string_view> keys,
                          std::span<const std::string_view> args, Clock::time_point deadline,
-                         std::size_t calls, bool across_slots);
+                         std::size_t calls, bool across_slots, std::optional<ReplicaAck>& ack);
   /// Runs an embedded script for the client's own bookkeeping (the fleet's counts), as eval()
   /// does but never coalesced, not guarded by a circuit breaker, and without counting its
   /// error in RedisMetrics: it is nobody's call, and an operator's alerts are about calls.
   Task<Reply> eval_own(const scripts::ScriptSource& script, std::span<const std::string_view> keys,
                        std::span<const std::string_view> args, Clock::time_point deadline);
+
+  /// Tells how to read from a script call's reply whether the call wrote (the application knows
+  /// its scripts' replies; the transport names no script): with ClientOptions::replicas, a
+  /// call whose reply says it wrote is answered once the replicas hold it, others at once.
+  /// Until set, every call counts as one that wrote.
+  void set_write_test(WriteTest test) noexcept { write_test_ = test; }
+  /// Whether the call of `script` with `args` that got `reply` wrote (see set_write_test()).
+  bool wrote(const scripts::ScriptSource& script, std::span<const std::string_view> args,
+             const Reply& reply) const {
+    return write_test_ == nullptr || write_test_(script, args, reply);
+  }
 
   /// `reply`, or the exception its error reply becomes (naming the commands of `script`, if
   /// any): how a script call's answer is raised, also when a batch carried it.
@@ -171,9 +191,15 @@ class CommandDispatcher final : public ScriptExecutor {
   /// is the answer (a redirect followed, a "not now" retried while the deadline allows). With
   /// `script`, argv is an EVALSHA of it and NOSCRIPT is answered on the node that said it. An error
   /// reply is raised, as by answer(). Guarded commands count as a batch of `calls` in batch_size.
+  /// With ClientOptions::replicas, a guarded script call is covered by a WAIT (ReplicaWaits): a
+  /// call that wrote is answered once its replicas hold it; with an `ack`, the WAIT is handed
+  /// there instead (eval_batch()).
   Task<Reply> execute(std::optional<std::uint16_t> slot, CommandArgv argv,
                       const scripts::ScriptSource* script, Clock::time_point deadline, Terms terms,
-                      std::size_t calls = 1, Hold hold = {});
+                      std::size_t calls = 1, Hold hold = {},
+                      std::optional<ReplicaAck>* ack = nullptr);
+  /// The WAITs of `connection`, made at first use.
+  ReplicaWaits& replica_waits(Connection& connection);
   /// What to send first on `target`: `argv`, or for a script not loaded there its EVAL (the
   /// words put in `reload`).
   std::span<const std::string_view> first_send(Connection& target,
@@ -190,9 +216,11 @@ class CommandDispatcher final : public ScriptExecutor {
   /// primary in a cluster); throws CircuitOpen when the breaker refuses it.
   BreakerScope guard(Connection& server);
   /// `argv` on `connection` right after ASKING (an error reply to ASKING is the result); a
-  /// `follow_up` as in Connection::send.
+  /// `follow_up` as in Connection::send. With a `round`, the WAIT that covers `argv` is put
+  /// there (ReplicaWaits::cover()).
   Task<CommandResult> send_asking(Connection& connection, std::span<const std::string_view> argv,
-                                  Clock::time_point deadline, bool follow_up);
+                                  Clock::time_point deadline, bool follow_up,
+                                  std::shared_ptr<WaitRound>* round);
 
   uv_loop_t* loop_;
   ClientOptions options_;
@@ -211,6 +239,7 @@ class CommandDispatcher final : public ScriptExecutor {
   std::unique_ptr<SlotRouter> router_;  ///< after options_, breakers_ and tls_: made from them
   std::unique_ptr<Subscriber> subscriber_;
   std::unique_ptr<ExecutorDecorator> decorator_;  ///< null until decorated() makes it
+  WriteTest write_test_ = nullptr;                ///< see set_write_test()
   bool close_requested_ = false;
   Completion closed_;  ///< a second close() waits for the first
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 
+#include "redis/replica_waits.hpp"
 #include "redis/reply_builder.hpp"
 #include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
@@ -40,6 +41,10 @@ Connection::Connection(uv_loop_t* loop, Endpoint endpoint, ConnectionSettings se
       deadlines_(loop, &on_deadline, this, session_.latch()),
       ready_(loop, session_.latch()),
       pending_(metrics_ != nullptr ? &metrics_->commands_in_flight : nullptr) {}
+
+void Connection::attach_replica_waits(std::unique_ptr<ReplicaWaits> waits) {
+  replica_waits_ = std::move(waits);
+}
 
 Connection::~Connection() {
   if (closed()) return;

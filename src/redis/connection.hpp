@@ -31,6 +31,7 @@ class logger;
 namespace redlimit::detail {
 
 class CircuitBreaker;
+class ReplicaWaits;
 
 /// One hiredis async context to one Redis server, on one loop, kept connected.
 ///
@@ -109,6 +110,9 @@ class Connection final : private SessionEvents {
   /// the connection and keeps it when the connection is replaced); null until attached.
   CircuitBreaker* breaker() const noexcept { return breaker_; }
   void attach_breaker(CircuitBreaker* breaker) noexcept { breaker_ = breaker; }
+  /// The WAITs of this connection (ClientOptions::replicas); null until attached.
+  ReplicaWaits* replica_waits() const noexcept { return replica_waits_.get(); }
+  void attach_replica_waits(std::unique_ptr<ReplicaWaits> waits);
 
   /// Internal: the awaiter gives up on `op` (its frame was destroyed).
   void abandon(CommandOp* op) noexcept;
@@ -151,9 +155,11 @@ class Connection final : private SessionEvents {
   /// it may be gone.
   std::uint64_t scripts_forgotten_at_ = 0;
   CircuitBreaker* breaker_ = nullptr;  ///< the dispatcher's, for this server
-  PendingCount pending_;               ///< queued + in flight, not yet completed
-  std::deque<CommandOp*> queue_;       ///< waiting for a connection, in send order
-  std::coroutine_handle<> closer_;     ///< close() waiting for in-flight commands
+  /// Why owned here: its WAITs go on this connection, and end with it.
+  std::unique_ptr<ReplicaWaits> replica_waits_;
+  PendingCount pending_;            ///< queued + in flight, not yet completed
+  std::deque<CommandOp*> queue_;    ///< waiting for a connection, in send order
+  std::coroutine_handle<> closer_;  ///< close() waiting for in-flight commands
   bool closer_scheduled_ = false;
   Completion closed_;  ///< a second close() waits for the first
 };

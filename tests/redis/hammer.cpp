@@ -7,10 +7,12 @@
 //
 // usage: hammer <redis-url> <key> <algorithm> <permits> <period_us> <burst> <aligned|anchored>
 //               <coroutines> <duration_ms> <offered_per_second> <out> [failures-expected]
+//               [replicas=N]
 //
 // A decision of the failure policy, or an error, fails the run (exit status 1): the log may then
 // miss an admission. With failures-expected (a failover on purpose) they are counted in the
-// output's first line instead, and the log checks what it holds.
+// output's first line instead, and the log checks what it holds. replicas=N sets
+// ClientOptions::replicas (with a replica_timeout of 500 ms).
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -91,14 +93,26 @@ redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 12 && !(argc == 13 && std::string(argv[12]) == "failures-expected")) {
+  bool failures_expected = false;
+  int replicas = 0;
+  bool usable = argc >= 12;
+  for (int i = 12; i < argc; ++i) {
+    const std::string option = argv[i];
+    if (option == "failures-expected") {
+      failures_expected = true;
+    } else if (option.starts_with("replicas=")) {
+      replicas = std::stoi(option.substr(9));
+    } else {
+      usable = false;
+    }
+  }
+  if (!usable) {
     std::fprintf(stderr,
                  "usage: hammer <url> <key> <algorithm> <permits> <period_us> <burst> "
                  "<aligned|anchored> <coroutines> <duration_ms> <offered/s> <out> "
-                 "[failures-expected]\n");
+                 "[failures-expected] [replicas=N]\n");
     return 2;
   }
-  const bool failures_expected = argc == 13;
   std::signal(SIGPIPE, SIG_IGN);
   const redlimit::Limit limit{
       algorithm_named(argv[3]),
@@ -109,8 +123,11 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   Tally tally;
   {
-    redlimit::Client client(
-        &loop, {.url = argv[1], .command_timeout = 2000ms, .reservation_lease = 6000ms});
+    redlimit::Client client(&loop, {.url = argv[1],
+                                    .command_timeout = 2000ms,
+                                    .reservation_lease = 6000ms,
+                                    .replicas = replicas,
+                                    .replica_timeout = 500ms});
     redlimit::Limiter limiter(client, redlimit::Policy::of(limit), {.name = "accuracy"});
     redlimit::run(&loop, main_task(&loop, client, limiter, argv[2], std::stoi(argv[8]),
                                    std::chrono::milliseconds(std::stoll(argv[9])),

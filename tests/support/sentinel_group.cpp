@@ -45,7 +45,9 @@ std::vector<std::string> tls_settings(const TestCertificates& certificates) {
 }  // namespace
 
 std::vector<std::string> SentinelGroup::data_node_args(int port) const {
-  std::vector<std::string> args;
+  // Why no diskless-sync delay: a replica's first sync (and a demoted primary's, after a
+  // failover) would otherwise wait 5 s for more replicas, and WAIT counts none meanwhile.
+  std::vector<std::string> args = {"--repl-diskless-sync-delay", "0"};
   if (!options_.password.empty()) {
     args.insert(args.end(),
                 {"--requirepass", options_.password, "--masterauth", options_.password});

@@ -61,6 +61,7 @@ TEST(PrometheusText, WritesAKnownSnapshotExactly) {
   snapshot.redis.errors[static_cast<std::size_t>(RedisError::timeout)] = 2;
   snapshot.redis.reconnects = 1;
   snapshot.redis.scripts_loaded = 3;
+  snapshot.redis.replica_shortfalls = 2;
   snapshot.redis.batch_size = {{1, 2, inf}, {4, 4, 5}, 5, 14};
   snapshot.redis.commands_in_flight = 6;
   snapshot.redis.breakers = {2, 1, 0};
@@ -133,6 +134,9 @@ redlimit_redis_reconnects_total 1
 # HELP redlimit_redis_scripts_loaded_total Scripts sent with their source (EVAL): first use on a connection, or after NOSCRIPT.
 # TYPE redlimit_redis_scripts_loaded_total counter
 redlimit_redis_scripts_loaded_total 3
+# HELP redlimit_redis_replica_shortfalls_total Script calls whose writes too few replicas acknowledged in time (WAIT).
+# TYPE redlimit_redis_replica_shortfalls_total counter
+redlimit_redis_replica_shortfalls_total 2
 # HELP redlimit_redis_batch_size Limiter calls per script call sent to Redis (1 for a call sent alone).
 # TYPE redlimit_redis_batch_size histogram
 redlimit_redis_batch_size_bucket{le="1"} 4
@@ -159,7 +163,8 @@ TEST(PrometheusText, WritesHelpAndTypeOfEveryFamilyEvenWithoutSamples) {
         "redlimit_waiters", "redlimit_policy_version", "redlimit_policy_limit_permits",
         "redlimit_policy_limit_period_seconds", "redlimit_redis_round_trips_total",
         "redlimit_redis_errors_total", "redlimit_redis_reconnects_total",
-        "redlimit_redis_scripts_loaded_total", "redlimit_redis_batch_size",
+        "redlimit_redis_scripts_loaded_total", "redlimit_redis_replica_shortfalls_total",
+        "redlimit_redis_batch_size",
         "redlimit_redis_commands_in_flight", "redlimit_redis_circuit_breakers"}) {
     EXPECT_EQ(samples_starting(text, std::string("# HELP ") + family + " ").size(), 1u) << family;
     EXPECT_EQ(samples_starting(text, std::string("# TYPE ") + family + " ").size(), 1u) << family;
