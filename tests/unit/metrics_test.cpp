@@ -164,8 +164,8 @@ TEST(PrometheusText, WritesHelpAndTypeOfEveryFamilyEvenWithoutSamples) {
         "redlimit_policy_limit_period_seconds", "redlimit_redis_round_trips_total",
         "redlimit_redis_errors_total", "redlimit_redis_reconnects_total",
         "redlimit_redis_scripts_loaded_total", "redlimit_redis_replica_shortfalls_total",
-        "redlimit_redis_batch_size",
-        "redlimit_redis_commands_in_flight", "redlimit_redis_circuit_breakers"}) {
+        "redlimit_redis_batch_size", "redlimit_redis_commands_in_flight",
+        "redlimit_redis_circuit_breakers"}) {
     EXPECT_EQ(samples_starting(text, std::string("# HELP ") + family + " ").size(), 1u) << family;
     EXPECT_EQ(samples_starting(text, std::string("# TYPE ") + family + " ").size(), 1u) << family;
   }
