@@ -30,13 +30,22 @@ class ResultError {
   std::exception_ptr error() const noexcept { return error_; }
   /// What kind of error ended the call (ErrorKind::none when ok): tells Cancelled from
   /// Unavailable without a rethrow.
-  ErrorKind error_kind() const noexcept { return error_ ? kind_ : ErrorKind::none; }
+  ErrorKind error_kind() const noexcept { return kind_; }
   /// The call's error as an `E` (Cancelled, Unavailable, TimeoutError, ReplyError, Error, ...),
   /// or null when ok or when the error is not an `E`. Valid as long as this Result (or a copy of
   /// it) lives.
   template <class E>
   requires std::is_base_of_v<std::exception, E>
-  const E* error_as() const noexcept { return dynamic_cast<const E*>(exception_); }
+  const E* error_as() const noexcept {
+    if (!error_) return nullptr;
+    try {
+      std::rethrow_exception(error_);
+    } catch (const E& error) {
+      return &error;  // the object error_ holds, not a copy
+    } catch (...) {
+      return nullptr;
+    }
+  }
   /// The exception's message (what()), or "" when ok.
   std::string error_message() const {
     if (!error_) return {};
@@ -51,26 +60,15 @@ class ResultError {
 
  protected:
   ResultError() = default;
-  // Why one rethrow here: it finds the exception object (which error_ keeps alive) once, so
-  // that error_as() and error_kind() need none.
-  explicit ResultError(std::exception_ptr error) : error_(std::move(error)) {
-    if (!error_) return;
-    try {
-      std::rethrow_exception(error_);
-    } catch (const std::exception& e) {
-      exception_ = &e;
-      kind_ = error_kind_of(e);
-    } catch (...) {
-      kind_ = ErrorKind::other;
-    }
-  }
+  // Why the kind is found here, once: error_kind() is asked without a rethrow.
+  explicit ResultError(std::exception_ptr error)
+      : error_(std::move(error)), kind_(error_kind_of(error_)) {}
   void rethrow_if_error() const {
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
   std::exception_ptr error_;
-  const std::exception* exception_ = nullptr;  // inside *error_, or null
   ErrorKind kind_ = ErrorKind::none;
 };
 

@@ -31,9 +31,7 @@ void WaitRound::finish(std::int64_t acknowledged, std::exception_ptr error) {
   // Why by index, re-read each time: a resumed waiter may destroy the awaiters of others.
   for (std::size_t i = 0; i < waiters_.size(); ++i) {
     Answered* const answered = std::exchange(waiters_[i], nullptr);
-    if (answered == nullptr) continue;
-    answered->waiting_ = false;
-    answered->waiter_.resume();
+    if (answered != nullptr) answered->wake();
   }
   waiters_.clear();
 }
@@ -50,11 +48,11 @@ ReplicaWaits::ReplicaWaits(Connection& connection, BackgroundTasks& tasks, int r
 std::shared_ptr<WaitRound> ReplicaWaits::cover(Clock::time_point deadline) {
   if (in_flight_) {
     if (!next_) next_ = std::make_shared<WaitRound>();
-    next_->deadline_ = std::min(next_->deadline_, deadline);
+    next_->cover(deadline);
     return next_;
   }
   auto round = std::make_shared<WaitRound>();
-  round->deadline_ = deadline;
+  round->cover(deadline);
   in_flight_ = true;
   // Why at once: the WAIT goes right behind the call, before anything else is sent.
   tasks_.start_upkeep_now(run(round));
@@ -65,16 +63,16 @@ Task<void> ReplicaWaits::run(std::shared_ptr<WaitRound> round) {
   const std::shared_ptr<bool> alive = alive_;
   while (round) {
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(round->deadline_ - Clock::now());
+        std::chrono::duration_cast<std::chrono::milliseconds>(round->deadline() - Clock::now());
     // Why at least 1 ms: `WAIT n 0` blocks until the replicas answer, however long.
-    round->timeout_ = std::max(std::chrono::milliseconds(1), std::min(replica_timeout_, left / 2));
+    round->send_with(std::max(std::chrono::milliseconds(1), std::min(replica_timeout_, left / 2)));
     const std::string replicas = std::to_string(replicas_);
-    const std::string milliseconds = std::to_string(round->timeout_.count());
+    const std::string milliseconds = std::to_string(round->timeout().count());
     const std::array<std::string_view, 3> words = {"WAIT", replicas, milliseconds};
     // Why a deadline past the timeout: the WAIT legitimately blocks the connection that long;
     // only a reply later still means the connection is lost. Why a follow-up: it completes
     // the calls in flight when the client began to close.
-    const auto deadline = Clock::now() + round->timeout_ + command_timeout_;
+    const auto deadline = Clock::now() + round->timeout() + command_timeout_;
     std::int64_t acknowledged = 0;
     std::exception_ptr error;
     try {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
@@ -33,9 +34,13 @@ class WaitRound {
     bool await_ready() const noexcept { return round_.done_; }
     void await_suspend(std::coroutine_handle<> waiter);
     void await_resume() const noexcept {}
+    /// Resumes the awaiting frame: by its round, once, when the round is done.
+    void wake() noexcept {
+      waiting_ = false;
+      waiter_.resume();
+    }
 
    private:
-    friend class WaitRound;
     WaitRound& round_;
     std::coroutine_handle<> waiter_;
     std::size_t index_ = 0;
@@ -51,11 +56,17 @@ class WaitRound {
   /// The timeout the WAIT named (once sent).
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
 
- private:
-  friend class ReplicaWaits;
+  // ---- driven by ReplicaWaits
+  /// The earliest deadline of the calls it covers.
+  Clock::time_point deadline() const noexcept { return deadline_; }
+  /// It covers a call due by `deadline` too.
+  void cover(Clock::time_point deadline) noexcept { deadline_ = std::min(deadline_, deadline); }
+  /// Its WAIT goes with `timeout`.
+  void send_with(std::chrono::milliseconds timeout) noexcept { timeout_ = timeout; }
   /// Records the answer and resumes every waiter.
   void finish(std::int64_t acknowledged, std::exception_ptr error);
 
+ private:
   Clock::time_point deadline_ = Clock::time_point::max();  ///< the earliest of its calls'
   std::chrono::milliseconds timeout_{};
   std::int64_t acknowledged_ = 0;
