@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 
+#include "limiter/lateness.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/unavailability.hpp"
@@ -142,9 +143,11 @@ struct Waiting {
 /// The claims decided by their backends under the policies in force (`waiting`: reserved and
 /// waited for, reserve_and_wait()): a follower's claim refused as stale is asked again under its
 /// policy read again, until the call's deadline; when Redis cannot answer, each claim's failure
-/// policy answers for it. None only when `waiting` and the claims cannot be reserved on.
-Task<std::optional<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& held,
-                                               Operation operation, const Waiting* waiting) {
+/// policy answers for it, as it does for an admission answered later than `max_lateness`. None
+/// only when `waiting` and the claims cannot be reserved on.
+Task<std::optional<ClaimsDecision>> run_claims(
+    const std::vector<HeldClaim>& held, Operation operation, const Waiting* waiting,
+    std::chrono::microseconds max_lateness = std::chrono::microseconds::max()) {
   const std::vector<Backend*> backends = backends_of(held);
   StaleRetry retry(stale_deadline(held), held.size());
   for (;;) {
@@ -159,8 +162,12 @@ Task<std::optional<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& hel
           decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
                                               waiting->started);
         } else {
+          const Lateness lateness(max_lateness);
           decided =
               co_await backends.front()->decide_claims(backends, in_force.requests, operation);
+          const Decision& decision = decided->decision;
+          if (decision.allowed && decision.source == Source::redis && lateness.too_late())
+            refuse_late(held);
         }
       } catch (const StalePolicy& stale) {
         retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
@@ -197,6 +204,7 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   // caller does with the Limiter objects meanwhile.
   const std::vector<HeldClaim> held = checked(claims);
   check_max_wait(options.max_wait);
+  check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const Waiting waiting{options, Clock::now()};
   if (std::optional<ClaimsDecision> reserved =
@@ -205,7 +213,8 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
     co_return reserved->decision;
   }
   for (;;) {
-    std::optional<ClaimsDecision> decided = co_await run_claims(held, Operation::acquire, nullptr);
+    std::optional<ClaimsDecision> decided =
+        co_await run_claims(held, Operation::acquire, nullptr, options.max_lateness);
     const Decision& decision = decided->decision;
     const auto waited = since(waiting.started);
     decided->decision.waited = waited;

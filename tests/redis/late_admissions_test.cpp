@@ -10,7 +10,7 @@
 // 10 min (in time). Nothing here asserts how long anything took.
 #include <gtest/gtest.h>
 
-#include <functional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,6 +62,12 @@ class LateAdmissionsTest : public test::LoopTest {
     run(loop(), client_.close());
     LoopTest::TearDown();
   }
+  /// redlimit_late_admissions_total of the limiter `name`.
+  std::uint64_t late_admissions(const std::string& name = "sms") const {
+    for (const LimiterStats& stats : client_.metrics()->snapshot().limiters)
+      if (stats.name == name) return stats.late_admissions;
+    return 0;
+  }
   Decision late(Task<Decision> call) {
     Answer answer;
     run(loop(), answered_late(loop(), servers_, std::move(call), &answer));
@@ -87,16 +93,29 @@ TEST_F(LateAdmissionsTest, AnAdmissionAnsweredPastMaxLatenessIsNotUsedAndStaysTa
   const Decision decision = late(limiter_.acquire("k", 1, {.max_lateness = 20ms}));
   EXPECT_FALSE(decision.allowed);
   EXPECT_EQ(decision.source, Source::fail_closed);
+  EXPECT_EQ(late_admissions(), 1u);
   // Under-admission, never over: the permit Redis admitted is gone.
   const Decision after = run(loop(), limiter_.try_acquire("k"));
   EXPECT_FALSE(after.allowed);
   EXPECT_EQ(after.source, Source::redis);
 }
 
+TEST_F(LateAdmissionsTest, AWindowPolicysAdmissionAnsweredPastMaxLatenessIsNotUsed) {
+  // A policy that cannot be reserved on is asked again at each retry_after, within max_wait:
+  // the late admission is not used, and the next answer is Redis's denial (the permit is gone).
+  Limiter window(client_, Policy{Limit::sliding_window_log("1/min")},
+                 LimiterOptions{.name = "window"});
+  const Decision decision = late(window.acquire("k", 1, {.max_wait = 30s, .max_lateness = 20ms}));
+  EXPECT_FALSE(decision.allowed);
+  EXPECT_EQ(decision.source, Source::redis);
+  EXPECT_EQ(late_admissions("window"), 1u);
+}
+
 TEST_F(LateAdmissionsTest, AnAdmissionAnsweredWithinMaxLatenessIsUsed) {
   const Decision decision = late(limiter_.acquire("k", 1, {.max_lateness = 10min}));
   EXPECT_TRUE(decision.allowed);
   EXPECT_EQ(decision.source, Source::redis);
+  EXPECT_EQ(late_admissions(), 0u);
 }
 
 TEST_F(LateAdmissionsTest, WithoutMaxLatenessALateAdmissionIsUsed) {
@@ -124,6 +143,7 @@ TEST_F(LateAdmissionsTest, AnAdmissionOfSeveralClaimsAnsweredLateIsNotUsed) {
   const Decision decision = late(acquire_all(std::move(claims), {.max_lateness = 20ms}));
   EXPECT_FALSE(decision.allowed);
   EXPECT_EQ(decision.source, Source::fail_closed);
+  EXPECT_EQ(late_admissions(), 2u) << "one per claim";
 }
 
 TEST_F(LateAdmissionsTest, AReservationOfSeveralClaimsAnsweredLateIsGivenBack) {
