@@ -81,34 +81,60 @@ void Worker::run(WorkerOptions options, std::shared_ptr<const RateLimitConfig> c
 
 void Worker::on_wake(uv_async_t* async) {
   auto* worker = static_cast<Worker*>(async->data);
-  std::deque<Job> jobs;
   bool stopping = false;
   {
     std::lock_guard lock(worker->mutex_);
-    jobs.swap(worker->jobs_);
+    worker->taken_jobs_.swap(worker->jobs_);
+    worker->taken_calls_.swap(worker->calls_);
     stopping = worker->stopping_;
     if (stopping) worker->wake_ = nullptr;
   }
-  for (Job& job : jobs)
-    job(*worker->decider_, worker->loop_);
-  if (stopping && !worker->closing_) {
-    worker->closing_ = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(async), nullptr);
-    // Why close(): the calls in flight end first, then the connections and their handles go,
-    // and with them the loop's last work.
-    redlimit::spawn(worker->loop_, worker->client_->close());
+  worker->take_batch();
+  if (stopping) {
+    if (!worker->closing_) {
+      worker->closing_ = true;
+      uv_close(reinterpret_cast<uv_handle_t*>(async), nullptr);
+      // Why close(): the calls in flight end first, then the connections and their handles go,
+      // and with them the loop's last work.
+      redlimit::spawn(worker->loop_, worker->client_->close());
+    }
+    return;
   }
+  std::lock_guard lock(worker->mutex_);
+  // Why the wake-up is marked spent only now: what came while the batch started is taken at the
+  // next turn through this one wake-up, not one per submit().
+  if (worker->calls_.empty() && worker->jobs_.empty()) {
+    worker->wake_sent_ = false;
+  } else {
+    uv_async_send(async);
+  }
+}
+
+void Worker::take_batch() {
+  // Why the jobs first: a call submitted after a reload's job is decided under its
+  // configuration; one submitted before it may be too (they raced anyway).
+  for (Job& job : taken_jobs_)
+    job(*decider_, loop_);
+  taken_jobs_.clear();
+  for (Submitted& submitted : taken_calls_) {
+    redlimit::spawn(loop_, answer(*decider_, stats_.get(), std::move(submitted.call),
+                                  std::move(submitted.done)));
+  }
+  taken_calls_.clear();
+}
+
+void Worker::wake_locked() {
+  if (wake_sent_) return;
+  wake_sent_ = true;
+  uv_async_send(wake_);
 }
 
 void Worker::submit(RateLimitCall call, Done done) {
   {
     std::lock_guard lock(mutex_);
     if (!stopping_) {
-      jobs_.push_back([call = std::move(call), done, stats = stats_.get()](
-                          Decider& decider, uv_loop_t* loop) mutable {
-        redlimit::spawn(loop, answer(decider, stats, std::move(call), std::move(done)));
-      });
-      uv_async_send(wake_);
+      calls_.push_back(Submitted{std::move(call), std::move(done)});
+      wake_locked();
       return;
     }
   }
@@ -120,7 +146,7 @@ void Worker::post(Job job) {
   std::lock_guard lock(mutex_);
   if (stopping_) return;
   jobs_.push_back(std::move(job));
-  uv_async_send(wake_);
+  wake_locked();
 }
 
 void Worker::stop() {
