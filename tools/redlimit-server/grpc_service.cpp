@@ -6,7 +6,9 @@
 namespace redlimit_server {
 
 RateLimitGrpcService::RateLimitGrpcService(std::vector<std::unique_ptr<Worker>>& workers)
-    : workers_(workers) {}
+    : workers_(workers) {
+  SetMessageAllocatorFor_ShouldRateLimit(&arenas_);
+}
 
 grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
     grpc::CallbackServerContext* context,
