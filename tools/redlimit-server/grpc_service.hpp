@@ -12,8 +12,9 @@
 
 namespace redlimit_server {
 
-/// ShouldRateLimit on gRPC's callback API: each call goes to the next worker (round robin) and
-/// is finished from that worker's thread; its messages live on an arena (CallArenas). Errors:
+/// ShouldRateLimit on gRPC's callback API: each call goes to a worker already awake (from the
+/// next in turn), else to the next in turn (round robin), and is finished from that worker's
+/// thread; its messages live on an arena (CallArenas). Errors:
 /// INVALID_ARGUMENT for a call the Decider refuses (InvalidCall), UNAVAILABLE when Redis could not
 /// answer and the domain's failure policy did not either, INTERNAL otherwise.
 class RateLimitGrpcService final
@@ -28,6 +29,9 @@ class RateLimitGrpcService final
       envoy::service::ratelimit::v3::RateLimitResponse* response) override;
 
  private:
+  /// The worker for the next call.
+  Worker& pick_worker();
+
   std::vector<std::unique_ptr<Worker>>& workers_;
   std::atomic<std::size_t> next_{0};
   CallArenas arenas_;

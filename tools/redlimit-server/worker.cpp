@@ -105,6 +105,7 @@ void Worker::on_wake(uv_async_t* async) {
   // next turn through this one wake-up, not one per submit().
   if (worker->calls_.empty() && worker->jobs_.empty()) {
     worker->wake_sent_ = false;
+    worker->awake_.store(false, std::memory_order_relaxed);
   } else {
     uv_async_send(async);
   }
@@ -126,6 +127,7 @@ void Worker::take_batch() {
 void Worker::wake_locked() {
   if (wake_sent_) return;
   wake_sent_ = true;
+  awake_.store(true, std::memory_order_relaxed);
   uv_async_send(wake_);
 }
 
