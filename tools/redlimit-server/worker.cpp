@@ -6,6 +6,10 @@
 namespace redlimit_server {
 namespace {
 
+/// The calls one wake-up takes before awake() says no: a Redis batch's (ClientOptions::max_batch
+/// by default).
+constexpr std::size_t full_batch = 64;
+
 /// Decides `call`, counts it, and hands the outcome to `done`.
 redlimit::Task<void> answer(Decider& decider, ServerStats* stats, RateLimitCall call,
                             Worker::Done done) {
@@ -86,6 +90,7 @@ void Worker::on_wake(uv_async_t* async) {
     std::lock_guard lock(worker->mutex_);
     worker->taken_jobs_.swap(worker->jobs_);
     worker->taken_calls_.swap(worker->calls_);
+    worker->show_awake_locked();
     stopping = worker->stopping_;
     if (stopping) worker->wake_ = nullptr;
   }
@@ -105,7 +110,7 @@ void Worker::on_wake(uv_async_t* async) {
   // next turn through this one wake-up, not one per submit().
   if (worker->calls_.empty() && worker->jobs_.empty()) {
     worker->wake_sent_ = false;
-    worker->awake_.store(false, std::memory_order_relaxed);
+    worker->show_awake_locked();
   } else {
     uv_async_send(async);
   }
@@ -125,10 +130,17 @@ void Worker::take_batch() {
 }
 
 void Worker::wake_locked() {
-  if (wake_sent_) return;
-  wake_sent_ = true;
-  awake_.store(true, std::memory_order_relaxed);
-  uv_async_send(wake_);
+  if (!wake_sent_) {
+    wake_sent_ = true;
+    uv_async_send(wake_);
+  }
+  show_awake_locked();
+}
+
+void Worker::show_awake_locked() {
+  // Why not once a Redis batch waits: the calls beyond it would wait for that batch's turn, and
+  // under a steady load one worker would take every call while the others sleep.
+  awake_.store(wake_sent_ && calls_.size() < full_batch, std::memory_order_relaxed);
 }
 
 void Worker::submit(RateLimitCall call, Done done) {

@@ -51,8 +51,8 @@ class Worker {
   void submit(RateLimitCall call, Done done);
   /// Runs `job` on the worker's loop (dropped after stop()). Thread-safe.
   void post(Job job);
-  /// Whether a call submitted now is taken with others, through a wake-up already sent (a
-  /// hint: it may change at once). Thread-safe.
+  /// Whether a call submitted now is taken with others, through a wake-up already sent, and
+  /// fewer than a Redis batch wait for it (a hint: it may change at once). Thread-safe.
   bool awake() const noexcept { return awake_.load(std::memory_order_relaxed); }
   /// Stops taking calls; the calls in flight end, the Client closes and the thread ends.
   /// Thread-safe, idempotent.
@@ -71,6 +71,8 @@ class Worker {
   void take_batch();
   /// Wakes the loop unless a wake-up is already on its way (under mutex_).
   void wake_locked();
+  /// Sets what awake() tells (under mutex_).
+  void show_awake_locked();
 
   std::shared_ptr<ServerStats> stats_;
 
@@ -81,7 +83,7 @@ class Worker {
   /// A wake-up was sent and the loop has not yet taken all it wakes for (under mutex_): the
   /// calls submitted meanwhile need none of their own.
   bool wake_sent_ = false;
-  std::atomic<bool> awake_{false};  ///< wake_sent_, for awake() without the lock
+  std::atomic<bool> awake_{false};  ///< what awake() tells, without the lock
   bool stopping_ = false;
   bool running_ = false;
   std::exception_ptr start_error_;
