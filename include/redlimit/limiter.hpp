@@ -275,6 +275,10 @@ class Limiter {
   /// The policy in effect (a copy: set_policy() may replace it); for a follower, the name's
   /// policy read last (an empty policy before the first read).
   Policy policy() const;
+  /// The policy in effect, as policy() tells it, without a copy: the object never changes
+  /// (set_policy(), or another stored version read, puts another in its place), so the pointer
+  /// tells whether the policy changed since it was last asked for. Use on the loop's thread.
+  std::shared_ptr<const Policy> shared_policy() const;
 
  private:
   friend struct detail::LimiterAccess;

@@ -143,4 +143,13 @@ Policy Limiter::policy() const {
   return enforcer_->policy();
 }
 
+std::shared_ptr<const Policy> Limiter::shared_policy() const {
+  static const auto none = std::make_shared<const Policy>();
+  std::shared_ptr<const detail::CompiledPolicy> named = enforcer_->named_policy();
+  if (!named) return none;
+  const Policy* policy = &named->policy();
+  // Why an alias: the compiled policy owns the Policy, and lives as long as the pointer.
+  return std::shared_ptr<const Policy>(std::move(named), policy);
+}
+
 }  // namespace redlimit

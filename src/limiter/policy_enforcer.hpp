@@ -66,6 +66,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   void set_policy(Policy policy, Carry carry);
   /// The policy in effect; for a follower the name's policy read last (none before).
   const Policy& policy() const noexcept;
+  /// The compiled policy() (null before a follower's first read): Limiter::shared_policy().
+  std::shared_ptr<const CompiledPolicy> named_policy() const { return source_->named(); }
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
   /// Throws UsageError when called from a thread other than the client's loop's (a Redis

@@ -203,6 +203,19 @@ TEST_F(LimiterApi, ALimiterIsMovableAndItsPolicyIsACopy) {
   EXPECT_EQ(first.policy().limits.front().rate.permits, 2);
 }
 
+TEST_F(LimiterApi, ASharedPolicyIsThePolicyInForceAndChangesOnlyByBeingReplaced) {
+  Limiter limiter(loop(), per_second(1), {.name = "shared"});
+  const std::shared_ptr<const Policy> first = limiter.shared_policy();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(*first, limiter.policy());
+  EXPECT_EQ(limiter.shared_policy(), first) << "the same object while the policy stays";
+  limiter.set_policy(per_second(2));
+  const std::shared_ptr<const Policy> second = limiter.shared_policy();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(second->limits.front().rate.permits, 2);
+  EXPECT_EQ(first->limits.front().rate.permits, 1) << "the one held stays as it was";
+}
+
 Task<void> wait_for_permit(Limiter& limiter, Decision* decision) {
   *decision = co_await limiter.acquire("k", 1);
 }

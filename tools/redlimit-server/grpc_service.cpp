@@ -6,7 +6,9 @@
 namespace redlimit_server {
 
 RateLimitGrpcService::RateLimitGrpcService(std::vector<std::unique_ptr<Worker>>& workers)
-    : workers_(workers) {}
+    : workers_(workers) {
+  SetMessageAllocatorFor_ShouldRateLimit(&arenas_);
+}
 
 grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
     grpc::CallbackServerContext* context,
@@ -20,7 +22,7 @@ grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
     reactor->Finish(status_of(std::current_exception()));
     return reactor;
   }
-  Worker& worker = *workers_[next_.fetch_add(1, std::memory_order_relaxed) % workers_.size()];
+  Worker& worker = pick_worker();
   // Why the response is filled on the worker's thread: gRPC owns it until Finish(), which any
   // thread may call.
   worker.submit(std::move(call),
@@ -33,6 +35,17 @@ grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
                   reactor->Finish(grpc::Status::OK);
                 });
   return reactor;
+}
+
+Worker& RateLimitGrpcService::pick_worker() {
+  const std::size_t first = next_.fetch_add(1, std::memory_order_relaxed);
+  // Why an awake one first: the call then goes with the others of its wake-up, and a sleeping
+  // worker is woken only when none is awake (many calls at once wake them all, in turn).
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    Worker& worker = *workers_[(first + i) % workers_.size()];
+    if (worker.awake()) return worker;
+  }
+  return *workers_[first % workers_.size()];
 }
 
 grpc::Status status_of(const std::exception_ptr& error) {

@@ -6,15 +6,17 @@
 #include <memory>
 #include <vector>
 
+#include "call_arenas.hpp"
 #include "rls.grpc.pb.h"
 #include "worker.hpp"
 
 namespace redlimit_server {
 
-/// ShouldRateLimit on gRPC's callback API: each call goes to the next worker (round robin) and
-/// is finished from that worker's thread. Errors: INVALID_ARGUMENT for a call the Decider
-/// refuses (InvalidCall), UNAVAILABLE when Redis could not answer and the domain's failure
-/// policy did not either, INTERNAL otherwise.
+/// ShouldRateLimit on gRPC's callback API: each call goes to a worker already awake (from the
+/// next in turn), else to the next in turn (round robin), and is finished from that worker's
+/// thread; its messages live on an arena (CallArenas). Errors:
+/// INVALID_ARGUMENT for a call the Decider refuses (InvalidCall), UNAVAILABLE when Redis could not
+/// answer and the domain's failure policy did not either, INTERNAL otherwise.
 class RateLimitGrpcService final
     : public envoy::service::ratelimit::v3::RateLimitService::CallbackService {
  public:
@@ -27,8 +29,12 @@ class RateLimitGrpcService final
       envoy::service::ratelimit::v3::RateLimitResponse* response) override;
 
  private:
+  /// The worker for the next call.
+  Worker& pick_worker();
+
   std::vector<std::unique_ptr<Worker>>& workers_;
   std::atomic<std::size_t> next_{0};
+  CallArenas arenas_;
 };
 
 /// The gRPC status for the error that ended a call.

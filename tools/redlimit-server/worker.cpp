@@ -6,6 +6,10 @@
 namespace redlimit_server {
 namespace {
 
+/// The calls one wake-up takes before awake() says no: a Redis batch's (ClientOptions::max_batch
+/// by default).
+constexpr std::size_t full_batch = 64;
+
 /// Decides `call`, counts it, and hands the outcome to `done`.
 redlimit::Task<void> answer(Decider& decider, ServerStats* stats, RateLimitCall call,
                             Worker::Done done) {
@@ -81,34 +85,70 @@ void Worker::run(WorkerOptions options, std::shared_ptr<const RateLimitConfig> c
 
 void Worker::on_wake(uv_async_t* async) {
   auto* worker = static_cast<Worker*>(async->data);
-  std::deque<Job> jobs;
   bool stopping = false;
   {
     std::lock_guard lock(worker->mutex_);
-    jobs.swap(worker->jobs_);
+    worker->taken_jobs_.swap(worker->jobs_);
+    worker->taken_calls_.swap(worker->calls_);
+    worker->show_awake_locked();
     stopping = worker->stopping_;
     if (stopping) worker->wake_ = nullptr;
   }
-  for (Job& job : jobs)
-    job(*worker->decider_, worker->loop_);
-  if (stopping && !worker->closing_) {
-    worker->closing_ = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(async), nullptr);
-    // Why close(): the calls in flight end first, then the connections and their handles go,
-    // and with them the loop's last work.
-    redlimit::spawn(worker->loop_, worker->client_->close());
+  worker->take_batch();
+  if (stopping) {
+    if (!worker->closing_) {
+      worker->closing_ = true;
+      uv_close(reinterpret_cast<uv_handle_t*>(async), nullptr);
+      // Why close(): the calls in flight end first, then the connections and their handles go,
+      // and with them the loop's last work.
+      redlimit::spawn(worker->loop_, worker->client_->close());
+    }
+    return;
   }
+  std::lock_guard lock(worker->mutex_);
+  // Why the wake-up is marked spent only now: what came while the batch started is taken at the
+  // next turn through this one wake-up, not one per submit().
+  if (worker->calls_.empty() && worker->jobs_.empty()) {
+    worker->wake_sent_ = false;
+    worker->show_awake_locked();
+  } else {
+    uv_async_send(async);
+  }
+}
+
+void Worker::take_batch() {
+  // Why the jobs first: a call submitted after a reload's job is decided under its
+  // configuration; one submitted before it may be too (they raced anyway).
+  for (Job& job : taken_jobs_)
+    job(*decider_, loop_);
+  taken_jobs_.clear();
+  for (Submitted& submitted : taken_calls_) {
+    redlimit::spawn(loop_, answer(*decider_, stats_.get(), std::move(submitted.call),
+                                  std::move(submitted.done)));
+  }
+  taken_calls_.clear();
+}
+
+void Worker::wake_locked() {
+  if (!wake_sent_) {
+    wake_sent_ = true;
+    uv_async_send(wake_);
+  }
+  show_awake_locked();
+}
+
+void Worker::show_awake_locked() {
+  // Why not once a Redis batch waits: the calls beyond it would wait for that batch's turn, and
+  // under a steady load one worker would take every call while the others sleep.
+  awake_.store(wake_sent_ && calls_.size() < full_batch, std::memory_order_relaxed);
 }
 
 void Worker::submit(RateLimitCall call, Done done) {
   {
     std::lock_guard lock(mutex_);
     if (!stopping_) {
-      jobs_.push_back([call = std::move(call), done, stats = stats_.get()](
-                          Decider& decider, uv_loop_t* loop) mutable {
-        redlimit::spawn(loop, answer(decider, stats, std::move(call), std::move(done)));
-      });
-      uv_async_send(wake_);
+      calls_.push_back(Submitted{std::move(call), std::move(done)});
+      wake_locked();
       return;
     }
   }
@@ -120,7 +160,7 @@ void Worker::post(Job job) {
   std::lock_guard lock(mutex_);
   if (stopping_) return;
   jobs_.push_back(std::move(job));
-  uv_async_send(wake_);
+  wake_locked();
 }
 
 void Worker::stop() {

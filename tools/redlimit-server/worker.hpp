@@ -5,13 +5,14 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "decider.hpp"
 #include "redlimit/client.hpp"
@@ -27,7 +28,9 @@ struct WorkerOptions {
 };
 
 /// Runs a loop on its own thread: calls submitted from any thread are decided there, many at
-/// once. Its Client's commands to Redis are coalesced across the calls in flight.
+/// once. Its Client's commands to Redis are coalesced across the calls in flight. The calls
+/// submitted while the loop is awake are taken together at its next turn, without another
+/// wake-up.
 class Worker {
  public:
   /// The answer to a call, or the error that ended it.
@@ -48,19 +51,39 @@ class Worker {
   void submit(RateLimitCall call, Done done);
   /// Runs `job` on the worker's loop (dropped after stop()). Thread-safe.
   void post(Job job);
+  /// Whether a call submitted now is taken with others, through a wake-up already sent, and
+  /// fewer than a Redis batch wait for it (a hint: it may change at once). Thread-safe.
+  bool awake() const noexcept { return awake_.load(std::memory_order_relaxed); }
   /// Stops taking calls; the calls in flight end, the Client closes and the thread ends.
   /// Thread-safe, idempotent.
   void stop();
 
  private:
+  /// A call waiting for the loop.
+  struct Submitted {
+    RateLimitCall call;
+    Done done;
+  };
+
   void run(WorkerOptions options, std::shared_ptr<const RateLimitConfig> config);
+  static void on_wake(uv_async_t* async);
+  /// Starts what was posted and submitted since the last turn (the loop's thread only).
+  void take_batch();
+  /// Wakes the loop unless a wake-up is already on its way (under mutex_).
+  void wake_locked();
+  /// Sets what awake() tells (under mutex_).
+  void show_awake_locked();
 
   std::shared_ptr<ServerStats> stats_;
-  static void on_wake(uv_async_t* async);
 
   std::mutex mutex_;
   std::condition_variable started_;
-  std::deque<Job> jobs_;
+  std::vector<Job> jobs_;         ///< under mutex_, in the order posted
+  std::vector<Submitted> calls_;  ///< under mutex_, in the order submitted
+  /// A wake-up was sent and the loop has not yet taken all it wakes for (under mutex_): the
+  /// calls submitted meanwhile need none of their own.
+  bool wake_sent_ = false;
+  std::atomic<bool> awake_{false};  ///< what awake() tells, without the lock
   bool stopping_ = false;
   bool running_ = false;
   std::exception_ptr start_error_;
@@ -70,6 +93,9 @@ class Worker {
   redlimit::Client* client_ = nullptr;
   uv_loop_t* loop_ = nullptr;
   bool closing_ = false;  ///< the loop's thread only
+  // Why members: swapped with jobs_ and calls_ at each turn, so their memory is reused.
+  std::vector<Job> taken_jobs_;         ///< the loop's thread only
+  std::vector<Submitted> taken_calls_;  ///< the loop's thread only
   std::thread thread_;
 };
 
