@@ -83,8 +83,9 @@ void print_report(const DispatchSettings& settings, const DispatchReport& report
   std::printf("accepted     %lld by the provider\n",
               static_cast<long long>(report.provider.accepted));
   std::printf("rejected     %lld (lost)\n", static_cast<long long>(report.provider.rejected));
-  std::printf("busiest 1 s  %zu accepted (the provider's limit: %d), %zu arrived\n",
-              report.provider.peak_accepted, settings.rate, report.provider.peak_arrivals);
+  std::printf("busiest 1 s  %zu accepted (the provider's limit: %d), %zu arrived, %zu sent\n",
+              report.provider.peak_accepted, settings.rate, report.provider.peak_arrivals,
+              report.provider.peak_sent);
   std::printf("time         %.2f s; ideal %.2f s (%lld messages at the provider's %d/s)\n",
               report.seconds, ideal, static_cast<long long>(settings.messages), settings.rate);
 }
@@ -117,7 +118,12 @@ int launch(const DispatchSettings& settings) {
                     : settings.no_limit       ? ": the nodes outran the provider"
                     : settings.algorithm == "gcra" || settings.algorithm == "leaky_bucket" ||
                             settings.algorithm == "token_bucket"
-                        ? ": arrivals jittered by more than the margin; try a larger --margin"
+                        ? (report.provider.peak_sent <= static_cast<std::size_t>(settings.rate)
+                               ? ": the nodes sent no more than the limit in any second; the "
+                                 "messages bunched on their way (a busy machine: the provider "
+                                 "read them late)"
+                               : ": arrivals jittered by more than the margin; try a larger "
+                                 "--margin")
                         : ": a window algorithm admits its permits in bursts, and the provider "
                           "counts arrivals, not Redis time; gcra or leaky_bucket space them out");
         status = 1;

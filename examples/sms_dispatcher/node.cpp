@@ -53,7 +53,10 @@ redlimit::Task<void> Node::sender() {
       if (!permitted) break;
     }
     if (progress_.provider_lost) break;
-    link_.send("SEND " + std::to_string(settings_.id) + " " + std::to_string(message) + "\n");
+    const auto sent =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch());
+    link_.send("SEND " + std::to_string(settings_.id) + " " + std::to_string(message) + " " +
+               std::to_string(sent.count()) + "\n");
     ++progress_.sent;
     co_await redlimit::sleep_for(loop_, settings_.pause);
   }

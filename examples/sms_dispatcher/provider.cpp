@@ -1,5 +1,7 @@
 #include "provider.hpp"
 
+#include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 namespace {
@@ -70,7 +72,15 @@ void Provider::close() {
 }
 
 ProviderReport Provider::report() const {
-  return {accepted_, rejected_, arrivals_window_.peak(), accepted_window_.peak()};
+  std::vector<std::int64_t> sent = sent_us_;
+  std::sort(sent.begin(), sent.end());
+  std::size_t peak_sent = 0;
+  for (std::size_t first = 0, last = 0; last < sent.size(); ++last) {
+    while (sent[first] <= sent[last] - 1'000'000)
+      ++first;
+    peak_sent = std::max(peak_sent, last - first + 1);
+  }
+  return {accepted_, rejected_, arrivals_window_.peak(), accepted_window_.peak(), peak_sent};
 }
 
 void Provider::on_connection(uv_stream_t* server, int status) {
@@ -110,6 +120,11 @@ void Provider::on_connection(uv_stream_t* server, int status) {
 
 void Provider::on_line(Connection& connection, const std::string& line) {
   if (line.rfind("SEND ", 0) != 0) return;
+  std::istringstream fields(line.substr(5));
+  std::int64_t node = 0;
+  std::int64_t seq = 0;
+  std::int64_t sent_us = 0;
+  if (fields >> node >> seq >> sent_us) sent_us_.push_back(sent_us);
   const auto now = Clock::now();
   arrivals_window_.add(now);
   auto* stream = reinterpret_cast<uv_stream_t*>(&connection.handle);

@@ -51,8 +51,9 @@ int run_provider_process(int rate) {
     uv_run(&loop, UV_RUN_DEFAULT);
     report = provider.report();
   }
-  std::printf("report %lld %lld %zu %zu\n", static_cast<long long>(report.accepted),
-              static_cast<long long>(report.rejected), report.peak_arrivals, report.peak_accepted);
+  std::printf("report %lld %lld %zu %zu %zu\n", static_cast<long long>(report.accepted),
+              static_cast<long long>(report.rejected), report.peak_arrivals, report.peak_accepted,
+              report.peak_sent);
   std::fflush(stdout);
   return uv_loop_close(&loop) == 0 && listening ? 0 : 1;
 }
@@ -62,6 +63,7 @@ bool parse_provider_report(const std::string& line, ProviderReport& report) {
   std::string what;
   fields >> what;
   if (what != "report") return false;
-  fields >> report.accepted >> report.rejected >> report.peak_arrivals >> report.peak_accepted;
+  fields >> report.accepted >> report.rejected >> report.peak_arrivals >> report.peak_accepted >>
+      report.peak_sent;
   return static_cast<bool>(fields);
 }
