@@ -1,6 +1,6 @@
 // The calls of a Limiter, each once for either policy source (PolicySource): resolve the policy
 // in force, ask, and ask again under the policy read again when a script refuses the request as
-// stale (StaleRetry). try_acquire() and peek() are one coroutine each: observation, the deny
+// stale (asking_again()). try_acquire() and peek() are one coroutine each: observation, the deny
 // cache and the failure policy are steps of it, not layers.
 
 #include "limiter/policy_enforcer.hpp"
@@ -135,11 +135,14 @@ Task<Decision> PolicyEnforcer::decide(std::shared_ptr<PolicyEnforcer> self, std:
           enforcer.deny_cache_.remember(request.key_base.view(), request.permits, decided, sent);
         }
         decision = decided;
-      } catch (const StalePolicy& stale) {
-        retry.refused(stale, enforcer.options_.name);
-        continue;
       } catch (...) {
         failure = std::current_exception();
+      }
+      // Why the ask-again stage's rule inline, not asking_again(): a frame more per decision
+      // (tests/redis/call_frames_test.cpp).
+      if (const std::optional<StalePolicy> stale = stale_refusal(failure)) {
+        retry.refused(*stale, enforcer.options_.name);
+        continue;
       }
       if (failure) decision = enforcer.decide_on_failure(request, retry_in_after(failure));
       if (!stored) break;

@@ -139,57 +139,66 @@ struct Waiting {
   Clock::time_point started;
 };
 
-/// The claims decided by their backends under the policies in force (`waiting`: reserved and
-/// waited for, reserve_and_wait()): a follower's claim refused as stale is asked again under its
-/// policy read again, until the call's deadline; when Redis cannot answer, each claim's failure
-/// policy answers for it. None only when `waiting` and the claims cannot be reserved on.
-Task<std::optional<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& held,
-                                               Operation operation, const Waiting* waiting) {
-  const std::vector<Backend*> backends = backends_of(held);
-  StaleRetry retry(stale_deadline(held), held.size());
-  for (;;) {
-    co_await held.front().enforcer->turn().yield_if_due();
-    const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
-    std::exception_ptr error = in_force.unconfirmed;
-    if (!error && waiting && !reservable(in_force.requests)) co_return std::nullopt;
-    std::optional<ClaimsDecision> decided;
-    if (!error) {
-      try {
-        if (waiting) {
-          decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
-                                              waiting->started);
-        } else {
-          decided =
-              co_await backends.front()->decide_claims(backends, in_force.requests, operation);
-        }
-      } catch (const StalePolicy& stale) {
-        retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
-        continue;
-      } catch (...) {
-        error = std::current_exception();
+/// One attempt of run_claims() under the policies of at least `retry`'s versions.
+Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& held,
+                                                const std::vector<Backend*>& backends,
+                                                Operation operation, const Waiting* waiting,
+                                                const StaleRetry& retry) {
+  co_await held.front().enforcer->turn().yield_if_due();
+  const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
+  std::exception_ptr error = in_force.unconfirmed;
+  const bool reserving = waiting && reservable(in_force.requests);
+  std::optional<ClaimsDecision> decided;
+  if (!error) {
+    try {
+      if (reserving) {
+        decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
+                                            waiting->started);
+      } else {
+        decided = co_await backends.front()->decide_claims(backends, in_force.requests, operation);
       }
+    } catch (...) {
+      error = std::current_exception();
     }
-    if (error) {
-      // Each claim's failure policy answers, as one decision; an error that is not
-      // unavailability is rethrown.
-      const std::chrono::microseconds retry_in = retry_in_after(error);
-      std::vector<Decision> answers;
-      for (std::size_t i = 0; i < held.size(); ++i)
-        answers.push_back(held[i].enforcer->decide_on_failure(in_force.requests[i], retry_in));
-      decided.emplace(ClaimsDecision{.decision = binding_decision(answers)});
-      if (waiting) decided->decision.waited = since(waiting->started);
-    }
-    if (decided) co_return decided;
-    retry.restart(stale_deadline(held));  // reserve_and_wait() waited: a new place in the queues
   }
+  if (error) {
+    // Each claim's failure policy answers, as one decision; an error that is not unavailability
+    // (a StalePolicy too, for the ask-again stage) is rethrown.
+    const std::chrono::microseconds retry_in = retry_in_after(error);
+    std::vector<Decision> answers;
+    for (std::size_t i = 0; i < held.size(); ++i)
+      answers.push_back(held[i].enforcer->decide_on_failure(in_force.requests[i], retry_in));
+    decided.emplace(ClaimsDecision{.decision = binding_decision(answers)});
+  }
+  // Why an unconfirmed policy's answer is final: the next call reads the policy again.
+  const bool wait_out = waiting && !reserving && !in_force.unconfirmed;
+  co_return Attempted<ClaimsDecision>{.decision = decided, .wait_out = wait_out};
+}
+
+/// The claims decided by their backends under the policies in force (`waiting`: reserved and
+/// waited for, reserve_and_wait(), or decided to be waited out when they cannot be reserved
+/// on): a follower's claim refused as stale is asked again under its policy read again, until
+/// the call's deadline; when Redis cannot answer, each claim's failure policy answers for it.
+/// None only when `waiting` and the parts were given back or moved: a new place in the queues.
+Task<Attempted<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& held, Operation operation,
+                                           const Waiting* waiting) {
+  const std::vector<Backend*> backends = backends_of(held);
+  const auto attempt = [&](const StaleRetry& retry) {
+    return claims_in_force(held, backends, operation, waiting, retry);
+  };
+  const auto name = [&](std::size_t claim) {
+    return std::string_view(held.at(claim).enforcer->options().name);
+  };
+  StaleRetry retry(stale_deadline(held), held.size());
+  co_return co_await asking_again(std::move(retry), attempt, name);
 }
 
 Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
   const std::vector<HeldClaim> held = checked(claims);
-  const std::optional<ClaimsDecision> decided = co_await run_claims(held, operation, nullptr);
+  const Attempted<ClaimsDecision> decided = co_await run_claims(held, operation, nullptr);
   // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
-  if (operation == Operation::acquire) observe_all(held, *decided);
-  co_return decided->decision;
+  if (operation == Operation::acquire) observe_all(held, *decided.decision);
+  co_return decided.decision->decision;
 }
 
 Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions options) {
@@ -199,18 +208,14 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const Waiting waiting{options, Clock::now()};
-  if (std::optional<ClaimsDecision> reserved =
-          co_await run_claims(held, Operation::acquire, &waiting)) {
-    observe_all(held, *reserved);
-    co_return reserved->decision;
-  }
   for (;;) {
-    std::optional<ClaimsDecision> decided = co_await run_claims(held, Operation::acquire, nullptr);
-    const Decision& decision = decided->decision;
-    const auto waited = since(waiting.started);
-    decided->decision.waited = waited;
-    if (decision.allowed || decision.retry_after > options.max_wait - waited) {
-      observe_all(held, *decided);
+    Attempted<ClaimsDecision> attempted = co_await run_claims(held, Operation::acquire, &waiting);
+    if (!attempted.decision) continue;
+    Decision& decision = attempted.decision->decision;
+    decision.waited = since(waiting.started);
+    if (!attempted.wait_out || decision.allowed ||
+        decision.retry_after > options.max_wait - decision.waited) {
+      observe_all(held, *attempted.decision);
       co_return decision;
     }
     co_await sleep_for(held.front().enforcer->loop(), decision.retry_after, options.stop);
