@@ -37,7 +37,7 @@ std::vector<HeldClaim> checked(std::vector<Claim>& claims) {
   for (std::size_t i = 0; i < claims.size(); ++i) {
     Claim& claim = claims[i];
     if (claim.limiter == nullptr) throw InvalidArgument(claim_name(i) + ": the limiter is null");
-    const std::shared_ptr<PolicyEnforcer>& enforcer = LimiterAccess::enforcer(*claim.limiter);
+    const std::shared_ptr<PolicyEnforcer>& enforcer = claim.limiter->enforcer();
     if (!enforcer) throw InvalidArgument(claim_name(i) + ": the limiter was moved from");
     const std::string& name = enforcer->options().name;
     if (enforcer->options().shadow) {
