@@ -6,7 +6,6 @@
 #include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
 #include "policy/stale_policy.hpp"
-#include "policy/unconfirmed_policy.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -21,14 +20,6 @@ using Clock = std::chrono::steady_clock;
 /// The longest max_wait the scripts take; they shorten it to the longest wait they keep exact
 /// (longest_reservation_wait_us).
 constexpr std::int64_t max_reservation_wait_us = max_exact;
-
-std::chrono::microseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
-
-bool reservable(const CompiledPolicy& policy) {
-  return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
-}
 
 }  // namespace
 
@@ -65,24 +56,21 @@ Task<Attempted<Decision>> PolicyEnforcer::acquire_in_force(const std::string& ke
                                                            const OwnedAcquireOptions& options,
                                                            Clock::time_point started,
                                                            const StaleRetry& retry) {
-  std::optional<DecideRequest> in_force;
-  std::optional<Decision> unconfirmed;
-  try {
-    in_force.emplace(co_await request_in_force(shared_from_this(), key, Operation::acquire, permits,
-                                               retry.min_version(), retry.deadline()));
-  } catch (const UnconfirmedPolicy& e) {
-    unconfirmed = answer_unconfirmed(request_under(e.policy(), key, Operation::acquire, permits));
+  InForce in_force = co_await request_in_force(shared_from_this(), key, Operation::acquire, permits,
+                                               retry.min_version(), retry.deadline());
+  if (in_force.unconfirmed) {
+    co_return Attempted<Decision>{.decision = answer_unconfirmed(in_force.request)};
   }
-  if (unconfirmed) co_return Attempted<Decision>{.decision = unconfirmed};
-  if (!reservable(*in_force->policy)) {
+  if (!in_force.request.policy->reservable()) {
     // Why decide() each time: each attempt asks under the policy in force then.
     Decision decided = co_await decide(shared_from_this(), key, Operation::acquire, permits, false);
     co_return Attempted<Decision>{.decision = decided, .wait_out = true};
   }
   OwnedAcquireOptions rest = options;
   rest.max_wait = options.max_wait - std::min(options.max_wait, since(started));
-  const std::int64_t version = in_force->policy->epoch().version;
-  std::optional<Decision> reserved = co_await acquire_by_reserving(std::move(*in_force), key, rest);
+  const std::int64_t version = in_force.request.policy->epoch().version;
+  std::optional<Decision> reserved =
+      co_await acquire_by_reserving(std::move(in_force.request), key, rest);
   if (reserved && source_->stored()) reserved->policy_version = version;
   co_return Attempted<Decision>{.decision = reserved};
 }

@@ -10,7 +10,6 @@
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/unavailability.hpp"
 #include "policy/stale_policy.hpp"
-#include "policy/unconfirmed_policy.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -20,10 +19,6 @@ namespace detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::chrono::microseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
 
 std::string claim_name(std::size_t index) {
   return "Claim " + std::to_string(index);
@@ -100,17 +95,11 @@ Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Oper
   out.requests.reserve(held.size());
   for (std::size_t i = 0; i < held.size(); ++i) {
     const HeldClaim& claim = held[i];
-    std::optional<DecideRequest> unconfirmed;
-    try {
-      out.requests.push_back(co_await PolicyEnforcer::request_in_force(
-          claim.enforcer, claim.key, operation, claim.permits, retry.min_version(i),
-          retry.deadline()));
-    } catch (const UnconfirmedPolicy& e) {
-      unconfirmed.emplace(
-          claim.enforcer->request_under(e.policy(), claim.key, operation, claim.permits));
-      out.unconfirmed = std::current_exception();
-    }
-    if (unconfirmed) out.requests.push_back(std::move(*unconfirmed));
+    PolicyEnforcer::InForce in_force = co_await PolicyEnforcer::request_in_force(
+        claim.enforcer, claim.key, operation, claim.permits, retry.min_version(i),
+        retry.deadline());
+    if (in_force.unconfirmed) out.unconfirmed = in_force.unconfirmed;
+    out.requests.push_back(std::move(in_force.request));
     out.requests.back().claim = i;
   }
   co_return out;

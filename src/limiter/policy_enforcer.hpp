@@ -83,13 +83,22 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
     if (redis_) redis_->check_thread();
   }
 
+  /// A validated request under the policy in force for its key, and whether that policy is
+  /// only the one read last (request_in_force()).
+  struct InForce {
+    DecideRequest request;
+    /// With WhenUnread::no_policy, the UnconfirmedPolicy of a follower whose stored policy could
+    /// not be confirmed: `request` is under the policy read last, and the failure policy
+    /// answers it (answer_unconfirmed()); other callers get the error thrown.
+    std::exception_ptr unconfirmed;
+  };
   /// A validated request for `key` under the policy in force for it (PolicySource::resolve():
   /// of at least `min_version`, read by `deadline`, `when_unread` as it says).
-  static Task<DecideRequest> request_in_force(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                              Operation operation, std::int64_t permits,
-                                              std::int64_t min_version,
-                                              std::chrono::steady_clock::time_point deadline,
-                                              WhenUnread when_unread = WhenUnread::no_policy);
+  static Task<InForce> request_in_force(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                        Operation operation, std::int64_t permits,
+                                        std::int64_t min_version,
+                                        std::chrono::steady_clock::time_point deadline,
+                                        WhenUnread when_unread = WhenUnread::no_policy);
   /// What every call checks first (see LoopTurn); try_acquire_all() too, whose answers in
   /// process or from failure policies need no I/O either.
   LoopTurn& turn() noexcept { return turn_; }
@@ -242,10 +251,10 @@ template <class T, class Call>
 Task<T> in_force_once(const std::shared_ptr<PolicyEnforcer>& self, const std::string& key,
                       Operation operation, std::int64_t permits, const Call& call,
                       const StaleRetry& retry) {
-  DecideRequest request =
+  PolicyEnforcer::InForce in_force =
       co_await PolicyEnforcer::request_in_force(self, key, operation, permits, retry.min_version(),
                                                 retry.deadline(), WhenUnread::unavailable);
-  co_return co_await call(*self, std::move(request));
+  co_return co_await call(*self, std::move(in_force.request));
 }
 
 template <class T, class Call>
