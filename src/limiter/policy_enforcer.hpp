@@ -41,15 +41,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// `redis` is the client's dispatcher (for a Redis backend), or null for an in-process
   /// limiter, whose backend cannot fail. It is kept alive as long as the enforcer: the backend
   /// sends through it. `stats` is the client's StatsPublisher (null: the counts stay here).
-  /// `logger` is where failures are reported.
+  /// `logger` is where failures are reported. `source` is the limiter's own policy
+  /// (fixed_policy()), or the policies stored under its name (stored_policies(), never in
+  /// process).
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                  std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
-                 Policy policy, LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
-  /// A limiter that follows the policies stored under its name (PolicyStore), through
-  /// `follower`; `redis`, `stats` and `backend` are as above (never in process).
-  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                 std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
-                 std::shared_ptr<PolicyFollower> follower, LimiterOptions options,
+                 std::unique_ptr<PolicySource> source, LimiterOptions options,
                  std::shared_ptr<spdlog::logger> logger);
   PolicyEnforcer(const PolicyEnforcer&) = delete;
   PolicyEnforcer& operator=(const PolicyEnforcer&) = delete;
@@ -133,11 +130,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool superseded(const CompiledPolicy& reserved_under, std::string_view key) const;
 
  private:
-  /// What the constructors of both sources share.
-  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                 std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
-                 std::unique_ptr<PolicySource> source, LimiterOptions options,
-                 std::shared_ptr<spdlog::logger> logger);
   /// try_acquire() (`observed` when the observer is active) and peek(): one decision under the
   /// policy in force, from the deny cache, the backend, or the failure policy when Redis cannot
   /// answer (or the breaker is open); asked again when a script refuses the policy as stale.
