@@ -41,7 +41,8 @@ class StalePolicy : public std::runtime_error {
 /// How a call asks again, under the policies read again, when a script refused its request as
 /// stale: per claim of the call (one for a call on one key), the version to read at least, until
 /// the call's deadline. The one place that rule is written; every call of a limiter asks again
-/// through asking_again() (a fixed policy, version 0, is never stale).
+/// by it, in asking_again() or, for try_acquire() and peek(), in decide()'s own frame (a fixed
+/// policy, version 0, is never stale).
 class StaleRetry {
  public:
   using Clock = std::chrono::steady_clock;
