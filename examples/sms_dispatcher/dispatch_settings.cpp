@@ -17,6 +17,15 @@ std::int64_t limiter_rate(const DispatchSettings& settings) {
       1, static_cast<std::int64_t>(std::floor(settings.rate * (1.0 - settings.margin))));
 }
 
+std::chrono::microseconds max_lateness(const DispatchSettings& settings) {
+  // Permits used up to L after their slot add at most limiter_rate x L to the provider's
+  // trailing second, which holds `rate` where the limiter admits limiter_rate + 1 (its burst).
+  const double rate = static_cast<double>(limiter_rate(settings));
+  const double spare = settings.rate - rate - 1;
+  if (spare <= 0) return std::chrono::microseconds::max();
+  return std::chrono::microseconds(std::llround(spare / 2 / rate * 1e6));
+}
+
 redlimit::Policy dispatch_policy(const DispatchSettings& settings) {
   for (const Algorithm algorithm : all_algorithms) {
     if (redlimit::to_string(algorithm) != settings.algorithm) continue;

@@ -2,6 +2,7 @@
 // The dispatcher's settings, shared by the launcher and the node processes, and the limiter
 // policy they imply.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +28,12 @@ struct DispatchSettings {
 /// differences between when Redis admits a message and when it reaches the provider never add
 /// up to one message too many in the provider's trailing second.
 std::int64_t limiter_rate(const DispatchSettings& settings);
+
+/// How late after its slot a permit may still be used (AcquireOptions::max_lateness): half of
+/// what the margin leaves spare goes to permits used late, the other half to the way to the
+/// provider. A permit answered later (a failover held the answer) is not used, so that late
+/// answers never reach the provider in a bunch. No limit when the margin leaves nothing spare.
+std::chrono::microseconds max_lateness(const DispatchSettings& settings);
 
 /// The policy every node applies to the key "provider": the chosen algorithm at
 /// limiter_rate() per second, with no burst (one permit at a time) and, for the leaky bucket,

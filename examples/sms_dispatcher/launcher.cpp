@@ -64,8 +64,10 @@ redlimit::Task<DispatchReport> Launcher::run() {
   co_await display.join();
   display_.finish(Clock::now(), progress());
 
-  for (const NodeProgress& node : progress())
+  for (const NodeProgress& node : progress()) {
     report.sent += node.sent;
+    report.retried += node.errors;
+  }
   provider_->kill(SIGTERM);
   const int provider_status = co_await provider_->exited();
   report.provider = provider_report_;

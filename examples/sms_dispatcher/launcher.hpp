@@ -20,6 +20,7 @@
 /// The outcome of a run.
 struct DispatchReport {
   std::int64_t sent = 0;
+  std::int64_t retried = 0;  ///< failure policy denials and limiter errors, each retried
   ProviderReport provider;
   double seconds = 0;     ///< from starting the nodes to the last answer
   int failed_nodes = 0;   ///< nodes that failed (a process exited non-zero, or lost the provider)

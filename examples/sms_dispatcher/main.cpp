@@ -76,6 +76,10 @@ void print_report(const DispatchSettings& settings, const DispatchReport& report
   std::printf("\nsent         %lld messages from %d nodes (%s, %lld/s)\n",
               static_cast<long long>(report.sent), settings.nodes, how.c_str(),
               static_cast<long long>(settings.no_limit ? 0 : limiter_rate(settings)));
+  std::printf(
+      "retried      %lld permits denied by the failure policy (Redis unavailable, or "
+      "its answer too late to use)\n",
+      static_cast<long long>(report.retried));
   std::printf("accepted     %lld by the provider\n",
               static_cast<long long>(report.provider.accepted));
   std::printf("rejected     %lld (lost)\n", static_cast<long long>(report.provider.rejected));

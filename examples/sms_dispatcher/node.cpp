@@ -63,13 +63,18 @@ redlimit::Task<bool> Node::wait_for_permit(std::int64_t message) {
   std::optional<Clock::time_point> failing_since;
   while (!progress_.provider_lost) {
     std::string failure;
-    std::chrono::microseconds retry = std::chrono::milliseconds(100);
+    std::chrono::microseconds retry = std::chrono::milliseconds(10);
     try {
       // No max_wait: every message goes out, at the shared rate, however long the queue.
-      const redlimit::Decision d = co_await limiter_->acquire("provider");
-      if (d.allowed) co_return true;
-      // Only a failure policy denies an acquire() without max_wait: Redis did not answer.
-      failure = "Redis unavailable, denied by the failure policy";
+      const redlimit::Decision d =
+          co_await limiter_->acquire("provider", 1, {.max_lateness = settings_.max_lateness});
+      if (d.allowed) {
+        failing_ = false;
+        co_return true;
+      }
+      // Only a failure policy denies an acquire() without max_wait: Redis did not answer, or
+      // answered too late for the permit to be used in time.
+      failure = "Redis unavailable or late, denied by the failure policy";
       retry = std::max(retry, d.retry_after);
     } catch (const redlimit::Unavailable& e) {
       failure = e.what();
@@ -82,8 +87,11 @@ redlimit::Task<bool> Node::wait_for_permit(std::int64_t message) {
       throw std::runtime_error("message " + std::to_string(message) + ": " + failure +
                                " for more than 10 s; giving up");
     }
-    std::fprintf(stderr, "node %d: message %lld: %s; retrying\n", settings_.id,
-                 static_cast<long long>(message), failure.c_str());
+    // Why once until a permit comes again: a failover denies every sender for a while.
+    if (!std::exchange(failing_, true)) {
+      std::fprintf(stderr, "node %d: message %lld: %s; retrying\n", settings_.id,
+                   static_cast<long long>(message), failure.c_str());
+    }
     co_await redlimit::sleep_for(loop_, retry);
   }
   co_return false;

@@ -58,7 +58,9 @@ int run_node_process(const DispatchSettings& settings, const NodeSettings& node_
       limiter.emplace(*client, dispatch_policy(settings), redlimit::LimiterOptions{.name = "sms"});
     }
     // Why here: the node outlives run(), which returns from inside one of its link's callbacks.
-    Node node(&loop, limiter ? &*limiter : nullptr, node_settings);
+    NodeSettings paced = node_settings;
+    paced.max_lateness = max_lateness(settings);
+    Node node(&loop, limiter ? &*limiter : nullptr, paced);
     try {
       redlimit::run(&loop, node_main(&loop, client ? &*client : nullptr, node));
     } catch (const std::exception& e) {

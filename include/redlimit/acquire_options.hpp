@@ -55,6 +55,16 @@ struct AcquireOptions {
   /// A stop request ends the wait with Cancelled and gives a reservation back. Request it on
   /// the loop's thread. acquire() keeps its own copy of the token.
   StopTokenRef stop{};
+  /// Use admitted permits no later than this after the time Redis admitted them for (their
+  /// reserved slot, or the decision's own time): an answer that comes later (held by a WAIT for
+  /// replicas, a stalled network or server) is not used. The failure policy answers instead,
+  /// as when Redis did not answer; the permits stay taken, or are given back while their slot
+  /// is still ahead. It bounds how much later than Redis spaced them the permits reach what
+  /// they guard, so that late answers cannot arrive in a bunch (docs/failures.md, "Late
+  /// answers"). Measured from when the call was sent, so it must exceed a round trip. The
+  /// default never checks; it must be positive. Limiter::acquire() and acquire_all() only (a
+  /// semaphore's lease has no slot).
+  std::chrono::microseconds max_lateness = std::chrono::microseconds::max();
 };
 
 static_assert(std::is_trivially_destructible_v<AcquireOptions>,

@@ -63,6 +63,9 @@ struct LimiterStats {
   /// Calls ended by their stop token (Cancelled), or abandoned: their task destroyed before
   /// they ended.
   std::uint64_t cancelled = 0;
+  /// Admissions Redis answered later than the call's AcquireOptions::max_lateness allowed: not
+  /// used (the failure policy answered instead).
+  std::uint64_t late_admissions = 0;
   /// Calls that ended with an error, by CallError.
   std::array<std::uint64_t, call_error_count> errors{};
   /// acquire(): each call's Decision::waited, in seconds: from the call to its decision, the
@@ -166,7 +169,8 @@ class Metrics {
 
 /// The Prometheus text exposition (format 0.0.4, `text/plain; version=0.0.4`) of `snapshot`:
 /// redlimit_decisions_total{limiter,result,source}, redlimit_shadow_denials_total{limiter},
-/// redlimit_cancelled_total{limiter}, redlimit_call_errors_total{limiter,error},
+/// redlimit_cancelled_total{limiter}, redlimit_late_admissions_total{limiter},
+/// redlimit_call_errors_total{limiter,error},
 /// redlimit_wait_seconds{limiter} (histogram), redlimit_calls_in_flight{limiter},
 /// redlimit_waiters{limiter}, redlimit_redis_round_trips_total, redlimit_redis_errors_total{type},
 /// redlimit_redis_reconnects_total, redlimit_redis_scripts_loaded_total,

@@ -2,6 +2,7 @@
 // gcra, token_bucket and leaky_bucket policies; asking again at retry_after for the others.
 
 #include "algorithms/reservations.hpp"
+#include "limiter/lateness.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
@@ -28,6 +29,7 @@ Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> 
                                                 OwnedAcquireOptions options) {
   check_key(key);
   check_max_wait(options.max_wait);
+  check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   const auto started = Clock::now();
   const auto attempt = [&](const StaleRetry& retry) {
@@ -63,7 +65,10 @@ Task<Attempted<Decision>> PolicyEnforcer::acquire_in_force(const std::string& ke
   }
   if (!in_force.request.policy->reservable()) {
     // Why decide() each time: each attempt asks under the policy in force then.
+    const Lateness lateness(options.max_lateness);
     Decision decided = co_await decide(shared_from_this(), key, Operation::acquire, permits, false);
+    if (decided.allowed && decided.source == Source::redis && lateness.too_late())
+      decided = answer_late(in_force.request);
     co_return Attempted<Decision>{.decision = decided, .wait_out = true};
   }
   OwnedAcquireOptions rest = options;
@@ -102,6 +107,7 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   std::optional<Reservation> reservation;
   std::chrono::microseconds retry_in{};
   std::exception_ptr error;
+  const Lateness lateness(options.max_lateness);
   try {
     if (BackgroundTasks* tasks = backend_->background()) {
       // Why outliving: a caller destroyed before the reply leaves a reservation nobody waits
@@ -144,7 +150,11 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
   // once the policy is read again.
   const bool crossed =
       source_->stored() && backend == backend_.get() && contact != redis_->contact();
+  // Answered too late to be used in time (AcquireOptions::max_lateness): given back, if its
+  // slot is still ahead, and answered as if Redis had not answered.
+  const bool late = decision.allowed && decision.source == Source::redis && lateness.too_late();
   if (!decision.allowed || (reservation->wait_us == 0 && !crossed)) {
+    if (late) decision = answer_late(request);
     decision.waited = since(started);
     co_return decision;
   }
@@ -168,9 +178,12 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
                    .key = key,
                    .waiter = &waiter};
   const std::span<WaitingPart> parts(&part, 1);
-  if (crossed) {
+  if (crossed || late) {
     co_await give_back_parts(parts);
-    co_return std::nullopt;
+    if (!late) co_return std::nullopt;
+    decision = answer_late(request);
+    decision.waited = since(started);
+    co_return decision;
   }
   // A reservation registered under the owner lease (docs/waiting.md): renewed every third of
   // the lease while its slot is later than the last expiry Redis confirmed.
@@ -187,8 +200,12 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
     co_return failed;
   }
   if (!outcome.slot) co_return std::nullopt;
+  if (decision.source == Source::redis) {
+    decision.server_time_us = outcome.slot->ceil_us();
+    if (lateness.too_late(decision.server_time_us - reservation->reserved_at_us))
+      decision = answer_late(request);
+  }
   decision.waited = since(started);
-  if (decision.source == Source::redis) decision.server_time_us = outcome.slot->ceil_us();
   co_return decision;
 }
 

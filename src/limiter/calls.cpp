@@ -207,6 +207,7 @@ Task<Decision> PolicyEnforcer::observed_acquire(std::shared_ptr<PolicyEnforcer> 
       // Why one decision in shadow mode: nothing is enforced, so nobody waits. The arguments
       // are checked as an enforcing acquire() checks them.
       check_max_wait(options.max_wait);
+      check_max_lateness(options.max_lateness);
       if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
       decision = co_await decide(self, std::move(key), Operation::acquire, permits, false);
     } else {

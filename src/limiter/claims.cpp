@@ -6,6 +6,7 @@
 #include <chrono>
 #include <optional>
 
+#include "limiter/lateness.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/unavailability.hpp"
@@ -144,7 +145,13 @@ Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& he
         decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
                                             waiting->started);
       } else {
+        // Why only an acquire_all() that waits is late: try_acquire_all() takes no max_lateness.
+        const Lateness lateness(waiting ? waiting->options.max_lateness
+                                        : std::chrono::microseconds::max());
         decided = co_await backends.front()->decide_claims(backends, in_force.requests, operation);
+        const Decision& decision = decided->decision;
+        if (decision.allowed && decision.source == Source::redis && lateness.too_late())
+          refuse_late(held);
       }
     } catch (...) {
       error = std::current_exception();
@@ -195,6 +202,7 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   // caller does with the Limiter objects meanwhile.
   const std::vector<HeldClaim> held = checked(claims);
   check_max_wait(options.max_wait);
+  check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const Waiting waiting{options, Clock::now()};
   for (;;) {

@@ -8,6 +8,7 @@
 
 #include "algorithms/exact.hpp"
 #include "limiter/claims.hpp"
+#include "limiter/lateness.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/reservation_wait.hpp"
 #include "limiter/waiters.hpp"
@@ -49,7 +50,8 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
                                             const ClaimsReservation& reservation,
                                             std::vector<WatchedPart>& watched,
                                             const OwnedAcquireOptions& options,
-                                            Clock::time_point started) {
+                                            Clock::time_point started, const Lateness& lateness,
+                                            bool late) {
   const auto reserved_wake = Clock::now() + std::chrono::microseconds(reservation.wait_us);
   std::vector<WaitingPart> parts;
   parts.reserve(held.size());
@@ -74,6 +76,10 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
                      .waiter = &waiter});
     parts.back().renewal->confirmed = reservation.claims[i].lease_expiry_us;
   }
+  if (late) {
+    co_await give_back_parts(parts);
+    refuse_late(held);
+  }
   // Renewed every third of the lease while a part's slot is later than the last expiry Redis
   // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
   const PolicyEnforcer& first = *held.front().enforcer;
@@ -84,12 +90,23 @@ Task<std::optional<Decision>> wait_for_slot(const std::vector<HeldClaim>& held,
   if (outcome.error) std::rethrow_exception(outcome.error);
   if (!outcome.slot) co_return std::nullopt;
   Decision decision = reservation.decision;
-  if (decision.source == Source::redis) decision.server_time_us = outcome.slot->ceil_us();
+  if (decision.source == Source::redis) {
+    decision.server_time_us = outcome.slot->ceil_us();
+    const std::int64_t reserved_at_us = reservation.slot_us - reservation.wait_us;
+    if (lateness.too_late(decision.server_time_us - reserved_at_us)) refuse_late(held);
+  }
   decision.waited = since(started);
   co_return decision;
 }
 
 }  // namespace
+
+void refuse_late(const std::vector<HeldClaim>& held) {
+  for (const HeldClaim& claim : held)
+    claim.enforcer->count_late();
+  throw Unavailable("the admission was answered later than AcquireOptions::max_lateness allows",
+                    true);
+}
 
 bool reservable(std::span<const DecideRequest> requests) {
   return std::all_of(requests.begin(), requests.end(),
@@ -111,17 +128,21 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(const std::vector<HeldClaim
   std::vector<WatchedPart> watched(held.size());
   for (std::size_t i = 0; i < held.size(); ++i)
     watched[i].watch = held[i].enforcer->waiters().watch_held(requests[i]);
+  const Lateness lateness(options.max_lateness);
   const ClaimsReservation reservation =
       co_await backends.front()->reserve_claims(backends, requests, max_wait);
+  const bool late = reservation.decision.allowed && reservation.decision.source == Source::redis &&
+                    lateness.too_late();
   if (!reservation.decision.allowed || reservation.wait_us == 0) {
+    if (late) refuse_late(held);
     ClaimsDecision decided{.decision = reservation.decision};
     decided.decision.waited = since(started);
     // Why each claim's own time: across cluster slots each slot's script ran at its own.
     if (decided.decision.allowed) decided.server_times_us = claim_times(reservation);
     co_return decided;
   }
-  std::optional<Decision> admitted =
-      co_await wait_for_slot(held, requests, reservation, watched, options, started);
+  std::optional<Decision> admitted = co_await wait_for_slot(held, requests, reservation, watched,
+                                                            options, started, lateness, late);
   if (!admitted) co_return std::nullopt;  // given back or moved: a new place in the queues
   // Every part was used at one slot, where it stands: the decision's time is each claim's.
   ClaimsDecision decided{.decision = *admitted};

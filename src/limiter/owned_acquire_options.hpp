@@ -15,9 +15,12 @@ namespace redlimit::detail {
 /// when built inside a co_await expression.
 struct OwnedAcquireOptions {
   explicit OwnedAcquireOptions(const AcquireOptions& options)
-      : max_wait(options.max_wait), stop(options.stop.token()) {}
+      : max_wait(options.max_wait),
+        max_lateness(options.max_lateness),
+        stop(options.stop.token()) {}
 
   std::chrono::microseconds max_wait;
+  std::chrono::microseconds max_lateness;
   std::stop_token stop;
   /// Set to true when the call suspends to wait for its permits (a DecisionEventKind::waited);
   /// null when nobody asks.

@@ -5,6 +5,7 @@
 #include "algorithms/reservations.hpp"
 #include "limiter/fallback_policy.hpp"
 #include "limiter/unavailability.hpp"
+#include "metrics/instruments.hpp"
 #include "policy/key_format.hpp"
 #include "policy/stale_policy.hpp"
 #include "policy/validation.hpp"
@@ -162,6 +163,15 @@ Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
   }
   decision.source = answer.source;
   return decision;
+}
+
+void PolicyEnforcer::count_late() noexcept {
+  if (LimiterMetrics* metrics = observer_.metrics()) metrics->late_admissions.add();
+}
+
+Decision PolicyEnforcer::answer_late(const DecideRequest& request) {
+  count_late();
+  return decide_on_failure(request, {});
 }
 
 void PolicyEnforcer::set_policy(Policy policy, Carry carry) {

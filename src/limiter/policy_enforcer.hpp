@@ -111,6 +111,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
   /// again (the server's circuit breaker), 0 when unknown.
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
+  /// Counts permits Redis admitted to this limiter that came too late to use
+  /// (AcquireOptions::max_lateness).
+  void count_late() noexcept;
+  /// acquire()'s answer for permits Redis admitted for `request` that came too late to use:
+  /// counted, then the failure policy's, as if Redis had not answered.
+  Decision answer_late(const DecideRequest& request);
   /// A decision of try_acquire_all() on `key`: counted and told as this limiter's
   /// try_acquire() of it would be.
   void observe(Decision decision, std::string_view key, std::int64_t permits);

@@ -55,6 +55,7 @@ struct LimiterMetrics {
   std::array<std::array<Counter, source_count>, 2> decisions;  ///< [allowed][source]
   Counter shadow_denials;
   Counter cancelled;
+  Counter late_admissions;
   std::array<Counter, call_error_count> errors;
   Histogram wait_seconds;
   Gauge in_flight;

@@ -26,6 +26,7 @@ LimiterStats stats_of(const LimiterMetrics& counters) {
   }
   stats.shadow_denials = counters.shadow_denials.value();
   stats.cancelled = counters.cancelled.value();
+  stats.late_admissions = counters.late_admissions.value();
   for (std::size_t error = 0; error < call_error_count; ++error) {
     stats.errors[error] = counters.errors[error].value();
   }

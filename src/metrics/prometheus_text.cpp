@@ -214,6 +214,12 @@ void limiter_families(Exposition& text, const std::vector<LimiterStats>& limiter
   for (const LimiterStats& limiter : limiters) {
     text.sample("redlimit_cancelled_total", {{"limiter", limiter.name}}, limiter.cancelled);
   }
+  text.family("redlimit_late_admissions_total", "counter",
+              "Admissions answered later than the call's max_lateness allowed, not used.");
+  for (const LimiterStats& limiter : limiters) {
+    text.sample("redlimit_late_admissions_total", {{"limiter", limiter.name}},
+                limiter.late_admissions);
+  }
   text.family("redlimit_call_errors_total", "counter",
               "Limiter calls that ended with an error instead of a decision, by error.");
   for (const LimiterStats& limiter : limiters) {
@@ -291,6 +297,7 @@ void add_stats(LimiterStats& sum, const LimiterStats& more) {
   }
   sum.shadow_denials += more.shadow_denials;
   sum.cancelled += more.cancelled;
+  sum.late_admissions += more.late_admissions;
   for (std::size_t error = 0; error < call_error_count; ++error)
     sum.errors[error] += more.errors[error];
   add_histogram(sum.wait_seconds, more.wait_seconds);

@@ -53,4 +53,11 @@ void check_max_wait(std::chrono::microseconds max_wait) {
   }
 }
 
+void check_max_lateness(std::chrono::microseconds max_lateness) {
+  if (max_lateness.count() <= 0) {
+    throw InvalidArgument("AcquireOptions::max_lateness must be positive, got " +
+                          std::to_string(max_lateness.count()) + " us");
+  }
+}
+
 }  // namespace redlimit::detail

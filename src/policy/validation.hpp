@@ -24,5 +24,7 @@ void check_key(std::string_view key);
 void check_permits(std::int64_t permits, std::int64_t capacity, std::string_view holder);
 /// AcquireOptions::max_wait: not negative. Throws InvalidArgument.
 void check_max_wait(std::chrono::microseconds max_wait);
+/// AcquireOptions::max_lateness must be positive; throws InvalidArgument.
+void check_max_lateness(std::chrono::microseconds max_lateness);
 
 }  // namespace redlimit::detail

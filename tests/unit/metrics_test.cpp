@@ -50,6 +50,7 @@ TEST(PrometheusText, WritesAKnownSnapshotExactly) {
   sms.decisions[0][static_cast<std::size_t>(Source::deny_cache)] = 3;
   sms.shadow_denials = 1;
   sms.cancelled = 2;
+  sms.late_admissions = 6;
   sms.errors[static_cast<std::size_t>(CallError::unavailable)] = 4;
   sms.wait_seconds = {{0.25, inf}, {1, 3}, 3, 1.5};
   sms.in_flight = 5;
@@ -88,6 +89,9 @@ redlimit_shadow_denials_total{limiter="sms"} 1
 # HELP redlimit_cancelled_total Calls ended by their stop token, or abandoned (their task destroyed) before they ended.
 # TYPE redlimit_cancelled_total counter
 redlimit_cancelled_total{limiter="sms"} 2
+# HELP redlimit_late_admissions_total Admissions answered later than the call's max_lateness allowed, not used.
+# TYPE redlimit_late_admissions_total counter
+redlimit_late_admissions_total{limiter="sms"} 6
 # HELP redlimit_call_errors_total Limiter calls that ended with an error instead of a decision, by error.
 # TYPE redlimit_call_errors_total counter
 redlimit_call_errors_total{limiter="sms",error="invalid_argument"} 0
@@ -159,13 +163,13 @@ TEST(PrometheusText, WritesHelpAndTypeOfEveryFamilyEvenWithoutSamples) {
   const std::string text = prometheus_text(MetricsSnapshot{});
   for (const char* family :
        {"redlimit_decisions_total", "redlimit_shadow_denials_total", "redlimit_cancelled_total",
-        "redlimit_call_errors_total", "redlimit_wait_seconds", "redlimit_calls_in_flight",
-        "redlimit_waiters", "redlimit_policy_version", "redlimit_policy_limit_permits",
-        "redlimit_policy_limit_period_seconds", "redlimit_redis_round_trips_total",
-        "redlimit_redis_errors_total", "redlimit_redis_reconnects_total",
-        "redlimit_redis_scripts_loaded_total", "redlimit_redis_replica_shortfalls_total",
-        "redlimit_redis_batch_size", "redlimit_redis_commands_in_flight",
-        "redlimit_redis_circuit_breakers"}) {
+        "redlimit_late_admissions_total", "redlimit_call_errors_total", "redlimit_wait_seconds",
+        "redlimit_calls_in_flight", "redlimit_waiters", "redlimit_policy_version",
+        "redlimit_policy_limit_permits", "redlimit_policy_limit_period_seconds",
+        "redlimit_redis_round_trips_total", "redlimit_redis_errors_total",
+        "redlimit_redis_reconnects_total", "redlimit_redis_scripts_loaded_total",
+        "redlimit_redis_replica_shortfalls_total", "redlimit_redis_batch_size",
+        "redlimit_redis_commands_in_flight", "redlimit_redis_circuit_breakers"}) {
     EXPECT_EQ(samples_starting(text, std::string("# HELP ") + family + " ").size(), 1u) << family;
     EXPECT_EQ(samples_starting(text, std::string("# TYPE ") + family + " ").size(), 1u) << family;
   }
@@ -299,11 +303,13 @@ TEST(Metrics, AddsUpLimitersOfOneNameAndListsNamesInOrder) {
   Metrics metrics;
   metrics.limiter("b").decisions[1][0].add(2);
   metrics.limiter("a").cancelled.add();
+  metrics.limiter("a").late_admissions.add();
   metrics.limiter("b").decisions[1][0].add(3);
   const MetricsSnapshot snapshot = metrics.snapshot();
   ASSERT_EQ(snapshot.limiters.size(), 2u);
   EXPECT_EQ(snapshot.limiters[0].name, "a");
   EXPECT_EQ(snapshot.limiters[0].cancelled, 1u);
+  EXPECT_EQ(snapshot.limiters[0].late_admissions, 1u);
   EXPECT_EQ(snapshot.limiters[1].name, "b");
   EXPECT_EQ(snapshot.limiters[1].decided(true, Source::redis), 5u);
   EXPECT_EQ(snapshot.limiters[1].wait_seconds.upper_bounds.back(), inf);
