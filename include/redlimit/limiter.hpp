@@ -28,7 +28,6 @@ class Metrics;
 namespace detail {
 class PolicyEnforcer;
 class PolicyGauge;
-struct LimiterAccess;
 }  // namespace detail
 
 /// How a limiter names its keys and what it does when Redis cannot answer.
@@ -279,9 +278,11 @@ class Limiter {
   /// (set_policy(), or another stored version read, puts another in its place), so the pointer
   /// tells whether the policy changed since it was last asked for. Use on the loop's thread.
   std::shared_ptr<const Policy> shared_policy() const;
+  /// What a call over several limiters' claims (try_acquire_all(), acquire_all(), peek_all())
+  /// reaches of this limiter: its state, which the call keeps alive; null once moved from.
+  const std::shared_ptr<detail::PolicyEnforcer>& enforcer() const noexcept { return enforcer_; }
 
  private:
-  friend struct detail::LimiterAccess;
   /// Shows the policy in force in the metrics; declared first: the follower is made with it.
   std::shared_ptr<const detail::PolicyGauge> gauge_;
   std::shared_ptr<detail::PolicyEnforcer> enforcer_;

@@ -7,7 +7,6 @@
 #include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
 #include "policy/stale_policy.hpp"
-#include "policy/unconfirmed_policy.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -23,14 +22,6 @@ using Clock = std::chrono::steady_clock;
 /// (longest_reservation_wait_us).
 constexpr std::int64_t max_reservation_wait_us = max_exact;
 
-std::chrono::microseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
-
-bool reservable(const CompiledPolicy& policy) {
-  return policy.limits().size() == 1 && can_reserve(policy.limits().front().limit.algorithm);
-}
-
 }  // namespace
 
 Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> self,
@@ -41,57 +32,52 @@ Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> 
   check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   const auto started = Clock::now();
-  StaleRetry retry(self->stale_deadline());
+  const auto attempt = [&](const StaleRetry& retry) {
+    return self->acquire_in_force(key, permits, options, started, retry);
+  };
   for (;;) {
-    std::optional<DecideRequest> in_force;
-    std::optional<Decision> unconfirmed;
-    try {
-      in_force.emplace(co_await request_in_force(self, key, Operation::acquire, permits,
-                                                 retry.min_version(), retry.deadline()));
-    } catch (const UnconfirmedPolicy& e) {
-      unconfirmed = self->answer_unconfirmed(
-          self->request_under(e.policy(), key, Operation::acquire, permits));
-    }
-    if (unconfirmed) {
-      unconfirmed->waited = since(started);
-      co_return *unconfirmed;
-    }
-    OwnedAcquireOptions rest = options;
-    rest.max_wait = options.max_wait - std::min(options.max_wait, since(started));
-    try {
-      if (reservable(*in_force->policy)) {
-        const std::int64_t version = in_force->policy->epoch().version;
-        std::optional<Decision> reserved =
-            co_await self->acquire_by_reserving(std::move(*in_force), key, rest);
-        if (reserved) {
-          reserved->waited = since(started);
-          if (self->source_->stored()) reserved->policy_version = version;
-          co_return *reserved;
-        }
-        // Its policy was replaced, or its slot was given back or passed unused: it reserves again
-        // under the policy in force, a new place at the back.
-        retry.restart(self->stale_deadline());
-        continue;
-      }
-    } catch (const StalePolicy& stale) {
-      // A cancelled wait whose give-back was refused as stale ends cancelled, not asked again.
-      if (options.stop.stop_requested()) throw Cancelled("acquire cancelled while waiting");
-      retry.refused(stale, self->options_.name);
-      continue;
-    }
-    // Why decide() each time: each attempt asks under the policy in force then.
-    const Lateness lateness(options.max_lateness);
-    Decision decision = co_await decide(self, key, Operation::acquire, permits, false);
-    if (decision.allowed && decision.source == Source::redis && lateness.too_late())
-      decision = self->answer_late(*in_force);
+    // Why a new retry each time: the call waited, and takes a new place in the queues.
+    StaleRetry retry(self->stale_deadline(), 1, options.stop);
+    Attempted<Decision> attempted = co_await asking_again(std::move(retry), attempt, self->named());
+    // Its policy was replaced, or its slot was given back or passed unused: it reserves again
+    // under the policy in force, a new place at the back.
+    if (!attempted.decision) continue;
+    Decision& decision = *attempted.decision;
     decision.waited = since(started);
-    if (decision.allowed || decision.retry_after > options.max_wait - decision.waited) {
+    if (!attempted.wait_out || decision.allowed ||
+        decision.retry_after > options.max_wait - decision.waited) {
       co_return decision;
     }
     const GaugeScope waiting(self->waiters_gauge(), options.slept);
     co_await sleep_for(self->loop_, decision.retry_after, options.stop);
-    retry.restart(self->stale_deadline());
   }
+}
+
+Task<Attempted<Decision>> PolicyEnforcer::acquire_in_force(const std::string& key,
+                                                           std::int64_t permits,
+                                                           const OwnedAcquireOptions& options,
+                                                           Clock::time_point started,
+                                                           const StaleRetry& retry) {
+  InForce in_force = co_await request_in_force(shared_from_this(), key, Operation::acquire, permits,
+                                               retry.min_version(), retry.deadline());
+  if (in_force.unconfirmed) {
+    co_return Attempted<Decision>{.decision = answer_unconfirmed(in_force.request)};
+  }
+  if (!in_force.request.policy->reservable()) {
+    // Why decide() each time: each attempt asks under the policy in force then.
+    const Lateness lateness(options.max_lateness);
+    Decision decided = co_await decide(shared_from_this(), key, Operation::acquire, permits, false);
+    if (decided.allowed && decided.source == Source::redis && lateness.too_late())
+      decided = answer_late(in_force.request);
+    co_return Attempted<Decision>{.decision = decided, .wait_out = true};
+  }
+  OwnedAcquireOptions rest = options;
+  rest.max_wait = options.max_wait - std::min(options.max_wait, since(started));
+  const std::int64_t version = in_force.request.policy->epoch().version;
+  std::optional<Decision> reserved =
+      co_await acquire_by_reserving(std::move(in_force.request), key, rest);
+  if (reserved && source_->stored()) reserved->policy_version = version;
+  co_return Attempted<Decision>{.decision = reserved};
 }
 
 Task<void> PolicyEnforcer::give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer,
@@ -133,11 +119,11 @@ Task<std::optional<Decision>> PolicyEnforcer::acquire_by_reserving(DecideRequest
     } else {
       reservation = co_await backend_->reserve(request, max_wait);
     }
-  } catch (const StalePolicy&) {
-    throw;  // a follower reads its policy again and asks once more
   } catch (...) {
     error = std::current_exception();
   }
+  // Why retry_in_after() first: it rethrows what is not unavailability; a StalePolicy goes to
+  // the ask-again stage, where a follower reads its policy again and asks once more.
   if (error) retry_in = retry_in_after(error);
   if (!reservation) {
     if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||

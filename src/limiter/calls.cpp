@@ -1,6 +1,6 @@
 // The calls of a Limiter, each once for either policy source (PolicySource): resolve the policy
 // in force, ask, and ask again under the policy read again when a script refuses the request as
-// stale (StaleRetry). try_acquire() and peek() are one coroutine each: observation, the deny
+// stale (asking_again()). try_acquire() and peek() are one coroutine each: observation, the deny
 // cache and the failure policy are steps of it, not layers.
 
 #include "limiter/policy_enforcer.hpp"
@@ -52,16 +52,26 @@ Decision PolicyEnforcer::answer_unconfirmed(const DecideRequest& request) {
   return decision;
 }
 
-Task<DecideRequest> PolicyEnforcer::request_in_force(std::shared_ptr<PolicyEnforcer> self,
-                                                     std::string key, Operation operation,
-                                                     std::int64_t permits, std::int64_t min_version,
-                                                     Clock::time_point deadline,
-                                                     WhenUnread when_unread) {
+Task<PolicyEnforcer::InForce> PolicyEnforcer::request_in_force(std::shared_ptr<PolicyEnforcer> self,
+                                                               std::string key, Operation operation,
+                                                               std::int64_t permits,
+                                                               std::int64_t min_version,
+                                                               Clock::time_point deadline,
+                                                               WhenUnread when_unread) {
   check_key(key);
   std::shared_ptr<const CompiledPolicy> policy =
       min_version == 0 ? self->source_->ready(key) : nullptr;
-  if (!policy) policy = co_await self->source_->resolve(key, min_version, deadline, when_unread);
-  co_return self->request_under(std::move(policy), key, operation, permits);
+  std::exception_ptr unconfirmed;
+  if (!policy) {
+    try {
+      policy = co_await self->source_->resolve(key, min_version, deadline, when_unread);
+    } catch (const UnconfirmedPolicy& e) {
+      if (when_unread == WhenUnread::unavailable) throw;
+      policy = e.policy();
+      unconfirmed = std::current_exception();
+    }
+  }
+  co_return InForce{self->request_under(std::move(policy), key, operation, permits), unconfirmed};
 }
 
 Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
@@ -90,25 +100,19 @@ Task<Decision> PolicyEnforcer::decide(std::shared_ptr<PolicyEnforcer> self, std:
     while (!decision) {
       // Why the synchronous way first: in the common case the policy is known (a fixed one, or
       // a stored one read recently), and resolving it needs no coroutine of its own.
-      std::shared_ptr<const CompiledPolicy> policy =
-          retry.min_version() == 0 ? enforcer.source_->ready(key) : nullptr;
-      std::shared_ptr<const CompiledPolicy> unconfirmed;
-      if (!policy) {
-        check_key(key);
-        try {
-          policy = co_await enforcer.source_->resolve(key, retry.min_version(), retry.deadline(),
-                                                      WhenUnread::no_policy);
-        } catch (const UnconfirmedPolicy& e) {
-          unconfirmed = e.policy();
-        }
+      std::optional<InForce> in_force;
+      if (auto ready = retry.min_version() == 0 ? enforcer.source_->ready(key) : nullptr) {
+        in_force.emplace(
+            InForce{enforcer.request_under(std::move(ready), key, operation, permits), nullptr});
+      } else {
+        in_force.emplace(co_await request_in_force(self, key, operation, permits,
+                                                   retry.min_version(), retry.deadline()));
       }
-      if (unconfirmed) {
-        decision = enforcer.answer_unconfirmed(
-            enforcer.request_under(std::move(unconfirmed), key, operation, permits));
+      if (in_force->unconfirmed) {
+        decision = enforcer.answer_unconfirmed(in_force->request);
         break;
       }
-      const DecideRequest request =
-          enforcer.request_under(std::move(policy), key, operation, permits);
+      const DecideRequest& request = in_force->request;
       const bool stored = enforcer.source_->stored();
       // Why taken now: a stored policy was confirmed with the server at this contact.
       const std::uint64_t contact = stored ? enforcer.redis_->contact() : 0;
@@ -135,11 +139,14 @@ Task<Decision> PolicyEnforcer::decide(std::shared_ptr<PolicyEnforcer> self, std:
           enforcer.deny_cache_.remember(request.key_base.view(), request.permits, decided, sent);
         }
         decision = decided;
-      } catch (const StalePolicy& stale) {
-        retry.refused(stale, enforcer.options_.name);
-        continue;
       } catch (...) {
         failure = std::current_exception();
+      }
+      // Why the ask-again stage's rule inline, not asking_again(): a frame more per decision
+      // (tests/redis/call_frames_test.cpp).
+      if (const std::optional<StalePolicy> stale = stale_refusal(failure)) {
+        retry.refused(*stale, enforcer.options_.name);
+        continue;
       }
       if (failure) decision = enforcer.decide_on_failure(request, retry_in_after(failure));
       if (!stored) break;
@@ -213,8 +220,9 @@ Task<Decision> PolicyEnforcer::observed_acquire(std::shared_ptr<PolicyEnforcer> 
 }
 
 Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::string key) {
-  DecideRequest request = co_await request_in_force(
-      self, key, Operation::peek, 1, 0, self->stale_deadline(), WhenUnread::unavailable);
+  InForce in_force = co_await request_in_force(self, key, Operation::peek, 1, 0,
+                                               self->stale_deadline(), WhenUnread::unavailable);
+  DecideRequest& request = in_force.request;
   ++self->generation_;
   self->deny_cache_.forget(request.key_base.view());
   if (self->fallback_) {

@@ -11,7 +11,6 @@
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/unavailability.hpp"
 #include "policy/stale_policy.hpp"
-#include "policy/unconfirmed_policy.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -21,10 +20,6 @@ namespace detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::chrono::microseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
 
 std::string claim_name(std::size_t index) {
   return "Claim " + std::to_string(index);
@@ -38,7 +33,7 @@ std::vector<HeldClaim> checked(std::vector<Claim>& claims) {
   for (std::size_t i = 0; i < claims.size(); ++i) {
     Claim& claim = claims[i];
     if (claim.limiter == nullptr) throw InvalidArgument(claim_name(i) + ": the limiter is null");
-    const std::shared_ptr<PolicyEnforcer>& enforcer = LimiterAccess::enforcer(*claim.limiter);
+    const std::shared_ptr<PolicyEnforcer>& enforcer = claim.limiter->enforcer();
     if (!enforcer) throw InvalidArgument(claim_name(i) + ": the limiter was moved from");
     const std::string& name = enforcer->options().name;
     if (enforcer->options().shadow) {
@@ -101,17 +96,11 @@ Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Oper
   out.requests.reserve(held.size());
   for (std::size_t i = 0; i < held.size(); ++i) {
     const HeldClaim& claim = held[i];
-    std::optional<DecideRequest> unconfirmed;
-    try {
-      out.requests.push_back(co_await PolicyEnforcer::request_in_force(
-          claim.enforcer, claim.key, operation, claim.permits, retry.min_version(i),
-          retry.deadline()));
-    } catch (const UnconfirmedPolicy& e) {
-      unconfirmed.emplace(
-          claim.enforcer->request_under(e.policy(), claim.key, operation, claim.permits));
-      out.unconfirmed = std::current_exception();
-    }
-    if (unconfirmed) out.requests.push_back(std::move(*unconfirmed));
+    PolicyEnforcer::InForce in_force = co_await PolicyEnforcer::request_in_force(
+        claim.enforcer, claim.key, operation, claim.permits, retry.min_version(i),
+        retry.deadline());
+    if (in_force.unconfirmed) out.unconfirmed = in_force.unconfirmed;
+    out.requests.push_back(std::move(in_force.request));
     out.requests.back().claim = i;
   }
   co_return out;
@@ -140,63 +129,72 @@ struct Waiting {
   Clock::time_point started;
 };
 
-/// The claims decided by their backends under the policies in force (`waiting`: reserved and
-/// waited for, reserve_and_wait()): a follower's claim refused as stale is asked again under its
-/// policy read again, until the call's deadline; when Redis cannot answer, each claim's failure
-/// policy answers for it, as it does for an admission answered later than `max_lateness`. None
-/// only when `waiting` and the claims cannot be reserved on.
-Task<std::optional<ClaimsDecision>> run_claims(
-    const std::vector<HeldClaim>& held, Operation operation, const Waiting* waiting,
-    std::chrono::microseconds max_lateness = std::chrono::microseconds::max()) {
-  const std::vector<Backend*> backends = backends_of(held);
-  StaleRetry retry(stale_deadline(held), held.size());
-  for (;;) {
-    co_await held.front().enforcer->turn().yield_if_due();
-    const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
-    std::exception_ptr error = in_force.unconfirmed;
-    if (!error && waiting && !reservable(in_force.requests)) co_return std::nullopt;
-    std::optional<ClaimsDecision> decided;
-    if (!error) {
-      try {
-        if (waiting) {
-          decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
-                                              waiting->started);
-        } else {
-          const Lateness lateness(max_lateness);
-          decided =
-              co_await backends.front()->decide_claims(backends, in_force.requests, operation);
-          const Decision& decision = decided->decision;
-          if (decision.allowed && decision.source == Source::redis && lateness.too_late())
-            refuse_late(held);
-        }
-      } catch (const StalePolicy& stale) {
-        retry.refused(stale, held.at(stale.claim()).enforcer->options().name);
-        continue;
-      } catch (...) {
-        error = std::current_exception();
+/// One attempt of run_claims() under the policies of at least `retry`'s versions.
+Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& held,
+                                                const std::vector<Backend*>& backends,
+                                                Operation operation, const Waiting* waiting,
+                                                const StaleRetry& retry) {
+  co_await held.front().enforcer->turn().yield_if_due();
+  const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
+  std::exception_ptr error = in_force.unconfirmed;
+  const bool reserving = waiting && reservable(in_force.requests);
+  std::optional<ClaimsDecision> decided;
+  if (!error) {
+    try {
+      if (reserving) {
+        decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
+                                            waiting->started);
+      } else {
+        // Why only an acquire_all() that waits is late: try_acquire_all() takes no max_lateness.
+        const Lateness lateness(waiting ? waiting->options.max_lateness
+                                        : std::chrono::microseconds::max());
+        decided = co_await backends.front()->decide_claims(backends, in_force.requests, operation);
+        const Decision& decision = decided->decision;
+        if (decision.allowed && decision.source == Source::redis && lateness.too_late())
+          refuse_late(held);
       }
+    } catch (...) {
+      error = std::current_exception();
     }
-    if (error) {
-      // Each claim's failure policy answers, as one decision; an error that is not
-      // unavailability is rethrown.
-      const std::chrono::microseconds retry_in = retry_in_after(error);
-      std::vector<Decision> answers;
-      for (std::size_t i = 0; i < held.size(); ++i)
-        answers.push_back(held[i].enforcer->decide_on_failure(in_force.requests[i], retry_in));
-      decided.emplace(ClaimsDecision{.decision = binding_decision(answers)});
-      if (waiting) decided->decision.waited = since(waiting->started);
-    }
-    if (decided) co_return decided;
-    retry.restart(stale_deadline(held));  // reserve_and_wait() waited: a new place in the queues
   }
+  if (error) {
+    // Each claim's failure policy answers, as one decision; an error that is not unavailability
+    // (a StalePolicy too, for the ask-again stage) is rethrown.
+    const std::chrono::microseconds retry_in = retry_in_after(error);
+    std::vector<Decision> answers;
+    for (std::size_t i = 0; i < held.size(); ++i)
+      answers.push_back(held[i].enforcer->decide_on_failure(in_force.requests[i], retry_in));
+    decided.emplace(ClaimsDecision{.decision = binding_decision(answers)});
+  }
+  // Why an unconfirmed policy's answer is final: the next call reads the policy again.
+  const bool wait_out = waiting && !reserving && !in_force.unconfirmed;
+  co_return Attempted<ClaimsDecision>{.decision = decided, .wait_out = wait_out};
+}
+
+/// The claims decided by their backends under the policies in force (`waiting`: reserved and
+/// waited for, reserve_and_wait(), or decided to be waited out when they cannot be reserved
+/// on): a follower's claim refused as stale is asked again under its policy read again, until
+/// the call's deadline; when Redis cannot answer, each claim's failure policy answers for it.
+/// None only when `waiting` and the parts were given back or moved: a new place in the queues.
+Task<Attempted<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& held, Operation operation,
+                                           const Waiting* waiting) {
+  const std::vector<Backend*> backends = backends_of(held);
+  const auto attempt = [&](const StaleRetry& retry) {
+    return claims_in_force(held, backends, operation, waiting, retry);
+  };
+  const auto name = [&](std::size_t claim) {
+    return std::string_view(held.at(claim).enforcer->options().name);
+  };
+  StaleRetry retry(stale_deadline(held), held.size());
+  co_return co_await asking_again(std::move(retry), attempt, name);
 }
 
 Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
   const std::vector<HeldClaim> held = checked(claims);
-  const std::optional<ClaimsDecision> decided = co_await run_claims(held, operation, nullptr);
+  const Attempted<ClaimsDecision> decided = co_await run_claims(held, operation, nullptr);
   // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
-  if (operation == Operation::acquire) observe_all(held, *decided);
-  co_return decided->decision;
+  if (operation == Operation::acquire) observe_all(held, *decided.decision);
+  co_return decided.decision->decision;
 }
 
 Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions options) {
@@ -207,19 +205,14 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const Waiting waiting{options, Clock::now()};
-  if (std::optional<ClaimsDecision> reserved =
-          co_await run_claims(held, Operation::acquire, &waiting)) {
-    observe_all(held, *reserved);
-    co_return reserved->decision;
-  }
   for (;;) {
-    std::optional<ClaimsDecision> decided =
-        co_await run_claims(held, Operation::acquire, nullptr, options.max_lateness);
-    const Decision& decision = decided->decision;
-    const auto waited = since(waiting.started);
-    decided->decision.waited = waited;
-    if (decision.allowed || decision.retry_after > options.max_wait - waited) {
-      observe_all(held, *decided);
+    Attempted<ClaimsDecision> attempted = co_await run_claims(held, Operation::acquire, &waiting);
+    if (!attempted.decision) continue;
+    Decision& decision = attempted.decision->decision;
+    decision.waited = since(waiting.started);
+    if (!attempted.wait_out || decision.allowed ||
+        decision.retry_after > options.max_wait - decision.waited) {
+      observe_all(held, *attempted.decision);
       co_return decision;
     }
     co_await sleep_for(held.front().enforcer->loop(), decision.retry_after, options.stop);

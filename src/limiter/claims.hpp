@@ -16,13 +16,6 @@ namespace redlimit::detail {
 
 class PolicyEnforcer;
 
-/// What try_acquire_all() reaches of a Limiter.
-struct LimiterAccess {
-  static const std::shared_ptr<PolicyEnforcer>& enforcer(const Limiter& limiter) noexcept {
-    return limiter.enforcer_;
-  }
-};
-
 /// A claim with its limiter's enforcer, which the call keeps alive.
 struct HeldClaim {
   std::shared_ptr<PolicyEnforcer> enforcer;

@@ -20,10 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::chrono::microseconds since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-}
-
 /// Where each claim's key took the permits of `reservation` (allowed, with no wait): its
 /// ticket's slot, the time its slot's script ran, in Redis time; none in process, whose
 /// decisions carry no Redis time.
@@ -113,10 +109,8 @@ void refuse_late(const std::vector<HeldClaim>& held) {
 }
 
 bool reservable(std::span<const DecideRequest> requests) {
-  return std::all_of(requests.begin(), requests.end(), [](const DecideRequest& request) {
-    const auto& limits = request.policy->limits();
-    return limits.size() == 1 && can_reserve(limits.front().limit.algorithm);
-  });
+  return std::all_of(requests.begin(), requests.end(),
+                     [](const DecideRequest& request) { return request.policy->reservable(); });
 }
 
 Task<std::optional<ClaimsDecision>> reserve_and_wait(const std::vector<HeldClaim>& held,

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "algorithms/exact.hpp"
+#include "algorithms/reservations.hpp"
 #include "policy/compiled_policy.hpp"
 
 namespace redlimit::detail {
@@ -13,11 +14,6 @@ namespace {
 
 std::int64_t scale(std::int64_t value, double share) {
   return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(value * share)));
-}
-
-bool is_bucket(Algorithm algorithm) {
-  return algorithm == Algorithm::gcra || algorithm == Algorithm::token_bucket ||
-         algorithm == Algorithm::leaky_bucket;
 }
 
 /// `limit`'s rate times `share` as p' per d x k microseconds (d its reduced period): k is the
@@ -53,7 +49,7 @@ Limit scaled_bucket(const Limit& limit, double share) {
 Policy fallback_policy(const Policy& policy, double share) {
   Policy out = policy;
   for (Limit& limit : out.limits) {
-    if (is_bucket(limit.algorithm)) {
+    if (can_reserve(limit.algorithm)) {  // a bucket
       limit = scaled_bucket(limit, share);
     } else {
       limit.rate.permits = scale(limit.rate.permits, share);

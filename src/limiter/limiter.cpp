@@ -36,24 +36,26 @@ Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
     : gauge_(gauge_of(options, client.metrics())),
       enforcer_(std::make_shared<detail::PolicyEnforcer>(
           client.loop(), client.shared_dispatcher(), client.stats_publisher(),
-          std::make_unique<detail::RedisBackend>(client.dispatcher()), std::move(policy),
+          std::make_unique<detail::RedisBackend>(client.dispatcher()), detail::fixed_policy(policy),
           std::move(options), client.dispatcher().logger())) {
   gauge_->show(enforcer_->policy());
 }
 
+// Why `options` is copied, not moved, into the enforcer: the arguments of one call are evaluated
+// in no set order, and a move could empty options.name before the source reads it.
 Limiter::Limiter(Client& client, LimiterOptions options)
     : gauge_(gauge_of(options, client.metrics())),
       enforcer_(std::make_shared<detail::PolicyEnforcer>(
           client.loop(), client.shared_dispatcher(), client.stats_publisher(),
           std::make_unique<detail::RedisBackend>(client.dispatcher()),
-          shown_follower(client, options, *gauge_), std::move(options),
+          detail::stored_policies(shown_follower(client, options, *gauge_), options.name), options,
           client.dispatcher().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
     : gauge_(gauge_of(options, nullptr)),
       enforcer_(std::make_shared<detail::PolicyEnforcer>(
-          loop, nullptr, nullptr, std::make_unique<detail::LocalBackend>(), std::move(policy),
-          std::move(options), detail::default_logger())) {
+          loop, nullptr, nullptr, std::make_unique<detail::LocalBackend>(),
+          detail::fixed_policy(policy), std::move(options), detail::default_logger())) {
   gauge_->show(enforcer_->policy());
 }
 

@@ -27,4 +27,10 @@ struct OwnedAcquireOptions {
   bool* slept = nullptr;
 };
 
+/// The time since `start`: what a call waited (Decision::waited).
+inline std::chrono::microseconds since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
 }  // namespace redlimit::detail

@@ -40,24 +40,6 @@ LimiterMetrics* metrics_for(const LimiterOptions& options, const CommandDispatch
 
 PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                                std::shared_ptr<StatsPublisher> stats,
-                               std::unique_ptr<Backend> backend, Policy policy,
-                               LimiterOptions options, std::shared_ptr<spdlog::logger> logger)
-    : PolicyEnforcer(loop, std::move(redis), std::move(stats), std::move(backend),
-                     fixed_policy(policy), std::move(options), std::move(logger)) {}
-
-PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                               std::shared_ptr<StatsPublisher> stats,
-                               std::unique_ptr<Backend> backend,
-                               std::shared_ptr<PolicyFollower> follower, LimiterOptions options,
-                               std::shared_ptr<spdlog::logger> logger)
-    // Why `options` is copied, not moved: the arguments of one call are evaluated in no set
-    // order, and a move could empty options.name before the source reads it.
-    : PolicyEnforcer(loop, std::move(redis), std::move(stats), std::move(backend),
-                     stored_policies(std::move(follower), options.name), options,
-                     std::move(logger)) {}
-
-PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                               std::shared_ptr<StatsPublisher> stats,
                                std::unique_ptr<Backend> backend,
                                std::unique_ptr<PolicySource> source, LimiterOptions options,
                                std::shared_ptr<spdlog::logger> logger)

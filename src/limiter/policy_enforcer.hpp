@@ -24,6 +24,15 @@
 
 namespace redlimit::detail {
 
+/// One attempt of an acquire under the policies in force: the decision the caller gets, one to
+/// wait out and ask again after (`wait_out`: a policy that cannot reserve), or none: reserve
+/// again at once (the policy changed while it waited, or its slot was given back or passed).
+template <class D>
+struct Attempted {
+  std::optional<D> decision;
+  bool wait_out = false;
+};
+
 /// Enforces a Limiter's policy: validation, keys, waiting, failure handling, the deny cache,
 /// and the backend that decides. Shared: a reservation abandoned by a destroyed task is given
 /// back by a spawned task that keeps the enforcer (and its backend) alive until it is done.
@@ -32,15 +41,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// `redis` is the client's dispatcher (for a Redis backend), or null for an in-process
   /// limiter, whose backend cannot fail. It is kept alive as long as the enforcer: the backend
   /// sends through it. `stats` is the client's StatsPublisher (null: the counts stay here).
-  /// `logger` is where failures are reported.
+  /// `logger` is where failures are reported. `source` is the limiter's own policy
+  /// (fixed_policy()), or the policies stored under its name (stored_policies(), never in
+  /// process).
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                  std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
-                 Policy policy, LimiterOptions options, std::shared_ptr<spdlog::logger> logger);
-  /// A limiter that follows the policies stored under its name (PolicyStore), through
-  /// `follower`; `redis`, `stats` and `backend` are as above (never in process).
-  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                 std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
-                 std::shared_ptr<PolicyFollower> follower, LimiterOptions options,
+                 std::unique_ptr<PolicySource> source, LimiterOptions options,
                  std::shared_ptr<spdlog::logger> logger);
   PolicyEnforcer(const PolicyEnforcer&) = delete;
   PolicyEnforcer& operator=(const PolicyEnforcer&) = delete;
@@ -76,13 +82,22 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
     if (redis_) redis_->check_thread();
   }
 
+  /// A validated request under the policy in force for its key, and whether that policy is
+  /// only the one read last (request_in_force()).
+  struct InForce {
+    DecideRequest request;
+    /// With WhenUnread::no_policy, the UnconfirmedPolicy of a follower whose stored policy could
+    /// not be confirmed: `request` is under the policy read last, and the failure policy
+    /// answers it (answer_unconfirmed()); other callers get the error thrown.
+    std::exception_ptr unconfirmed;
+  };
   /// A validated request for `key` under the policy in force for it (PolicySource::resolve():
   /// of at least `min_version`, read by `deadline`, `when_unread` as it says).
-  static Task<DecideRequest> request_in_force(std::shared_ptr<PolicyEnforcer> self, std::string key,
-                                              Operation operation, std::int64_t permits,
-                                              std::int64_t min_version,
-                                              std::chrono::steady_clock::time_point deadline,
-                                              WhenUnread when_unread = WhenUnread::no_policy);
+  static Task<InForce> request_in_force(std::shared_ptr<PolicyEnforcer> self, std::string key,
+                                        Operation operation, std::int64_t permits,
+                                        std::int64_t min_version,
+                                        std::chrono::steady_clock::time_point deadline,
+                                        WhenUnread when_unread = WhenUnread::no_policy);
   /// What every call checks first (see LoopTurn); try_acquire_all() too, whose answers in
   /// process or from failure policies need no I/O either.
   LoopTurn& turn() noexcept { return turn_; }
@@ -123,16 +138,15 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool superseded(const CompiledPolicy& reserved_under, std::string_view key) const;
 
  private:
-  /// What the constructors of both sources share.
-  PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
-                 std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
-                 std::unique_ptr<PolicySource> source, LimiterOptions options,
-                 std::shared_ptr<spdlog::logger> logger);
   /// try_acquire() (`observed` when the observer is active) and peek(): one decision under the
   /// policy in force, from the deny cache, the backend, or the failure policy when Redis cannot
   /// answer (or the breaker is open); asked again when a script refuses the policy as stale.
   static Task<Decision> decide(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                Operation operation, std::int64_t permits, bool observed);
+  /// Names this limiter for asking_again(), whichever claim was refused.
+  auto named() const noexcept {
+    return [this](std::size_t) { return std::string_view(options_.name); };
+  }
   /// acquire() with the observer active, or in shadow mode (one decision, as try_acquire()).
   static Task<Decision> observed_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                          std::int64_t permits, OwnedAcquireOptions options);
@@ -140,6 +154,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// retry_after, each time under the policy in force then.
   static Task<Decision> wait_and_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                          std::int64_t permits, OwnedAcquireOptions options);
+  /// One attempt of wait_and_acquire() (begun at `started`) under the policy of at least
+  /// `retry`'s version.
+  Task<Attempted<Decision>> acquire_in_force(const std::string& key, std::int64_t permits,
+                                             const OwnedAcquireOptions& options,
+                                             std::chrono::steady_clock::time_point started,
+                                             const StaleRetry& retry);
   /// The end of an observed call (`error`, or `decision`) as the observer sees it: rethrows the
   /// error, else returns the decision the caller gets. `max_wait`: acquire()'s; `slept`: it
   /// suspended to wait.
@@ -158,8 +178,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   }
   /// `call(enforcer, request)` (a Task<T>, not a coroutine of its own) on the request for `key`
   /// under the policy in force, asked again under the policy read again when a script refuses
-  /// it as stale (StaleRetry), until the call's deadline: inspect() and adjustments. A store
-  /// that cannot be read raises its Unavailable (WhenUnread::unavailable).
+  /// it as stale (asking_again()): inspect() and adjustments. A store that cannot be read
+  /// raises its Unavailable (WhenUnread::unavailable).
   template <class T, class Call>
   static Task<T> in_force_asking_again(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                        Operation operation, std::int64_t permits, Call call);
@@ -225,21 +245,27 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool counts_published_ = false;  ///< publish_counts() was called
 };
 
+/// One attempt of PolicyEnforcer::in_force_asking_again(): `call` on the request under the
+/// policy of at least `retry`'s version.
+template <class T, class Call>
+Task<T> in_force_once(const std::shared_ptr<PolicyEnforcer>& self, const std::string& key,
+                      Operation operation, std::int64_t permits, const Call& call,
+                      const StaleRetry& retry) {
+  PolicyEnforcer::InForce in_force =
+      co_await PolicyEnforcer::request_in_force(self, key, operation, permits, retry.min_version(),
+                                                retry.deadline(), WhenUnread::unavailable);
+  co_return co_await call(*self, std::move(in_force.request));
+}
+
 template <class T, class Call>
 Task<T> PolicyEnforcer::in_force_asking_again(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                               Operation operation, std::int64_t permits,
                                               Call call) {
+  const auto attempt = [&](const StaleRetry& retry) {
+    return in_force_once<T>(self, key, operation, permits, call, retry);
+  };
   StaleRetry retry(self->stale_deadline());
-  for (;;) {
-    DecideRequest request =
-        co_await request_in_force(self, key, operation, permits, retry.min_version(),
-                                  retry.deadline(), WhenUnread::unavailable);
-    try {
-      co_return co_await call(*self, std::move(request));
-    } catch (const StalePolicy& stale) {
-      retry.refused(stale, self->options_.name);
-    }
-  }
+  co_return co_await asking_again(std::move(retry), attempt, self->named());
 }
 
 }  // namespace redlimit::detail

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "algorithms/exact.hpp"
+#include "algorithms/reservations.hpp"
 #include "algorithms/sliding_window_log.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
@@ -20,11 +21,6 @@ void check_range(const std::string& field, std::int64_t value, std::int64_t low,
     invalid(field, "must be in [" + std::to_string(low) + ", " + std::to_string(high) + "]" + unit +
                        ", got " + std::to_string(value));
   }
-}
-
-bool is_bucket(Algorithm algorithm) {
-  return algorithm == Algorithm::gcra || algorithm == Algorithm::token_bucket ||
-         algorithm == Algorithm::leaky_bucket;
 }
 
 CompiledLimit compile_limit(const Limit& limit, std::size_t index) {
@@ -45,7 +41,7 @@ CompiledLimit compile_limit(const Limit& limit, std::size_t index) {
   out.description =
       field + " (" + std::string(to_string(limit.algorithm)) + " " + to_string(limit.rate) + ")";
   out.spec.algorithm = limit.algorithm;
-  if (is_bucket(limit.algorithm)) {
+  if (can_reserve(limit.algorithm)) {  // a bucket
     const std::int64_t divisor = std::gcd(permits, period);
     const std::int64_t p = permits / divisor;
     const std::int64_t d = period / divisor;
@@ -115,6 +111,10 @@ std::shared_ptr<const CompiledPolicy> CompiledPolicy::only(std::size_t index) co
   one->specs_ = {specs_.at(index)};
   one->policy_.limits = {policy_.limits.at(index)};
   return one;
+}
+
+bool CompiledPolicy::reservable() const noexcept {
+  return limits_.size() == 1 && can_reserve(limits_.front().limit.algorithm);
 }
 
 void CompiledPolicy::check_permits(std::int64_t permits) const {

@@ -68,6 +68,9 @@ class CompiledPolicy {
   std::shared_ptr<const CompiledPolicy> only(std::size_t index) const;
   /// Throws InvalidArgument unless 1 <= permits <= every limit's capacity.
   void check_permits(std::int64_t permits) const;
+  /// Whether acquire() reserves under this policy: a single gcra, token_bucket or leaky_bucket
+  /// limit (else it asks again at each retry_after).
+  bool reservable() const noexcept;
 
  private:
   Policy policy_;

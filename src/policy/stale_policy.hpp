@@ -4,10 +4,17 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <optional>
 #include <stdexcept>
+#include <stop_token>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "redlimit/task.hpp"
 
 namespace redlimit::detail {
 
@@ -33,15 +40,17 @@ class StalePolicy : public std::runtime_error {
 
 /// How a call asks again, under the policies read again, when a script refused its request as
 /// stale: per claim of the call (one for a call on one key), the version to read at least, until
-/// the call's deadline. The one place that rule is written; every call of a limiter loops on it
-/// (a fixed policy, version 0, is never stale).
+/// the call's deadline. The one place that rule is written; every call of a limiter asks again
+/// by it, in asking_again() or, for try_acquire() and peek(), in decide()'s own frame (a fixed
+/// policy, version 0, is never stale).
 class StaleRetry {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// For a call of `claims` claims that ends at `deadline`.
-  explicit StaleRetry(Clock::time_point deadline, std::size_t claims = 1)
-      : deadline_(deadline), others_(claims > 1 ? claims - 1 : 0, 0) {}
+  /// For a call of `claims` claims that ends at `deadline`; a refusal after `stop` was
+  /// requested ends the call cancelled (a waiting acquire() whose give-back was refused).
+  explicit StaleRetry(Clock::time_point deadline, std::size_t claims = 1, std::stop_token stop = {})
+      : deadline_(deadline), others_(claims > 1 ? claims - 1 : 0, 0), stop_(std::move(stop)) {}
 
   /// The version claim `claim`'s policy must have at least (0 before any refusal of it).
   std::int64_t min_version(std::size_t claim = 0) const noexcept {
@@ -49,20 +58,40 @@ class StaleRetry {
   }
   Clock::time_point deadline() const noexcept { return deadline_; }
   /// Takes a refusal of claim `stale.claim()`, a claim of limiter `name`: its next policy is at
-  /// least the refusal's version. Throws TimeoutError once the call's deadline has passed.
+  /// least the refusal's version. Throws Cancelled once stop was requested, TimeoutError once
+  /// the call's deadline has passed.
   void refused(const StalePolicy& stale, std::string_view name);
-  /// Starts over (the call waited): no version asked for, until `deadline`.
-  void restart(Clock::time_point deadline) noexcept {
-    deadline_ = deadline;
-    first_ = 0;
-    std::fill(others_.begin(), others_.end(), 0);
-  }
 
  private:
   Clock::time_point deadline_;
   // Why the first apart: a call on one key, the common case, allocates nothing.
   std::int64_t first_ = 0;
   std::vector<std::int64_t> others_;
+  std::stop_token stop_;
 };
+
+/// The refusal `error` is, when it is a StalePolicy (none for any other error, or none): the
+/// only place that catches one.
+std::optional<StalePolicy> stale_refusal(const std::exception_ptr& error);
+
+/// The ask-again stage of a call: `attempt(retry)` (a Task, under the policies of at least
+/// `retry`'s versions), asked again while a script refuses it as stale, until `retry` says
+/// when to stop; `name(claim)` names the limiter of a refused claim. Every call goes through
+/// it but try_acquire() and peek(), which follow its rule in their own frame (decide()).
+template <class Attempt, class Name>
+std::invoke_result_t<Attempt&, const StaleRetry&> asking_again(StaleRetry retry, Attempt attempt,
+                                                               Name name) {
+  for (;;) {
+    std::exception_ptr error;
+    try {
+      co_return co_await attempt(std::as_const(retry));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const std::optional<StalePolicy> stale = stale_refusal(error);
+    if (!stale) std::rethrow_exception(error);
+    retry.refused(*stale, name(stale->claim()));
+  }
+}
 
 }  // namespace redlimit::detail
