@@ -20,6 +20,7 @@
 #include "redlimit/metrics.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/answer.hpp"
 #include "support/loop_test.hpp"
 #include "support/replicated_server.hpp"
 
@@ -28,16 +29,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// A call's decision and whether it came yet.
-struct Answer {
-  bool done = false;
-  Decision decision{};
-};
-
-Task<void> answer_of(Task<Decision> call, Answer* answer) {
-  answer->decision = co_await std::move(call);
-  answer->done = true;
-}
+using test::Answer;
+using test::answer_of;
 
 /// Starts `call` with the replica stopped; once its script has run on the primary, keeps the
 /// replica stopped 100 ms more (the answer, held by the WAIT, is at least that late), checks
@@ -76,15 +69,7 @@ class LateAdmissionsTest : public test::LoopTest {
   }
 
   test::ReplicatedServer servers_;
-  /// Why so long a replica_timeout: a stopped replica must not make the held calls time out,
-  /// on however slow a machine. Why no reservation lease: a second script call would queue
-  /// behind the held WAIT.
-  Client client_{loop(), ClientOptions{.url = servers_.url(),
-                                       .command_timeout = 10s,
-                                       .reservation_lease = 0ms,
-                                       .stats_interval = 0ms,
-                                       .replicas = 1,
-                                       .replica_timeout = 8s}};
+  Client client_{loop(), servers_.holding_client_options()};
   /// Why 1/min: the state outlives the checks, and a slot reserved is a minute ahead.
   Limiter limiter_{client_, Policy{Limit::gcra("1/min", 1)}, LimiterOptions{.name = "sms"}};
 };

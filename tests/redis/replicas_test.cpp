@@ -21,6 +21,7 @@
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
+#include "support/answer.hpp"
 #include "support/loop_test.hpp"
 #include "support/replicated_server.hpp"
 
@@ -29,15 +30,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// A decision and whether it came yet.
-struct Answer {
-  bool done = false;
-  Decision decision{};
-};
+using test::Answer;
 
 Task<void> decide(Limiter& limiter, std::string key, Answer* answer) {
-  answer->decision = co_await limiter.try_acquire(std::move(key));
-  answer->done = true;
+  co_await test::answer_of(limiter.try_acquire(std::move(key)), answer);
 }
 
 /// Waits until the primary holds at least `count` keys: the script calls ran there.
@@ -68,16 +64,7 @@ class ReplicasTest : public test::LoopTest {
   RedisStats redis() const { return client_.metrics()->snapshot().redis; }
 
   test::ReplicatedServer servers_;
-  /// Why so long a replica_timeout: a stopped replica must not make the held calls time out
-  /// before the test resumes it, on however slow a machine. Why no reservation lease: a denial
-  /// longer than the lease has Redis reclaim dead owners' reservations, a second script call
-  /// (queued behind the batch's WAIT while the replica is stopped).
-  Client client_{loop(), ClientOptions{.url = servers_.url(),
-                                       .command_timeout = 10s,
-                                       .reservation_lease = 0ms,
-                                       .stats_interval = 0ms,
-                                       .replicas = 1,
-                                       .replica_timeout = 8s}};
+  Client client_{loop(), servers_.holding_client_options()};
 };
 
 /// Sends `keys.size()` decisions at once (one batch) while the replica is stopped; checks that

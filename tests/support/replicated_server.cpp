@@ -6,6 +6,16 @@
 
 namespace redlimit::test {
 
+ClientOptions ReplicatedServer::holding_client_options() const {
+  using namespace std::chrono_literals;
+  return ClientOptions{.url = url(),
+                       .command_timeout = 10s,
+                       .reservation_lease = 0ms,
+                       .stats_interval = 0ms,
+                       .replicas = 1,
+                       .replica_timeout = 8s};
+}
+
 ReplicatedServer::ReplicatedServer()
     : replica_({"--replicaof", "127.0.0.1", std::to_string(primary_.port())}) {
   wait_until_linked();
