@@ -321,6 +321,49 @@ TEST_F(ShortReplicaTimeoutTest, LeasesAndPolicyWritesWaitForTheReplicaToo) {
   EXPECT_EQ(redis().replica_shortfalls, 2u);
 }
 
+// A call's WAIT that the primary does not answer (the primary stopped while the WAIT blocks on
+// it) ends the call at the call's own deadline, as unavailability: the WAIT command itself may
+// take its timeout plus a command timeout before its connection counts as lost, which is past
+// the call's deadline. Shown without timing: the call is answered while the primary is still
+// stopped and the WAIT is still in flight on its connection (it would have been dropped by then
+// had the call waited for it); and the connection is kept.
+TEST_F(ReplicaOptionsTest, ACallWhoseWaitIsUnansweredEndsAtItsOwnDeadline) {
+  test::ReplicatedServer servers;
+  // Why these: the WAIT goes with half of the call's 4 s (2 s), and its connection counts as
+  // lost only 2 s + 4 s after it was sent: 2 s after the call's deadline.
+  Client client(loop(), ClientOptions{.url = servers.url(),
+                                      .command_timeout = 4s,
+                                      .stats_interval = 0ms,
+                                      .replicas = 1,
+                                      .replica_timeout = 3s});
+  Limiter limiter(client, Policy{Limit::gcra("1/min", 5)}, LimiterOptions{.name = "sms"});
+  servers.replica().pause();
+  Answer answer;
+  std::int64_t in_flight_when_answered = -1;
+  const auto scenario = [](uv_loop_t* loop, Limiter& limiter, Client& client,
+                           test::ReplicatedServer& servers, Answer* answer,
+                           std::int64_t* in_flight) -> Task<void> {
+    TaskGroup call;
+    call.add(decide(limiter, "k", answer));
+    co_await until_keys(loop, servers.primary(), 1);
+    servers.primary().pause();  // the WAIT blocks on the primary, which now answers nothing
+    for (int i = 0; i < 2000 && !answer->done; ++i)
+      co_await sleep_for(loop, 5ms);
+    *in_flight = client.metrics()->snapshot().redis.commands_in_flight;
+    servers.primary().resume();
+    servers.replica().resume();
+    co_await call.join();
+  };
+  run(loop(), scenario(loop(), limiter, client, servers, &answer, &in_flight_when_answered));
+  const RedisStats redis = client.metrics()->snapshot().redis;
+  run(loop(), client.close());
+  ASSERT_TRUE(answer.done);
+  EXPECT_FALSE(answer.decision.allowed);
+  EXPECT_EQ(answer.decision.source, Source::fail_closed);
+  EXPECT_EQ(in_flight_when_answered, 1) << "the WAIT was still waiting for the primary";
+  EXPECT_EQ(redis.reconnects, 0u);
+}
+
 TEST_F(ReplicaOptionsTest, AreCheckedAtConstruction) {
   const auto make = [this](int replicas, std::chrono::milliseconds timeout) {
     Client client(loop(), ClientOptions{.url = "redis://127.0.0.1:1",
