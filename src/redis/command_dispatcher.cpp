@@ -212,7 +212,7 @@ Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
 ReplicaWaits& CommandDispatcher::replica_waits(Connection& connection) {
   if (connection.replica_waits() == nullptr) {
     connection.attach_replica_waits(
-        std::make_unique<ReplicaWaits>(connection, background_, options_.replicas,
+        std::make_unique<ReplicaWaits>(loop_, connection, background_, options_.replicas,
                                        options_.replica_timeout, options_.command_timeout));
   }
   return *connection.replica_waits();

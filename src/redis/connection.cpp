@@ -320,6 +320,9 @@ Task<void> Connection::close() {
   // ready queue); close only once nothing is left.
   for (Drained drained(*this); !drained.await_ready();)
     co_await drained;
+  // Why here: its WAITs were answered in the drain, and its timer must close with the loop's
+  // other handles of the client.
+  replica_waits_.reset();
   session_.release();
   deadlines_.close();
   ready_.close();

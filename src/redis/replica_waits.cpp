@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,14 +37,29 @@ void WaitRound::finish(std::int64_t acknowledged, std::exception_ptr error) {
   waiters_.clear();
 }
 
-ReplicaWaits::ReplicaWaits(Connection& connection, BackgroundTasks& tasks, int replicas,
-                           std::chrono::milliseconds replica_timeout,
+ReplicaWaits::ReplicaWaits(uv_loop_t* loop, Connection& connection, BackgroundTasks& tasks,
+                           int replicas, std::chrono::milliseconds replica_timeout,
                            std::chrono::milliseconds command_timeout)
     : connection_(connection),
       tasks_(tasks),
       replicas_(replicas),
       replica_timeout_(replica_timeout),
-      command_timeout_(command_timeout) {}
+      command_timeout_(command_timeout) {
+  overdue_.init(loop, uv_timer_init);
+  overdue_.get()->data = this;
+}
+
+void ReplicaWaits::on_overdue(uv_timer_t* timer) {
+  auto* self = static_cast<ReplicaWaits*>(timer->data);
+  WaitRound* const round = self->sent_;
+  if (round == nullptr || round->done()) return;
+  // Why nothing after finish(): a resumed caller may close the client, and this object with it.
+  round->finish(0, std::make_exception_ptr(TimeoutError(
+                       "redis " + self->connection_.name() +
+                           ": the WAIT for ClientOptions::replicas was not answered by the "
+                           "call's deadline; the writes stay on the primary",
+                       true)));
+}
 
 std::shared_ptr<WaitRound> ReplicaWaits::cover(Clock::time_point deadline) {
   if (in_flight_) {
@@ -73,6 +89,10 @@ Task<void> ReplicaWaits::run(std::shared_ptr<WaitRound> round) {
     // only a reply later still means the connection is lost. Why a follow-up: it completes
     // the calls in flight when the client began to close.
     const auto deadline = Clock::now() + round->timeout() + command_timeout_;
+    sent_ = round.get();
+    const auto until_due = std::chrono::ceil<std::chrono::milliseconds>(
+        std::max(round->deadline() - Clock::now(), Clock::duration::zero()));
+    uv_timer_start(overdue_.get(), &on_overdue, static_cast<std::uint64_t>(until_due.count()), 0);
     std::int64_t acknowledged = 0;
     std::exception_ptr error;
     try {
@@ -98,11 +118,14 @@ Task<void> ReplicaWaits::run(std::shared_ptr<WaitRound> round) {
       error = std::current_exception();
     }
     if (!*alive) co_return;
+    uv_timer_stop(overdue_.get());
+    sent_ = nullptr;
     std::shared_ptr<WaitRound> answered = std::move(round);
     round = std::exchange(next_, nullptr);
     in_flight_ = round != nullptr;
     // Why last: a resumed caller may send calls (they join the next round) or close the client.
-    answered->finish(acknowledged, std::move(error));
+    // Why maybe done: its calls' deadline passed first (on_overdue).
+    if (!answered->done()) answered->finish(acknowledged, std::move(error));
     if (!*alive) co_return;
   }
 }

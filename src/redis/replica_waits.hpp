@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "redlimit/task.hpp"
+#include "runtime/uv_handle.hpp"
 
 namespace redlimit::detail {
 
@@ -80,15 +81,18 @@ class WaitRound {
 /// timeout passes, so WAITs sent back to back would block it one timeout each when a replica
 /// is down. A script call sent while none is in flight is followed at once by its own WAIT,
 /// pipelined behind it; calls sent while one is in flight share the next WAIT, sent as soon
-/// as that one is answered.
+/// as that one is answered. A round still unanswered at the earliest deadline of its calls
+/// ends then for them (TimeoutError, maybe executed), while its WAIT goes on on the connection:
+/// the WAIT command may take its timeout plus a command timeout before the connection counts
+/// as lost, and the calls are due by their own deadlines.
 class ReplicaWaits {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// `connection` and `tasks` (where a round's WAIT is awaited) must outlive this object;
-  /// `command_timeout` bounds how long a WAIT may take past its timeout before the connection
-  /// counts as lost.
-  ReplicaWaits(Connection& connection, BackgroundTasks& tasks, int replicas,
+  /// `connection` and `tasks` (where a round's WAIT is awaited) must outlive this object, which
+  /// lives on `loop`; `command_timeout` bounds how long a WAIT may take past its timeout
+  /// before the connection counts as lost.
+  ReplicaWaits(uv_loop_t* loop, Connection& connection, BackgroundTasks& tasks, int replicas,
                std::chrono::milliseconds replica_timeout,
                std::chrono::milliseconds command_timeout);
   ~ReplicaWaits() { *alive_ = false; }
@@ -103,6 +107,8 @@ class ReplicaWaits {
  private:
   /// Sends the WAIT of `round`, and of each next round, until none is due.
   Task<void> run(std::shared_ptr<WaitRound> round);
+  /// The deadline of the round whose WAIT is in flight passed: its calls end.
+  static void on_overdue(uv_timer_t* timer);
 
   Connection& connection_;
   BackgroundTasks& tasks_;
@@ -111,6 +117,8 @@ class ReplicaWaits {
   std::chrono::milliseconds command_timeout_;
   bool in_flight_ = false;
   std::shared_ptr<WaitRound> next_;  ///< calls sent while a WAIT is in flight
+  WaitRound* sent_ = nullptr;        ///< the round whose WAIT is in flight (run() holds it)
+  UvHandle<uv_timer_t> overdue_;     ///< fires at sent_'s deadline
   /// Why: a caller resumed by a round may close the client, and this object with it.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
