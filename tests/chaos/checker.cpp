@@ -496,6 +496,10 @@ std::vector<Recovery> check_recovery(Context& c) {
 
 void check_connections(Context& c) {
   const auto& samples = c.run.connections;
+  if (samples.empty()) {
+    c.summary << "connections: not sampled\n";
+    return;
+  }
   const double per_second_bound = c.options.connections_per_worker_per_second * c.run.fleet_size;
   double worst = 0;
   std::int64_t worst_at = 0;
@@ -578,7 +582,12 @@ void summarize_faults(Context& c, const std::vector<Recovery>& recovery,
   c.summary << "recovery (ms from each fault's end until, in every stream, every live worker "
                "decided in Redis and one was admitted by Redis):\n"
             << line;
-  for (FaultKind kind : all_fault_kinds) {
+  std::vector<FaultKind> kinds;  // in the order each first happened
+  for (const FaultRun& fault : c.run.faults) {
+    if (std::find(kinds.begin(), kinds.end(), fault.kind) == kinds.end())
+      kinds.push_back(fault.kind);
+  }
+  for (FaultKind kind : kinds) {
     std::vector<std::int64_t> times;
     long slow = 0, late_calls = 0, error_calls = 0;
     Recovery worst;

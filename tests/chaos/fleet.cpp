@@ -33,11 +33,13 @@ pid_t start_worker(std::vector<std::string> args, const std::string& stderr_path
 
 }  // namespace
 
-Fleet::Fleet(std::string binary, std::string url, std::string log_dir, std::uint64_t seed, int size)
+Fleet::Fleet(std::string binary, std::string url, std::string log_dir, std::uint64_t seed, int size,
+             std::vector<std::string> worker_options)
     : binary_(std::move(binary)),
       url_(std::move(url)),
       log_dir_(std::move(log_dir)),
       seed_(seed),
+      worker_options_(std::move(worker_options)),
       slots_(static_cast<std::size_t>(size), -1) {}
 
 Fleet::~Fleet() {
@@ -55,9 +57,11 @@ void Fleet::launch(int slot) {
   WorkerRun run;
   run.log_path = log_dir_ + "/worker-" + std::to_string(index) + ".log";
   run.start_ns = monotonic_ns();
-  run.pid = start_worker(
-      {binary_, url_, run.log_path, std::to_string(seed_ + 1 + static_cast<unsigned>(index))},
-      log_dir_ + "/worker-" + std::to_string(index) + ".stderr");
+  std::vector<std::string> args{binary_, url_, run.log_path,
+                                std::to_string(seed_ + 1 + static_cast<unsigned>(index))};
+  args.insert(args.end(), worker_options_.begin(), worker_options_.end());
+  run.pid =
+      start_worker(std::move(args), log_dir_ + "/worker-" + std::to_string(index) + ".stderr");
   runs_.push_back(run);
   slots_[static_cast<std::size_t>(slot)] = index;
 }
@@ -77,6 +81,12 @@ void Fleet::kill_and_replace(int slot) {
     run.killed = true;
   }
   launch(slot);
+}
+
+void Fleet::kill_in_burst(int slot) {
+  start_burst(slot);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  kill_and_replace(slot);
 }
 
 void Fleet::stop(int grace_ms) {

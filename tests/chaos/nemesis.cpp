@@ -31,11 +31,30 @@ std::pair<int, int> length_range(FaultKind kind) {
       return {500, 1500};
     case FaultKind::acl_subscribe:
       return {1000, 2000};
+    case FaultKind::replica_stall:
+      return {200, 1500};
     case FaultKind::script_flush:
     case FaultKind::worker_kill:
+    case FaultKind::failover:
+    case FaultKind::primary_kill:
       return {0, 0};
   }
   return {0, 0};
+}
+
+/// What a fault takes beyond its length, as planned: the burst before a worker_kill; the
+/// sentinels' promotion (a kill waits for their 5 s down-after) and the new replica's sync.
+milliseconds planned_settling(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::worker_kill:
+      return 150ms;
+    case FaultKind::failover:
+      return 3000ms;
+    case FaultKind::primary_kill:
+      return 9000ms;
+    default:
+      return 0ms;
+  }
 }
 
 long long info_field(const Reply& reply, const std::string& field) {
@@ -90,11 +109,18 @@ std::string_view to_string(FaultKind kind) {
       return "acl_subscribe";
     case FaultKind::worker_kill:
       return "worker_kill";
+    case FaultKind::failover:
+      return "failover";
+    case FaultKind::primary_kill:
+      return "primary_kill";
+    case FaultKind::replica_stall:
+      return "replica_stall";
   }
   return "?";
 }
 
-std::vector<Fault> make_schedule(std::uint64_t seed, milliseconds run_length, int fleet_size) {
+std::vector<Fault> make_schedule(std::uint64_t seed, milliseconds run_length, int fleet_size,
+                                 std::span<const FaultKind> kinds) {
   std::mt19937_64 random(seed);
   auto uniform = [&random](int low, int high) {
     return std::uniform_int_distribution<int>(low, high)(random);
@@ -102,16 +128,14 @@ std::vector<Fault> make_schedule(std::uint64_t seed, milliseconds run_length, in
   std::vector<Fault> schedule;
   milliseconds planned = warmup;
   for (;;) {
-    std::vector<FaultKind> round(std::begin(all_fault_kinds), std::end(all_fault_kinds));
+    std::vector<FaultKind> round(kinds.begin(), kinds.end());
     std::shuffle(round.begin(), round.end(), random);
     for (FaultKind kind : round) {
       const auto [low, high] = length_range(kind);
       Fault fault{kind, milliseconds(uniform(low, high)), min_gap + milliseconds(uniform(0, 1500)),
                   -1};
       if (kind == FaultKind::worker_kill) fault.victim = uniform(0, fleet_size - 1);
-      // A worker_kill lasts 150 ms (the burst before the kill).
-      const milliseconds takes =
-          fault.length + fault.gap + (kind == FaultKind::worker_kill ? 150ms : 0ms);
+      const milliseconds takes = fault.length + fault.gap + planned_settling(kind);
       if (planned + takes > run_length) return schedule;
       planned += takes;
       schedule.push_back(fault);
@@ -163,10 +187,12 @@ FaultRun Nemesis::inject(const Fault& fault, std::vector<Restart>& restarts) {
       admin({"ACL", "SETUSER", "redlimit", "+subscribe"});
       break;
     case FaultKind::worker_kill:
-      fleet_.start_burst(fault.victim);
-      std::this_thread::sleep_for(150ms);
-      fleet_.kill_and_replace(fault.victim);
+      fleet_.kill_in_burst(fault.victim);
       break;
+    case FaultKind::failover:
+    case FaultKind::primary_kill:
+    case FaultKind::replica_stall:
+      throw std::logic_error("a fault of a replicated deployment, on one server");
   }
   run.end_ns = monotonic_ns();
   return run;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "chaos/fleet.hpp"
@@ -28,10 +29,11 @@ struct Fault {
 inline constexpr std::chrono::milliseconds warmup{3000};
 inline constexpr std::chrono::milliseconds min_gap{3000};
 
-/// Rounds of every fault kind in a random order, with random lengths and gaps, filling
-/// `run_length` (the last fault's gap ends by then). A function of its arguments only.
+/// Rounds of every fault of `kinds` in a random order, with random lengths and gaps, filling
+/// `run_length` (the last fault's gap ends by then, as planned: a failover takes what the
+/// deployment takes). A function of its arguments only.
 std::vector<Fault> make_schedule(std::uint64_t seed, std::chrono::milliseconds run_length,
-                                 int fleet_size);
+                                 int fleet_size, std::span<const FaultKind> kinds);
 
 /// Makes faults on one server and fleet. Counts every connection it opens in `own_connections`
 /// (the connection-rate check subtracts them).

@@ -27,12 +27,22 @@ enum class FaultKind {
                   ///< then given back
   worker_kill,    ///< one worker told to start burst_calls waiting acquire() calls, SIGKILLed
                   ///< 150 ms later, and replaced by a new worker (the fault ends at the kill)
+  // A Sentinel deployment's (replicated_nemesis.hpp). Each ends when the deployment is whole
+  // again: a primary the sentinels name, with its replica acknowledging writes.
+  failover,       ///< SENTINEL FAILOVER; the old primary then follows the new one
+  primary_kill,   ///< SIGKILL the primary; once the sentinels promote the replica, the old
+                  ///< primary is started again, empty, as its replica
+  replica_stall,  ///< SIGSTOP the replica, SIGCONT after the length
 };
-inline constexpr FaultKind all_fault_kinds[] = {FaultKind::stop,          FaultKind::restart,
-                                                FaultKind::script_flush,  FaultKind::pause_write,
-                                                FaultKind::pause_all,     FaultKind::debug_sleep,
-                                                FaultKind::oom,           FaultKind::maxclients,
-                                                FaultKind::acl_subscribe, FaultKind::worker_kill};
+/// The faults of the run on one redis-server.
+inline constexpr FaultKind single_server_fault_kinds[] = {
+    FaultKind::stop,        FaultKind::restart,    FaultKind::script_flush,
+    FaultKind::pause_write, FaultKind::pause_all,  FaultKind::debug_sleep,
+    FaultKind::oom,         FaultKind::maxclients, FaultKind::acl_subscribe,
+    FaultKind::worker_kill};
+/// The faults of the run on a primary, its replica and three sentinels.
+inline constexpr FaultKind replicated_fault_kinds[] = {
+    FaultKind::failover, FaultKind::primary_kill, FaultKind::replica_stall, FaultKind::worker_kill};
 
 std::string_view to_string(FaultKind kind);
 

@@ -34,7 +34,7 @@ int open_fds(pid_t pid) {
 
 }  // namespace
 
-Sampler::Sampler(const test::RedisServer& redis, const Fleet& fleet,
+Sampler::Sampler(const test::RedisServer* redis, const Fleet& fleet,
                  std::atomic<long long>& own_connections)
     : redis_(redis), fleet_(fleet), own_connections_(own_connections), thread_([this] { run(); }) {}
 
@@ -53,7 +53,7 @@ void Sampler::finish(std::vector<ConnectionSample>& connections,
 
 void Sampler::run() {
   for (int tick = 0; !stopping_; ++tick) {
-    sample_connections();
+    if (redis_ != nullptr) sample_connections();
     if (tick % 4 == 0) sample_processes();
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
@@ -63,7 +63,7 @@ void Sampler::sample_connections() {
   ConnectionSample sample;
   sample.own = ++own_connections_;  // this sample's own connection
   try {
-    const Reply reply = redis_.command({"INFO", "stats"});
+    const Reply reply = redis_->command({"INFO", "stats"});
     if (reply.type != Reply::Type::string) return;
     sample.received = stats_field(reply.str, "total_connections_received");
     sample.rejected = stats_field(reply.str, "rejected_connections");

@@ -1,7 +1,8 @@
 #pragma once
 /// @file sampler.hpp
 /// A thread that samples, during the run, the server's connection counters (INFO stats) every
-/// 250 ms and each live worker's VmRSS and open descriptors every second.
+/// 250 ms and each live worker's VmRSS and open descriptors every second. With no server (a
+/// replicated deployment, whose primary changes), only the workers are sampled.
 
 #include <atomic>
 #include <mutex>
@@ -16,8 +17,9 @@ namespace redlimit::chaos {
 
 class Sampler {
  public:
-  /// Starts sampling at once; counts its own connections in `own_connections`.
-  Sampler(const test::RedisServer& redis, const Fleet& fleet,
+  /// Starts sampling at once; counts its own connections in `own_connections`. `redis` may be
+  /// null.
+  Sampler(const test::RedisServer* redis, const Fleet& fleet,
           std::atomic<long long>& own_connections);
   ~Sampler();
   Sampler(const Sampler&) = delete;
@@ -31,7 +33,7 @@ class Sampler {
   void sample_connections();
   void sample_processes();
 
-  const test::RedisServer& redis_;
+  const test::RedisServer* redis_;
   const Fleet& fleet_;
   std::atomic<long long>& own_connections_;
   std::atomic<bool> stopping_{false};

@@ -3,13 +3,15 @@
 // calls at once (a backlog of reservations the nemesis then kills). If calls are still running
 // 3 s after SIGTERM, it logs them as hanging and exits with status 3.
 //
-// usage: chaos_worker <redis-url> <log> <seed>
+// usage: chaos_worker <redis-url> <log> <seed> [replicas=N]
+// replicas=N sets ClientOptions::replicas (replica_timeout stays its default).
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chaos/call_log.hpp"
@@ -319,8 +321,9 @@ void on_burst(uv_signal_t*, int) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: chaos_worker <redis-url> <log> <seed>\n");
+  const std::string_view replicas_option = argc == 5 ? argv[4] : "replicas=0";
+  if ((argc != 4 && argc != 5) || !replicas_option.starts_with("replicas=")) {
+    std::fprintf(stderr, "usage: chaos_worker <redis-url> <log> <seed> [replicas=N]\n");
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);
@@ -331,6 +334,7 @@ int main(int argc, char** argv) {
     options.url = argv[1];
     options.command_timeout = command_timeout;
     options.reconnect_max = reconnect_max;
+    options.replicas = std::stoi(std::string(replicas_option.substr(9)));
     Client client(&loop, options);
     Worker worker(&loop, client, argv[2], std::stoull(argv[3]));
     the_worker = &worker;

@@ -71,40 +71,21 @@ class Deployment {
   void wait_until_replicated() {
     if (cluster_) {
       cluster_->wait_healthy(60s);
-      return;
+    } else {
+      sentinels_->wait_until_replicated(60s);
     }
-    test::RedisServer& primary = sentinels_->primary();
-    wait_until(
-        [&] {
-          return primary.command({"WAIT", "1", "100"}).integer >= 1;
-        },
-        60s, "the replica to link");
   }
   std::string dir() const { return cluster_ ? cluster_->node(0).dir() : sentinels_->node(0).dir(); }
 
   /// Makes the fault happen, and brings the deployment back to a primary with a replica.
   void strike(const std::string& slot_key) {
     switch (fault_) {
-      case Fault::sentinel_failover: {
-        test::RedisServer& old_primary = sentinels_->primary();
-        const int new_port = sentinels_->failover();
-        // Why: the new primary has no replica until the old one follows it, which the sentinels
-        // do only within their 10 s INFO period; meanwhile replicas = 1 admits nothing.
-        old_primary.command({"REPLICAOF", "127.0.0.1", std::to_string(new_port)});
+      case Fault::sentinel_failover:
+        sentinels_->failover_and_rejoin();
         return;
-      }
-      case Fault::sentinel_kill: {
-        const int old_port = sentinels_->primary_port_by_sentinels();
-        test::RedisServer& old_primary = sentinels_->primary();
-        old_primary.kill();
-        wait_until([&] { return sentinels_->primary_port_by_sentinels() != old_port; }, 60s,
-                   "the sentinels to promote the replica");
-        // Why restarted as a replica: the new primary has none until the old node follows it.
-        old_primary.start();
-        old_primary.command(
-            {"REPLICAOF", "127.0.0.1", std::to_string(sentinels_->primary_port_by_sentinels())});
+      case Fault::sentinel_kill:
+        sentinels_->kill_primary_and_rejoin();
         return;
-      }
       case Fault::cluster_kill: {
         const std::size_t old_primary = cluster_->primary_of_slot(detail::key_slot(slot_key));
         cluster_->node(old_primary).kill();

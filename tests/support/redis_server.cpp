@@ -206,10 +206,18 @@ void RedisServer::start() {
 }
 
 Reply RedisServer::command(const std::vector<std::string>& argv) const {
+  return commands({argv});
+}
+
+Reply RedisServer::commands(const std::vector<std::vector<std::string>>& argvs) const {
   ContextPtr context = connect(socket_path(), password_);
   if (!context) throw std::runtime_error("cannot connect to the test redis-server");
-  ReplyPtr reply = send(context.get(), argv);
-  if (!reply) throw std::runtime_error("no reply from the test redis-server");
+  ReplyPtr reply;
+  for (const auto& argv : argvs) {
+    reply = send(context.get(), argv);
+    if (!reply) throw std::runtime_error("no reply from the test redis-server");
+  }
+  if (!reply) throw std::runtime_error("no command for the test redis-server");
   return std::move(detail::built_reply(reply.get()));
 }
 

@@ -43,6 +43,9 @@ class RedisServer {
   /// default user, with the password given by `--requirepass`, if any) and returns the reply;
   /// an error reply comes back as Reply::Type::error.
   Reply command(const std::vector<std::string>& argv) const;
+  /// Sends `argvs` one after another over one such connection and returns the last reply: for
+  /// a command that reads what its connection did before, as WAIT does.
+  Reply commands(const std::vector<std::vector<std::string>>& argvs) const;
   /// command(), expecting an integer reply.
   long long integer(const std::vector<std::string>& argv) const;
   /// Every key, by SCAN.

@@ -213,4 +213,49 @@ int SentinelGroup::failover() {
   }
 }
 
+RedisServer& SentinelGroup::node_on(int port) {
+  for (std::size_t n = 0; n < nodes_.size(); ++n)
+    if (node_ports_[n] == port) return *nodes_[n];
+  throw std::runtime_error("no data node on port " + std::to_string(port));
+}
+
+int SentinelGroup::failover_and_rejoin() {
+  RedisServer& old_primary = primary();
+  const int new_port = failover();
+  old_primary.command({"REPLICAOF", "127.0.0.1", std::to_string(new_port)});
+  return new_port;
+}
+
+int SentinelGroup::kill_primary_and_rejoin() {
+  const int old_port = primary_port_by_sentinels();
+  RedisServer& old_primary = node_on(old_port);
+  old_primary.kill();
+  const auto give_up = Clock::now() + 60s;
+  int new_port = old_port;
+  while ((new_port = primary_port_by_sentinels()) == old_port) {
+    if (Clock::now() > give_up) throw std::runtime_error("the sentinels promoted no replica");
+    std::this_thread::sleep_for(50ms);
+  }
+  old_primary.start();
+  old_primary.command({"REPLICAOF", "127.0.0.1", std::to_string(new_port)});
+  return new_port;
+}
+
+void SentinelGroup::wait_until_replicated(std::chrono::seconds timeout) {
+  const auto give_up = Clock::now() + timeout;
+  for (;;) {
+    try {
+      // Why a write first, on the same connection: WAIT counts the replicas that acknowledged
+      // its connection's last write, so with none it counts a replica in its full sync too.
+      const Reply acknowledged =
+          primary().commands({{"INCR", "redlimit-test:replication-probe"}, {"WAIT", "1", "100"}});
+      if (acknowledged.integer >= 1) return;
+    } catch (const std::exception&) {
+      // no primary yet, or it is loading: asked again
+    }
+    if (Clock::now() > give_up) throw std::runtime_error("no replica holds the primary's writes");
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
 }  // namespace redlimit::test

@@ -2,6 +2,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,16 @@ class SentinelGroup {
   /// SENTINEL FAILOVER, then waits (up to 20 s) until the sentinels name the other node and
   /// it answers ROLE as a primary. Returns the port of the new primary.
   int failover();
+  /// failover(), then the old primary follows the new one at once (the sentinels would tell it
+  /// to only within their 10 s INFO period; until then the new primary has no replica).
+  /// Returns the new primary's port.
+  int failover_and_rejoin();
+  /// SIGKILLs the primary, waits (up to 60 s) until the sentinels promote the replica, then
+  /// starts the old primary again, empty, as the new one's replica. Returns the new port.
+  int kill_primary_and_rejoin();
+  /// Waits (up to `timeout`) until a replica acknowledges a write made on the primary (WAIT 1
+  /// after an INCR of redlimit-test:replication-probe). Throws std::runtime_error otherwise.
+  void wait_until_replicated(std::chrono::seconds timeout);
   /// The port the sentinels name for the primary now.
   int primary_port_by_sentinels() const;
   /// The certificates of a TLS group (Options::tls).
@@ -65,6 +76,8 @@ class SentinelGroup {
   std::vector<std::string> data_node_args(int port) const;
   void start_sentinel(Sentinel& sentinel, const std::string& config);
   void wait_until_monitoring() const;
+  /// The data node the sentinels know by `port`.
+  RedisServer& node_on(int port);
 
   Options options_;
   std::string dir_;
