@@ -1,7 +1,5 @@
 // try_acquire_all(): one decision over several (limiter, key) claims, all or nothing.
 
-#include "limiter/claims.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -9,6 +7,7 @@
 #include "limiter/lateness.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
 #include "policy/stale_policy.hpp"
 #include "policy/validation.hpp"
@@ -20,6 +19,13 @@ namespace detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Whether acquire_all() can reserve on `requests`: each policy a single gcra, token_bucket or
+/// leaky_bucket limit (else it asks again at each retry_after).
+bool reservable(std::span<const DecideRequest> requests) {
+  return std::all_of(requests.begin(), requests.end(),
+                     [](const DecideRequest& request) { return request.policy->reservable(); });
+}
 
 std::string claim_name(std::size_t index) {
   return "Claim " + std::to_string(index);
@@ -142,8 +148,8 @@ Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& he
   if (!error) {
     try {
       if (reserving) {
-        decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
-                                            waiting->started);
+        decided =
+            co_await reserve_and_wait(held, in_force.requests, waiting->options, waiting->started);
       } else {
         // Why only an acquire_all() that waits is late: try_acquire_all() takes no max_lateness.
         const Lateness lateness(waiting ? waiting->options.max_lateness
