@@ -70,8 +70,9 @@ Task<Attempted<Decision>> PolicyEnforcer::acquire_in_force(const std::string& ke
   } catch (...) {
     error = std::current_exception();
   }
-  // Why retry_in_after() first: it rethrows what is not unavailability; a StalePolicy goes to
-  // the ask-again stage, where a follower reads its policy again and asks once more.
+  // The failure policy answers what kept Redis from answering (or came too late);
+  // retry_in_after() rethrows the rest: a StalePolicy goes to the ask-again stage, where a
+  // follower reads its policy again and asks once more.
   std::optional<Decision> decision;
   if (error) {
     decision = decide_on_failure(in_force.request, retry_in_after(error));
