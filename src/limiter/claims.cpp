@@ -20,13 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Whether acquire_all() can reserve on `requests`: each policy a single gcra, token_bucket or
-/// leaky_bucket limit (else it asks again at each retry_after).
-bool reservable(std::span<const DecideRequest> requests) {
-  return std::all_of(requests.begin(), requests.end(),
-                     [](const DecideRequest& request) { return request.policy->reservable(); });
-}
-
 std::string claim_name(std::size_t index) {
   return "Claim " + std::to_string(index);
 }
@@ -143,7 +136,12 @@ Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& he
   co_await held.front().enforcer->turn().yield_if_due();
   const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
   std::exception_ptr error = in_force.unconfirmed;
-  const bool reserving = waiting && reservable(in_force.requests);
+  // Reserved on when each policy is a single gcra, token_bucket or leaky_bucket limit (else
+  // asked again at each retry_after).
+  const bool reserving = waiting && std::all_of(in_force.requests.begin(), in_force.requests.end(),
+                                                [](const DecideRequest& request) {
+                                                  return request.policy->reservable();
+                                                });
   std::optional<ClaimsDecision> decided;
   if (!error) {
     try {

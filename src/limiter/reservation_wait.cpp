@@ -422,17 +422,6 @@ Task<void> give_back_orphan(std::vector<HeldClaim> held, std::vector<DecideReque
   co_await give_back_all(std::move(parts));
 }
 
-/// Where each claim's key took the permits of `reservation` (allowed, with no wait): its
-/// ticket's slot, the time its slot's script ran, in Redis time; none in process, whose
-/// decisions carry no Redis time.
-std::vector<std::int64_t> claim_times(const ClaimsReservation& reservation) {
-  std::vector<std::int64_t> times;
-  if (reservation.decision.source != Source::redis) return times;
-  for (const ClaimReservation& part : reservation.claims)
-    times.push_back(part.ticket.slot.us);
-  return times;
-}
-
 }  // namespace
 
 void refuse_late(std::span<const HeldClaim> held) {
@@ -521,8 +510,11 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   if (!decision.allowed || (reservation->wait_us == 0 && !crossed)) {
     if (late) refuse_late(held);
     ClaimsDecision decided{.decision = decision};
-    // Why each claim's own time: across cluster slots each slot's script ran at its own.
-    if (decision.allowed) decided.server_times_us = claim_times(*reservation);
+    // Why each claim's own time (its ticket's slot): across cluster slots each slot's script
+    // ran at its own. In process decisions carry no Redis time.
+    for (const ClaimReservation& part : reservation->claims) {
+      if (decision.source == Source::redis) decided.server_times_us.push_back(part.ticket.slot.us);
+    }
     co_return decided;
   }
   const auto reserved_wake = Clock::now() + std::chrono::microseconds(reservation->wait_us);
