@@ -436,6 +436,7 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
                                                      const OwnedAcquireOptions& options,
                                                      Clock::time_point started) {
   PolicyEnforcer& first = *held.front().enforcer;
+  const std::string_view call = held.size() == 1 ? "acquire" : "acquire_all";  // in errors
   // Why before the turn: a follower's request was confirmed with the server at this contact.
   const std::uint64_t contact = first.contact();
   co_await first.turn().yield_if_due();
@@ -493,7 +494,8 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   const std::int64_t reserved_at_us = reservation->slot_us - reservation->wait_us;
   if (!decision.allowed && decision.retry_after <= options.max_wait - since(started) &&
       decision.retry_after.count() > longest_reservation_wait_us(reserved_at_us)) {
-    throw InvalidArgument("acquire(): the wait of " + std::to_string(decision.retry_after.count()) +
+    throw InvalidArgument(std::string(call) + "(): the wait of " +
+                          std::to_string(decision.retry_after.count()) +
                           " us reaches past 2^52 us since the epoch (the year 2112), the latest "
                           "slot a reservation keeps exact");
   }
@@ -543,7 +545,6 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
   const auto renew_every =
       std::chrono::microseconds(std::max<std::int64_t>(1, first.backend().lease_us() / 3));
-  const std::string_view call = held.size() == 1 ? "acquire" : "acquire_all";
   WaitOutcome outcome;
   {
     const GaugeScope waiting(first.waiters_gauge(), options.slept);
