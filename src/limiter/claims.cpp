@@ -1,7 +1,5 @@
 // try_acquire_all(): one decision over several (limiter, key) claims, all or nothing.
 
-#include "limiter/claims.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -9,6 +7,7 @@
 #include "limiter/lateness.hpp"
 #include "limiter/owned_acquire_options.hpp"
 #include "limiter/policy_enforcer.hpp"
+#include "limiter/reservation_wait.hpp"
 #include "limiter/unavailability.hpp"
 #include "policy/stale_policy.hpp"
 #include "policy/validation.hpp"
@@ -137,13 +136,18 @@ Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& he
   co_await held.front().enforcer->turn().yield_if_due();
   const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
   std::exception_ptr error = in_force.unconfirmed;
-  const bool reserving = waiting && reservable(in_force.requests);
+  // Reserved on when each policy is a single gcra, token_bucket or leaky_bucket limit (else
+  // asked again at each retry_after).
+  const bool reserving = waiting && std::all_of(in_force.requests.begin(), in_force.requests.end(),
+                                                [](const DecideRequest& request) {
+                                                  return request.policy->reservable();
+                                                });
   std::optional<ClaimsDecision> decided;
   if (!error) {
     try {
       if (reserving) {
-        decided = co_await reserve_and_wait(held, backends, in_force.requests, waiting->options,
-                                            waiting->started);
+        decided =
+            co_await reserve_and_wait(held, in_force.requests, waiting->options, waiting->started);
       } else {
         // Why only an acquire_all() that waits is late: try_acquire_all() takes no max_lateness.
         const Lateness lateness(waiting ? waiting->options.max_lateness

@@ -67,7 +67,7 @@ void PolicyEnforcer::policy_changed() {
   ++generation_;
   deny_cache_.clear();
   // Why: a waiter reserved under a policy that a change replaced reserves again under the new
-  // one (acquire_by_reserving); waking them makes it happen at the change, not at their slot.
+  // one (reserve_and_wait()); waking them makes it happen at the change, not at their slot.
   waiters_.wake_all();
 }
 
@@ -132,6 +132,15 @@ DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
     out.policy = in_force;
   }
   return out;
+}
+
+std::optional<DecideRequest> PolicyEnforcer::fallback_reservation(
+    const DecideRequest& request) const {
+  if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||
+      !fits_fallback(request)) {
+    return std::nullopt;
+  }
+  return fallback_request(request);
 }
 
 bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {

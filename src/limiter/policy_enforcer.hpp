@@ -119,6 +119,18 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// acquire()'s answer for permits Redis admitted for `request` that came too late to use:
   /// counted, then the failure policy's, as if Redis had not answered.
   Decision answer_late(const DecideRequest& request);
+  /// The waiters gauge, or null when nothing is counted.
+  Gauge* waiters_gauge() const noexcept {
+    return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
+  }
+  /// Where acquire() reserves `request` when Redis cannot answer: on the local fallback, under
+  /// its scaled policy (local_fallback, when its share can ever grant it); none: the failure
+  /// policy answers.
+  std::optional<DecideRequest> fallback_reservation(const DecideRequest& request) const;
+  /// The local fallback (local_fallback), else null.
+  LocalBackend* fallback() const noexcept { return fallback_.get(); }
+  /// How many times the client's connections broke (CommandDispatcher::contact()); 0 in process.
+  std::uint64_t contact() const noexcept { return redis_ != nullptr ? redis_->contact() : 0; }
   /// A decision of try_acquire_all() on `key`: counted and told as this limiter's
   /// try_acquire() of it would be.
   void observe(Decision decision, std::string_view key, std::int64_t permits);
@@ -172,10 +184,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// Has the client add this limiter's decision counts to the fleet's (StatsPublisher): at
   /// the first decision, on the loop's thread.
   void publish_counts();
-  /// The waiters gauge, or null when nothing is counted.
-  Gauge* waiters_gauge() const noexcept {
-    return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
-  }
   /// `call(enforcer, request)` (a Task<T>, not a coroutine of its own) on the request for `key`
   /// under the policy in force, asked again under the policy read again when a script refuses
   /// it as stale (asking_again()): inspect() and adjustments. A store that cannot be read
@@ -204,17 +212,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// The policy in force changed, or may have: denials remembered under the previous one may
   /// not hold, and the waiters reserve again under this one.
   void policy_changed();
-
-  /// acquire() by reserving `request`'s permits for `key` (the caller's key, for the give-back).
-  /// Nothing when the caller reserves again under the policy in force (claim_when_due()): the
-  /// policy changed while it waited (superseded()), or its slot was given back or passed unused.
-  Task<std::optional<Decision>> acquire_by_reserving(DecideRequest request, std::string key,
-                                                     OwnedAcquireOptions options);
-  /// Gives back `made`, reserved with `reserved` for `key` by an acquire() destroyed before its
-  /// reply arrived, under the policy in force then (one admitted at once stays taken). The
-  /// enforcer keeps the backend alive until it ends.
-  static Task<void> give_back_orphan(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                                     DecideRequest reserved, std::string key, Reservation made);
 
   uv_loop_t* loop_;
   /// Every call checks it first: a caller answered without I/O, asking again at once, gives the

@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 
 #include "limiter/redis_backend.hpp"
 #include "lua_scripts.hpp"
 #include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
-#include "redlimit/runtime.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -35,17 +33,6 @@ Task<void> give_back_slot(Backend& backend, std::span<const DecideRequest> reque
       }
     } catch (...) {
     }
-  }
-}
-
-/// Every hash slot's part given back, one after another, in the client's background work (the
-/// reservation's task was destroyed). Why copies, and a backend of its own on the same client:
-/// it may run after the caller's frame and the limiters are gone.
-Task<void> give_back_slots(std::unique_ptr<Backend> backend, std::vector<DecideRequest> requests,
-                           std::vector<std::vector<std::size_t>> groups,
-                           std::vector<std::optional<ClaimsReservation>> parts) {
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    if (parts[g]) co_await give_back_slot(*backend, requests, groups[g], *parts[g]);
   }
 }
 
@@ -87,7 +74,8 @@ ClaimsReservation merged(const std::vector<std::vector<std::size_t>>& groups,
 /// over). The result is in the requests' order: wait_us until the last hash slot's wake, the
 /// binding claim the one whose key set the slot (with no wait, the fewest remaining). A denial,
 /// or an error (StalePolicy with its claim in the requests' order), comes after every part is
-/// given back; so does the task's destruction (in the background).
+/// given back. Why no guard for the task's destruction: the waiter runs it to its end
+/// (outliving()) and gives back what it reserved.
 Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
                                              std::span<const DecideRequest> requests,
                                              const std::vector<std::vector<std::size_t>>& groups,
@@ -109,28 +97,6 @@ Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
 
   std::vector<std::optional<ClaimsReservation>> parts(groups.size());
   std::vector<Clock::time_point> wakes(groups.size());
-  // Why a guard: if the task is destroyed meanwhile, the parts reserved so far go back.
-  struct GiveBackOnDestruction {
-    RedisBackend& backend;
-    std::span<const DecideRequest> requests;
-    const std::vector<std::vector<std::size_t>>& groups;
-    std::vector<std::optional<ClaimsReservation>>& parts;
-    bool armed = true;
-    ~GiveBackOnDestruction() {
-      if (!armed || std::none_of(parts.begin(), parts.end(), [](const auto& p) { return p; }))
-        return;
-      try {
-        backend.background()->start(give_back_slots(
-            std::make_unique<RedisBackend>(backend.dispatcher(),
-                                           std::chrono::microseconds(backend.lease_us())),
-            std::vector<DecideRequest>(requests.begin(), requests.end()), groups,
-            std::move(parts)));
-      } catch (...) {
-        report_error(std::current_exception());  // out of memory: given back at the slots
-      }
-    }
-  } guard{backend, requests, groups, parts};
-
   std::optional<ClaimsReservation> denial;
   std::exception_ptr error;
   for (bool settled = false; !settled && !denial && !error;) {
@@ -164,7 +130,6 @@ Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
       parts[g] = std::move(reserved);
     }
   }
-  guard.armed = false;
   if (denial || error) {
     for (std::size_t g = 0; g < groups.size(); ++g) {
       if (parts[g]) co_await give_back_slot(backend, requests, groups[g], *parts[g]);

@@ -1,20 +1,82 @@
+// The reservation waiter of acquire() and acquire_all() (docs/waiting.md): reserve every part at
+// one slot, sleep on a uv timer until it, renew the owner leases beside the sleep, ask at the
+// wake where each part stands; give every part back on a stop, on destruction, or too late.
+
 #include "limiter/reservation_wait.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "algorithms/exact.hpp"
+#include "algorithms/gcra.hpp"
+#include "limiter/call_observer.hpp"
+#include "limiter/lateness.hpp"
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/unavailability.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "runtime/outliving_call.hpp"
 #include "runtime/together.hpp"
 
 namespace redlimit::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// What a waiter and the renewal of one part's owner lease share. Why beside the waiter, not
+/// awaited by it: a renewal Redis does not answer would hold the waiter past its wake for up to
+/// a command timeout, and the claim at the wake for one more.
+struct LeaseRenewal {
+  std::int64_t confirmed = 0;  ///< the latest lease expiry Redis confirmed (Redis time, us)
+  bool in_flight = false;
+  bool reclaimed = false;            ///< Redis answered that the reservation was given back
+  std::exception_ptr error;          ///< an error that is not unavailability, for the waiter
+  std::stop_source* wake = nullptr;  ///< the waiter's sleep, while it sleeps
+};
+
+/// One part of a reservation (one per claim): where it stands, which its key's cancellation
+/// notices move, and its owner lease. On Redis (a backend with background work) the notices may
+/// come late, so the part is asked for at the wake (claim_at_wake()); in process they come as
+/// the cancellation is made.
+struct WaitingPart {
+  std::shared_ptr<PolicyEnforcer> enforcer;  ///< its limiter's (keeps the backend alive)
+  Backend* backend = nullptr;                ///< where it was reserved
+  const DecideRequest* reserved = nullptr;   ///< the request it was reserved with
+  /// The policy in force for the key when it was reserved (a fallback's reservation is made
+  /// under another, scaled one): a change of it ends the wait.
+  const CompiledPolicy* waits_under = nullptr;
+  std::string_view key;  ///< the caller's key
+  WaiterRegistry::Waiter waiter;
+  /// Its key watched from before the reservation is sent, so that no notice in between is
+  /// missed. Why after the waiter: destroyed first, it unregisters it.
+  std::unique_ptr<WaiterRegistry::Watch> watch;
+  std::shared_ptr<LeaseRenewal> renewal = std::make_shared<LeaseRenewal>();
+  /// Registered under its owner's lease (docs/waiting.md), its slot is later than the last
+  /// expiry Redis confirmed. Why slot and expiry compare directly: both are Redis times; once
+  /// the slot is at or before the confirmed expiry, any reclaim (after it) finds the slot due.
+  bool unconfirmed() const noexcept {
+    return renewal->confirmed != 0 && waiter.slot.ceil_us() > renewal->confirmed;
+  }
+  /// Whether Redis is asked where the part stands at the wake.
+  bool asked_at_wake() const noexcept { return backend->background() != nullptr; }
+};
+
+/// How a waiter's sleep ended.
+enum class WaitEnd {
+  due,      ///< every part's slot has come
+  stopped,  ///< the caller's stop was requested before that
+  /// A part's policy was replaced (its slot is the old policy's), or a renewal found a part
+  /// given back (its lease had lapsed): the caller reserves again.
+  again,
+};
+
+/// How a reservation's wait ended, at the wake or at a stop.
+struct WaitOutcome {
+  std::optional<FracTime> slot;  ///< admitted: where every part is used
+  std::exception_ptr error;      ///< what kept Redis from answering at the wake
+};
 
 /// Renews `part`'s owner lease, reporting into its renewal; the enforcer keeps the backend
 /// alive until it ends.
@@ -45,7 +107,7 @@ class WakeEarly {
  public:
   WakeEarly(std::span<WaitingPart> parts, std::stop_source* wake_early) : parts_(parts) {
     for (WaitingPart& part : parts_) {
-      part.waiter->reschedule = wake_early;
+      part.waiter.reschedule = wake_early;
       part.renewal->wake = wake_early;
     }
   }
@@ -53,7 +115,7 @@ class WakeEarly {
   WakeEarly& operator=(const WakeEarly&) = delete;
   ~WakeEarly() {
     for (WaitingPart& part : parts_) {
-      part.waiter->reschedule = nullptr;
+      part.waiter.reschedule = nullptr;
       part.renewal->wake = nullptr;
     }
   }
@@ -100,7 +162,7 @@ std::vector<PartGiveBack> give_backs_of(std::span<const WaitingPart> parts) {
   for (const WaitingPart& part : parts) {
     out.push_back({part.enforcer, part.backend,
                    part.enforcer->give_back_request(*part.reserved, part.backend, part.key),
-                   part.waiter->ticket()});
+                   part.waiter.ticket()});
   }
   return out;
 }
@@ -167,8 +229,8 @@ Task<void> check_part(const WaitingPart* part, bool* stands, std::exception_ptr*
     const DecideRequest claim =
         part->enforcer->give_back_request(*part->reserved, part->backend, part->key);
     const ReservationCheck check =
-        co_await part->backend->check_reservation(claim, part->waiter->ticket());
-    *stands = (check.lease_held || !part->unconfirmed()) && where_known(check.where, *part->waiter);
+        co_await part->backend->check_reservation(claim, part->waiter.ticket());
+    *stands = (check.lease_held || !part->unconfirmed()) && where_known(check.where, part->waiter);
   } catch (...) {
     if (!*error) *error = std::current_exception();
   }
@@ -180,7 +242,7 @@ Task<void> check_part(const WaitingPart* part, bool* stands, std::exception_ptr*
 Task<void> give_back_take(const WaitingPart* part) {
   try {
     co_await part->backend->adjust(*part->reserved, Adjustment::give_back, part->reserved->permits,
-                                   part->waiter->slot.ceil_us());
+                                   part->waiter.slot.ceil_us());
   } catch (...) {
   }
 }
@@ -202,9 +264,9 @@ Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
   if (outcome.error) co_return outcome;
   bool one_slot = standing.front().stands;
   for (std::size_t i = 1; i < parts.size() && one_slot; ++i)
-    one_slot = standing[i].stands && same_time(*parts[i].waiter, *parts.front().waiter);
+    one_slot = standing[i].stands && same_time(parts[i].waiter, parts.front().waiter);
   if (one_slot) {
-    outcome.slot = parts.front().waiter->slot;
+    outcome.slot = parts.front().waiter.slot;
     co_return outcome;
   }
   // Why given back: a part used later than where it stands joins whatever its key gives the
@@ -257,8 +319,10 @@ Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_v
   co_return where;
 }
 
-}  // namespace
-
+/// The one sleep of a reservation waiter: on a uv timer until the latest part's wake (notices
+/// move them, and wake it to sleep the shorter time), renewing every part whose slot is not
+/// confirmed every `renew_every` beside the sleep. Rethrows a renewal's error that is not
+/// unavailability.
 Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
                               std::chrono::microseconds renew_every,
                               const OwnedAcquireOptions& options) {
@@ -266,19 +330,19 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
   for (;;) {
     for (const WaitingPart& part : parts) {
       if (part.renewal->error) std::rethrow_exception(part.renewal->error);
-      if (part.renewal->reclaimed) co_return WaitEnd::reclaimed;
+      if (part.renewal->reclaimed) co_return WaitEnd::again;
     }
     const auto current = Clock::now();
-    auto wake = parts.front().waiter->wake;
+    auto wake = parts.front().waiter.wake;
     for (const WaitingPart& part : parts)
-      wake = std::max(wake, part.waiter->wake);
+      wake = std::max(wake, part.waiter.wake);
     if (current >= wake) co_return WaitEnd::due;
     // Why before the slot: a change reaches the waiters (the slot is the old policy's).
     if (!options.stop.stop_requested() &&
         std::any_of(parts.begin(), parts.end(), [](const WaitingPart& part) {
           return part.enforcer->superseded(*part.waits_under, part.key);
         })) {
-      co_return WaitEnd::superseded;
+      co_return WaitEnd::again;
     }
     bool renewing = false;
     for (const WaitingPart& part : parts)
@@ -295,7 +359,7 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
         part.backend->background()->start_upkeep(
             renew_beside(part.enforcer, part.backend,
                          part.enforcer->give_back_request(*part.reserved, part.backend, part.key),
-                         part.waiter->book.version, part.renewal));
+                         part.waiter.book.version, part.renewal));
       }
       continue;
     }
@@ -314,28 +378,195 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
   }
 }
 
-Task<void> give_back_parts(std::span<const WaitingPart> parts) {
-  co_await give_back_all(give_backs_of(parts));
+/// A reservation of one claim (the reserve script's single-key form) as one of several.
+ClaimsReservation one_part(const Reservation& made) {
+  ClaimsReservation out{.decision = made.decision,
+                        .wait_us = made.wait_us,
+                        .slot_us = made.reserved_at_us + made.wait_us};
+  if (made.decision.allowed)
+    out.claims.push_back({.ticket = ticket_of(made), .lease_expiry_us = made.lease_expiry_us});
+  return out;
 }
 
-Task<WaitOutcome> claim_when_due(uv_loop_t* loop, std::span<WaitingPart> parts,
-                                 std::chrono::microseconds renew_every,
-                                 const OwnedAcquireOptions& options, std::string_view call) {
-  GiveBackOnDestruction guard(loop, parts);
-  const WaitEnd end = co_await sleep_until_due(loop, parts, renew_every, options);
-  guard.disarm();
-  switch (end) {
-    case WaitEnd::due:
-      co_return co_await claim_at_wake(parts);
-    case WaitEnd::stopped:
-      co_return co_await cancel_before_wake(parts, call);
-    case WaitEnd::superseded:
-    case WaitEnd::reclaimed:
-      break;
+/// Reserves the requests (`held`'s, whose enforcers keep the backends alive): one with the
+/// reserve script's single-key form, several at one slot (Backend::reserve_claims()). Why one
+/// alone is not reserve_claims(): that form decides every claim three times to agree on a
+/// slot, and its slot is a whole microsecond. Why copies: the call may outlive its caller.
+Task<ClaimsReservation> reserve_parts(std::vector<HeldClaim> held,
+                                      std::vector<DecideRequest> requests,
+                                      std::function<std::int64_t()> max_wait_us) {
+  if (requests.size() == 1) {
+    const Reservation made =
+        co_await held.front().enforcer->backend().reserve(requests.front(), max_wait_us());
+    co_return one_part(made);
   }
-  // Given back under the policies in force, then reserved again by the caller.
-  co_await give_back_parts(parts);
-  co_return WaitOutcome{};
+  std::vector<Backend*> backends;
+  for (const HeldClaim& claim : held)
+    backends.push_back(&claim.enforcer->backend());
+  co_return co_await backends.front()->reserve_claims(backends, requests, std::move(max_wait_us));
 }
 
+/// Gives back `made`, reserved for `held` with `requests` by a waiter destroyed before its reply
+/// arrived, under the policies in force then (one admitted at once stays taken, as a decision's
+/// permits: nobody to give them to).
+Task<void> give_back_orphan(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
+                            ClaimsReservation made) {
+  if (!made.decision.allowed || made.wait_us == 0) co_return;
+  std::vector<PartGiveBack> parts;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    Backend* backend = &held[i].enforcer->backend();
+    parts.push_back({held[i].enforcer, backend,
+                     held[i].enforcer->give_back_request(requests[i], backend, held[i].key),
+                     made.claims[i].ticket});
+  }
+  co_await give_back_all(std::move(parts));
+}
+
+}  // namespace
+
+void refuse_late(std::span<const HeldClaim> held) {
+  for (const HeldClaim& claim : held)
+    claim.enforcer->count_late();
+  throw Unavailable("the admission was answered later than AcquireOptions::max_lateness allows",
+                    true);
+}
+
+Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> held,
+                                                     std::span<const DecideRequest> requests,
+                                                     const OwnedAcquireOptions& options,
+                                                     Clock::time_point started) {
+  PolicyEnforcer& first = *held.front().enforcer;
+  const std::string_view call = held.size() == 1 ? "acquire" : "acquire_all";  // in errors
+  // Why before the turn: a follower's request was confirmed with the server at this contact.
+  const std::uint64_t contact = first.contact();
+  co_await first.turn().yield_if_due();
+  // Why watched before reserving: a cancellation announced before the reply arrives is kept
+  // for its part. Why sized once: the registries keep pointers to the waiters.
+  std::vector<WaitingPart> parts(held.size());
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    WaitingPart& part = parts[i];
+    part.enforcer = held[i].enforcer;
+    part.backend = &part.enforcer->backend();
+    part.reserved = &requests[i];
+    part.waits_under = requests[i].policy.get();
+    part.key = held[i].key;
+    part.watch = part.enforcer->waiters().watch_held(requests[i]);
+  }
+  // What is left of max_wait when asked (each hash slot's call gets what is left then).
+  std::function<std::int64_t()> max_wait = [max_wait = options.max_wait, started] {
+    return std::min((max_wait - std::min(max_wait, since(started))).count(), max_exact);
+  };
+  const Lateness lateness(options.max_lateness);
+  std::optional<ClaimsReservation> reservation;
+  std::exception_ptr error;
+  try {
+    std::vector<HeldClaim> claims(held.begin(), held.end());
+    std::vector<DecideRequest> copies(requests.begin(), requests.end());
+    if (BackgroundTasks* tasks = first.backend().background()) {
+      // Why outliving: a caller destroyed before the reply leaves a reservation nobody waits
+      // on; it is given back when the reply comes (issue 33, bug 8).
+      std::function<Task<void>(ClaimsReservation)> orphaned = [claims,
+                                                               copies](ClaimsReservation made) {
+        return give_back_orphan(claims, copies, std::move(made));
+      };
+      reservation = co_await outliving(
+          *tasks, reserve_parts(std::move(claims), std::move(copies), max_wait), orphaned);
+    } else {
+      reservation = co_await reserve_parts(std::move(claims), std::move(copies), max_wait);
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // One claim whose reservation Redis could not answer waits on its local fallback, if it has
+  // one that can grant it (the notices come from Redis: it waits its time as reserved).
+  std::optional<DecideRequest> fallback;
+  if (error && means_unavailable(error) && held.size() == 1)
+    fallback = first.fallback_reservation(requests.front());
+  if (error && !fallback) std::rethrow_exception(error);
+  if (fallback) {
+    parts.front().backend = first.fallback();
+    parts.front().reserved = &*fallback;
+    reservation = one_part(first.fallback()->reserve_now(*fallback, max_wait()));
+    reservation->decision.source = Source::fallback;
+  }
+
+  const Decision& decision = reservation->decision;
+  const std::int64_t reserved_at_us = reservation->slot_us - reservation->wait_us;
+  if (!decision.allowed && decision.retry_after <= options.max_wait - since(started) &&
+      decision.retry_after.count() > longest_reservation_wait_us(reserved_at_us)) {
+    throw InvalidArgument(std::string(call) + "(): the wait of " +
+                          std::to_string(decision.retry_after.count()) +
+                          " us reaches past 2^52 us since the epoch (the year 2112), the latest "
+                          "slot a reservation keeps exact");
+  }
+  // A follower's reservation made on a server reached after the contact broke (a retry after a
+  // failover) may be under a version that server lost: it is given back (below) and made again
+  // once the policy is read again.
+  const bool crossed = !fallback && contact != first.contact() &&
+                       std::any_of(held.begin(), held.end(), [](const HeldClaim& claim) {
+                         return claim.enforcer->follows();
+                       });
+  // Answered too late to be used in time (AcquireOptions::max_lateness): given back, if its
+  // slot is still ahead, and refused.
+  const bool late = decision.allowed && decision.source == Source::redis && lateness.too_late();
+  if (!decision.allowed || (reservation->wait_us == 0 && !crossed)) {
+    if (late) refuse_late(held);
+    ClaimsDecision decided{.decision = decision};
+    // Why each claim's own time (its ticket's slot): across cluster slots each slot's script
+    // ran at its own. In process decisions carry no Redis time.
+    for (const ClaimReservation& part : reservation->claims) {
+      if (decision.source == Source::redis) decided.server_times_us.push_back(part.ticket.slot.us);
+    }
+    co_return decided;
+  }
+  const auto reserved_wake = Clock::now() + std::chrono::microseconds(reservation->wait_us);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const CancelTicket& ticket = reservation->claims[i].ticket;
+    WaiterRegistry::Waiter& waiter = parts[i].waiter;
+    waiter.slot = ticket.slot;
+    waiter.reserved_slot = ticket.slot;
+    waiter.den = ticket.den;
+    waiter.d = ticket.d;
+    waiter.reserved_at_us = reserved_at_us;
+    waiter.book = {
+        .version = ticket.version, .cancels = ticket.cancels_before, .epoch = ticket.epoch};
+    waiter.heard = ticket.cancels_before;
+    waiter.wake = reserved_wake;
+    if (!fallback) parts[i].watch->add(&waiter);
+    parts[i].renewal->confirmed = reservation->claims[i].lease_expiry_us;
+  }
+  if (crossed || late) {
+    co_await give_back_all(give_backs_of(parts));
+    if (late) refuse_late(held);
+    co_return std::nullopt;
+  }
+
+  // Renewed every third of the lease while a part's slot is later than the last expiry Redis
+  // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
+  const auto renew_every =
+      std::chrono::microseconds(std::max<std::int64_t>(1, first.backend().lease_us() / 3));
+  WaitOutcome outcome;
+  {
+    const GaugeScope waiting(first.waiters_gauge(), options.slept);
+    GiveBackOnDestruction guard(first.loop(), parts);
+    const WaitEnd end = co_await sleep_until_due(first.loop(), parts, renew_every, options);
+    guard.disarm();
+    if (end == WaitEnd::due) {
+      outcome = co_await claim_at_wake(parts);
+    } else if (end == WaitEnd::stopped) {
+      outcome = co_await cancel_before_wake(parts, call);
+    } else {
+      // Given back under the policies in force, then reserved again.
+      co_await give_back_all(give_backs_of(parts));
+    }
+  }
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  if (!outcome.slot) co_return std::nullopt;
+  ClaimsDecision decided{.decision = decision};
+  if (decision.source == Source::redis) {
+    decided.decision.server_time_us = outcome.slot->ceil_us();
+    if (lateness.too_late(decided.decision.server_time_us - reserved_at_us)) refuse_late(held);
+  }
+  co_return decided;
+}
 }  // namespace redlimit::detail

@@ -15,7 +15,6 @@
 
 #include "algorithms/policy_model.hpp"
 #include "algorithms/reservations.hpp"
-#include "limiter/claims.hpp"
 #include "limiter/redis_backend.hpp"
 #include "policy/compiled_policy.hpp"
 #include "policy/stale_policy.hpp"
