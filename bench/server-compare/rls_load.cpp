@@ -1,10 +1,11 @@
 // rls_load: drives a RateLimitService (redlimit-server, or null_rls_server for the ceiling) with
 // a fixed number of ShouldRateLimit calls in flight for a while, one descriptor per call on a
-// random key, and prints one JSON line: calls/s, latency percentiles, the server's CPU per call.
-// Figures only; nothing is asserted.
+// random key, and prints one JSON line: calls/s, latency percentiles, the CPU per call of the
+// server, of its Redis and of this client (all three share the machine), and the server's
+// thread switches per call. Figures only; nothing is asserted.
 //
 // usage: rls_load --target HOST:PORT [--in-flight N] [--seconds S] [--keys K] [--server-pid P]
-//                 [--label TEXT]
+//                 [--redis-pid P] [--label TEXT]
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -35,6 +37,7 @@ struct Options {
   double seconds = 2;
   int keys = 100'000;
   int server_pid = 0;
+  int redis_pid = 0;
   std::string label = "server";
 };
 
@@ -52,6 +55,25 @@ double cpu_seconds(int pid) {
     if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
   }
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+/// How many times the threads of the process `pid` were switched out (given up the CPU or
+/// preempted) so far; 0 if unknown.
+double switches(int pid) {
+  if (pid <= 0) return 0;
+  double total = 0;
+  std::error_code error;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream in(task.path() / "status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.starts_with("voluntary_ctxt_switches:") ||
+          line.starts_with("nonvoluntary_ctxt_switches:"))
+        total += std::stod(line.substr(line.find(':') + 1));
+    }
+  }
+  return total;
 }
 
 /// Keeps `in_flight` calls going until the deadline; records each call's latency.
@@ -142,7 +164,9 @@ int main(int argc, char** argv) {
   app.add_option("--in-flight", options.in_flight, "calls in flight")->capture_default_str();
   app.add_option("--seconds", options.seconds, "how long")->capture_default_str();
   app.add_option("--keys", options.keys, "distinct descriptor values")->capture_default_str();
-  app.add_option("--server-pid", options.server_pid, "the server, for its CPU per call");
+  app.add_option("--server-pid", options.server_pid,
+                 "the server, for its CPU and thread switches per call");
+  app.add_option("--redis-pid", options.redis_pid, "the server's Redis, for its CPU per call");
   app.add_option("--label", options.label, "the JSON line's label")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -153,18 +177,31 @@ int main(int argc, char** argv) {
   Load(brief, channel).run();
 
   Load load(options, channel);
+  const int self = static_cast<int>(getpid());
   const double cpu_before = cpu_seconds(options.server_pid);
+  const double redis_before = cpu_seconds(options.redis_pid);
+  const double self_before = cpu_seconds(self);
+  const double switches_before = switches(options.server_pid);
   const auto started = Clock::now();
   load.run();
   const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
   const double cpu = cpu_seconds(options.server_pid) - cpu_before;
+  const double redis_cpu = cpu_seconds(options.redis_pid) - redis_before;
+  const double self_cpu = cpu_seconds(self) - self_before;
+  const double switched = switches(options.server_pid) - switches_before;
   const auto calls = static_cast<double>(load.latencies_us.size());
+  const auto per_call = [calls](double total, double scale) {
+    return calls > 0 ? total * scale / calls : 0.0;
+  };
   std::printf(
       "{\"label\":\"%s\",\"in_flight\":%d,\"calls\":%.0f,\"calls_per_s\":%.0f,\"p50_us\":%.0f,"
-      "\"p99_us\":%.0f,\"errors\":%llu,\"over_limit\":%llu,\"server_cpu_us_per_call\":%.1f}\n",
+      "\"p99_us\":%.0f,\"errors\":%llu,\"over_limit\":%llu,\"server_cpu_us_per_call\":%.1f,"
+      "\"redis_cpu_us_per_call\":%.1f,\"load_cpu_us_per_call\":%.1f,"
+      "\"server_switches_per_call\":%.2f}\n",
       options.label.c_str(), options.in_flight, calls, calls / elapsed,
       percentile(load.latencies_us, 0.50), percentile(load.latencies_us, 0.99),
       static_cast<unsigned long long>(load.errors),
-      static_cast<unsigned long long>(load.over_limit), calls > 0 ? cpu * 1e6 / calls : 0.0);
+      static_cast<unsigned long long>(load.over_limit), per_call(cpu, 1e6),
+      per_call(redis_cpu, 1e6), per_call(self_cpu, 1e6), per_call(switched, 1));
   return load.errors == 0 ? 0 : 1;
 }
