@@ -317,5 +317,31 @@ TEST_F(RedisMetricsTest, ShowsTheServersBreakerOpenWhileItFailsAndClosedOnceItAn
   EXPECT_EQ(redis().commands_in_flight, 0);
 }
 
+// A connection made again is a server that answers (its handshake did): the breaker closes then,
+// so that calls go to Redis at once rather than after the open period and a probe. Before, a
+// probe sent while the connection was down waited for it and could fail at its deadline, and
+// a failover's recovery took up to two more open periods (the fault suite's replicated run).
+// Shown without timing: no call is made between the reconnection and the look at the breaker.
+TEST_F(RedisMetricsTest, AReconnectionClosesTheServersBreaker) {
+  Client client(loop(), options());
+  Limiter limiter(client, Policy::of(Limit::gcra("1000/s")), LimiterOptions{.name = "down"});
+  Decision decision;
+  run(loop(), try_acquire_into(limiter, "k", &decision));
+  server_.kill();
+  for (int i = 0; i < 5; ++i)
+    run(loop(), try_acquire_into(limiter, "k", &decision));
+  const RedisStats failing = redis();
+  server_.start();
+  for (int i = 0; i < 500 && redis().reconnects == 0; ++i)
+    run(loop(), sleep_for(loop(), 10ms));
+  const RedisStats reconnected = redis();
+  run(loop(), try_acquire_into(limiter, "k", &decision));
+  run(loop(), client.close());
+  EXPECT_EQ(failing.breakers[0], 0) << "open while the server was down";
+  EXPECT_EQ(reconnected.reconnects, 1u);
+  EXPECT_EQ(reconnected.breakers, (States{1, 0, 0})) << "closed once connected again";
+  EXPECT_EQ(decision.source, Source::redis);
+}
+
 }  // namespace
 }  // namespace redlimit
