@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 
+#include "redis/circuit_breaker.hpp"
 #include "redis/replica_waits.hpp"
 #include "redis/reply_builder.hpp"
 #include "redis/reply_convert.hpp"
@@ -259,6 +260,13 @@ void Connection::notify_if_drained() {
 void Connection::session_ready() {
   // Why: the server may be another one, or restarted; scripts are loaded again at first use.
   forget_scripts();
+  // Why: the handshake was an answer from the server; calls need not wait out the breaker's
+  // open period, nor a probe sent while the connection was down (it waited for the connection,
+  // and may fail at its deadline).
+  if (breaker_ != nullptr && breaker_->open()) {
+    logger()->info("redis {}: connected again; circuit breaker closed", breaker_->server());
+    breaker_->success();
+  }
   std::deque<CommandOp*> queued;
   queued.swap(queue_);
   const auto now = Clock::now();
