@@ -137,10 +137,12 @@ RunRecord run_schedule(std::uint64_t seed, Fleet& fleet, const test::RedisServer
   return run;
 }
 
-/// Checks `run` and prints the summary; a failed check fails the test and keeps the logs.
-void check_and_report(const RunRecord& run, const std::string& log_dir) {
+/// Checks `run` with `options` and prints the summary; a failed check fails the test and keeps the
+/// logs.
+void check_and_report(const RunRecord& run, const std::string& log_dir,
+                      const CheckOptions& options) {
   write_faults(run, log_dir + "/faults.txt");
-  const CheckReport report = check_run(run, CheckOptions{});
+  const CheckReport report = check_run(run, options);
   std::printf("%s", report.summary.c_str());
   for (const std::string& failure : report.failures)
     ADD_FAILURE() << failure;
@@ -170,7 +172,7 @@ TEST(Chaos, SeededFaultsKeepLimitsDeadlinesAndRecovery) {
   RunRecord run = run_schedule(seed, fleet, &redis, own_connections, schedule,
                                [&](const Fault& fault) { return nemesis.inject(fault, restarts); });
   run.restarts = std::move(restarts);
-  check_and_report(run, log_dir);
+  check_and_report(run, log_dir, CheckOptions{});
 }
 
 TEST(Chaos, SeededFailoversWithAReplicaKeepLimitsAcrossPrimaries) {
@@ -191,7 +193,10 @@ TEST(Chaos, SeededFailoversWithAReplicaKeepLimitsAcrossPrimaries) {
   // was answered, so the checker holds the whole run to the limits as one Redis lifetime.
   const RunRecord run = run_schedule(seed, fleet, nullptr, own_connections, schedule,
                                      [&](const Fault& fault) { return nemesis.inject(fault); });
-  check_and_report(run, log_dir);
+  // Why 2 s to recover: after a primary kill, the workers' writes on the new primary were seen
+  // to go unacknowledged by its new replica for up to 1.44 s after a write of the suite's own
+  // was acknowledged (at a load average of 7; not yet explained: docs/failures.md).
+  check_and_report(run, log_dir, CheckOptions{.recovery_bound = std::chrono::milliseconds(2000)});
 }
 
 }  // namespace
