@@ -66,14 +66,21 @@ struct Reservation {
   std::int64_t lease_expiry_us = 0;
 };
 
+/// What cancel() needs to give back a reservation at `slot` of a limit whose reduced p and d are
+/// `den` and `d`, with its key's `book` after it.
+inline CancelTicket ticket_of(FracTime slot, std::int64_t den, std::int64_t d,
+                              const ReservationBook& book) noexcept {
+  return {.slot = slot,
+          .den = den,
+          .d = d,
+          .version = book.version,
+          .epoch = book.epoch,
+          .cancels_before = book.cancels};
+}
+
 /// What cancel() needs to give `made` (allowed) back.
 inline CancelTicket ticket_of(const Reservation& made) noexcept {
-  return {.slot = made.slot,
-          .den = made.den,
-          .d = made.d,
-          .version = made.book.version,
-          .epoch = made.book.epoch,
-          .cancels_before = made.book.cancels};
+  return ticket_of(made.slot, made.den, made.d, made.book);
 }
 
 /// A cancelled reservation gave back its permits. Reservations of the same key and epoch behind

@@ -186,12 +186,7 @@ Task<ClaimsReservation> LocalBackend::reserve_group(std::span<const DecideReques
   for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
     const ReserveOutcome& part = outcome.claims[i];
     const LimitSpec& spec = requests[i].policy->limits().front().spec;
-    out.claims.push_back({.ticket = {.slot = part.slot,
-                                     .den = spec.a,
-                                     .d = spec.b,
-                                     .version = part.book.version,
-                                     .epoch = part.book.epoch,
-                                     .cancels_before = part.book.cancels}});
+    out.claims.push_back({.ticket = ticket_of(part.slot, spec.a, spec.b, part.book)});
   }
   co_return out;
 }

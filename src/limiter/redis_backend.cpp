@@ -110,9 +110,6 @@ std::size_t reply_index(std::int64_t index, std::size_t count, std::string_view 
   return static_cast<std::size_t>(index);
 }
 
-namespace {
-
-/// A decision Redis made, from the fields both decide scripts' replies carry.
 Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t binding,
                         std::int64_t limit, std::int64_t remaining, std::int64_t retry_after_us,
                         std::int64_t reset_after_us) {
@@ -127,8 +124,6 @@ Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t b
   decision.source = Source::redis;
   return decision;
 }
-
-}  // namespace
 
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
@@ -213,14 +208,10 @@ Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
                         " fields, expected 13");
   }
   Reservation out;
-  out.decision.allowed = fields[0].as_integer() == 1;
+  out.decision =
+      redis_decision(fields[0].as_integer() == 1, fields[1].as_integer(), 0, fields[2].as_integer(),
+                     fields[3].as_integer(), fields[4].as_integer(), fields[5].as_integer());
   out.reserved_at_us = fields[1].as_integer();
-  out.decision.server_time_us = out.reserved_at_us;
-  out.decision.limit = fields[2].as_integer();
-  out.decision.remaining = fields[3].as_integer();
-  out.decision.retry_after = std::chrono::microseconds(fields[4].as_integer());
-  out.decision.reset_after = std::chrono::microseconds(fields[5].as_integer());
-  out.decision.source = Source::redis;
   out.wait_us = fields[6].as_integer();
   out.slot = {fields[7].as_integer(), fields[8].as_integer()};
   out.book = {fields[9].as_integer(), fields[10].as_integer(), fields[11].as_integer()};

@@ -148,6 +148,11 @@ std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest>
 std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
                                        const std::vector<std::size_t>& group);
 
+/// A decision Redis made, from the fields the decide and reserve scripts' replies carry.
+Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t binding,
+                        std::int64_t limit, std::int64_t remaining, std::int64_t retry_after_us,
+                        std::int64_t reset_after_us);
+
 /// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
 
