@@ -178,15 +178,6 @@ void PolicyEnforcer::count_late() noexcept {
   if (LimiterMetrics* metrics = observer_.metrics()) metrics->late_admissions.add();
 }
 
-Decision PolicyEnforcer::answer_late(const DecideRequest& request) {
-  count_late();
-  return decide_on_failure(request, {});
-}
-
-void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
-  source_->replace(policy, carry);
-}
-
 bool PolicyEnforcer::superseded(const CompiledPolicy& reserved_under, std::string_view key) const {
   const auto in_force = source_->last(key);
   if (!source_->stored()) return in_force.get() != &reserved_under;
