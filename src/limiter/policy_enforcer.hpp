@@ -97,9 +97,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// Replaces the limiter's own policy (PolicySource::replace()): InvalidArgument for a
   /// follower, whose store is the source of truth.
   void set_policy(Policy policy, Carry carry) { source_->replace(policy, carry); }
-  /// The policy in effect; for a follower the name's policy read last (none before).
-  const Policy& policy() const noexcept;
-  /// The compiled policy() (null before a follower's first read): Limiter::shared_policy().
+  /// The policy in effect, compiled; for a follower the name's policy read last (null before):
+  /// Limiter::shared_policy().
   std::shared_ptr<const CompiledPolicy> named_policy() const { return source_->named(); }
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
