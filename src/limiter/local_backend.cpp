@@ -265,6 +265,7 @@ std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler ha
 
 void LocalBackend::unwatch(std::uint64_t id) {
   watchers_.erase(id);
+  release_watchers_.erase(id);
 }
 
 Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {
@@ -305,10 +306,6 @@ std::uint64_t LocalBackend::watch_releases(std::string key, std::function<void()
   const std::uint64_t id = next_watch_++;
   release_watchers_.emplace(id, std::make_pair(std::move(key), std::move(handler)));
   return id;
-}
-
-void LocalBackend::unwatch_releases(std::uint64_t id) {
-  release_watchers_.erase(id);
 }
 
 }  // namespace redlimit::detail

@@ -10,19 +10,13 @@
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
-
-std::string cancel_log_key(const std::string& reservation_key) {
-  return reservation_key + ":cancels";
-}
-
-std::string leases_key(const std::string& reservation_key) {
-  return reservation_key + ":leases";
-}
-std::string held_key(const std::string& reservation_key) {
-  return reservation_key + ":held";
-}
-
 namespace {
+
+/// The keys beside a reservation key: the sorted set of its recent cancellations
+/// (lua/reservations/cancel.lua) and those of its owner leases (lua/reservations/leases.lua).
+std::array<std::string, 3> side_keys(const std::string& reservation_key) {
+  return {reservation_key + ":cancels", reservation_key + ":leases", reservation_key + ":held"};
+}
 
 std::string now_argument(const DecideRequest& request) {
   return request.now_us != 0 ? std::to_string(request.now_us) : std::string();
@@ -162,9 +156,8 @@ ReserveScriptCall::ReserveScriptCall(std::span<const DecideRequest> requests,
   for (const DecideRequest& request : requests) {
     const std::string key = reservation_key(request);
     add_key(key);
-    add_key(cancel_log_key(key));
-    add_key(leases_key(key));
-    add_key(held_key(key));
+    for (std::string& side : side_keys(key))
+      add_key(std::move(side));
   }
   const DecideRequest& first = requests.front();
   add_argument(operation);
@@ -293,10 +286,9 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
   for (const CompiledLimit& limit : policy->limits())
     argv.push_back(key_base + limit.key_suffix);
   if (can_reserve(policy->limits().front().limit.algorithm)) {
-    const std::string key = argv[1];
-    argv.push_back(cancel_log_key(key));
-    argv.push_back(leases_key(key));
-    argv.push_back(held_key(key));
+    // Why the range is made first: the pushes may move argv[1].
+    for (std::string& side : side_keys(argv[1]))
+      argv.push_back(std::move(side));
   }
   co_await client_.command(std::move(argv));
 }

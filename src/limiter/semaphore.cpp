@@ -234,7 +234,7 @@ Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcq
   struct Watch {
     Backend& backend;
     std::uint64_t id;
-    ~Watch() { backend.unwatch_releases(id); }
+    ~Watch() { backend.unwatch(id); }
   } watch{*backend_, backend_->watch_releases(semaphore, std::move(on_release))};
 
   for (;;) {
