@@ -22,44 +22,38 @@ Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> 
   check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
   const auto started = Clock::now();
-  const auto attempt = [&](const StaleRetry& retry) {
+  const auto in_force = [&](const StaleRetry& retry) {
     return self->acquire_in_force(key, permits, options, started, retry);
   };
-  for (;;) {
+  const auto attempt = [&] {
     // Why a new retry each time: the call waited, and takes a new place in the queues.
     StaleRetry retry(self->stale_deadline(), 1, options.stop);
-    Attempted<Decision> attempted = co_await asking_again(std::move(retry), attempt, self->named());
-    // Its policy was replaced, or its slot was given back or passed unused: it reserves again
-    // under the policy in force, a new place at the back.
-    if (!attempted.decision) continue;
-    Decision& decision = *attempted.decision;
-    decision.waited = since(started);
-    if (!attempted.wait_out || decision.allowed ||
-        decision.retry_after > options.max_wait - decision.waited) {
-      co_return decision;
-    }
-    const GaugeScope waiting(self->waiters_gauge(), options.slept);
-    co_await sleep_for(self->loop_, decision.retry_after, options.stop);
-  }
+    return asking_again(std::move(retry), in_force, self->named());
+  };
+  const ClaimsDecision decided =
+      co_await waiting_out(self->loop_, self->waiters_gauge(), options, started, attempt);
+  co_return decided.decision;
 }
 
-Task<Attempted<Decision>> PolicyEnforcer::acquire_in_force(const std::string& key,
-                                                           std::int64_t permits,
-                                                           const OwnedAcquireOptions& options,
-                                                           Clock::time_point started,
-                                                           const StaleRetry& retry) {
+Task<Attempted> PolicyEnforcer::acquire_in_force(const std::string& key, std::int64_t permits,
+                                                 const OwnedAcquireOptions& options,
+                                                 Clock::time_point started,
+                                                 const StaleRetry& retry) {
   InForce in_force = co_await request_in_force(shared_from_this(), key, Operation::acquire, permits,
                                                retry.min_version(), retry.deadline());
   if (in_force.unconfirmed) {
-    co_return Attempted<Decision>{.decision = answer_unconfirmed(in_force.request)};
+    co_return Attempted{.decision =
+                            ClaimsDecision{.decision = answer_unconfirmed(in_force.request)}};
   }
   if (!in_force.request.policy->reservable()) {
     // Why decide() each time: each attempt asks under the policy in force then.
     const Lateness lateness(options.max_lateness);
     Decision decided = co_await decide(shared_from_this(), key, Operation::acquire, permits, false);
-    if (decided.allowed && decided.source == Source::redis && lateness.too_late())
-      decided = answer_late(in_force.request);
-    co_return Attempted<Decision>{.decision = decided, .wait_out = true};
+    if (decided.allowed && decided.source == Source::redis && lateness.too_late()) {
+      count_late();
+      decided = decide_on_failure(in_force.request, {});
+    }
+    co_return Attempted{.decision = ClaimsDecision{.decision = decided}, .wait_out = true};
   }
   const HeldClaim claim{shared_from_this(), key, permits};
   std::optional<ClaimsDecision> reserved;
@@ -73,15 +67,13 @@ Task<Attempted<Decision>> PolicyEnforcer::acquire_in_force(const std::string& ke
   // The failure policy answers what kept Redis from answering (or came too late);
   // retry_in_after() rethrows the rest: a StalePolicy goes to the ask-again stage, where a
   // follower reads its policy again and asks once more.
-  std::optional<Decision> decision;
   if (error) {
-    decision = decide_on_failure(in_force.request, retry_in_after(error));
-  } else if (reserved) {
-    decision = reserved->decision;
+    reserved =
+        ClaimsDecision{.decision = decide_on_failure(in_force.request, retry_in_after(error))};
   }
-  if (decision && source_->stored())
-    decision->policy_version = in_force.request.policy->epoch().version;
-  co_return Attempted<Decision>{.decision = decision};
+  if (reserved && source_->stored())
+    reserved->decision.policy_version = in_force.request.policy->epoch().version;
+  co_return Attempted{.decision = reserved};
 }
 
 }  // namespace redlimit::detail

@@ -66,14 +66,21 @@ struct Reservation {
   std::int64_t lease_expiry_us = 0;
 };
 
+/// What cancel() needs to give back a reservation at `slot` of a limit whose reduced p and d are
+/// `den` and `d`, with its key's `book` after it.
+inline CancelTicket ticket_of(FracTime slot, std::int64_t den, std::int64_t d,
+                              const ReservationBook& book) noexcept {
+  return {.slot = slot,
+          .den = den,
+          .d = d,
+          .version = book.version,
+          .epoch = book.epoch,
+          .cancels_before = book.cancels};
+}
+
 /// What cancel() needs to give `made` (allowed) back.
 inline CancelTicket ticket_of(const Reservation& made) noexcept {
-  return {.slot = made.slot,
-          .den = made.den,
-          .d = made.d,
-          .version = made.book.version,
-          .epoch = made.book.epoch,
-          .cancels_before = made.book.cancels};
+  return ticket_of(made.slot, made.den, made.d, made.book);
 }
 
 /// A cancelled reservation gave back its permits. Reservations of the same key and epoch behind
@@ -196,6 +203,7 @@ class Backend {
   virtual Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) = 0;
   /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
   virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
+  /// Ends a watch() or a watch_releases().
   virtual void unwatch(std::uint64_t id) = 0;
 
   // ---- semaphores. Why separate functions: they share nothing with the decide scripts.
@@ -206,9 +214,8 @@ class Backend {
   /// Gives a lease's permits back; never adds permits the lease does not hold.
   virtual Task<LeaseReply> release_lease(LeaseRequest request) = 0;
   /// Calls `handler` whenever permits of the semaphore key `key` are released (by any process)
-  /// until unwatch_releases(id). The handler must not resume coroutines inline.
+  /// until unwatch(id). The handler must not resume coroutines inline.
   virtual std::uint64_t watch_releases(std::string key, std::function<void()> handler) = 0;
-  virtual void unwatch_releases(std::uint64_t id) = 0;
 
   // ---- several claims, asked of the first claim's backend: claim i is requests[i] on
   // backends[i]; their limiters use this backend's Client, or are all in process.

@@ -53,6 +53,16 @@ std::size_t leading_on_one_slot(const std::vector<HeldCall*>& calls) {
   return count;
 }
 
+/// Tells every call of `calls` its place there, which it clears if its frame goes first.
+void place_in(std::vector<HeldCall*>& calls) {
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (HeldCall* call = calls[i]) {
+      call->list = &calls;
+      call->index = i;
+    }
+  }
+}
+
 }  // namespace
 
 ScriptExecutor& script_executor_of(CommandDispatcher& client) {
@@ -142,12 +152,7 @@ void BatchingExecutor::flush() {
                          return a->slot < b->slot;
                        });
     }
-    for (std::size_t i = 0; i < flushing_.size(); ++i) {
-      if (HeldCall* call = flushing_[i]) {
-        call->list = &flushing_;
-        call->index = i;
-      }
-    }
+    place_in(flushing_);
     // Runs of one group, at most max_batch_ calls each. Why re-read flushing_ every time: a
     // caller resumed here may destroy the frames of calls after it (they null their place).
     std::size_t from = 0;
@@ -381,12 +386,7 @@ Task<void> BatchingExecutor::close() {
   }
   // What is still queued goes alone.
   flushing_.swap(queued_);
-  for (std::size_t i = 0; i < flushing_.size(); ++i) {
-    if (HeldCall* call = flushing_[i]) {
-      call->list = &flushing_;
-      call->index = i;
-    }
-  }
+  place_in(flushing_);
   for (std::size_t i = 0; i < flushing_.size(); ++i) {
     if (HeldCall* call = flushing_[i]) send_alone(call);
   }

@@ -74,15 +74,6 @@ Task<PolicyEnforcer::InForce> PolicyEnforcer::request_in_force(std::shared_ptr<P
   co_return InForce{self->request_under(std::move(policy), key, operation, permits), unconfirmed};
 }
 
-Task<Decision> PolicyEnforcer::try_acquire(std::string key, std::int64_t permits) {
-  return decide(shared_from_this(), std::move(key), Operation::acquire, permits,
-                observer_.active());
-}
-
-Task<Decision> PolicyEnforcer::peek(std::string key) {
-  return decide(shared_from_this(), std::move(key), Operation::peek, 1, false);
-}
-
 Task<Decision> PolicyEnforcer::decide(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                       Operation operation, std::int64_t permits, bool observed) {
   PolicyEnforcer& enforcer = *self;
@@ -234,28 +225,25 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
 
 Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect(
     std::shared_ptr<PolicyEnforcer> self, std::string key) {
-  return in_force_asking_again<std::vector<redlimit::LimitState>>(
+  using States = std::vector<redlimit::LimitState>;
+  return in_force_asking_again<States>(
       std::move(self), std::move(key), Operation::peek, 1,
-      [](PolicyEnforcer& enforcer, DecideRequest request) {
-        return enforcer.inspect_under(std::move(request));
+      [](PolicyEnforcer& enforcer, DecideRequest whole) -> Task<States> {
+        const auto& limits = whole.policy->limits();
+        States states(limits.size());
+        // Why one after another, not in a TaskGroup: a caller may abandon the call (destroy its
+        // task) while it waits, and a group's members would outlive this frame and the states.
+        for (std::size_t i = 0; i < limits.size(); ++i) {
+          redlimit::LimitState& state = states[i];
+          state.limit = limits[i].limit;
+          state.redis_key = whole.key_base.str() + limits[i].key_suffix;
+          const DecideRequest one(whole.policy->only(i), whole.key_base, Operation::peek, 1);
+          state.state = co_await enforcer.backend_->decide(one);
+          state.state.policy_version = whole.policy->epoch().version;
+          state.ttl = co_await enforcer.backend_->ttl(state.redis_key);
+        }
+        co_return states;
       });
-}
-
-Task<std::vector<redlimit::LimitState>> PolicyEnforcer::inspect_under(DecideRequest whole) {
-  const auto& limits = whole.policy->limits();
-  std::vector<redlimit::LimitState> states(limits.size());
-  // Why one after another, not in a TaskGroup: a caller may abandon the call (destroy its task)
-  // while it waits, and a group's members would outlive this frame and the states they fill.
-  for (std::size_t i = 0; i < limits.size(); ++i) {
-    redlimit::LimitState& state = states[i];
-    state.limit = limits[i].limit;
-    state.redis_key = whole.key_base.str() + limits[i].key_suffix;
-    const DecideRequest one(whole.policy->only(i), whole.key_base, Operation::peek, 1);
-    state.state = co_await backend_->decide(one);
-    state.state.policy_version = whole.policy->epoch().version;
-    state.ttl = co_await backend_->ttl(state.redis_key);
-  }
-  co_return states;
 }
 
 }  // namespace redlimit::detail

@@ -129,10 +129,9 @@ struct Waiting {
 };
 
 /// One attempt of run_claims() under the policies of at least `retry`'s versions.
-Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& held,
-                                                const std::vector<Backend*>& backends,
-                                                Operation operation, const Waiting* waiting,
-                                                const StaleRetry& retry) {
+Task<Attempted> claims_in_force(const std::vector<HeldClaim>& held,
+                                const std::vector<Backend*>& backends, Operation operation,
+                                const Waiting* waiting, const StaleRetry& retry) {
   co_await held.front().enforcer->turn().yield_if_due();
   const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
   std::exception_ptr error = in_force.unconfirmed;
@@ -172,7 +171,7 @@ Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& he
   }
   // Why an unconfirmed policy's answer is final: the next call reads the policy again.
   const bool wait_out = waiting && !reserving && !in_force.unconfirmed;
-  co_return Attempted<ClaimsDecision>{.decision = decided, .wait_out = wait_out};
+  co_return Attempted{.decision = decided, .wait_out = wait_out};
 }
 
 /// The claims decided by their backends under the policies in force (`waiting`: reserved and
@@ -180,8 +179,8 @@ Task<Attempted<ClaimsDecision>> claims_in_force(const std::vector<HeldClaim>& he
 /// on): a follower's claim refused as stale is asked again under its policy read again, until
 /// the call's deadline; when Redis cannot answer, each claim's failure policy answers for it.
 /// None only when `waiting` and the parts were given back or moved: a new place in the queues.
-Task<Attempted<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& held, Operation operation,
-                                           const Waiting* waiting) {
+Task<Attempted> run_claims(const std::vector<HeldClaim>& held, Operation operation,
+                           const Waiting* waiting) {
   const std::vector<Backend*> backends = backends_of(held);
   const auto attempt = [&](const StaleRetry& retry) {
     return claims_in_force(held, backends, operation, waiting, retry);
@@ -195,7 +194,7 @@ Task<Attempted<ClaimsDecision>> run_claims(const std::vector<HeldClaim>& held, O
 
 Task<Decision> decide_all(std::vector<Claim> claims, Operation operation) {
   const std::vector<HeldClaim> held = checked(claims);
-  const Attempted<ClaimsDecision> decided = co_await run_claims(held, operation, nullptr);
+  const Attempted decided = co_await run_claims(held, operation, nullptr);
   // Why not a peek: a limiter counts and tells its try_acquire() and acquire() calls only.
   if (operation == Operation::acquire) observe_all(held, *decided.decision);
   co_return decided.decision->decision;
@@ -209,18 +208,11 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
   const Waiting waiting{options, Clock::now()};
-  for (;;) {
-    Attempted<ClaimsDecision> attempted = co_await run_claims(held, Operation::acquire, &waiting);
-    if (!attempted.decision) continue;
-    Decision& decision = attempted.decision->decision;
-    decision.waited = since(waiting.started);
-    if (!attempted.wait_out || decision.allowed ||
-        decision.retry_after > options.max_wait - decision.waited) {
-      observe_all(held, *attempted.decision);
-      co_return decision;
-    }
-    co_await sleep_for(held.front().enforcer->loop(), decision.retry_after, options.stop);
-  }
+  const auto attempt = [&] { return run_claims(held, Operation::acquire, &waiting); };
+  const ClaimsDecision decided = co_await waiting_out(held.front().enforcer->loop(), nullptr,
+                                                      options, waiting.started, attempt);
+  observe_all(held, decided);
+  co_return decided.decision;
 }
 
 }  // namespace

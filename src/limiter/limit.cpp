@@ -1,6 +1,7 @@
 #include "redlimit/limit.hpp"
 
 #include <charconv>
+#include <iterator>
 
 #include "redlimit/errors.hpp"
 
@@ -29,9 +30,10 @@ struct Unit {
   std::int64_t microseconds;
 };
 
+/// Shortest first; of two names for one length, the one to_string() writes comes last.
 constexpr Unit units[] = {
-    {"us", 1},           {"ms", 1'000},        {"s", 1'000'000},      {"m", 60'000'000},
-    {"min", 60'000'000}, {"h", 3'600'000'000}, {"d", 86'400'000'000}, {"day", 86'400'000'000},
+    {"us", 1},           {"ms", 1'000},        {"s", 1'000'000},        {"m", 60'000'000},
+    {"min", 60'000'000}, {"h", 3'600'000'000}, {"day", 86'400'000'000}, {"d", 86'400'000'000},
 };
 
 }  // namespace
@@ -74,21 +76,12 @@ std::string_view to_string(Source source) noexcept {
 
 std::string to_string(const Rate& rate) {
   const std::int64_t us = rate.period.count();
-  std::string period;
-  if (us % 86'400'000'000 == 0) {
-    period = std::to_string(us / 86'400'000'000) + "d";
-  } else if (us % 3'600'000'000 == 0) {
-    period = std::to_string(us / 3'600'000'000) + "h";
-  } else if (us % 60'000'000 == 0) {
-    period = std::to_string(us / 60'000'000) + "min";
-  } else if (us % 1'000'000 == 0) {
-    period = std::to_string(us / 1'000'000) + "s";
-  } else if (us % 1'000 == 0) {
-    period = std::to_string(us / 1'000) + "ms";
-  } else {
-    period = std::to_string(us) + "us";
-  }
-  return std::to_string(rate.permits) + "/" + period;
+  // The longest unit that divides the period ("us" divides every one).
+  const Unit* unit = std::end(units) - 1;
+  while (us % unit->microseconds != 0)
+    --unit;
+  return std::to_string(rate.permits) + "/" + std::to_string(us / unit->microseconds) +
+         std::string(unit->name);
 }
 
 Rate Rate::parse(std::string_view text) {

@@ -38,7 +38,7 @@ Limiter::Limiter(Client& client, Policy policy, LimiterOptions options)
           client.loop(), client.shared_dispatcher(), client.stats_publisher(),
           std::make_unique<detail::RedisBackend>(client.dispatcher()), detail::fixed_policy(policy),
           std::move(options), client.dispatcher().logger())) {
-  gauge_->show(enforcer_->policy());
+  gauge_->show(*shared_policy());
 }
 
 // Why `options` is copied, not moved, into the enforcer: the arguments of one call are evaluated
@@ -56,7 +56,7 @@ Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
       enforcer_(std::make_shared<detail::PolicyEnforcer>(
           loop, nullptr, nullptr, std::make_unique<detail::LocalBackend>(),
           detail::fixed_policy(policy), std::move(options), detail::default_logger())) {
-  gauge_->show(enforcer_->policy());
+  gauge_->show(*shared_policy());
 }
 
 Limiter::~Limiter() = default;
@@ -138,11 +138,11 @@ Task<void> Limiter::block(std::string key, std::chrono::microseconds duration) {
 
 void Limiter::set_policy(Policy policy, Carry carry) {
   enforcer_->set_policy(std::move(policy), carry);
-  gauge_->show(enforcer_->policy());
+  gauge_->show(*shared_policy());
 }
 
 Policy Limiter::policy() const {
-  return enforcer_->policy();
+  return *shared_policy();
 }
 
 std::shared_ptr<const Policy> Limiter::shared_policy() const {

@@ -186,12 +186,7 @@ Task<ClaimsReservation> LocalBackend::reserve_group(std::span<const DecideReques
   for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
     const ReserveOutcome& part = outcome.claims[i];
     const LimitSpec& spec = requests[i].policy->limits().front().spec;
-    out.claims.push_back({.ticket = {.slot = part.slot,
-                                     .den = spec.a,
-                                     .d = spec.b,
-                                     .version = part.book.version,
-                                     .epoch = part.book.epoch,
-                                     .cancels_before = part.book.cancels}});
+    out.claims.push_back({.ticket = ticket_of(part.slot, spec.a, spec.b, part.book)});
   }
   co_return out;
 }
@@ -270,6 +265,7 @@ std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler ha
 
 void LocalBackend::unwatch(std::uint64_t id) {
   watchers_.erase(id);
+  release_watchers_.erase(id);
 }
 
 Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {
@@ -310,10 +306,6 @@ std::uint64_t LocalBackend::watch_releases(std::string key, std::function<void()
   const std::uint64_t id = next_watch_++;
   release_watchers_.emplace(id, std::make_pair(std::move(key), std::move(handler)));
   return id;
-}
-
-void LocalBackend::unwatch_releases(std::uint64_t id) {
-  release_watchers_.erase(id);
 }
 
 }  // namespace redlimit::detail

@@ -42,7 +42,6 @@ class LocalBackend final : public Backend {
   Task<LeaseReply> renew_lease(LeaseRequest request) override;
   Task<LeaseReply> release_lease(LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
-  void unwatch_releases(std::uint64_t id) override;
 
   // ---- several claims (local_claims.cpp): claim after claim, each on its limiter's backend.
   Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,

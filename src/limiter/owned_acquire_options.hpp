@@ -27,6 +27,13 @@ struct OwnedAcquireOptions {
   bool* slept = nullptr;
 };
 
+/// A stop callback that requests a stop of `target`: the caller's stop, forwarded to the stop
+/// source its waiter sleeps on.
+struct ForwardStop {
+  std::stop_source* target;
+  void operator()() const noexcept { target->request_stop(); }
+};
+
 /// The time since `start`: what a call waited (Decision::waited).
 inline std::chrono::microseconds since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -

@@ -84,13 +84,6 @@ void PolicyEnforcer::observe(Decision decision, std::string_view key, std::int64
   if (!counts_published_) publish_counts();
 }
 
-const Policy& PolicyEnforcer::policy() const noexcept {
-  static const Policy none;
-  const auto named = source_->named();
-  // Why a reference into the source's policy: it holds that policy until it is replaced.
-  return named ? named->policy() : none;
-}
-
 std::shared_ptr<const CompiledPolicy> PolicyEnforcer::fallback_policy_for(
     const std::shared_ptr<const CompiledPolicy>& source) const {
   if (source != fallback_source_) {
@@ -136,10 +129,8 @@ DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
 
 std::optional<DecideRequest> PolicyEnforcer::fallback_reservation(
     const DecideRequest& request) const {
-  if (options_.on_failure.kind != FailurePolicy::local_fallback || !fallback_ ||
-      !fits_fallback(request)) {
-    return std::nullopt;
-  }
+  // Why no look at the failure policy: only local_fallback has a fallback.
+  if (!fallback_ || !fits_fallback(request)) return std::nullopt;
   return fallback_request(request);
 }
 
@@ -176,15 +167,6 @@ Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
 
 void PolicyEnforcer::count_late() noexcept {
   if (LimiterMetrics* metrics = observer_.metrics()) metrics->late_admissions.add();
-}
-
-Decision PolicyEnforcer::answer_late(const DecideRequest& request) {
-  count_late();
-  return decide_on_failure(request, {});
-}
-
-void PolicyEnforcer::set_policy(Policy policy, Carry carry) {
-  source_->replace(policy, carry);
 }
 
 bool PolicyEnforcer::superseded(const CompiledPolicy& reserved_under, std::string_view key) const {

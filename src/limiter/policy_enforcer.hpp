@@ -20,18 +20,40 @@
 #include "policy/stale_policy.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/runtime.hpp"
 #include "runtime/loop_turn.hpp"
 
 namespace redlimit::detail {
 
-/// One attempt of an acquire under the policies in force: the decision the caller gets, one to
-/// wait out and ask again after (`wait_out`: a policy that cannot reserve), or none: reserve
-/// again at once (the policy changed while it waited, or its slot was given back or passed).
-template <class D>
+/// One attempt of acquire() or acquire_all() under the policies in force: the decision the
+/// caller gets, one to wait out and ask again after (`wait_out`: a policy that cannot reserve),
+/// or none: reserve again at once (a policy changed while it waited, or a slot was given back
+/// or passed).
 struct Attempted {
-  std::optional<D> decision;
+  std::optional<ClaimsDecision> decision;
   bool wait_out = false;
 };
+
+/// The wait of acquire() and acquire_all(), begun at `started`: `attempt()` (a Task<Attempted>),
+/// again at once when it has no decision, and again after the retry_after of a decision to wait
+/// out that fits in what is left of max_wait (a waiter on `gauge` meanwhile). The decision the
+/// caller gets, its `waited` set.
+template <class Attempt>
+Task<ClaimsDecision> waiting_out(uv_loop_t* loop, Gauge* gauge, const OwnedAcquireOptions& options,
+                                 std::chrono::steady_clock::time_point started, Attempt attempt) {
+  for (;;) {
+    Attempted attempted = co_await attempt();
+    if (!attempted.decision) continue;
+    Decision& decision = attempted.decision->decision;
+    decision.waited = since(started);
+    if (!attempted.wait_out || decision.allowed ||
+        decision.retry_after > options.max_wait - decision.waited) {
+      co_return std::move(*attempted.decision);
+    }
+    const GaugeScope waiting(gauge, options.slept);
+    co_await sleep_for(loop, decision.retry_after, options.stop);
+  }
+}
 
 /// Enforces a Limiter's policy: validation, keys, waiting, failure handling, the deny cache,
 /// and the backend that decides. Shared: a reservation abandoned by a destroyed task is given
@@ -53,12 +75,17 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
 
   // Why every call keeps the enforcer alive: a Limiter that is destroyed or assigned to while
   // a call waits drops its reference, and the call's frames still use the enforcer.
-  Task<Decision> try_acquire(std::string key, std::int64_t permits);
+  Task<Decision> try_acquire(std::string key, std::int64_t permits) {
+    return decide(shared_from_this(), std::move(key), Operation::acquire, permits,
+                  observer_.active());
+  }
   /// In shadow mode (LimiterOptions::shadow), decides once, as try_acquire() does (see
   /// CallObserver::decided()).
   static Task<Decision> acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                 std::int64_t permits, OwnedAcquireOptions options);
-  Task<Decision> peek(std::string key);
+  Task<Decision> peek(std::string key) {
+    return decide(shared_from_this(), std::move(key), Operation::peek, 1, false);
+  }
   /// Every limit's state for `key` (Limiter::inspect()).
   static Task<std::vector<redlimit::LimitState>> inspect(std::shared_ptr<PolicyEnforcer> self,
                                                          std::string key);
@@ -69,10 +96,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                            Adjustment adjustment, std::int64_t amount);
   /// Replaces the limiter's own policy (PolicySource::replace()): InvalidArgument for a
   /// follower, whose store is the source of truth.
-  void set_policy(Policy policy, Carry carry);
-  /// The policy in effect; for a follower the name's policy read last (none before).
-  const Policy& policy() const noexcept;
-  /// The compiled policy() (null before a follower's first read): Limiter::shared_policy().
+  void set_policy(Policy policy, Carry carry) { source_->replace(policy, carry); }
+  /// The policy in effect, compiled; for a follower the name's policy read last (null before):
+  /// Limiter::shared_policy().
   std::shared_ptr<const CompiledPolicy> named_policy() const { return source_->named(); }
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
@@ -116,9 +142,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// Counts permits Redis admitted to this limiter that came too late to use
   /// (AcquireOptions::max_lateness).
   void count_late() noexcept;
-  /// acquire()'s answer for permits Redis admitted for `request` that came too late to use:
-  /// counted, then the failure policy's, as if Redis had not answered.
-  Decision answer_late(const DecideRequest& request);
   /// The waiters gauge, or null when nothing is counted.
   Gauge* waiters_gauge() const noexcept {
     return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
@@ -168,19 +191,16 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                          std::int64_t permits, OwnedAcquireOptions options);
   /// One attempt of wait_and_acquire() (begun at `started`) under the policy of at least
   /// `retry`'s version.
-  Task<Attempted<Decision>> acquire_in_force(const std::string& key, std::int64_t permits,
-                                             const OwnedAcquireOptions& options,
-                                             std::chrono::steady_clock::time_point started,
-                                             const StaleRetry& retry);
+  Task<Attempted> acquire_in_force(const std::string& key, std::int64_t permits,
+                                   const OwnedAcquireOptions& options,
+                                   std::chrono::steady_clock::time_point started,
+                                   const StaleRetry& retry);
   /// The end of an observed call (`error`, or `decision`) as the observer sees it: rethrows the
   /// error, else returns the decision the caller gets. `max_wait`: acquire()'s; `slept`: it
   /// suspended to wait.
   Decision finish(ObservedCall& call, const std::exception_ptr& error,
                   std::optional<Decision>& decision, std::string_view key, std::int64_t permits,
                   std::optional<std::chrono::microseconds> max_wait, bool slept);
-  /// Every limit's state under `whole`, a peek of its key (inspect()); StalePolicy when a
-  /// script finds a state newer than the policy.
-  Task<std::vector<redlimit::LimitState>> inspect_under(DecideRequest whole);
   /// Has the client add this limiter's decision counts to the fleet's (StatsPublisher): at
   /// the first decision, on the loop's thread.
   void publish_counts();

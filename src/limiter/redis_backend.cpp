@@ -10,19 +10,13 @@
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
-
-std::string cancel_log_key(const std::string& reservation_key) {
-  return reservation_key + ":cancels";
-}
-
-std::string leases_key(const std::string& reservation_key) {
-  return reservation_key + ":leases";
-}
-std::string held_key(const std::string& reservation_key) {
-  return reservation_key + ":held";
-}
-
 namespace {
+
+/// The keys beside a reservation key: the sorted set of its recent cancellations
+/// (lua/reservations/cancel.lua) and those of its owner leases (lua/reservations/leases.lua).
+std::array<std::string, 3> side_keys(const std::string& reservation_key) {
+  return {reservation_key + ":cancels", reservation_key + ":leases", reservation_key + ":held"};
+}
 
 std::string now_argument(const DecideRequest& request) {
   return request.now_us != 0 ? std::to_string(request.now_us) : std::string();
@@ -110,9 +104,6 @@ std::size_t reply_index(std::int64_t index, std::size_t count, std::string_view 
   return static_cast<std::size_t>(index);
 }
 
-namespace {
-
-/// A decision Redis made, from the fields both decide scripts' replies carry.
 Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t binding,
                         std::int64_t limit, std::int64_t remaining, std::int64_t retry_after_us,
                         std::int64_t reset_after_us) {
@@ -127,8 +118,6 @@ Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t b
   decision.source = Source::redis;
   return decision;
 }
-
-}  // namespace
 
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
@@ -167,9 +156,8 @@ ReserveScriptCall::ReserveScriptCall(std::span<const DecideRequest> requests,
   for (const DecideRequest& request : requests) {
     const std::string key = reservation_key(request);
     add_key(key);
-    add_key(cancel_log_key(key));
-    add_key(leases_key(key));
-    add_key(held_key(key));
+    for (std::string& side : side_keys(key))
+      add_key(std::move(side));
   }
   const DecideRequest& first = requests.front();
   add_argument(operation);
@@ -213,14 +201,10 @@ Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
                         " fields, expected 13");
   }
   Reservation out;
-  out.decision.allowed = fields[0].as_integer() == 1;
+  out.decision =
+      redis_decision(fields[0].as_integer() == 1, fields[1].as_integer(), 0, fields[2].as_integer(),
+                     fields[3].as_integer(), fields[4].as_integer(), fields[5].as_integer());
   out.reserved_at_us = fields[1].as_integer();
-  out.decision.server_time_us = out.reserved_at_us;
-  out.decision.limit = fields[2].as_integer();
-  out.decision.remaining = fields[3].as_integer();
-  out.decision.retry_after = std::chrono::microseconds(fields[4].as_integer());
-  out.decision.reset_after = std::chrono::microseconds(fields[5].as_integer());
-  out.decision.source = Source::redis;
   out.wait_us = fields[6].as_integer();
   out.slot = {fields[7].as_integer(), fields[8].as_integer()};
   out.book = {fields[9].as_integer(), fields[10].as_integer(), fields[11].as_integer()};
@@ -302,10 +286,9 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
   for (const CompiledLimit& limit : policy->limits())
     argv.push_back(key_base + limit.key_suffix);
   if (can_reserve(policy->limits().front().limit.algorithm)) {
-    const std::string key = argv[1];
-    argv.push_back(cancel_log_key(key));
-    argv.push_back(leases_key(key));
-    argv.push_back(held_key(key));
+    // Why the range is made first: the pushes may move argv[1].
+    for (std::string& side : side_keys(argv[1]))
+      argv.push_back(std::move(side));
   }
   co_await client_.command(std::move(argv));
 }

@@ -46,7 +46,6 @@ class RedisBackend final : public Backend {
   Task<LeaseReply> renew_lease(LeaseRequest request) override;
   Task<LeaseReply> release_lease(LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
-  void unwatch_releases(std::uint64_t id) override;
 
   // ---- several claims (redis_claims.cpp, redis_claims_reserving.cpp): one script call per
   // hash slot, the protocols across a cluster's slots.
@@ -148,17 +147,16 @@ std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest>
 std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
                                        const std::vector<std::size_t>& group);
 
+/// A decision Redis made, from the fields the decide and reserve scripts' replies carry.
+Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t binding,
+                        std::int64_t limit, std::int64_t remaining, std::int64_t retry_after_us,
+                        std::int64_t reset_after_us);
+
 /// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
 
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count);
-
-/// The sorted set of a reservation key's recent cancellations (lua/reservations/cancel.lua).
-std::string cancel_log_key(const std::string& reservation_key);
-/// The keys of the owner leases of a reservation key (lua/reservations/leases.lua).
-std::string leases_key(const std::string& reservation_key);
-std::string held_key(const std::string& reservation_key);
 
 /// The Decision in a reply of a lean script ("allowed now limit remaining retry_after
 /// reset_after"); ProtocolError if it has another shape.

@@ -45,8 +45,4 @@ std::uint64_t RedisBackend::watch_releases(std::string key, std::function<void()
   return client_.subscriber().subscribe(key + ":released", std::move(on_message));
 }
 
-void RedisBackend::unwatch_releases(std::uint64_t id) {
-  client_.subscriber().unsubscribe(id);
-}
-
 }  // namespace redlimit::detail

@@ -180,32 +180,23 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
     throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
                         " fields for " + std::to_string(requests.size()) + " claims");
   }
-  ClaimsReservation out;
-  Decision& decision = out.decision;
-  decision.allowed = allowed;
-  decision.server_time_us = fields[1].as_integer();
   const std::size_t binding =
       reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
-  decision.claim = requests[binding].claim;
-  decision.binding = 0;
-  decision.limit = fields[3].as_integer();
-  decision.remaining = fields[4].as_integer();
-  decision.retry_after = std::chrono::microseconds(fields[5].as_integer());
-  decision.reset_after = std::chrono::microseconds(fields[6].as_integer());
-  decision.source = Source::redis;
-  decision.policy_version = requests[binding].policy->epoch().version;
+  ClaimsReservation out;
+  out.decision =
+      redis_decision(allowed, fields[1].as_integer(), 0, fields[3].as_integer(),
+                     fields[4].as_integer(), fields[5].as_integer(), fields[6].as_integer());
+  out.decision.claim = requests[binding].claim;
+  out.decision.policy_version = requests[binding].policy->epoch().version;
   out.wait_us = fields[7].as_integer();
   out.slot_us = fields[8].as_integer();
   if (!allowed || earliest_only) co_return out;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const LimitSpec& spec = requests[i].policy->limits().front().spec;
     const std::size_t at = 9 + 4 * i;
-    out.claims.push_back({.ticket = {.slot = {out.slot_us, 0},
-                                     .den = spec.a,
-                                     .d = spec.b,
-                                     .version = fields[at].as_integer(),
-                                     .epoch = fields[at + 2].as_integer(),
-                                     .cancels_before = fields[at + 1].as_integer()},
+    const ReservationBook book{fields[at].as_integer(), fields[at + 1].as_integer(),
+                               fields[at + 2].as_integer()};
+    out.claims.push_back({.ticket = ticket_of({out.slot_us, 0}, spec.a, spec.b, book),
                           .lease_expiry_us = fields[at + 3].as_integer()});
   }
   co_return out;

@@ -96,11 +96,6 @@ Task<void> renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backe
   if (renewal->wake != nullptr) renewal->wake->request_stop();  // the waiter looks again
 }
 
-struct ForwardStop {
-  std::stop_source* target;
-  void operator()() const noexcept { target->request_stop(); }
-};
-
 /// Points every part's wake-ups at `wake_early` for a scope. Why: a notice or a renewal that
 /// ends after the sleep (or after the waiter's frame is gone) must not wake it.
 class WakeEarly {

@@ -234,12 +234,8 @@ Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcq
   struct Watch {
     Backend& backend;
     std::uint64_t id;
-    ~Watch() { backend.unwatch_releases(id); }
+    ~Watch() { backend.unwatch(id); }
   } watch{*backend_, backend_->watch_releases(semaphore, std::move(on_release))};
-  struct Forward {
-    std::stop_source* target;
-    void operator()() const noexcept { target->request_stop(); }
-  };
 
   for (;;) {
     const std::uint64_t releases_before = releases;
@@ -260,7 +256,7 @@ Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcq
     sleep = std::min(sleep, options.max_wait - waited);
     std::stop_source woken;
     wake = &woken;
-    std::stop_callback<Forward> forward(options.stop, Forward{&woken});
+    std::stop_callback<ForwardStop> forward(options.stop, ForwardStop{&woken});
     try {
       co_await sleep_for(loop_, sleep, woken.get_token());
     } catch (const Cancelled&) {  // a release notice, or the caller's stop request

@@ -42,14 +42,7 @@ class WaiterRegistry {
     std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier
 
     /// What cancel() needs to give the reservation back.
-    CancelTicket ticket() const noexcept {
-      return {.slot = reserved_slot,
-              .den = den,
-              .d = d,
-              .version = book.version,
-              .epoch = book.epoch,
-              .cancels_before = book.cancels};
-    }
+    CancelTicket ticket() const noexcept { return ticket_of(reserved_slot, den, d, book); }
   };
 
   /// Watching a key (RAII): from before a reservation is sent until its waiter wakes, so that no
