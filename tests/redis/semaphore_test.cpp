@@ -371,6 +371,27 @@ TEST_F(SemaphoreFailureTest, FailOpenGrantsLeasesThatEnforceNothing) {
   }
 }
 
+TEST_F(SemaphoreFailureTest, ALeaseDroppedWhileRedisIsDownIsLeftToExpireWithoutReportingAnError) {
+  std::vector<std::string> reported;
+  const ErrorHandler previous = set_error_handler([&reported](std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      reported.emplace_back(e.what());
+    }
+  });
+  Semaphore refusing = semaphore(1, FailurePolicy{.kind = FailurePolicy::fail_closed});
+  {
+    std::optional<Lease> lease;
+    run(loop(), hold(refusing, &lease));
+    ASSERT_TRUE(lease.has_value() && lease->held());
+    server_.kill();
+  }  // its release runs in the client's background work, which close() waits for
+  run(loop(), client_.close());
+  set_error_handler(previous);
+  EXPECT_TRUE(reported.empty()) << "reported: " << reported.front();
+}
+
 Task<void> release_one_and_ask(Semaphore& semaphore, std::vector<std::optional<Lease>>* leases) {
   co_await leases->front()->release();
   leases->push_back(co_await semaphore.try_acquire("tenant"));
