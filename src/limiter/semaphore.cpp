@@ -69,10 +69,21 @@ Grant grant_of(const LeaseReply& reply, Source source) {
   return out;
 }
 
+/// Releases a lease in the background. When Redis cannot answer, that is logged, not reported
+/// as a failure: the lease's permits come back at its expiry, as for a holder that died.
 Task<void> release_detached(std::shared_ptr<LeaseIssuer> issuer, Backend* backend,
-                            LeaseRequest request) {
-  (void)issuer;  // keeps the backend alive until this ends
-  co_await backend->release_lease(std::move(request));
+                            LeaseRequest request, spdlog::logger* logger) {
+  (void)issuer;  // keeps the backend and the logger alive until this ends
+  const std::string key = request.key;
+  try {
+    co_await backend->release_lease(std::move(request));
+  } catch (...) {
+    if (!means_unavailable(std::current_exception())) throw;
+    logger->warn(
+        "{}: a lease's release did not reach Redis ({}); its permits come back when it "
+        "expires",
+        key, describe(std::current_exception()));
+  }
 }
 
 }  // namespace
@@ -177,7 +188,8 @@ Task<Grant> LeaseIssuer::grant_on_failure(const std::string& key, const std::str
 void LeaseIssuer::run_in_background(LeaseRequest release, Source source) {
   Backend* const backend = backend_for(source);
   if (backend == nullptr) return;
-  Task<void> task = release_detached(shared_from_this(), backend, std::move(release));
+  Task<void> task =
+      release_detached(shared_from_this(), backend, std::move(release), logger_.get());
   // Why the client's background work: Client::close() lets the release reach Redis first.
   if (BackgroundTasks* tasks = backend->background()) {
     tasks->start(std::move(task));
