@@ -10,6 +10,7 @@
 #include "policy/stale_policy.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
+#include "runtime/together.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -83,18 +84,15 @@ Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
     }
   }
   if (operation == Operation::acquire && (denial || error)) {
-    // Why one after another, not in a TaskGroup: a caller may abandon the call (destroy its
-    // task) while it waits, and a group's members would outlive this frame. Why errors are
-    // dropped: a take that cannot be given back stays taken (under-admission, never over).
+    // Why Together: every give-back goes out at once (one round trip), and none outlives this
+    // frame if the caller abandons the call.
+    std::vector<Task<void>> give_backs;
     for (std::size_t g = 0; g < decided.size(); ++g) {
-      for (const std::size_t i : groups[g]) {
-        try {
-          co_await backend.adjust(requests[i], Adjustment::give_back, requests[i].permits,
-                                  decided[g].server_time_us);
-        } catch (...) {
-        }
-      }
+      for (const std::size_t i : groups[g])
+        give_backs.push_back(
+            give_back_claim(backend, requests[i], std::nullopt, decided[g].server_time_us));
     }
+    co_await Together(std::move(give_backs));
   }
   if (error) std::rethrow_exception(error);
   if (denial) {
@@ -112,6 +110,18 @@ Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
 }
 
 }  // namespace
+
+Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
+                           std::optional<CancelTicket> ticket, std::int64_t taken_at_us) {
+  try {
+    if (ticket) {
+      co_await backend.cancel(request, *ticket);
+    } else {
+      co_await backend.adjust(request, Adjustment::give_back, request.permits, taken_at_us);
+    }
+  } catch (...) {
+  }
+}
 
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
                                                   bool cluster) {

@@ -9,31 +9,26 @@
 #include "lua_scripts.hpp"
 #include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
+#include "runtime/together.hpp"
 
 namespace redlimit::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Gives back what one hash slot's claims hold of `reserved`: a part whose slot is ahead is
-/// cancelled (the waiters behind it move up); one taken at once gives back what its take still
-/// holds (nothing when a request was reserved behind it). Why errors are dropped: a part that
-/// cannot be given back stays taken until its slot (under-admission, never over).
+/// Gives back what one hash slot's claims hold of `reserved`, all at once: a part whose slot is
+/// ahead is cancelled (the waiters behind it move up); one taken at once gives back what its
+/// take still holds (nothing when a request was reserved behind it).
 Task<void> give_back_slot(Backend& backend, std::span<const DecideRequest> requests,
                           const std::vector<std::size_t>& group,
                           const ClaimsReservation& reserved) {
+  std::vector<Task<void>> give_backs;
   for (std::size_t k = 0; k < group.size(); ++k) {
-    const std::size_t i = group[k];
-    try {
-      if (reserved.wait_us > 0) {
-        co_await backend.cancel(requests[i], reserved.claims[k].ticket);
-      } else {
-        co_await backend.adjust(requests[i], Adjustment::give_back, requests[i].permits,
-                                reserved.slot_us);
-      }
-    } catch (...) {
-    }
+    std::optional<CancelTicket> ticket;
+    if (reserved.wait_us > 0) ticket = reserved.claims[k].ticket;
+    give_backs.push_back(give_back_claim(backend, requests[group[k]], ticket, reserved.slot_us));
   }
+  co_await Together(std::move(give_backs));
 }
 
 /// The reservations of every slot, agreeing on one, as one: its claims in the requests' order,

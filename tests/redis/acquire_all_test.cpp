@@ -45,6 +45,7 @@ class AcquireAllTest : public test::LoopTest {
     LoopTest::TearDown();
   }
   Client& client() { return client_; }
+  const test::RedisServer& server() const { return server_; }
 
  private:
   test::RedisServer server_;
@@ -218,6 +219,36 @@ TEST_F(AcquireAllTest, AStopWhileWaitingGivesItsSlotBack) {
   EXPECT_TRUE(stopped.claims.cancelled);
   EXPECT_LT(stopped.lasted, 90ms) << "ended by the stop";
   EXPECT_TRUE(stopped.slot_free_again);
+}
+
+TEST_F(AcquireAllTest, ItsPartsOnOneServerAreReservedInOneScriptCallAndAskedInOneAtTheWake) {
+  Limiter limiter(client(), Policy::of(Limit::gcra({20, 1s}, 1)), {.name = "one-call"});
+  const std::vector<Claim> three{{&limiter, "a"}, {&limiter, "b"}, {&limiter, "c"}};
+  ASSERT_TRUE(run(loop(), try_acquire_all(three)).allowed);  // every key's next slot: 50 ms on
+  const long long before = server().script_calls();
+  const Decision decision = run(loop(), acquire_all(three, {.max_wait = 5s}));
+  EXPECT_TRUE(decision.allowed);
+  EXPECT_GT(decision.waited, 0ms);
+  EXPECT_EQ(server().script_calls() - before, 2)
+      << "one call reserves the three parts, one asks where they stand at the wake";
+}
+
+TEST_F(AcquireAllTest, AStopGivesEveryPartOnOneServerBackInOneScriptCall) {
+  Limiter limiter(client(), Policy::of(Limit::gcra({1, 5s}, 1)), {.name = "one-give-back"});
+  const std::vector<Claim> three{{&limiter, "a"}, {&limiter, "b"}, {&limiter, "c"}};
+  ASSERT_TRUE(run(loop(), try_acquire_all(three)).allowed);  // every key's next slot: 5 s on
+  const long long before = server().script_calls();
+  std::stop_source source;
+  Outcome outcome;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(acquire_all_after(loop(), 0ms, three, source.get_token(), &outcome));
+    group.add(stop_after(loop(), 30ms, &source));
+    co_await group.join();
+  }());
+  EXPECT_TRUE(outcome.cancelled);
+  EXPECT_EQ(server().script_calls() - before, 2)
+      << "one call reserves the three parts, one gives them back";
 }
 
 TEST_F(AcquireAllTest, APartMovedByACancellationAheadOfItIsNotUsedWhereItNoLongerIs) {
