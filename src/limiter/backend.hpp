@@ -122,6 +122,13 @@ struct LeaseRequest {
   std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
 };
 
+/// What a semaphore call does (the operations of lua/semaphore.lua).
+enum class LeaseOperation {
+  grant,    ///< grants the lease if its permits fit now (or it already holds them)
+  renew,    ///< extends a lease that has not expired by the request's ttl from now
+  release,  ///< gives a lease's permits back; never adds permits the lease does not hold
+};
+
 /// What a semaphore call answered.
 struct LeaseReply {
   bool granted = false;  ///< grant, renew: the lease holds its permits; release: it gave some back
@@ -207,12 +214,8 @@ class Backend {
   virtual void unwatch(std::uint64_t id) = 0;
 
   // ---- semaphores. Why separate functions: they share nothing with the decide scripts.
-  /// Grants the request's lease if its permits fit now (or it already holds them).
-  virtual Task<LeaseReply> grant_lease(LeaseRequest request) = 0;
-  /// Extends a lease that has not expired by the request's ttl from now.
-  virtual Task<LeaseReply> renew_lease(LeaseRequest request) = 0;
-  /// Gives a lease's permits back; never adds permits the lease does not hold.
-  virtual Task<LeaseReply> release_lease(LeaseRequest request) = 0;
+  /// Runs `operation` on the request's lease.
+  virtual Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) = 0;
   /// Calls `handler` whenever permits of the semaphore key `key` are released (by any process)
   /// until unwatch(id). The handler must not resume coroutines inline.
   virtual std::uint64_t watch_releases(std::string key, std::function<void()> handler) = 0;

@@ -282,16 +282,11 @@ Task<std::optional<std::chrono::milliseconds>> LocalBackend::ttl(std::string) {
 
 // ---- semaphores
 
-Task<LeaseReply> LocalBackend::grant_lease(LeaseRequest request) {
-  co_return leases_.grant(request, now_of(request));
-}
-
-Task<LeaseReply> LocalBackend::renew_lease(LeaseRequest request) {
-  co_return leases_.renew(request, now_of(request));
-}
-
-Task<LeaseReply> LocalBackend::release_lease(LeaseRequest request) {
-  const LeaseReply reply = leases_.release(request, now_of(request));
+Task<LeaseReply> LocalBackend::run_lease(LeaseOperation operation, LeaseRequest request) {
+  const std::int64_t now = now_of(request);
+  if (operation == LeaseOperation::grant) co_return leases_.grant(request, now);
+  if (operation == LeaseOperation::renew) co_return leases_.renew(request, now);
+  const LeaseReply reply = leases_.release(request, now);
   if (reply.granted) {
     // Why a copy: a handler may unwatch.
     const auto watchers = release_watchers_;

@@ -38,9 +38,7 @@ class LocalBackend final : public Backend {
   void unwatch(std::uint64_t id) override;
 
   // ---- semaphores (LeaseTable); each completes without suspending.
-  Task<LeaseReply> grant_lease(LeaseRequest request) override;
-  Task<LeaseReply> renew_lease(LeaseRequest request) override;
-  Task<LeaseReply> release_lease(LeaseRequest request) override;
+  Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
 
   // ---- several claims (local_claims.cpp): claim after claim, each on its limiter's backend.

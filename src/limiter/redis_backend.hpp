@@ -42,9 +42,7 @@ class RedisBackend final : public Backend {
   void unwatch(std::uint64_t id) override;
 
   // ---- semaphores (lua/semaphore.lua; redis_backend_leases.cpp)
-  Task<LeaseReply> grant_lease(LeaseRequest request) override;
-  Task<LeaseReply> renew_lease(LeaseRequest request) override;
-  Task<LeaseReply> release_lease(LeaseRequest request) override;
+  Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
 
   // ---- several claims (redis_claims.cpp, redis_claims_reserving.cpp): one script call per
@@ -65,8 +63,6 @@ class RedisBackend final : public Backend {
   CommandDispatcher& dispatcher() noexcept { return client_; }
 
  private:
-  /// The semaphore script's answer to `operation` ("acquire", "renew" or "release").
-  Task<LeaseReply> run_semaphore_script(std::string operation, LeaseRequest request);
   /// The reserve script's answer to `operation` on the request's key: "reserve" (`argument`:
   /// the longest wait, us), "renew" (`argument`: the reservation's version) or "reclaim"
   /// (`argument` unused). They share the script's argument layout.

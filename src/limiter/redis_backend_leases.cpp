@@ -8,14 +8,17 @@
 
 namespace redlimit::detail {
 
-Task<LeaseReply> RedisBackend::run_semaphore_script(std::string operation, LeaseRequest request) {
+Task<LeaseReply> RedisBackend::run_lease(LeaseOperation operation, LeaseRequest request) {
   const std::array<std::string_view, 1> keys = {request.key};
+  const std::string_view name = operation == LeaseOperation::grant   ? "acquire"
+                                : operation == LeaseOperation::renew ? "renew"
+                                                                     : "release";
   const std::string now = request.now_us != 0 ? std::to_string(request.now_us) : std::string();
   const std::string capacity = std::to_string(request.capacity);
   const std::string permits = std::to_string(request.permits);
   const std::string ttl = std::to_string(request.ttl_us);
-  const std::array<std::string_view, 6> args = {operation,        now, capacity, permits,
-                                                request.lease_id, ttl};
+  const std::array<std::string_view, 6> args = {name, now, capacity, permits, request.lease_id,
+                                                ttl};
   const Reply reply =
       co_await calls_.eval(scripts::semaphore, keys, args, client_.command_deadline());
   const auto& fields = reply.as_array();
@@ -25,18 +28,6 @@ Task<LeaseReply> RedisBackend::run_semaphore_script(std::string operation, Lease
   out.now_us = fields[1].as_integer();
   if (fields.size() >= 3) out.expires_or_free_at_us = fields[2].as_integer();
   co_return out;
-}
-
-Task<LeaseReply> RedisBackend::grant_lease(LeaseRequest request) {
-  return run_semaphore_script("acquire", std::move(request));
-}
-
-Task<LeaseReply> RedisBackend::renew_lease(LeaseRequest request) {
-  return run_semaphore_script("renew", std::move(request));
-}
-
-Task<LeaseReply> RedisBackend::release_lease(LeaseRequest request) {
-  return run_semaphore_script("release", std::move(request));
 }
 
 std::uint64_t RedisBackend::watch_releases(std::string key, std::function<void()> handler) {

@@ -76,7 +76,7 @@ Task<void> release_detached(std::shared_ptr<LeaseIssuer> issuer, Backend* backen
   (void)issuer;  // keeps the backend and the logger alive until this ends
   const std::string key = request.key;
   try {
-    co_await backend->release_lease(std::move(request));
+    co_await backend->run_lease(LeaseOperation::release, std::move(request));
   } catch (...) {
     if (!means_unavailable(std::current_exception())) throw;
     logger->warn(
@@ -152,7 +152,7 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
   std::exception_ptr error;
   try {
     LeaseRequest asked = request(source, key, lease_id, permits);
-    const LeaseReply reply = co_await backend_->grant_lease(std::move(asked));
+    const LeaseReply reply = co_await backend_->run_lease(LeaseOperation::grant, std::move(asked));
     co_return grant_of(reply, source);
   } catch (...) {
     error = std::current_exception();
@@ -174,7 +174,8 @@ Task<Grant> LeaseIssuer::grant_on_failure(const std::string& key, const std::str
       break;
     case FailureAnswer::Action::ask_fallback: {
       LeaseRequest local = request(Source::fallback, key, lease_id, permits);
-      const LeaseReply reply = co_await fallback_->grant_lease(std::move(local));
+      const LeaseReply reply =
+          co_await fallback_->run_lease(LeaseOperation::grant, std::move(local));
       co_return grant_of(reply, Source::fallback);
     }
     case FailureAnswer::Action::deny:
@@ -206,14 +207,14 @@ Task<LeaseReply> LeaseIssuer::renew(const Lease& lease) {
   Backend* const backend = backend_for(lease.source_);
   if (backend == nullptr) co_return LeaseReply{.granted = true};  // fail_open: nothing to renew
   LeaseRequest renewal = request(lease.source_, lease.key_, lease.id_, lease.permits_);
-  co_return co_await backend->renew_lease(std::move(renewal));
+  co_return co_await backend->run_lease(LeaseOperation::renew, std::move(renewal));
 }
 
 Task<LeaseReply> LeaseIssuer::release(const Lease& lease) {
   Backend* const backend = backend_for(lease.source_);
   if (backend == nullptr) co_return LeaseReply{};  // fail_open: nothing was held
   LeaseRequest release = request(lease.source_, lease.key_, lease.id_, lease.permits_);
-  co_return co_await backend->release_lease(std::move(release));
+  co_return co_await backend->run_lease(LeaseOperation::release, std::move(release));
 }
 
 Task<std::optional<Lease>> LeaseIssuer::try_acquire(

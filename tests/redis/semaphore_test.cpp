@@ -273,19 +273,12 @@ TEST_F(SemaphoreTest, LeasesOfUpToTheWholeCapacityAreTakenRenewedAndReleased) {
 // ---- the script and the in-process model are one algorithm
 
 struct Step {
-  int op;  // 0 grant, 1 renew, 2 release
+  detail::LeaseOperation op;
   detail::LeaseRequest request;
 };
 
 Task<detail::LeaseReply> ask(detail::Backend& backend, Step step) {
-  switch (step.op) {
-    case 0:
-      co_return co_await backend.grant_lease(std::move(step.request));
-    case 1:
-      co_return co_await backend.renew_lease(std::move(step.request));
-    default:
-      co_return co_await backend.release_lease(std::move(step.request));
-  }
+  co_return co_await backend.run_lease(step.op, std::move(step.request));
 }
 
 TEST_F(SemaphoreTest, TheScriptAndTheInProcessModelAnswerAlike) {
@@ -298,19 +291,21 @@ TEST_F(SemaphoreTest, TheScriptAndTheInProcessModelAnswerAlike) {
   for (int i = 0; i < 1500; ++i) {
     now += std::uniform_int_distribution<std::int64_t>(0, 200)(random);
     const int lease = std::uniform_int_distribution<int>(0, 7)(random);
-    const Step step{std::uniform_int_distribution<int>(0, 2)(random),
-                    detail::LeaseRequest(
-                        "rl:{diff:k}:semaphore", "lease" + std::to_string(lease), 4, 1 + lease % 3,
-                        std::uniform_int_distribution<std::int64_t>(1, 3000)(random), now)};
+    const Step step{
+        static_cast<detail::LeaseOperation>(std::uniform_int_distribution<int>(0, 2)(random)),
+        detail::LeaseRequest("rl:{diff:k}:semaphore", "lease" + std::to_string(lease), 4,
+                             1 + lease % 3,
+                             std::uniform_int_distribution<std::int64_t>(1, 3000)(random), now)};
     const detail::LeaseReply in_redis = run(loop(), ask(redis, step));
     const detail::LeaseReply in_process = run(loop(), ask(local, step));
-    ASSERT_EQ(in_redis.granted, in_process.granted) << "step " << i << " op " << step.op;
+    ASSERT_EQ(in_redis.granted, in_process.granted)
+        << "step " << i << " op " << static_cast<int>(step.op);
     ASSERT_EQ(in_redis.now_us, in_process.now_us) << "step " << i;
-    if (step.op != 2) {
+    if (step.op != detail::LeaseOperation::release) {
       ASSERT_EQ(in_redis.expires_or_free_at_us, in_process.expires_or_free_at_us)
-          << "step " << i << " op " << step.op;
+          << "step " << i << " op " << static_cast<int>(step.op);
     }
-    if (step.op == 0) ++(in_redis.granted ? granted : refused);
+    if (step.op == detail::LeaseOperation::grant) ++(in_redis.granted ? granted : refused);
   }
   EXPECT_GT(granted, 100);
   EXPECT_GT(refused, 100) << "the sequence must also fill the semaphore";
