@@ -251,4 +251,11 @@ class Backend {
   virtual BackgroundTasks* background() noexcept = 0;
 };
 
+/// Gives back one claim's part of a call over several, with the others of its slot at once
+/// (in a Together): its reservation `ticket` cancelled, or with none, what its take at
+/// `taken_at_us` still holds. Why errors are dropped: a part that cannot be given back stays
+/// taken until its slot (under-admission, never over). `request` outlives the task.
+Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
+                           std::optional<CancelTicket> ticket, std::int64_t taken_at_us);
+
 }  // namespace redlimit::detail

@@ -217,6 +217,18 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 
 }  // namespace
 
+Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
+                           std::optional<CancelTicket> ticket, std::int64_t taken_at_us) {
+  try {
+    if (ticket) {
+      co_await backend.cancel(request, *ticket);
+    } else {
+      co_await backend.adjust(request, Adjustment::give_back, request.permits, taken_at_us);
+    }
+  } catch (...) {
+  }
+}
+
 }  // namespace detail
 
 Task<Decision> try_acquire_all(std::vector<Claim> claims) {

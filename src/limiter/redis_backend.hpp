@@ -139,12 +139,6 @@ struct ReserveScriptCall : ScriptCall {
 /// request is; InvalidArgument when two requests name one Redis key.
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
                                                   bool cluster);
-/// Gives back one claim's part of a call over several, with the others of its slot at once
-/// (in a Together): its reservation `ticket` cancelled, or with none, what its take at
-/// `taken_at_us` still holds. Why errors are dropped: a part that cannot be given back stays
-/// taken until its slot (under-admission, never over). `request` outlives the task.
-Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
-                           std::optional<CancelTicket> ticket, std::int64_t taken_at_us);
 /// The requests of one slot group (`group`: indexes into `requests`).
 std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
                                        const std::vector<std::size_t>& group);

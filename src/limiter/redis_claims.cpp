@@ -111,18 +111,6 @@ Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
 
 }  // namespace
 
-Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
-                           std::optional<CancelTicket> ticket, std::int64_t taken_at_us) {
-  try {
-    if (ticket) {
-      co_await backend.cancel(request, *ticket);
-    } else {
-      co_await backend.adjust(request, Adjustment::give_back, request.permits, taken_at_us);
-    }
-  } catch (...) {
-  }
-}
-
 std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest> requests,
                                                   bool cluster) {
   std::unordered_map<std::string, std::size_t> claimed;

@@ -231,17 +231,6 @@ Task<void> check_part(const WaitingPart* part, bool* stands, std::exception_ptr*
   }
 }
 
-/// Gives back what the take of `part`, charged where it stands, still holds (never more than
-/// exact). Why errors are dropped: not given back, it stays taken until its slot's time has
-/// passed (under-admission, never over).
-Task<void> give_back_take(const WaitingPart* part) {
-  try {
-    co_await part->backend->adjust(*part->reserved, Adjustment::give_back, part->reserved->permits,
-                                   part->waiter.slot.ceil_us());
-  } catch (...) {
-  }
-}
-
 /// The wake: the slot where every part stands as its waiter has it, else what the parts that
 /// stand still hold given back, and no slot.
 Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
@@ -269,7 +258,11 @@ Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
   // not charge its key twice.
   std::vector<Task<void>> give_backs;
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (standing[i].stands) give_backs.push_back(give_back_take(&parts[i]));
+    // What the take of a part that stands, charged there, still holds (never more than exact).
+    if (standing[i].stands) {
+      give_backs.push_back(give_back_claim(*parts[i].backend, *parts[i].reserved, std::nullopt,
+                                           parts[i].waiter.slot.ceil_us()));
+    }
   }
   co_await Together(std::move(give_backs));
   co_return outcome;
