@@ -177,6 +177,38 @@ TEST_F(Batch, CallsOnOneKeyApplyInTheOrderQueued) {
   }
 }
 
+/// Refunds `permits` on `key_base` and keeps whether it applied in `out`.
+Task<void> refund_into(RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                       std::string key_base, std::int64_t permits, Answer* out) {
+  const DecideRequest request(std::move(policy), KeyBase(key_base), Operation::acquire, 1);
+  const AdjustOutcome outcome = co_await backend.adjust(request, Adjustment::refund, permits, 0);
+  *out = {false, "refund applied " + std::to_string(outcome.applied)};
+}
+
+TEST_F(Batch, RefundsGoInTheBatchOfTheTakesBesideThemInTheOrderQueued) {
+  const auto policy = gcra_policy(10);
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  std::vector<Answer> answers(15);
+  const long long before = server_.script_calls();
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < 10; ++i)
+      group.add(decide_into(backend, policy, "{refunded}", &answers[i]));
+    group.add(refund_into(backend, policy, "{refunded}", 3, &answers[10]));
+    for (std::size_t i = 11; i < 15; ++i)
+      group.add(decide_into(backend, policy, "{refunded}", &answers[i]));
+    co_await group.join();
+  }());
+  EXPECT_EQ(server_.script_calls() - before, 1) << "the 15 calls must go as one batch";
+  run(loop(), client.close());
+  EXPECT_EQ(answers[9].text, "allowed 1 remaining 0");
+  EXPECT_EQ(answers[10].text, "refund applied 1");
+  EXPECT_EQ(answers[11].text, "allowed 1 remaining 2");
+  EXPECT_EQ(answers[13].text, "allowed 1 remaining 0");
+  EXPECT_EQ(answers[14].text.rfind("allowed 0", 0), 0u) << answers[14].text;
+}
+
 TEST_F(Batch, TheCallsOfOneBatchAreDecidedAtOneServerInstant) {
   Client client(loop(), options(64));
   RedisBackend backend(client.dispatcher());
