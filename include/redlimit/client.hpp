@@ -83,14 +83,14 @@ struct ClientOptions {
   /// ConfigError at construction, before any I/O. Keep it well above the round trip to Redis:
   /// a lease that lapses while its owner renews it makes the owner's waiters reserve again.
   std::chrono::milliseconds reservation_lease{750};
-  /// Script calls (decisions, reservations, cancellations, semaphore calls) queued in one loop
-  /// iteration for one server (in a cluster, for one primary, whatever the slots of their keys:
-  /// Redis >= 7; for one hash slot on older servers) go to Redis as one script call of at most
-  /// this many, each decided as if sent alone, in the order queued; one queued alone goes
-  /// alone. No timer: only what is already queued when the loop is about to poll, or, as soon
-  /// as the callers a batch resumed have queued this many in a row for one server, those at
-  /// once. 1: every call alone. From 1 to max_batch_limit; anything else is a
-  /// ConfigError at construction.
+  /// Script calls (decisions, reservations, cancellations, refunds, penalties and blocks,
+  /// semaphore calls) queued in one loop iteration for one server (in a cluster, for one
+  /// primary, whatever the slots of their keys: Redis >= 7; for one hash slot on older servers)
+  /// go to Redis as one script call of at most this many, each decided as if sent alone, in
+  /// the order queued; one queued alone goes alone. No timer: only what is already queued when the
+  /// loop is about to poll, or, as soon as the callers a batch resumed have queued this many in a
+  /// row for one server, those at once. 1: every call alone. From 1 to max_batch_limit; anything
+  /// else is a ConfigError at construction.
   std::size_t max_batch = 64;
   /// Where this client and the limiters made from it count what they do; null: a Metrics of
   /// its own (Client::metrics()).

@@ -22,11 +22,11 @@ bool repeats_previous(std::size_t i, std::span<const scripts::ScriptSource* cons
 }  // namespace
 
 bool coalesces(const scripts::ScriptSource& script) noexcept {
-  // The batch scripts hold every script but themselves, PolicyStore's, the fleet's counts' and
-  // the adjust script (lua/meson.build).
+  // The batch scripts hold every script but themselves, PolicyStore's and the fleet's counts'
+  // (lua/meson.build).
   return &script != &scripts::batch && &script != &scripts::batch_across_slots &&
          &script != &scripts::policy_store && &script != &scripts::fleet_counts &&
-         &script != &scripts::fleet_names && &script != &scripts::adjust;
+         &script != &scripts::fleet_names;
 }
 
 BatchWords batch_words(std::span<const scripts::ScriptSource* const> scripts,

@@ -4,11 +4,11 @@
 // max_batch 64, so that they go as batches; (b) the same operations one by one, in the same
 // order, on a client with max_batch 1, under another key prefix; (c) the model. Operations are
 // acquires by the lean and the general scripts, peeks, reservations, their cancels and their
-// owner leases' renewals and claims, on every algorithm and on policies of several limits,
-// at injected times; between rounds the policy changes (a new version, an older one the
-// scripts refuse as stale, a since and a carry). Every field of every answer must agree, and
-// after every round the two prefixes' stored values must be equal, and their TTLs too (but for
-// the wall time between the two ways' writes). The EVALSHA count proves
+// owner leases' renewals and claims, refunds, give-backs and penalties, on every algorithm and
+// on policies of several limits, at injected times; between rounds the policy changes (a new
+// version, an older one the scripts refuse as stale, a since and a carry). Every field of every
+// answer must agree, and after every round the two prefixes' stored values must be equal, and
+// their TTLs too (but for the wall time between the two ways' writes). The EVALSHA count proves
 // that (a) really sent batches. Each run draws a new seed (printed; REDLIMIT_SEED repeats it).
 #include <gtest/gtest.h>
 
@@ -72,7 +72,7 @@ Limit random_limit(std::mt19937_64& random, Algorithm algorithm, bool long_perio
 /// acquire_by_decide always runs the general decide script.
 /// renew and confirm act on the owner lease of a reservation granted earlier (confirm also
 /// says where it stands).
-enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel, renew, confirm };
+enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel, renew, confirm, adjust };
 
 /// A confirm's answer: whether the lease was held, where the reservation stands, and its slot.
 std::string confirm_text(bool lease_held, const StandingOutcome& where) {
@@ -89,7 +89,15 @@ struct Step {
   std::int64_t permits;
   std::int64_t max_wait_us = 0;  ///< reserve
   std::size_t reservation = 0;   ///< cancel, renew, confirm: which one granted in an earlier round
+  Adjustment adjustment = Adjustment::refund;  ///< adjust: refund, give_back or penalize permits
+  std::int64_t taken_at_us = 0;                ///< adjust, give_back: when the take was
 };
+
+/// An adjustment's answer: applied (and when), or which limit refused it.
+std::string adjust_text(const AdjustOutcome& outcome) {
+  return outcome.applied ? "adjust applied at " + std::to_string(outcome.now_us)
+                         : "adjust refused by " + std::to_string(outcome.refused_limit);
+}
 
 /// What one operation answered: every field, as text the three ways compare.
 struct Outcome {
@@ -214,6 +222,9 @@ class Sequence {
               co_await backend.check_reservation(lease, ticket_of(target));
           co_return Outcome{confirm_text(check.lease_held, check.where)};
         }
+        case Kind::adjust:
+          co_return Outcome{adjust_text(co_await backend.adjust(
+              request, operation.adjustment, operation.permits, operation.taken_at_us))};
       }
     } catch (const StalePolicy& refused) {
       co_return Outcome{stale(refused.stored_version())};
@@ -279,6 +290,13 @@ class Sequence {
         const bool held = claim_lease(held_[target.key], target.reservation.book.version);
         return Outcome{
             confirm_text(held, reservation_standing(states_[target.key][0], ticket_of(target)))};
+      }
+      case Kind::adjust: {
+        const AdjustOutcome model =
+            adjust_policy(policy_->specs(), states, operation.now, operation.adjustment,
+                          operation.permits, change, operation.taken_at_us);
+        if (model.stale_version != 0) return Outcome{stale(model.stale_version)};
+        return Outcome{adjust_text(model)};
       }
     }
     return Outcome{"unknown operation"};
@@ -354,6 +372,12 @@ std::vector<Step> random_round(std::mt19937_64& random, Sequence& sequence, std:
           pick(random, 0, 1) == 0
               ? pick(random, 0, granted - 1)
               : pick(random, std::max<std::int64_t>(0, granted - 3), granted - 1));
+    } else if (roll >= 17) {
+      static constexpr Adjustment adjustments[] = {Adjustment::refund, Adjustment::give_back,
+                                                   Adjustment::penalize};
+      operation.kind = Kind::adjust;
+      operation.adjustment = adjustments[pick(random, 0, 2)];
+      operation.taken_at_us = now - pick(random, 0, period);
     }
     round.push_back(operation);
   }
@@ -397,6 +421,7 @@ struct Tally {
   int claimed = 0;      ///< owner leases a confirm found still held (and ended)
   int lease_calls = 0;  ///< renew and confirm calls, whether the lease was still held or not
   int stale = 0;        ///< refused as stale (a newer policy version stored)
+  int adjusted = 0;     ///< refunds, give-backs and penalties applied
   int policies = 0;     ///< policy changes
   long long coalesced_evalshas = 0;  ///< script calls Redis counted for the coalesced way
 };
@@ -478,6 +503,7 @@ Task<void> BatchDifferential::run_case(std::uint64_t seed, Tally* tally) {
                                  ? 1
                                  : 0;
         tally->stale += model.text.starts_with("stale") ? 1 : 0;
+        tally->adjusted += model.text.starts_with("adjust applied") ? 1 : 0;
         if (batched[i].text != one.text || one.text != model.text) {
           report(tally, round, i,
                  "  coalesced  " + batched[i].text + "\n  one by one " + one.text +
@@ -551,6 +577,7 @@ TEST_P(BatchDifferential, CoalescedOneByOneAndModelDecideIdentically) {
   // Why: without batches the comparison would prove nothing.
   EXPECT_LT(tally.coalesced_evalshas, tally.operations) << "the coalesced way sent no batch";
   EXPECT_GT(tally.batched_rounds, 0);
+  EXPECT_GT(tally.adjusted, 0) << "rounds must also refund, give back and penalize";
   const auto& algorithms = GetParam().second;
   if (algorithms.size() == 1 && can_reserve(algorithms.front())) {
     EXPECT_GT(tally.reserved, 0);
@@ -561,10 +588,10 @@ TEST_P(BatchDifferential, CoalescedOneByOneAndModelDecideIdentically) {
   std::printf(
       "[ %-22s ] %d operations, %d allowed, %d denied, %lld EVALSHAs coalesced, %d rounds "
       "batched, %d reserved, %d registered, %d cancels, %d lease calls (%d renewed, %d claimed), "
-      "%d policy changes, %d stale, seed %llu\n",
+      "%d adjustments applied, %d policy changes, %d stale, seed %llu\n",
       GetParam().first, tally.operations, tally.allowed, tally.denied, tally.coalesced_evalshas,
       tally.batched_rounds, tally.reserved, tally.registered, tally.cancelled, tally.lease_calls,
-      tally.renewed, tally.claimed, tally.policies, tally.stale,
+      tally.renewed, tally.claimed, tally.adjusted, tally.policies, tally.stale,
       static_cast<unsigned long long>(seed));
 }
 
