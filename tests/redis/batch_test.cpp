@@ -209,6 +209,29 @@ TEST_F(Batch, RefundsGoInTheBatchOfTheTakesBesideThemInTheOrderQueued) {
   EXPECT_EQ(answers[14].text.rfind("allowed 0", 0), 0u) << answers[14].text;
 }
 
+Task<void> reset_key(RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+                     std::string key_base) {
+  co_await backend.reset(std::move(policy), std::move(key_base));
+}
+
+TEST_F(Batch, AResetBetweenTakesOfOneKeyAppliesInTheOrderQueued) {
+  const auto policy = gcra_policy(10);
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  std::vector<Answer> answers(6);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < 5; ++i)
+      group.add(decide_into(backend, policy, "{reset}", &answers[i]));
+    group.add(reset_key(backend, policy, "{reset}"));
+    group.add(decide_into(backend, policy, "{reset}", &answers[5]));
+    co_await group.join();
+  }());
+  run(loop(), client.close());
+  EXPECT_EQ(answers[4].text, "allowed 1 remaining 5");
+  EXPECT_EQ(answers[5].text, "allowed 1 remaining 9") << "the take after the reset";
+}
+
 TEST_F(Batch, TheCallsOfOneBatchAreDecidedAtOneServerInstant) {
   Client client(loop(), options(64));
   RedisBackend backend(client.dispatcher());
