@@ -282,15 +282,14 @@ Task<Decision> RedisBackend::decide_with_general_script(const DecideRequest& req
 }
 
 Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) {
-  std::vector<std::string> argv{"DEL"};
+  ScriptCall call;
   for (const CompiledLimit& limit : policy->limits())
-    argv.push_back(key_base + limit.key_suffix);
+    call.add_key(key_base + limit.key_suffix);
   if (can_reserve(policy->limits().front().limit.algorithm)) {
-    // Why the range is made first: the pushes may move argv[1].
-    for (std::string& side : side_keys(argv[1]))
-      argv.push_back(std::move(side));
+    for (std::string& side : side_keys(std::string(call.keys().front())))
+      call.add_key(std::move(side));
   }
-  co_await client_.command(std::move(argv));
+  co_await calls_.eval(scripts::reset, call.keys(), call.args(), client_.command_deadline());
 }
 
 Task<std::optional<std::chrono::milliseconds>> RedisBackend::ttl(std::string key) {
