@@ -232,6 +232,40 @@ TEST_F(Batch, AResetBetweenTakesOfOneKeyAppliesInTheOrderQueued) {
   EXPECT_EQ(answers[5].text, "allowed 1 remaining 9") << "the take after the reset";
 }
 
+/// A try_acquire of one permit of `key` through `limiter`, what it answered kept in `out`.
+Task<void> take_into(Limiter& limiter, std::string key, Answer* out) {
+  const Decision decision = co_await limiter.try_acquire(std::move(key));
+  *out = {false, "allowed " + std::to_string(decision.allowed) + " remaining " +
+                     std::to_string(decision.remaining)};
+}
+
+Task<void> refund_three(Limiter& limiter, std::string key) {
+  co_await limiter.refund(std::move(key), 3);
+}
+
+TEST_F(Batch, ARefundAfterTakesThatWaitForTheLoopsNextTurnStillAppliesAfterThem) {
+  // A loop turn longer than the limiter's budget (1 ms) makes the calls started after it wait
+  // for the next turn, in order; a refund started then must wait behind them too.
+  Client client(loop(), options(64));
+  Limiter limiter(client, Policy::of(Limit::gcra(Rate{10, 1h})), {.name = "turn"});
+  std::vector<Answer> answers(31);
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    for (std::size_t i = 0; i < 10; ++i)
+      group.add(take_into(limiter, "k", &answers[i]));
+    std::this_thread::sleep_for(3ms);  // the turn outlasts its budget
+    for (std::size_t i = 10; i < 30; ++i)
+      group.add(take_into(limiter, "k", &answers[i]));
+    group.add(refund_three(limiter, "k"));
+    group.add(take_into(limiter, "k", &answers[30]));
+    co_await group.join();
+  }());
+  run(loop(), client.close());
+  for (std::size_t i = 10; i < 30; ++i)
+    EXPECT_EQ(answers[i].text, "allowed 0 remaining 0") << "take " << i << ", before the refund";
+  EXPECT_EQ(answers[30].text, "allowed 1 remaining 2") << "the take after the refund";
+}
+
 TEST_F(Batch, TheCallsOfOneBatchAreDecidedAtOneServerInstant) {
   Client client(loop(), options(64));
   RedisBackend backend(client.dispatcher());
