@@ -62,6 +62,9 @@ Task<void> PolicyEnforcer::adjust(std::shared_ptr<PolicyEnforcer> self, std::str
                                   Adjustment adjustment, std::int64_t amount) {
   if (adjustment == Adjustment::block) check_block_duration(amount);
   const std::int64_t permits = adjustment == Adjustment::block ? 1 : amount;
+  // Why the turn: calls on one key apply in the order started, also behind calls that wait for
+  // the loop's next turn.
+  co_await self->turn_.yield_if_due();
   co_await in_force_asking_again<void>(
       std::move(self), std::move(key), Operation::acquire, permits,
       [adjustment, amount](PolicyEnforcer& enforcer, DecideRequest request) {

@@ -211,6 +211,7 @@ Task<Decision> PolicyEnforcer::observed_acquire(std::shared_ptr<PolicyEnforcer> 
 }
 
 Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::string key) {
+  co_await self->turn_.yield_if_due();  // in order behind the calls waiting for the next turn
   InForce in_force = co_await request_in_force(self, key, Operation::peek, 1, 0,
                                                self->stale_deadline(), WhenUnread::unavailable);
   DecideRequest& request = in_force.request;
