@@ -83,7 +83,7 @@ struct ClientOptions {
   /// ConfigError at construction, before any I/O. Keep it well above the round trip to Redis:
   /// a lease that lapses while its owner renews it makes the owner's waiters reserve again.
   std::chrono::milliseconds reservation_lease{750};
-  /// Script calls (decisions, reservations, cancellations, refunds, penalties and blocks,
+  /// Script calls (decisions, reservations, cancellations, refunds, penalties, blocks, resets,
   /// semaphore calls) queued in one loop iteration for one server (in a cluster, for one
   /// primary, whatever the slots of their keys: Redis >= 7; for one hash slot on older servers)
   /// go to Redis as one script call of at most this many, each decided as if sent alone, in

@@ -304,7 +304,7 @@ struct Claim {
 /// is one script call, atomic. Across a cluster's slots, each slot's claims are one script call,
 /// slot after slot (in the order of their first claim); when a slot denies (or fails), the
 /// slots that took give back what their take still holds: permits are held, unused, for the
-/// later slots' round trips and the give-backs' (one round trip per claim that took), and a
+/// later slots' round trips and the give-backs' (one round trip, all at once), and a
 /// bucket limit gets back its permits less the refill since the take; after a clock step back
 /// or a policy change since the take, nothing (never more than exact: it may under-admit, never
 /// over-admit). The decision is bound by the claim (Decision::claim) and its

@@ -59,8 +59,8 @@ Task<Decision> decide_in_one_call(CommandDispatcher& client,
 /// one script call, atomic there, slot after slot. When a slot's claims are denied, or its call
 /// fails, every slot that took gives back what its take still holds (Adjustment::give_back:
 /// never more than exact), and the decision is that denial (or the error). Until then its
-/// permits are held, unused: for the later slots' round trips and the give-backs', one per
-/// claim that took (under-admission, never over). A peek asks every slot and takes nothing.
+/// permits are held, unused: for the later slots' round trips and the give-backs' (one round
+/// trip, all at once; under-admission, never over). A peek asks every slot and takes nothing.
 Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
                                          std::span<const DecideRequest> requests,
                                          const std::vector<std::vector<std::size_t>>& groups,

@@ -44,8 +44,8 @@ using test::acl_follow_rules;
 using test::acl_setuser;
 
 /// What the client sends by itself: PING (connection handshake), EVALSHA, and EVAL after a
-/// NOSCRIPT, DEL (reset), SUBSCRIBE and UNSUBSCRIBE (cancellation and release notices). AUTH
-/// needs no permission; SELECT is sent only for a database other than 0.
+/// NOSCRIPT, DEL (reset, in lua/reset.lua), SUBSCRIBE and UNSUBSCRIBE (cancellation and release
+/// notices). AUTH needs no permission; SELECT is sent only for a database other than 0.
 // Why pttl: Limiter::inspect() reads each key's TTL.
 const std::set<std::string> client_commands = {"ping",      "evalsha",     "eval", "del",
                                                "subscribe", "unsubscribe", "pttl"};

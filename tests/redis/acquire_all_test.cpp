@@ -222,9 +222,9 @@ TEST_F(AcquireAllTest, AStopWhileWaitingGivesItsSlotBack) {
 }
 
 TEST_F(AcquireAllTest, ItsPartsOnOneServerAreReservedInOneScriptCallAndAskedInOneAtTheWake) {
-  Limiter limiter(client(), Policy::of(Limit::gcra({20, 1s}, 1)), {.name = "one-call"});
+  Limiter limiter(client(), Policy::of(Limit::gcra({2, 1s}, 1)), {.name = "one-call"});
   const std::vector<Claim> three{{&limiter, "a"}, {&limiter, "b"}, {&limiter, "c"}};
-  ASSERT_TRUE(run(loop(), try_acquire_all(three)).allowed);  // every key's next slot: 50 ms on
+  ASSERT_TRUE(run(loop(), try_acquire_all(three)).allowed);  // every key's next slot: 500 ms on
   const long long before = server().script_calls();
   const Decision decision = run(loop(), acquire_all(three, {.max_wait = 5s}));
   EXPECT_TRUE(decision.allowed);

@@ -368,13 +368,18 @@ TEST_F(SemaphoreFailureTest, FailOpenGrantsLeasesThatEnforceNothing) {
 
 TEST_F(SemaphoreFailureTest, ALeaseDroppedWhileRedisIsDownIsLeftToExpireWithoutReportingAnError) {
   std::vector<std::string> reported;
-  const ErrorHandler previous = set_error_handler([&reported](std::exception_ptr error) {
+  // Why restored by a destructor: an ASSERT that returns early must not leave the process's
+  // handler pointing at this test's vector.
+  struct RestoredAtEnd {
+    ErrorHandler previous;
+    ~RestoredAtEnd() { set_error_handler(std::move(previous)); }
+  } const restored{set_error_handler([&reported](std::exception_ptr error) {
     try {
       std::rethrow_exception(error);
     } catch (const std::exception& e) {
       reported.emplace_back(e.what());
     }
-  });
+  })};
   Semaphore refusing = semaphore(1, FailurePolicy{.kind = FailurePolicy::fail_closed});
   {
     std::optional<Lease> lease;
@@ -383,7 +388,6 @@ TEST_F(SemaphoreFailureTest, ALeaseDroppedWhileRedisIsDownIsLeftToExpireWithoutR
     server_.kill();
   }  // its release runs in the client's background work, which close() waits for
   run(loop(), client_.close());
-  set_error_handler(previous);
   EXPECT_TRUE(reported.empty()) << "reported: " << reported.front();
 }
 
