@@ -1,7 +1,8 @@
 // Coalesced script calls, one server: calls started in one loop turn go as one batch; one
 // call's error fails that call only, as it would have alone; calls on one key apply in the order
-// they were queued (semaphore calls too); a caller destroyed while its call waits or is in
-// flight neither crashes nor leaks; and Client::close() completes every call queued or in flight.
+// they were queued (semaphore calls, refunds and resets too); a caller destroyed while its call
+// waits or is in flight neither crashes nor leaks; and Client::close() completes every call
+// queued or in flight.
 #include <gtest/gtest.h>
 
 #include <algorithm>
