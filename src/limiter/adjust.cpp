@@ -72,21 +72,6 @@ Task<void> PolicyEnforcer::adjust(std::shared_ptr<PolicyEnforcer> self, std::str
       });
 }
 
-Task<void> PolicyEnforcer::adjust_fallback(const DecideRequest& request, Adjustment adjustment,
-                                           std::int64_t amount) {
-  DecideRequest local = fallback_request(request);
-  // Why checked again: the fallback's scaled limits may not hold a block the policy's do (a
-  // token bucket's faster rate, a larger debt); the fallback then keeps its state.
-  if (adjustment == Adjustment::block) {
-    try {
-      check_can_block(*local.policy, amount);
-    } catch (const Error&) {
-      co_return;
-    }
-  }
-  co_await fallback_->adjust(local, adjustment, amount, 0);
-}
-
 Task<void> PolicyEnforcer::adjust_under(DecideRequest request, Adjustment adjustment,
                                         std::int64_t amount) {
   if (adjustment == Adjustment::block) check_can_block(*request.policy, amount);
@@ -96,9 +81,6 @@ Task<void> PolicyEnforcer::adjust_under(DecideRequest request, Adjustment adjust
   ++generation_;
   deny_cache_.forget(request.key_base.view());
   const AdjustOutcome outcome = co_await backend_->adjust(request, adjustment, amount, 0);
-  // Why after Redis applied it, and only then: a refused or failed call changes nothing, and a
-  // follower's call asked again (StalePolicy) must not adjust the fallback twice.
-  if (outcome.applied && fallback_) co_await adjust_fallback(request, adjustment, amount);
   if (!outcome.applied) {
     const auto& limits = request.policy->limits();
     const std::string limit = outcome.refused_limit < limits.size()
@@ -108,6 +90,21 @@ Task<void> PolicyEnforcer::adjust_under(DecideRequest request, Adjustment adjust
                             std::string(request.key_base.view()) + "' refused by " + limit + ": " +
                             outcome.refusal);
   }
+  // Why after Redis applied it, and only then: a refused or failed call changes nothing, and a
+  // follower's call asked again (StalePolicy) must not adjust the fallback twice.
+  if (!fallback_) co_return;
+  const DecideRequest local = fallback_request(request);
+  // Why checked again: the fallback's scaled limits may not hold a block the policy's do (a
+  // token bucket's faster rate, a larger debt); the fallback then keeps its state.
+  bool fallback_holds = true;
+  if (adjustment == Adjustment::block) {
+    try {
+      check_can_block(*local.policy, amount);
+    } catch (const Error&) {
+      fallback_holds = false;
+    }
+  }
+  if (fallback_holds) co_await fallback_->adjust(local, adjustment, amount, 0);
 }
 
 }  // namespace redlimit::detail

@@ -5,19 +5,11 @@
 namespace redlimit {
 
 std::string_view to_string(DecisionEventKind kind) noexcept {
-  switch (kind) {
-    case DecisionEventKind::allowed:
-      return "allowed";
-    case DecisionEventKind::denied:
-      return "denied";
-    case DecisionEventKind::waited:
-      return "waited";
-    case DecisionEventKind::cancelled:
-      return "cancelled";
-    case DecisionEventKind::failure_policy:
-      return "failure_policy";
-  }
-  return "allowed";
+  // In the order of the enum.
+  constexpr std::string_view names[] = {"allowed", "denied", "waited", "cancelled",
+                                        "failure_policy"};
+  const auto index = static_cast<std::size_t>(kind);
+  return index < std::size(names) ? names[index] : "allowed";
 }
 
 namespace detail {
@@ -27,9 +19,12 @@ bool from_failure_policy(Source source) {
   return source == Source::fallback || source == Source::fail_open || source == Source::fail_closed;
 }
 
-CallError classify(const std::exception_ptr& error) {
+/// What ended a call with `error`; none for a Cancelled.
+std::optional<CallError> classify(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
+  } catch (const Cancelled&) {
+    return std::nullopt;
   } catch (const InvalidArgument&) {
     return CallError::invalid_argument;
   } catch (const PolicyNotFound&) {
@@ -38,16 +33,6 @@ CallError classify(const std::exception_ptr& error) {
     return CallError::unavailable;
   } catch (...) {
     return CallError::other;
-  }
-}
-
-bool is_cancelled(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const Cancelled&) {
-    return true;
-  } catch (...) {
-    return false;
   }
 }
 
@@ -93,15 +78,15 @@ void CallObserver::decided(Decision& decision, std::string_view key, std::int64_
 
 void CallObserver::failed(const std::exception_ptr& error, std::string_view key,
                           std::int64_t permits) {
-  const bool cancelled = is_cancelled(error);
+  const std::optional<CallError> kind = classify(error);
   if (metrics_ != nullptr) {
-    if (cancelled) {
-      metrics_->cancelled.add();
+    if (kind) {
+      metrics_->errors[static_cast<std::size_t>(*kind)].add();
     } else {
-      metrics_->errors[static_cast<std::size_t>(classify(error))].add();
+      metrics_->cancelled.add();
     }
   }
-  if (cancelled && listener_) tell(DecisionEventKind::cancelled, key, permits, nullptr);
+  if (!kind && listener_) tell(DecisionEventKind::cancelled, key, permits, nullptr);
 }
 
 void CallObserver::tell(DecisionEventKind kind, std::string_view key, std::int64_t permits,

@@ -1,11 +1,9 @@
-// The calls of a Limiter, each once for either policy source (PolicySource): resolve the policy
-// in force, ask, and ask again under the policy read again when a script refuses the request as
-// stale (asking_again()). try_acquire() and peek() are one coroutine each: observation, the deny
-// cache and the failure policy are steps of it, not layers.
+// The calls of a Limiter, for either policy source: resolve the policy in force, ask, and ask
+// again when a script refuses the request as stale. try_acquire() and peek() are one coroutine
+// each: observation, the deny cache and the failure policy are steps of it, not layers.
 
 #include "limiter/policy_enforcer.hpp"
 #include "limiter/unavailability.hpp"
-#include "policy/stale_policy.hpp"
 #include "policy/unconfirmed_policy.hpp"
 #include "policy/validation.hpp"
 #include "redlimit/errors.hpp"
@@ -24,9 +22,9 @@ using Clock = std::chrono::steady_clock;
 // alone denies the request, and the other limits can only deny more. Capacity comes back only
 // through a reset or a refund (this process's are handled by the generation; another
 // process's are seen when the remembered denial ends: until then the cache may under-admit,
-// never over-admit) or a cancelled acquire() reservation. Only a
-// bucket algorithm's key at index 0 can hold reservations (it is the key of a single-limit
-// policy, here or in another limiter of the same name): a denial bound by it is not remembered.
+// never over-admit) or a cancelled acquire() reservation. Only a bucket algorithm's key at
+// index 0 can hold reservations (it is the key of a single-limit policy, here or in another
+// limiter of the same name): a denial bound by it is not remembered.
 bool cacheable(const CompiledPolicy& policy, std::size_t binding) {
   return binding != 0 || !can_reserve(policy.limits().front().limit.algorithm);
 }
@@ -89,8 +87,8 @@ Task<Decision> PolicyEnforcer::decide(std::shared_ptr<PolicyEnforcer> self, std:
     co_await enforcer.turn_.yield_if_due();
     StaleRetry retry(enforcer.stale_deadline());
     while (!decision) {
-      // Why the synchronous way first: in the common case the policy is known (a fixed one, or
-      // a stored one read recently), and resolving it needs no coroutine of its own.
+      // Why the synchronous way first: in the common case the policy is known, and resolving it
+      // needs no coroutine of its own.
       std::optional<InForce> in_force;
       if (auto ready = retry.min_version() == 0 ? enforcer.source_->ready(key) : nullptr) {
         in_force.emplace(
@@ -108,8 +106,7 @@ Task<Decision> PolicyEnforcer::decide(std::shared_ptr<PolicyEnforcer> self, std:
       // Why taken now: a stored policy was confirmed with the server at this contact.
       const std::uint64_t contact = stored ? enforcer.redis_->contact() : 0;
       const bool cache = enforcer.may_cache(request);
-      // Why only when needed: a clock reading is a noticeable part of a decision's client CPU,
-      // and without the deny cache none is needed.
+      // Why only with the deny cache: a clock reading is a noticeable part of a decision's CPU.
       Clock::time_point sent{};
       if (cache) {
         sent = Clock::now();

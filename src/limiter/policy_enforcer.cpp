@@ -1,22 +1,15 @@
 #include "limiter/policy_enforcer.hpp"
 
-#include <spdlog/spdlog.h>
+#include <algorithm>
 
-#include "algorithms/reservations.hpp"
 #include "limiter/fallback_policy.hpp"
 #include "limiter/unavailability.hpp"
-#include "metrics/instruments.hpp"
 #include "policy/key_format.hpp"
-#include "policy/stale_policy.hpp"
 #include "policy/validation.hpp"
-#include "redis/reply_convert.hpp"
 #include "redlimit/errors.hpp"
-#include "runtime/failed_task.hpp"
 
 namespace redlimit::detail {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 LimiterOptions validated(LimiterOptions options) {
   check_name("LimiterOptions::name", options.name);
@@ -60,15 +53,15 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
       fallback_ = std::make_unique<LocalBackend>();
     }
   }
-  source_->on_change([this] { policy_changed(); });
-}
-
-void PolicyEnforcer::policy_changed() {
-  ++generation_;
-  deny_cache_.clear();
-  // Why: a waiter reserved under a policy that a change replaced reserves again under the new
-  // one (reserve_and_wait()); waking them makes it happen at the change, not at their slot.
-  waiters_.wake_all();
+  // The policy in force changed, or may have: denials remembered under the previous one may not
+  // hold.
+  source_->on_change([this] {
+    ++generation_;
+    deny_cache_.clear();
+    // Why: a waiter reserved under a policy that a change replaced reserves again under the new
+    // one (reserve_and_wait()); waking them makes it happen at the change, not at their slot.
+    waiters_.wake_all();
+  });
 }
 
 void PolicyEnforcer::publish_counts() {
@@ -135,10 +128,8 @@ std::optional<DecideRequest> PolicyEnforcer::fallback_reservation(
 }
 
 bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
-  for (const auto& limit : fallback_policy_for(request.policy)->limits()) {
-    if (request.permits > limit.capacity) return false;
-  }
-  return true;
+  return std::ranges::all_of(fallback_policy_for(request.policy)->limits(),
+                             [&](const auto& limit) { return request.permits <= limit.capacity; });
 }
 
 Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,

@@ -25,10 +25,9 @@
 
 namespace redlimit::detail {
 
-/// One attempt of acquire() or acquire_all() under the policies in force: the decision the
-/// caller gets, one to wait out and ask again after (`wait_out`: a policy that cannot reserve),
-/// or none: reserve again at once (a policy changed while it waited, or a slot was given back
-/// or passed).
+/// One attempt of acquire() or acquire_all(): the decision the caller gets, one to wait out and
+/// ask again after (`wait_out`: a policy that cannot reserve), or none: reserve again at once (a
+/// policy changed while it waited, or a slot was given back or passed).
 struct Attempted {
   std::optional<ClaimsDecision> decision;
   bool wait_out = false;
@@ -60,12 +59,9 @@ Task<ClaimsDecision> waiting_out(uv_loop_t* loop, Gauge* gauge, const OwnedAcqui
 /// back by a spawned task that keeps the enforcer (and its backend) alive until it is done.
 class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
  public:
-  /// `redis` is the client's dispatcher (for a Redis backend), or null for an in-process
-  /// limiter, whose backend cannot fail. It is kept alive as long as the enforcer: the backend
-  /// sends through it. `stats` is the client's StatsPublisher (null: the counts stay here).
-  /// `logger` is where failures are reported. `source` is the limiter's own policy
-  /// (fixed_policy()), or the policies stored under its name (stored_policies(), never in
-  /// process).
+  /// `redis` is the client's dispatcher (the backend sends through it), or null in process,
+  /// where the backend cannot fail. `stats` is the client's StatsPublisher (null: the counts
+  /// stay here). `source` is fixed_policy() or stored_policies() (never in process).
   PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
                  std::shared_ptr<StatsPublisher> stats, std::unique_ptr<Backend> backend,
                  std::unique_ptr<PolicySource> source, LimiterOptions options,
@@ -79,8 +75,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
     return decide(shared_from_this(), std::move(key), Operation::acquire, permits,
                   observer_.active());
   }
-  /// In shadow mode (LimiterOptions::shadow), decides once, as try_acquire() does (see
-  /// CallObserver::decided()).
+  /// In shadow mode (LimiterOptions::shadow), decides once, as try_acquire() does.
   static Task<Decision> acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                 std::int64_t permits, OwnedAcquireOptions options);
   Task<Decision> peek(std::string key) {
@@ -90,31 +85,27 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   static Task<std::vector<redlimit::LimitState>> inspect(std::shared_ptr<PolicyEnforcer> self,
                                                          std::string key);
   static Task<void> reset(std::shared_ptr<PolicyEnforcer> self, std::string key);
-  /// refund(), penalize() and block(): `amount` is the permits, or the block's duration in us
-  /// (src/limiter/adjust.cpp).
+  /// refund(), penalize() and block(): `amount` is the permits, or the block's duration in us.
   static Task<void> adjust(std::shared_ptr<PolicyEnforcer> self, std::string key,
                            Adjustment adjustment, std::int64_t amount);
-  /// Replaces the limiter's own policy (PolicySource::replace()): InvalidArgument for a
-  /// follower, whose store is the source of truth.
+  /// Replaces the limiter's own policy (PolicySource::replace()): InvalidArgument for a follower.
   void set_policy(Policy policy, Carry carry) { source_->replace(policy, carry); }
-  /// The policy in effect, compiled; for a follower the name's policy read last (null before):
-  /// Limiter::shared_policy().
+  /// The policy in effect, compiled; for a follower the name's policy read last (null before).
   std::shared_ptr<const CompiledPolicy> named_policy() const { return source_->named(); }
   const LimiterOptions& options() const noexcept { return options_; }
   uv_loop_t* loop() const noexcept { return loop_; }
-  /// Throws UsageError when called from a thread other than the client's loop's (a Redis
-  /// limiter); an in-process limiter cannot tell.
+  /// Throws UsageError when called off the client's loop thread (an in-process limiter cannot
+  /// tell).
   void check_thread() const {
     if (redis_) redis_->check_thread();
   }
 
-  /// A validated request under the policy in force for its key, and whether that policy is
-  /// only the one read last (request_in_force()).
+  /// A validated request under the policy in force for its key.
   struct InForce {
     DecideRequest request;
     /// With WhenUnread::no_policy, the UnconfirmedPolicy of a follower whose stored policy could
     /// not be confirmed: `request` is under the policy read last, and the failure policy
-    /// answers it (answer_unconfirmed()); other callers get the error thrown.
+    /// answers it (answer_unconfirmed()).
     std::exception_ptr unconfirmed;
   };
   /// A validated request for `key` under the policy in force for it (PolicySource::resolve():
@@ -124,38 +115,33 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                         std::int64_t min_version,
                                         std::chrono::steady_clock::time_point deadline,
                                         WhenUnread when_unread = WhenUnread::no_policy);
-  /// What every call checks first (see LoopTurn); try_acquire_all() too, whose answers in
-  /// process or from failure policies need no I/O either.
+  /// What every call checks first (see LoopTurn), try_acquire_all() too.
   LoopTurn& turn() noexcept { return turn_; }
-  /// The sleeping waiters of this limiter's reservations, per key (acquire_all() registers its
-  /// parts there too).
+  /// The sleeping waiters of this limiter's reservations, per key (acquire_all()'s parts too).
   WaiterRegistry& waiters() noexcept { return waiters_; }
   /// Whether this limiter follows a PolicyStore.
   bool follows() const noexcept { return source_->stored(); }
-  /// Where this limiter's decisions are made (try_acquire_all() asks it too).
+  /// Where this limiter's decisions are made.
   Backend& backend() const noexcept { return *backend_; }
   /// When a call that begins now stops asking again after StalePolicy (StaleRetry).
   std::chrono::steady_clock::time_point stale_deadline() const noexcept;
-  /// What the failure policy answers for `request`; `retry_in` tells when Redis will be tried
-  /// again (the server's circuit breaker), 0 when unknown.
+  /// What the failure policy answers for `request`; `retry_in`: when Redis will be tried again
+  /// (the breaker's next probe), 0 when unknown.
   Decision decide_on_failure(const DecideRequest& request, std::chrono::microseconds retry_in);
-  /// Counts permits Redis admitted to this limiter that came too late to use
-  /// (AcquireOptions::max_lateness).
+  /// Counts permits admitted too late to use (AcquireOptions::max_lateness).
   void count_late() noexcept;
   /// The waiters gauge, or null when nothing is counted.
   Gauge* waiters_gauge() const noexcept {
     return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
   }
   /// Where acquire() reserves `request` when Redis cannot answer: on the local fallback, under
-  /// its scaled policy (local_fallback, when its share can ever grant it); none: the failure
-  /// policy answers.
+  /// its scaled policy, when its share can ever grant it; none: the failure policy answers.
   std::optional<DecideRequest> fallback_reservation(const DecideRequest& request) const;
   /// The local fallback (local_fallback), else null.
   LocalBackend* fallback() const noexcept { return fallback_.get(); }
   /// How many times the client's connections broke (CommandDispatcher::contact()); 0 in process.
   std::uint64_t contact() const noexcept { return redis_ != nullptr ? redis_->contact() : 0; }
-  /// A decision of try_acquire_all() on `key`: counted and told as this limiter's
-  /// try_acquire() of it would be.
+  /// A decision of try_acquire_all() on `key`, observed as this limiter's try_acquire() would be.
   void observe(Decision decision, std::string_view key, std::int64_t permits);
 
   /// A validated request for `key` under `policy`; throws InvalidArgument.
@@ -174,15 +160,14 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
 
  private:
   /// try_acquire() (`observed` when the observer is active) and peek(): one decision under the
-  /// policy in force, from the deny cache, the backend, or the failure policy when Redis cannot
-  /// answer (or the breaker is open); asked again when a script refuses the policy as stale.
+  /// policy in force, from the deny cache, the backend or the failure policy.
   static Task<Decision> decide(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                Operation operation, std::int64_t permits, bool observed);
   /// Names this limiter for asking_again(), whichever claim was refused.
   auto named() const noexcept {
     return [this](std::size_t) { return std::string_view(options_.name); };
   }
-  /// acquire() with the observer active, or in shadow mode (one decision, as try_acquire()).
+  /// acquire() with the observer active.
   static Task<Decision> observed_acquire(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                          std::int64_t permits, OwnedAcquireOptions options);
   /// acquire() as it waits: reserving for a reservable policy, else deciding again at each
@@ -195,19 +180,16 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
                                    const OwnedAcquireOptions& options,
                                    std::chrono::steady_clock::time_point started,
                                    const StaleRetry& retry);
-  /// The end of an observed call (`error`, or `decision`) as the observer sees it: rethrows the
-  /// error, else returns the decision the caller gets. `max_wait`: acquire()'s; `slept`: it
-  /// suspended to wait.
+  /// The end of an observed call as the observer sees it: rethrows `error`, else returns the
+  /// decision. `max_wait`: acquire()'s; `slept`: it suspended to wait.
   Decision finish(ObservedCall& call, const std::exception_ptr& error,
                   std::optional<Decision>& decision, std::string_view key, std::int64_t permits,
                   std::optional<std::chrono::microseconds> max_wait, bool slept);
-  /// Has the client add this limiter's decision counts to the fleet's (StatsPublisher): at
-  /// the first decision, on the loop's thread.
+  /// At the first decision: has the client add this limiter's counts to the fleet's.
   void publish_counts();
-  /// `call(enforcer, request)` (a Task<T>, not a coroutine of its own) on the request for `key`
-  /// under the policy in force, asked again under the policy read again when a script refuses
-  /// it as stale (asking_again()): inspect() and adjustments. A store that cannot be read
-  /// raises its Unavailable (WhenUnread::unavailable).
+  /// `call(enforcer, request)` (a Task<T>) on the request for `key` under the policy in force,
+  /// asked again when a script refuses it as stale: inspect() and adjust(). A store that cannot
+  /// be read raises its Unavailable.
   template <class T, class Call>
   static Task<T> in_force_asking_again(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                        Operation operation, std::int64_t permits, Call call);
@@ -217,26 +199,17 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   DecideRequest fallback_request(const DecideRequest& request) const;
   /// Whether the fallback's scaled limits can ever grant the request.
   bool fits_fallback(const DecideRequest& request) const;
-  /// Applies `adjustment` to `request`'s key (checked before any I/O), in the fallback's state
-  /// too when there is one; StalePolicy when a script finds a state newer than the policy.
+  /// Applies `adjustment` to `request`'s key, in the fallback's state too when there is one.
   Task<void> adjust_under(DecideRequest request, Adjustment adjustment, std::int64_t amount);
-  /// The same adjustment in the fallback's state (LocalBackend), after Redis applied it.
-  Task<void> adjust_fallback(const DecideRequest& request, Adjustment adjustment,
-                             std::int64_t amount);
   /// The failure policy's answer for a follower's call whose stored policy could not be
   /// confirmed: `request` is under the policy read last.
   Decision answer_unconfirmed(const DecideRequest& request);
-  /// The fallback's scaled policy for a request under `source` (the policy in force changes).
+  /// The fallback's scaled policy for a request under `source`.
   std::shared_ptr<const CompiledPolicy> fallback_policy_for(
       const std::shared_ptr<const CompiledPolicy>& source) const;
-  /// The policy in force changed, or may have: denials remembered under the previous one may
-  /// not hold, and the waiters reserve again under this one.
-  void policy_changed();
 
   uv_loop_t* loop_;
-  /// Every call checks it first: a caller answered without I/O, asking again at once, gives the
-  /// loop a turn regularly.
-  LoopTurn turn_{loop_};
+  LoopTurn turn_{loop_};  ///< see turn()
   // Why before the backend: destroyed after it, since the backend sends through it.
   std::shared_ptr<const CommandDispatcher> redis_;  ///< the client's; null for in process
   std::shared_ptr<StatsPublisher> stats_;           ///< the client's; null: counts unpublished
@@ -252,8 +225,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// `<escaped name>%@<client id>`: the name part of a Scope::per_client policy's keys ('%' is
   /// followed by two hex digits in an escaped name, so it never equals one).
   std::string per_client_name_;
-  /// The fallback's scaled policy (local_fallback: local_share x) and the policy it was scaled
-  /// from.
+  /// The fallback's scaled policy (local_share x) and the policy it was scaled from.
   mutable std::shared_ptr<const CompiledPolicy> fallback_source_;
   mutable std::shared_ptr<const CompiledPolicy> fallback_policy_;
   std::shared_ptr<spdlog::logger> logger_;
@@ -262,8 +234,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool counts_published_ = false;  ///< publish_counts() was called
 };
 
-/// One attempt of PolicyEnforcer::in_force_asking_again(): `call` on the request under the
-/// policy of at least `retry`'s version.
+/// One attempt of PolicyEnforcer::in_force_asking_again() under the policy of at least `retry`'s
+/// version.
 template <class T, class Call>
 Task<T> in_force_once(const std::shared_ptr<PolicyEnforcer>& self, const std::string& key,
                       Operation operation, std::int64_t permits, const Call& call,

@@ -14,7 +14,6 @@ namespace redlimit::detail {
 /// its name. Nothing when it counts nowhere (null metrics).
 class PolicyGauge {
  public:
-  PolicyGauge() = default;
   PolicyGauge(std::shared_ptr<Metrics> metrics, std::string name)
       : metrics_(std::move(metrics)), name_(std::move(name)) {}
 

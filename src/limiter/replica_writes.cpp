@@ -14,16 +14,12 @@ std::int64_t first_integer(const Reply& reply) {
   return reply.elements.front().integer;
 }
 
-std::string_view operation(std::span<const std::string_view> args) {
-  return args.empty() ? std::string_view() : args.front();
-}
-
 }  // namespace
 
 bool reply_wrote(const scripts::ScriptSource& script, std::span<const std::string_view> args,
                  const Reply& reply) {
   if (reply.type == Reply::Type::error) return false;  // scripts check before they write
-  const std::string_view op = operation(args);
+  const std::string_view op = args.empty() ? std::string_view() : args.front();
   if (&script == &scripts::decide) {
     if (op == "peek" || op == "peek_all") return false;
     return first_integer(reply) == 1;  // 0 denied, -1 stale
