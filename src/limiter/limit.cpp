@@ -1,5 +1,6 @@
 #include "redlimit/limit.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <iterator>
 
@@ -71,9 +72,7 @@ Rate Rate::parse(std::string_view text) {
   const std::int64_t permits = parse_digits(text.substr(0, slash), text, "permits");
   if (permits <= 0) bad_rate(text, "permits must be at least 1");
   const std::string_view period = text.substr(slash + 1);
-  std::size_t unit_at = 0;
-  while (unit_at < period.size() && period[unit_at] >= '0' && period[unit_at] <= '9')
-    ++unit_at;
+  const std::size_t unit_at = std::min(period.find_first_not_of("0123456789"), period.size());
   const std::int64_t count =
       unit_at == 0 ? 1 : parse_digits(period.substr(0, unit_at), text, "the period count");
   if (count <= 0) bad_rate(text, "the period must be longer than 0");

@@ -79,8 +79,7 @@ Task<Decision> Limiter::acquire(std::string key, std::int64_t permits, AcquireOp
 }
 
 Task<Decision> Limiter::acquire(Permits permits, AcquireOptions options) {
-  return detail::PolicyEnforcer::acquire(enforcer_, enforcer_->options().name, permits.count(),
-                                         detail::OwnedAcquireOptions(options));
+  return acquire(enforcer_->options().name, permits.count(), options);
 }
 
 // Why the thread check first: start() puts a timer on the loop, which only its thread may do.
@@ -94,10 +93,7 @@ void Limiter::try_acquire(std::string key, std::int64_t permits,
 void Limiter::acquire(std::string key, std::int64_t permits, AcquireOptions options,
                       std::function<void(Result<Decision>)> done) {
   enforcer_->check_thread();
-  start(enforcer_->loop(),
-        detail::PolicyEnforcer::acquire(enforcer_, std::move(key), permits,
-                                        detail::OwnedAcquireOptions(options)),
-        std::move(done), enforcer_);
+  start(enforcer_->loop(), acquire(std::move(key), permits, options), std::move(done), enforcer_);
 }
 
 void Limiter::try_acquire(Permits permits, std::function<void(Result<Decision>)> done) {

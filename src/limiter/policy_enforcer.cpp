@@ -134,23 +134,17 @@ bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
 
 Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
                                            std::chrono::microseconds retry_in) {
-  const CompiledLimit& first = request.policy->limits().front();
   const FailureAnswer answer = failure_answer(options_.on_failure, fallback_ != nullptr,
                                               fallback_ && fits_fallback(request), retry_in);
   Decision decision;
-  decision.limit = first.capacity;
-  switch (answer.action) {
-    case FailureAnswer::Action::allow:
-      decision.allowed = true;
-      decision.remaining = first.capacity - request.permits;  // unknown: as if fresh
-      break;
-    case FailureAnswer::Action::ask_fallback:
-      decision = fallback_->decide_now(fallback_request(request));
-      break;
-    case FailureAnswer::Action::deny:
-      decision.allowed = false;
-      decision.retry_after = answer.retry_after;
-      break;
+  if (answer.action == FailureAnswer::Action::ask_fallback) {
+    decision = fallback_->decide_now(fallback_request(request));
+  } else {
+    const CompiledLimit& first = request.policy->limits().front();
+    decision.allowed = answer.action == FailureAnswer::Action::allow;
+    decision.limit = first.capacity;
+    if (decision.allowed) decision.remaining = first.capacity - request.permits;  // as if fresh
+    decision.retry_after = answer.retry_after;                                    // 0 when allowed
   }
   decision.source = answer.source;
   return decision;

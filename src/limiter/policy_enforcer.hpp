@@ -25,18 +25,16 @@
 
 namespace redlimit::detail {
 
-/// One attempt of acquire() or acquire_all(): the decision the caller gets, one to wait out and
-/// ask again after (`wait_out`: a policy that cannot reserve), or none: reserve again at once (a
-/// policy changed while it waited, or a slot was given back or passed).
+/// One attempt of acquire() or acquire_all(): the decision the caller gets, one to wait out
+/// (`wait_out`: a policy that cannot reserve), or none: reserve again at once.
 struct Attempted {
   std::optional<ClaimsDecision> decision;
   bool wait_out = false;
 };
 
-/// The wait of acquire() and acquire_all(), begun at `started`: `attempt()` (a Task<Attempted>),
-/// again at once when it has no decision, and again after the retry_after of a decision to wait
-/// out that fits in what is left of max_wait (a waiter on `gauge` meanwhile). The decision the
-/// caller gets, its `waited` set.
+/// The wait of acquire() and acquire_all(), begun at `started`: `attempt()` again at once when it
+/// has no decision, and after the retry_after of a decision to wait out that fits in max_wait (a
+/// waiter on `gauge` meanwhile). Returns the decision with its `waited` set.
 template <class Attempt>
 Task<ClaimsDecision> waiting_out(uv_loop_t* loop, Gauge* gauge, const OwnedAcquireOptions& options,
                                  std::chrono::steady_clock::time_point started, Attempt attempt) {
@@ -54,9 +52,8 @@ Task<ClaimsDecision> waiting_out(uv_loop_t* loop, Gauge* gauge, const OwnedAcqui
   }
 }
 
-/// Enforces a Limiter's policy: validation, keys, waiting, failure handling, the deny cache,
-/// and the backend that decides. Shared: a reservation abandoned by a destroyed task is given
-/// back by a spawned task that keeps the enforcer (and its backend) alive until it is done.
+/// Enforces a Limiter's policy: validation, keys, waiting, failure handling, the deny cache and
+/// the backend. Shared: a spawned give-back of an abandoned reservation keeps it alive.
 class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
  public:
   /// `redis` is the client's dispatcher (the backend sends through it), or null in process,
@@ -103,9 +100,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// A validated request under the policy in force for its key.
   struct InForce {
     DecideRequest request;
-    /// With WhenUnread::no_policy, the UnconfirmedPolicy of a follower whose stored policy could
-    /// not be confirmed: `request` is under the policy read last, and the failure policy
-    /// answers it (answer_unconfirmed()).
+    /// With WhenUnread::no_policy, a follower's UnconfirmedPolicy: `request` is under the policy
+    /// read last, and the failure policy answers it (answer_unconfirmed()).
     std::exception_ptr unconfirmed;
   };
   /// A validated request for `key` under the policy in force for it (PolicySource::resolve():
@@ -148,14 +144,13 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   DecideRequest request_under(std::shared_ptr<const CompiledPolicy> policy, std::string_view key,
                               Operation operation, std::int64_t permits) const;
 
-  /// The request that gives back a reservation made with `reserved` on `backend` for `key`:
-  /// under the policy in force now for that key (a follower's: its override, if any) when its
-  /// single limit is on the same Redis key (the key is carried over to it, bug 4 of issue 14),
-  /// else under the reservation's own.
+  /// The request that gives back a reservation made with `reserved` on `backend` for `key`: under
+  /// the key's policy in force now when its single limit is on the same Redis key (carried over
+  /// to it, bug 4 of issue 14), else under the reservation's own.
   DecideRequest give_back_request(const DecideRequest& reserved, const Backend* backend,
                                   std::string_view key) const;
-  /// Whether a reservation made under `reserved_under` for `key` waits under a policy that is no
-  /// longer in force (set_policy(), or a change or removal of the stored policy).
+  /// Whether a reservation made under `reserved_under` for `key` waits under a policy no longer
+  /// in force.
   bool superseded(const CompiledPolicy& reserved_under, std::string_view key) const;
 
  private:
@@ -188,8 +183,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   /// At the first decision: has the client add this limiter's counts to the fleet's.
   void publish_counts();
   /// `call(enforcer, request)` (a Task<T>) on the request for `key` under the policy in force,
-  /// asked again when a script refuses it as stale: inspect() and adjust(). A store that cannot
-  /// be read raises its Unavailable.
+  /// asked again when refused as stale; an unreadable store raises Unavailable.
   template <class T, class Call>
   static Task<T> in_force_asking_again(std::shared_ptr<PolicyEnforcer> self, std::string key,
                                        Operation operation, std::int64_t permits, Call call);
@@ -222,8 +216,8 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   DenyCache deny_cache_;
   /// Counts resets, adjustments and policy changes (see decide()).
   std::uint64_t generation_ = 0;
-  /// `<escaped name>%@<client id>`: the name part of a Scope::per_client policy's keys ('%' is
-  /// followed by two hex digits in an escaped name, so it never equals one).
+  /// `<escaped name>%@<client id>`: the name part of Scope::per_client keys (never an escaped
+  /// name, where '%' is followed by two hex digits).
   std::string per_client_name_;
   /// The fallback's scaled policy (local_share x) and the policy it was scaled from.
   mutable std::shared_ptr<const CompiledPolicy> fallback_source_;
@@ -234,8 +228,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool counts_published_ = false;  ///< publish_counts() was called
 };
 
-/// One attempt of PolicyEnforcer::in_force_asking_again() under the policy of at least `retry`'s
-/// version.
+/// One attempt of PolicyEnforcer::in_force_asking_again().
 template <class T, class Call>
 Task<T> in_force_once(const std::shared_ptr<PolicyEnforcer>& self, const std::string& key,
                       Operation operation, std::int64_t permits, const Call& call,
