@@ -18,16 +18,6 @@ std::shared_ptr<const detail::PolicyGauge> gauge_of(const LimiterOptions& option
   return std::make_shared<const detail::PolicyGauge>(std::move(metrics), options.name);
 }
 
-/// A follower of the policy stored under `options.name`, showing what it reads in `gauge`.
-std::shared_ptr<detail::PolicyFollower> shown_follower(Client& client,
-                                                       const LimiterOptions& options,
-                                                       const detail::PolicyGauge& gauge) {
-  auto follower = std::make_shared<detail::PolicyFollower>(
-      client.shared_dispatcher(), options.prefix, options.name, options.policy_refresh);
-  gauge.follow(*follower);
-  return follower;
-}
-
 }  // namespace
 
 // Why the gauge shows the policy after the enforcer is made: the options are valid then, so no
@@ -48,8 +38,11 @@ Limiter::Limiter(Client& client, LimiterOptions options)
       enforcer_(std::make_shared<detail::PolicyEnforcer>(
           client.loop(), client.shared_dispatcher(), client.stats_publisher(),
           std::make_unique<detail::RedisBackend>(client.dispatcher()),
-          detail::stored_policies(shown_follower(client, options, *gauge_), options.name), options,
-          client.dispatcher().logger())) {}
+          detail::stored_policies(gauge_->follow(std::make_shared<detail::PolicyFollower>(
+                                      client.shared_dispatcher(), options.prefix, options.name,
+                                      options.policy_refresh)),
+                                  options.name),
+          options, client.dispatcher().logger())) {}
 
 Limiter::Limiter(uv_loop_t* loop, Policy policy, LimiterOptions options)
     : gauge_(gauge_of(options, nullptr)),

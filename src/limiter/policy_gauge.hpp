@@ -19,8 +19,8 @@ class PolicyGauge {
 
   /// Shows a policy given in code: version 0.
   void show(const Policy& policy) const;
-  /// Has `follower` show each version it reads, as it reads it.
-  void follow(PolicyFollower& follower) const;
+  /// Has `follower` show each version it reads, as it reads it; returns it.
+  std::shared_ptr<PolicyFollower> follow(std::shared_ptr<PolicyFollower> follower) const;
 
  private:
   std::shared_ptr<Metrics> metrics_;
