@@ -15,16 +15,13 @@ using Clock = std::chrono::steady_clock;
 
 /// Whether a denial bound by limit `binding` of `policy` may be remembered until its
 /// retry_after (see DenyCache).
-// Why this is exact, whatever the order of the limits: a denied request writes nothing, so
-// answering it locally leaves Redis as the round trip would. A request passes only when every
-// limit passes, and the script binds a denial to the limit with the longest retry_after; until
-// then that limit's key only gets more used (time passing is what retry_after counts), so it
-// alone denies the request, and the other limits can only deny more. Capacity comes back only
-// through a reset or a refund (this process's are handled by the generation; another
-// process's are seen when the remembered denial ends: until then the cache may under-admit,
-// never over-admit) or a cancelled acquire() reservation. Only a bucket algorithm's key at
-// index 0 can hold reservations (it is the key of a single-limit policy, here or in another
-// limiter of the same name): a denial bound by it is not remembered.
+// Why this is exact, whatever the order of the limits: a denied request writes nothing, and the
+// script binds a denial to the limit with the longest retry_after; until then that limit's key
+// only gets more used, so it alone denies the request, and the other limits can only deny more.
+// Capacity comes back only through a reset or a refund (this process's: see the generation;
+// another's are seen when the denial ends: the cache may under-admit, never over-admit) or a
+// cancelled reservation, which only a bucket limit's key at index 0 can hold (the key of a
+// single-limit policy, here or in another limiter of the same name): such denials are not kept.
 bool cacheable(const CompiledPolicy& policy, std::size_t binding) {
   return binding != 0 || !can_reserve(policy.limits().front().limit.algorithm);
 }

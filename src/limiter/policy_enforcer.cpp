@@ -143,8 +143,9 @@ Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
     const CompiledLimit& first = request.policy->limits().front();
     decision.allowed = answer.action == FailureAnswer::Action::allow;
     decision.limit = first.capacity;
-    if (decision.allowed) decision.remaining = first.capacity - request.permits;  // as if fresh
-    decision.retry_after = answer.retry_after;                                    // 0 when allowed
+    // Allowed: the remaining is unknown, as if the limit were fresh (and retry_after is 0).
+    if (decision.allowed) decision.remaining = first.capacity - request.permits;
+    decision.retry_after = answer.retry_after;
   }
   decision.source = answer.source;
   return decision;
