@@ -153,8 +153,8 @@ struct ClaimsReservation {
   /// names the binding claim; server_time_us is when it was decided (0 in process).
   Decision decision{};
   std::int64_t wait_us = 0;  ///< how long after the decision the permits may be used
-  /// That time (in process, on the limiters' clock). Across cluster slots with no wait, the
-  /// binding claim's (each claim's own is its ticket's slot).
+  /// That time, in server microseconds (in process, the limiters' clock). Across cluster slots
+  /// with no wait, the binding claim's (each claim's own is its ticket's slot).
   std::int64_t slot_us = 0;
   /// Per request, when allowed; each ticket's slot is where its key took the permits.
   std::vector<ClaimReservation> claims{};

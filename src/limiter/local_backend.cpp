@@ -50,16 +50,12 @@ std::int64_t LocalBackend::system_clock() {
       .count();
 }
 
-void LocalBackend::evict_expired(std::int64_t now) {
+LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::int64_t now) {
   while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
     // Why find first: erasing by a reference to the node's own key would read it while erasing.
     entries_.erase(entries_.find(*by_expiry_.begin()->second));
     by_expiry_.erase(by_expiry_.begin());
   }
-}
-
-LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::int64_t now) {
-  evict_expired(now);
   const auto& limits = request.policy->limits();
   auto it = entries_.find(request.key_base.view());
   if (it == entries_.end()) it = entries_.try_emplace(request.key_base.str()).first;
@@ -242,9 +238,8 @@ Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, Ca
 }
 
 std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler) {
-  const std::uint64_t id = next_watch_++;
-  watchers_.emplace(id, std::make_pair(reservation_key(request), std::move(handler)));
-  return id;
+  watchers_.emplace(next_watch_, std::make_pair(reservation_key(request), std::move(handler)));
+  return next_watch_++;
 }
 
 void LocalBackend::unwatch(std::uint64_t id) {
@@ -254,7 +249,7 @@ void LocalBackend::unwatch(std::uint64_t id) {
 
 Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {
   if (const auto it = entries_.find(key_base); it != entries_.end()) {
-    by_expiry_.erase(*it->second.expiry);
+    if (it->second.expiry) by_expiry_.erase(*it->second.expiry);
     entries_.erase(it);
   }
   co_return;
@@ -274,9 +269,8 @@ Task<LeaseReply> LocalBackend::run_lease(LeaseOperation operation, LeaseRequest 
 }
 
 std::uint64_t LocalBackend::watch_releases(std::string key, std::function<void()> handler) {
-  const std::uint64_t id = next_watch_++;
-  release_watchers_.emplace(id, std::make_pair(std::move(key), std::move(handler)));
-  return id;
+  release_watchers_.emplace(next_watch_, std::make_pair(std::move(key), std::move(handler)));
+  return next_watch_++;
 }
 
 }  // namespace redlimit::detail

@@ -86,8 +86,7 @@ class LocalBackend final : public Backend {
   /// included; `dry`: decided only, nothing stored (reserve_group()'s reserve_at_one_slot()).
   ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t now,
                                  std::int64_t max_wait_us, std::int64_t not_before_us, bool dry);
-  void evict_expired(std::int64_t now);
-  /// The entry of `request`'s key, created if new, with stale limits reset.
+  /// The entry of `request`'s key (created if new), stale limits reset, expired keys evicted.
   Entry& entry_for(const DecideRequest& request, std::int64_t now);
   /// When `written`, records that the entry's limit i wrote a state that matters for
   /// `ttls_us[i]`, kept as long as Redis keeps its key (a limit without one keeps its expiry);
