@@ -23,10 +23,8 @@ namespace redlimit::detail {
 enum class Operation { acquire, peek };
 
 /// One request to a backend: a policy, the key it applies to, what to do.
-///
-/// Why a constructor: g++ 12 destroys an aggregate temporary twice when it is built inside a
-/// co_await expression (`co_await backend.decide(DecideRequest{...})`); a class with a
-/// user-provided constructor is not affected.
+/// Why a constructor: g++ 12 destroys an aggregate temporary built inside a co_await expression
+/// twice; a class with a user-provided constructor is not affected.
 struct DecideRequest {
   DecideRequest(std::shared_ptr<const CompiledPolicy> policy_, KeyBase key_base_,
                 Operation operation_, std::int64_t permits_, std::int64_t now_us_ = 0)
@@ -41,9 +39,8 @@ struct DecideRequest {
   Operation operation = Operation::acquire;
   std::int64_t permits = 1;
   std::int64_t now_us = 0;  ///< tests only: an injected time; 0 uses the backend's clock
-  /// Its place among the claims of a call over several (try_acquire_all()); 0 for a call on
-  /// one key. What a decision's `claim` and a StalePolicy name, however the backend groups the
-  /// requests.
+  /// Its place among the claims of a call over several (try_acquire_all()), 0 for one key: what
+  /// a decision's `claim` and a StalePolicy name, however the backend groups the requests.
   std::size_t claim = 0;
 };
 
@@ -62,12 +59,12 @@ struct Reservation {
   ReservationBook book;             ///< the key's after it: book.version is its place
   std::int64_t reserved_at_us = 0;  ///< the server time of the reservation
   /// Registered under its owner's lease (docs/waiting.md): the lease's expiry, server time; 0
-  /// when not registered (it waits no longer than the lease, or in process).
+  /// when not registered.
   std::int64_t lease_expiry_us = 0;
 };
 
-/// What cancel() needs to give back a reservation at `slot` of a limit whose reduced p and d are
-/// `den` and `d`, with its key's `book` after it.
+/// What cancel() needs to give back a reservation at `slot` of a limit of reduced p `den` and d
+/// `d`, with its key's `book` after it.
 inline CancelTicket ticket_of(FracTime slot, std::int64_t den, std::int64_t d,
                               const ReservationBook& book) noexcept {
   return {.slot = slot,
@@ -83,9 +80,8 @@ inline CancelTicket ticket_of(const Reservation& made) noexcept {
   return ticket_of(made.slot, made.den, made.d, made.book);
 }
 
-/// A cancelled reservation gave back its permits. Reservations of the same key and epoch behind
-/// the cancelled one (version above `cancelled`) that were made before it (their book counted
-/// fewer cancels) may move earlier by `shift`.
+/// A cancelled reservation gave back its permits: those of its key and epoch behind it (version
+/// above `cancelled`) made before it (fewer cancels in their book) may move earlier by `shift`.
 struct CancelNotice {
   std::int64_t cancels = 0;    ///< the key's, this cancellation included
   std::int64_t epoch = 0;      ///< the key's epoch
@@ -100,10 +96,7 @@ struct ReservationCheck {
   StandingOutcome where;
 };
 
-/// One call on a semaphore's key (see lua/semaphore.lua for the rules).
-///
-/// Why a constructor: as for DecideRequest, g++ 12 destroys an aggregate temporary built inside
-/// a co_await expression twice.
+/// One call on a semaphore's key (lua/semaphore.lua). Why a constructor: as for DecideRequest.
 struct LeaseRequest {
   LeaseRequest(std::string key_, std::string lease_id_, std::int64_t capacity_,
                std::int64_t permits_, std::int64_t ttl_us_, std::int64_t now_us_ = 0)
@@ -142,10 +135,8 @@ struct LeaseReply {
 /// claim's key used.
 struct ClaimsDecision {
   Decision decision;
-  /// Per claim (in the requests' order), the Redis time its own key was decided at: across
-  /// cluster slots, each slot's script call has its own. Empty: decision.server_time_us for
-  /// every claim (one script call; after a wait, the slot every part was used at; in process;
-  /// a denial; or the failure policies' answer).
+  /// Per claim, the Redis time its own key was decided at (across cluster slots, each slot's
+  /// script call has its own). Empty: decision.server_time_us for every claim.
   std::vector<std::int64_t> server_times_us{};
 };
 
@@ -159,19 +150,19 @@ struct ClaimReservation {
 /// reserve_all).
 struct ClaimsReservation {
   /// allowed: reserved; else nothing was (retry_after: the binding claim's wait). Its `claim`
-  /// names the binding claim; server_time_us is when it was decided (in Redis; 0 in process).
+  /// names the binding claim; server_time_us is when it was decided (0 in process).
   Decision decision{};
   std::int64_t wait_us = 0;  ///< how long after the decision the permits may be used
-  /// That time: in Redis, server microseconds; in process, the limiters' clock. Across cluster
-  /// slots with no wait, the binding claim's (each claim's own is its ticket's slot).
+  /// That time, in server microseconds (in process, the limiters' clock). Across cluster slots
+  /// with no wait, the binding claim's (each claim's own is its ticket's slot).
   std::int64_t slot_us = 0;
   /// Per request, when allowed; each ticket's slot is where its key took the permits.
   std::vector<ClaimReservation> claims{};
 };
 
-/// The binding one of `decisions` (one per claim), as the decide script picks it: when all are
-/// allowed, the fewest remaining; else, of the denied, the longest retry_after (the first on a
-/// tie). The result's `claim` names it, and `allowed` is whether every decision was.
+/// The binding one of `decisions` (one per claim), as the decide script picks it: all allowed,
+/// the fewest remaining; else the denied one of the longest retry_after (the first on a tie).
+/// Its `claim` names it, and `allowed` is whether every decision was.
 Decision binding_decision(std::span<const Decision> decisions);
 
 /// Runs the algorithms: in Redis (RedisBackend) or in process (LocalBackend). Requests arrive
@@ -181,39 +172,36 @@ class Backend {
   using NoticeHandler = std::function<void(const CancelNotice&)>;
 
   virtual ~Backend() = default;
-  /// `request` must stay valid until the task ends (co_await it at once).
-  /// Why a reference: the caller keeps the request for its own later steps, and a copy per
-  /// layer would be a copy of the key per decision.
+  /// `request` must stay valid until the task ends (co_await it at once). Why a reference: the
+  /// caller keeps the request, and a copy per layer would copy the key per decision.
   virtual Task<Decision> decide(const DecideRequest& request) = 0;
-  /// Refunds, penalizes or blocks the request's key under every limit of its policy, all or
-  /// nothing (lua/shapes/adjust.lua): `amount` is the permits, or the block's duration in us;
-  /// `taken_at_us` is give_back's time of the take (else 0); the request's operation and
-  /// permits are not used. `request` as for decide().
+  /// Adjusts the request's key under every limit of its policy, all or nothing
+  /// (lua/shapes/adjust.lua): `amount` is the permits, or the block's duration in us;
+  /// `taken_at_us`, give_back's time of the take (else 0). The request's operation and permits
+  /// are not used; `request` as for decide().
   virtual Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
                                      std::int64_t amount, std::int64_t taken_at_us) = 0;
   /// Forgets the state of every limit of `policy` for `key_base`.
   virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
-  /// The time to live of the state kept under `key` (a key base and a limit's suffix): none
-  /// when there is no such state, or when the backend keeps no TTL (in process).
+  /// The time to live of the state under `key` (a key base and a limit's suffix); none when
+  /// there is none, or in process.
   virtual Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) = 0;
   /// Reserves the request's permits if they fit within `max_wait_us`.
   virtual Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) = 0;
-  /// Gives the reservation of the request's permits described by `ticket` back, if its slot is
-  /// still ahead.
+  /// Gives the reservation `ticket` of the request's permits back, if its slot is still ahead.
   virtual Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) = 0;
   /// Extends the owner lease of the registered reservation `version` on the request's key:
   /// its new expiry (server time), or 0 if it is not held any more (it was reclaimed).
   virtual Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) = 0;
   /// Where the reservation `ticket` stands now, for a waiter at its wake (it may have missed a
-  /// cancellation notice); ends its owner lease's registration (lease_held: it was still held,
-  /// so the permits are the caller's if it stands).
+  /// notice); ends its owner lease's registration (lease_held: it was still held).
   virtual Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) = 0;
   /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
   virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
   /// Ends a watch() or a watch_releases().
   virtual void unwatch(std::uint64_t id) = 0;
 
-  // ---- semaphores. Why separate functions: they share nothing with the decide scripts.
+  // ---- semaphores: they share nothing with the decide scripts.
   /// Runs `operation` on the request's lease.
   virtual Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) = 0;
   /// Calls `handler` whenever permits of the semaphore key `key` are released (by any process)
@@ -222,9 +210,8 @@ class Backend {
 
   // ---- several claims, asked of the first claim's backend: claim i is requests[i] on
   // backends[i]; their limiters use this backend's Client, or are all in process.
-  /// Decides every request at once, all or nothing (peek_all: Operation::peek): Decision::claim
-  /// and binding name the binding request and its limit. StalePolicy (with its claim) when a
-  /// key holds state of a newer policy version than its request's.
+  /// Decides every request at once, all or nothing: Decision::claim and binding name the binding
+  /// request and its limit. StalePolicy (with its claim) when a key holds a newer policy's state.
   virtual Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
                                              std::span<const DecideRequest> requests,
                                              Operation operation) = 0;
@@ -235,26 +222,25 @@ class Backend {
   virtual Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
                                                  std::span<const DecideRequest> requests,
                                                  std::function<std::int64_t()> max_wait_us) = 0;
-  /// reserve_claims() of requests that this backend decides in one atomic step (in Redis, keys
-  /// of one hash slot), at no earlier than `earliest_slot_us` (0: none); `earliest_only`: the
-  /// slot, or the denial, as it would be decided, with nothing written and no claims.
+  /// reserve_claims() of requests this backend decides in one atomic step (in Redis, one hash
+  /// slot's keys), no earlier than `earliest_slot_us` (0: none); `earliest_only`: the slot, or
+  /// the denial, as it would be decided, with nothing written and no claims.
   virtual Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
                                                 std::int64_t max_wait_us,
                                                 std::int64_t earliest_slot_us,
                                                 bool earliest_only) = 0;
-  /// The owner lease of the reservations that wait longer than it, in microseconds; 0 when
-  /// none is registered (in process).
+  /// The owner lease of the reservations that wait longer than it, in us; 0 in process.
   virtual std::int64_t lease_us() const noexcept = 0;
 
   /// Where this backend's background work runs (the client's, which Client::close() waits
-  /// for), or null for an in-process backend, whose calls complete without suspending.
+  /// for); null in process, where calls complete without suspending.
   virtual BackgroundTasks* background() noexcept = 0;
 };
 
-/// Gives back one claim's part of a call over several, with the others of its slot at once
-/// (in a Together): its reservation `ticket` cancelled, or with none, what its take at
-/// `taken_at_us` still holds. Why errors are dropped: a part that cannot be given back stays
-/// taken until its slot (under-admission, never over). `request` outlives the task.
+/// Gives back one claim's part of a call over several (in a Together with the others of its
+/// slot): its reservation `ticket` cancelled, or with none, what its take at `taken_at_us` still
+/// holds. Why errors are dropped: a part that cannot be given back stays taken until its slot
+/// (under-admission, never over). `request` outlives the task.
 Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
                            std::optional<CancelTicket> ticket, std::int64_t taken_at_us);
 

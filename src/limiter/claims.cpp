@@ -79,79 +79,48 @@ void observe_all(const std::vector<HeldClaim>& held, const ClaimsDecision& decid
   }
 }
 
-/// The claims' requests under the policies in force, and whether the backend may be asked.
-struct RequestsInForce {
-  std::vector<DecideRequest> requests;
-  /// Set when a follower's claim could not confirm its stored policy (UnconfirmedPolicy): its
-  /// request is under the policy read last, and the call is the failure policies' to answer.
-  std::exception_ptr unconfirmed;
-};
-
-/// The claims' requests under the policies in force (a follower's claim: its stored policy, of
-/// at least the version `retry` asks for it, read by its deadline).
-Task<RequestsInForce> requests_in_force(const std::vector<HeldClaim>& held, Operation operation,
-                                        const StaleRetry& retry) {
-  RequestsInForce out;
-  out.requests.reserve(held.size());
-  for (std::size_t i = 0; i < held.size(); ++i) {
-    const HeldClaim& claim = held[i];
-    PolicyEnforcer::InForce in_force = co_await PolicyEnforcer::request_in_force(
-        claim.enforcer, claim.key, operation, claim.permits, retry.min_version(i),
-        retry.deadline());
-    if (in_force.unconfirmed) out.unconfirmed = in_force.unconfirmed;
-    out.requests.push_back(std::move(in_force.request));
-    out.requests.back().claim = i;
-  }
-  co_return out;
-}
-
-/// When a call over the claims that begins now stops asking again after StalePolicy: the
-/// earliest of their limiters' (StaleRetry).
-Clock::time_point stale_deadline(const std::vector<HeldClaim>& held) {
-  auto deadline = Clock::time_point::max();
-  for (const HeldClaim& claim : held)
-    deadline = std::min(deadline, claim.enforcer->stale_deadline());
-  return deadline;
-}
-
-/// Each claim's backend, in the claims' order (Backend::decide_claims()).
-std::vector<Backend*> backends_of(const std::vector<HeldClaim>& held) {
-  std::vector<Backend*> backends;
-  for (const HeldClaim& claim : held)
-    backends.push_back(&claim.enforcer->backend());
-  return backends;
-}
-
 /// How acquire_all() waits, for run_claims().
 struct Waiting {
   const OwnedAcquireOptions& options;
   Clock::time_point started;
 };
 
-/// One attempt of run_claims() under the policies of at least `retry`'s versions.
+/// One attempt of run_claims() under the policies of at least `retry`'s versions (a follower's
+/// claim: its stored policy, read by the retry's deadline).
 Task<Attempted> claims_in_force(const std::vector<HeldClaim>& held,
                                 const std::vector<Backend*>& backends, Operation operation,
                                 const Waiting* waiting, const StaleRetry& retry) {
   co_await held.front().enforcer->turn().yield_if_due();
-  const RequestsInForce in_force = co_await requests_in_force(held, operation, retry);
-  std::exception_ptr error = in_force.unconfirmed;
+  std::vector<DecideRequest> requests;
+  requests.reserve(held.size());
+  // Set when a follower's claim could not confirm its stored policy (UnconfirmedPolicy): its
+  // request is under the policy read last, and the call is the failure policies' to answer.
+  std::exception_ptr unconfirmed;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    const HeldClaim& claim = held[i];
+    PolicyEnforcer::InForce in_force = co_await PolicyEnforcer::request_in_force(
+        claim.enforcer, claim.key, operation, claim.permits, retry.min_version(i),
+        retry.deadline());
+    if (in_force.unconfirmed) unconfirmed = in_force.unconfirmed;
+    requests.push_back(std::move(in_force.request));
+    requests.back().claim = i;
+  }
+  std::exception_ptr error = unconfirmed;
   // Reserved on when each policy is a single gcra, token_bucket or leaky_bucket limit (else
   // asked again at each retry_after).
-  const bool reserving = waiting && std::all_of(in_force.requests.begin(), in_force.requests.end(),
-                                                [](const DecideRequest& request) {
-                                                  return request.policy->reservable();
-                                                });
+  const bool reserving = waiting && std::ranges::all_of(requests, [](const DecideRequest& request) {
+                           return request.policy->reservable();
+                         });
   std::optional<ClaimsDecision> decided;
   if (!error) {
     try {
       if (reserving) {
-        decided =
-            co_await reserve_and_wait(held, in_force.requests, waiting->options, waiting->started);
+        decided = co_await reserve_and_wait(held, requests, waiting->options, waiting->started);
       } else {
         // Why only an acquire_all() that waits is late: try_acquire_all() takes no max_lateness.
         const Lateness lateness(waiting ? waiting->options.max_lateness
                                         : std::chrono::microseconds::max());
-        decided = co_await backends.front()->decide_claims(backends, in_force.requests, operation);
+        decided = co_await backends.front()->decide_claims(backends, requests, operation);
         const Decision& decision = decided->decision;
         if (decision.allowed && decision.source == Source::redis && lateness.too_late())
           refuse_late(held);
@@ -166,11 +135,11 @@ Task<Attempted> claims_in_force(const std::vector<HeldClaim>& held,
     const std::chrono::microseconds retry_in = retry_in_after(error);
     std::vector<Decision> answers;
     for (std::size_t i = 0; i < held.size(); ++i)
-      answers.push_back(held[i].enforcer->decide_on_failure(in_force.requests[i], retry_in));
+      answers.push_back(held[i].enforcer->decide_on_failure(requests[i], retry_in));
     decided.emplace(ClaimsDecision{.decision = binding_decision(answers)});
   }
   // Why an unconfirmed policy's answer is final: the next call reads the policy again.
-  const bool wait_out = waiting && !reserving && !in_force.unconfirmed;
+  const bool wait_out = waiting && !reserving && !unconfirmed;
   co_return Attempted{.decision = decided, .wait_out = wait_out};
 }
 
@@ -181,14 +150,21 @@ Task<Attempted> claims_in_force(const std::vector<HeldClaim>& held,
 /// None only when `waiting` and the parts were given back or moved: a new place in the queues.
 Task<Attempted> run_claims(const std::vector<HeldClaim>& held, Operation operation,
                            const Waiting* waiting) {
-  const std::vector<Backend*> backends = backends_of(held);
+  // Why the earliest deadline: a call over the claims stops asking again after StalePolicy when
+  // the first of their limiters would (StaleRetry).
+  std::vector<Backend*> backends;
+  auto deadline = Clock::time_point::max();
+  for (const HeldClaim& claim : held) {
+    backends.push_back(&claim.enforcer->backend());
+    deadline = std::min(deadline, claim.enforcer->stale_deadline());
+  }
   const auto attempt = [&](const StaleRetry& retry) {
     return claims_in_force(held, backends, operation, waiting, retry);
   };
   const auto name = [&](std::size_t claim) {
     return std::string_view(held.at(claim).enforcer->options().name);
   };
-  StaleRetry retry(stale_deadline(held), held.size());
+  StaleRetry retry(deadline, held.size());
   co_return co_await asking_again(std::move(retry), attempt, name);
 }
 

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "algorithms/exact.hpp"
-#include "algorithms/reservations.hpp"
 #include "policy/stale_policy.hpp"
 
 namespace redlimit::detail {
@@ -32,6 +30,16 @@ Decision decision_of(const LimitOutcome& outcome, const DecideRequest& request) 
   return decision;
 }
 
+/// Calls the handlers of `watchers` (id -> key, handler) that watch `key` with `args`.
+template <class Watchers, class... Args>
+void notify(const Watchers& watchers, std::string_view key, const Args&... args) {
+  // Why a copy: a handler may unwatch.
+  const Watchers copy = watchers;
+  for (const auto& [id, watcher] : copy) {
+    if (watcher.first == key) watcher.second(args...);
+  }
+}
+
 }  // namespace
 
 LocalBackend::LocalBackend(Clock clock) : clock_(std::move(clock)) {}
@@ -42,21 +50,15 @@ std::int64_t LocalBackend::system_clock() {
       .count();
 }
 
-void LocalBackend::evict_expired(std::int64_t now) {
+LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::int64_t now) {
   while (!by_expiry_.empty() && by_expiry_.begin()->first <= now) {
     // Why find first: erasing by a reference to the node's own key would read it while erasing.
     entries_.erase(entries_.find(*by_expiry_.begin()->second));
     by_expiry_.erase(by_expiry_.begin());
   }
-}
-
-LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::int64_t now,
-                                             bool* created) {
-  evict_expired(now);
   const auto& limits = request.policy->limits();
   auto it = entries_.find(request.key_base.view());
-  *created = it == entries_.end();
-  if (*created) it = entries_.try_emplace(request.key_base.str()).first;
+  if (it == entries_.end()) it = entries_.try_emplace(request.key_base.str()).first;
   Entry& entry = it->second;
   // Why only grow: a limit removed and added back finds its state, as its Redis key would be.
   if (entry.states.size() < limits.size()) {
@@ -66,7 +68,7 @@ LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::
   // A limit whose state expired, or that now uses another algorithm, starts afresh (in Redis its
   // key would be gone, or be another key).
   for (std::size_t i = 0; i < limits.size(); ++i) {
-    if (entry.slots[i].algorithm != limits[i].limit.algorithm || entry.slots[i].expires_us <= now) {
+    if (!entry.slots[i].holds(limits[i].limit.algorithm, now)) {
       entry.states[i].reset();
       entry.slots[i] = Slot{limits[i].limit.algorithm, 0};
     }
@@ -74,23 +76,27 @@ LocalBackend::Entry& LocalBackend::entry_for(const DecideRequest& request, std::
   return entry;
 }
 
-void LocalBackend::touch(std::string_view key, Entry& entry, bool created,
+void LocalBackend::store(const DecideRequest& request, Entry& entry, bool written,
                          const std::vector<std::optional<std::int64_t>>& ttls_us,
                          std::int64_t now) {
+  const std::string_view key = request.key_base.view();
+  if (!written) {
+    if (!entry.expiry) entries_.erase(entries_.find(key));  // nothing was stored for this key
+    return;
+  }
   for (std::size_t i = 0; i < ttls_us.size(); ++i) {
     if (ttls_us[i]) entry.slots[i].expires_us = redis_expiry(now, *ttls_us[i]);
   }
   std::int64_t entry_expires = 0;
   for (const Slot& slot : entry.slots)
     entry_expires = std::max(entry_expires, slot.expires_us);
-  if (!created) by_expiry_.erase(entry.expiry);
+  if (entry.expiry) by_expiry_.erase(*entry.expiry);
   entry.expiry = by_expiry_.emplace(entry_expires, &entries_.find(key)->first);
 }
 
 Decision LocalBackend::decide_now(const DecideRequest& request) {
   const std::int64_t now = now_of(request);
-  bool created = false;
-  Entry& entry = entry_for(request, now, &created);
+  Entry& entry = entry_for(request, now);
   const bool write = request.operation == Operation::acquire;
   const PolicyOutcome outcome =
       decide_policy(request.policy->specs(), entry.states, now, request.permits,
@@ -104,11 +110,7 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
       wrote = true;
     }
   }
-  if (wrote) {
-    touch(request.key_base.view(), entry, created, ttls, now);
-  } else if (created) {
-    entries_.erase(entries_.find(request.key_base.view()));  // nothing was stored for this key
-  }
+  store(request, entry, wrote, ttls, now);
   if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version, request.claim);
 
   Decision decision = decision_of(outcome.binding_outcome(), request);
@@ -117,35 +119,26 @@ Decision LocalBackend::decide_now(const DecideRequest& request) {
   return decision;
 }
 
-std::optional<LimitState> LocalBackend::first_state(const DecideRequest& request,
-                                                    std::int64_t now) const {
-  const auto it = entries_.find(request.key_base.view());
-  if (it == entries_.end() || it->second.states.empty()) return std::nullopt;
-  // As entry_for() finds it: a state expired, or of another algorithm, is none.
-  const Slot& slot = it->second.slots[0];
-  if (slot.algorithm != request.policy->limits()[0].limit.algorithm || slot.expires_us <= now)
-    return std::nullopt;
-  return it->second.states[0];
-}
-
 ReserveOutcome LocalBackend::reserve_outcome(const DecideRequest& request, std::int64_t now,
                                              std::int64_t max_wait_us, std::int64_t not_before_us,
                                              bool dry) {
   const LimitSpec& spec = request.policy->specs().front();
   if (dry) {
-    std::optional<LimitState> state = first_state(request, now);
+    // The first limit's state as entry_for() would find it, read only.
+    std::optional<LimitState> state;
+    const auto it = entries_.find(request.key_base.view());
+    if (it != entries_.end() && !it->second.states.empty() &&
+        it->second.slots[0].holds(request.policy->limits()[0].limit.algorithm, now)) {
+      state = it->second.states[0];
+    }
     return detail::reserve(spec, state, now, request.permits, max_wait_us, request.policy->change(),
                            not_before_us);
   }
-  bool created = false;
-  Entry& entry = entry_for(request, now, &created);
+  Entry& entry = entry_for(request, now);
   ReserveOutcome outcome = detail::reserve(spec, entry.states[0], now, request.permits, max_wait_us,
                                            request.policy->change(), not_before_us);
-  if (outcome.decision.allowed || outcome.decision.rewritten) {
-    touch(request.key_base.view(), entry, created, {outcome.decision.ttl_us}, now);
-  } else if (created) {
-    entries_.erase(entries_.find(request.key_base.view()));
-  }
+  store(request, entry, outcome.decision.allowed || outcome.decision.rewritten,
+        {outcome.decision.ttl_us}, now);
   return outcome;
 }
 
@@ -154,15 +147,13 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
   const ReserveOutcome outcome = reserve_outcome(request, now, max_wait_us, 0, false);
   if (outcome.decision.stale_version != 0) throw StalePolicy(outcome.decision.stale_version);
   const LimitSpec& spec = request.policy->specs().front();
-  Reservation out;
-  out.decision = decision_of(outcome.decision, request);
-  out.wait_us = outcome.wait_us;
-  out.slot = outcome.slot;
-  out.den = spec.a;
-  out.d = spec.b;
-  out.book = outcome.book;
-  out.reserved_at_us = now;
-  return out;
+  return {.decision = decision_of(outcome.decision, request),
+          .wait_us = outcome.wait_us,
+          .slot = outcome.slot,
+          .den = spec.a,
+          .d = spec.b,
+          .book = outcome.book,
+          .reserved_at_us = now};
 }
 
 Task<ClaimsReservation> LocalBackend::reserve_group(std::span<const DecideRequest> requests,
@@ -198,15 +189,10 @@ Task<Decision> LocalBackend::decide(const DecideRequest& request) {
 Task<AdjustOutcome> LocalBackend::adjust(const DecideRequest& request, Adjustment adjustment,
                                          std::int64_t amount, std::int64_t taken_at_us) {
   const std::int64_t now = now_of(request);
-  bool created = false;
-  Entry& entry = entry_for(request, now, &created);
+  Entry& entry = entry_for(request, now);
   AdjustOutcome outcome = adjust_policy(request.policy->specs(), entry.states, now, adjustment,
                                         amount, request.policy->change(), taken_at_us);
-  if (outcome.applied) {
-    touch(request.key_base.view(), entry, created, outcome.ttl_us, now);
-  } else if (created) {
-    entries_.erase(entries_.find(request.key_base.view()));  // nothing was stored for this key
-  }
+  store(request, entry, outcome.applied, outcome.ttl_us, now);
   if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
   co_return outcome;
 }
@@ -217,27 +203,22 @@ Task<Reservation> LocalBackend::reserve(DecideRequest request, std::int64_t max_
 
 Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket ticket) {
   const std::int64_t now = now_of(request);
-  bool created = false;
-  Entry& entry = entry_for(request, now, &created);
-  const LimitSpec& spec = request.policy->specs().front();
-  const CancelOutcome outcome = cancel_reservation(spec, entry.states[0], now, request.permits,
-                                                   ticket, request.policy->change());
-  if (outcome.verdict != CancelVerdict::returned) {
-    if (created) entries_.erase(entries_.find(request.key_base.view()));
+  Entry& entry = entry_for(request, now);
+  const CancelOutcome outcome =
+      cancel_reservation(request.policy->specs().front(), entry.states[0], now, request.permits,
+                         ticket, request.policy->change());
+  const bool returned = outcome.verdict == CancelVerdict::returned;
+  store(request, entry, returned, {outcome.ttl_us}, now);
+  if (!returned) {
     if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version, request.claim);
     co_return outcome.verdict;
   }
-  touch(request.key_base.view(), entry, created, {outcome.ttl_us}, now);
   const CancelNotice notice{.cancels = outcome.book.cancels,
                             .epoch = outcome.book.epoch,
                             .cancelled = ticket.version,
                             .shift = outcome.shift,
                             .den = outcome.den};
-  // Why a copy: a handler may unwatch.
-  const auto watchers = watchers_;
-  for (const auto& [id, watcher] : watchers) {
-    if (watcher.first == reservation_key(request)) watcher.second(notice);
-  }
+  notify(watchers_, reservation_key(request), notice);
   co_return CancelVerdict::returned;
 }
 
@@ -249,18 +230,16 @@ Task<std::int64_t> LocalBackend::renew_reservation(DecideRequest, std::int64_t) 
 
 Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
   const std::int64_t now = now_of(request);
-  bool created = false;
-  Entry& entry = entry_for(request, now, &created);
+  Entry& entry = entry_for(request, now);
   // Why a copy: an entry created here is erased before the answer (a check stores nothing).
   const std::optional<LimitState> state = entry.states[0];
-  if (created) entries_.erase(entries_.find(request.key_base.view()));
+  store(request, entry, false, {}, now);
   co_return ReservationCheck{.lease_held = true, .where = reservation_standing(state, ticket)};
 }
 
 std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler) {
-  const std::uint64_t id = next_watch_++;
-  watchers_.emplace(id, std::make_pair(reservation_key(request), std::move(handler)));
-  return id;
+  watchers_.emplace(next_watch_, std::make_pair(reservation_key(request), std::move(handler)));
+  return next_watch_++;
 }
 
 void LocalBackend::unwatch(std::uint64_t id) {
@@ -270,7 +249,7 @@ void LocalBackend::unwatch(std::uint64_t id) {
 
 Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {
   if (const auto it = entries_.find(key_base); it != entries_.end()) {
-    by_expiry_.erase(it->second.expiry);
+    if (it->second.expiry) by_expiry_.erase(*it->second.expiry);
     entries_.erase(it);
   }
   co_return;
@@ -280,27 +259,18 @@ Task<std::optional<std::chrono::milliseconds>> LocalBackend::ttl(std::string) {
   co_return std::nullopt;
 }
 
-// ---- semaphores
-
 Task<LeaseReply> LocalBackend::run_lease(LeaseOperation operation, LeaseRequest request) {
   const std::int64_t now = now_of(request);
   if (operation == LeaseOperation::grant) co_return leases_.grant(request, now);
   if (operation == LeaseOperation::renew) co_return leases_.renew(request, now);
   const LeaseReply reply = leases_.release(request, now);
-  if (reply.granted) {
-    // Why a copy: a handler may unwatch.
-    const auto watchers = release_watchers_;
-    for (const auto& [id, watcher] : watchers) {
-      if (watcher.first == request.key) watcher.second();
-    }
-  }
+  if (reply.granted) notify(release_watchers_, request.key);
   co_return reply;
 }
 
 std::uint64_t LocalBackend::watch_releases(std::string key, std::function<void()> handler) {
-  const std::uint64_t id = next_watch_++;
-  release_watchers_.emplace(id, std::make_pair(std::move(key), std::move(handler)));
-  return id;
+  release_watchers_.emplace(next_watch_, std::make_pair(std::move(key), std::move(handler)));
+  return next_watch_++;
 }
 
 }  // namespace redlimit::detail

@@ -15,10 +15,9 @@
 namespace redlimit::detail {
 
 /// Runs the algorithms' C++ models in process, with state per key in memory. Each limit's state
-/// expires when Redis would drop its key: the script writes a TTL of how long the state matters
-/// in whole milliseconds (rounded up, at least 1), and Redis keeps the key through the
-/// millisecond that TTL ends in. Expired keys are evicted on every call, so memory is bounded
-/// by the keys active within the longest state lifetime.
+/// expires when Redis would drop its key (its TTL in whole milliseconds, rounded up); expired
+/// keys are evicted on every call, so memory is bounded by the keys active within the longest
+/// state lifetime.
 class LocalBackend final : public Backend {
  public:
   /// Microseconds since the Unix epoch; windows align to it as in Redis.
@@ -53,15 +52,12 @@ class LocalBackend final : public Backend {
                                         bool earliest_only) override;
   std::int64_t lease_us() const noexcept override { return 0; }
   BackgroundTasks* background() noexcept override { return nullptr; }
-  /// The permits held on the semaphore key `key` now.
-  std::int64_t held(std::string_view key) { return leases_.held(key, clock_()); }
 
   /// The decision, synchronously (decide() wraps this).
   Decision decide_now(const DecideRequest& request);
   /// The reservation, synchronously (reserve() wraps this).
   Reservation reserve_now(const DecideRequest& request, std::int64_t max_wait_us);
-  /// The time the backend decides `request` (a DecideRequest or LeaseRequest) at: its injected
-  /// time, else the clock's.
+  /// When `request` (a DecideRequest or LeaseRequest) is decided: its injected time, or now.
   template <class Request>
   std::int64_t now_of(const Request& request) const {
     return request.now_us != 0 ? request.now_us : clock_();
@@ -74,25 +70,28 @@ class LocalBackend final : public Backend {
   struct Slot {
     Algorithm algorithm = Algorithm::gcra;
     std::int64_t expires_us = 0;
+    /// Whether it holds a state of a limit of `limit_algorithm` at `now`.
+    bool holds(Algorithm limit_algorithm, std::int64_t now) const {
+      return algorithm == limit_algorithm && expires_us > now;
+    }
   };
   struct Entry {
     std::vector<std::optional<LimitState>> states;
     std::vector<Slot> slots;
-    std::multimap<std::int64_t, const std::string*>::iterator expiry;
+    /// Its node in by_expiry_; none until the call that created it stores something.
+    std::optional<std::multimap<std::int64_t, const std::string*>::iterator> expiry;
   };
 
   /// The reservation's outcome at `now`, at `not_before_us` (0: its earliest slot), stale
   /// included; `dry`: decided only, nothing stored (reserve_group()'s reserve_at_one_slot()).
   ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t now,
                                  std::int64_t max_wait_us, std::int64_t not_before_us, bool dry);
-  void evict_expired(std::int64_t now);
-  /// The state of the request's first limit at `now` as entry_for() would find it, read only.
-  std::optional<LimitState> first_state(const DecideRequest& request, std::int64_t now) const;
-  /// The entry of `request`'s key with stale limits reset; `created` if it was new.
-  Entry& entry_for(const DecideRequest& request, std::int64_t now, bool* created);
-  /// Records that the entry's limit i wrote a state that matters for `ttls_us[i]`, kept as long
-  /// as Redis keeps its key (a limit without one wrote nothing and keeps its expiry).
-  void touch(std::string_view key, Entry& entry, bool created,
+  /// The entry of `request`'s key (created if new), stale limits reset, expired keys evicted.
+  Entry& entry_for(const DecideRequest& request, std::int64_t now);
+  /// When `written`, records that the entry's limit i wrote a state that matters for
+  /// `ttls_us[i]`, kept as long as Redis keeps its key (a limit without one keeps its expiry);
+  /// else drops the entry if this call created it.
+  void store(const DecideRequest& request, Entry& entry, bool written,
              const std::vector<std::optional<std::int64_t>>& ttls_us, std::int64_t now);
 
   Clock clock_;

@@ -3,6 +3,7 @@
 // synchronous steps: together they are atomic, as a script is in Redis, and decide as the decide
 // and reserve scripts' models over every claim would (reserve_at_one_slot()).
 
+#include <algorithm>
 #include <optional>
 
 #include "limiter/local_backend.hpp"
@@ -10,9 +11,7 @@
 namespace redlimit::detail {
 
 Decision binding_decision(std::span<const Decision> decisions) {
-  bool all_allowed = true;
-  for (const Decision& decision : decisions)
-    all_allowed = all_allowed && decision.allowed;
+  const bool all_allowed = std::ranges::all_of(decisions, &Decision::allowed);
   std::size_t binding = 0;
   for (std::size_t i = 1; i < decisions.size(); ++i) {
     const Decision& candidate = decisions[i];
@@ -41,8 +40,7 @@ Task<ClaimsDecision> LocalBackend::decide_claims(std::span<Backend* const> backe
     std::vector<Decision> decisions;
     for (std::size_t i = 0; i < asked.size(); ++i) {
       asked[i].operation = step;
-      Decision decision = co_await backends[i]->decide(asked[i]);
-      decisions.push_back(decision);
+      decisions.push_back(co_await backends[i]->decide(asked[i]));
     }
     out.decision = binding_decision(decisions);
     if (!out.decision.allowed || operation == Operation::peek) break;
