@@ -1,7 +1,3 @@
-// The reservation waiter of acquire() and acquire_all() (docs/waiting.md): reserve every part at
-// one slot, sleep on a uv timer until it, renew the owner leases beside the sleep, ask at the
-// wake where each part stands; give every part back on a stop, on destruction, or too late.
-
 #include "limiter/reservation_wait.hpp"
 
 #include <algorithm>
@@ -36,6 +32,15 @@ struct LeaseRenewal {
   std::stop_source* wake = nullptr;  ///< the waiter's sleep, while it sleeps
 };
 
+/// A call on one part's key (a give-back, a renewal, a check), under the policy in force when it
+/// was made. Why copied: it may run after the waiter's frame is gone.
+struct PartCall {
+  std::shared_ptr<PolicyEnforcer> enforcer;  ///< keeps the backend alive
+  Backend* backend = nullptr;
+  DecideRequest request;
+  CancelTicket ticket;
+};
+
 /// One part of a reservation (one per claim): where it stands, which its key's cancellation
 /// notices move, and its owner lease. On Redis (a backend with background work) the notices may
 /// come late, so the part is asked for at the wake (claim_at_wake()); in process they come as
@@ -61,8 +66,10 @@ struct WaitingPart {
   bool unconfirmed() const noexcept {
     return renewal->confirmed != 0 && waiter.slot.ceil_us() > renewal->confirmed;
   }
-  /// The request that gives it back (or asks or renews it) under the policy in force now.
-  DecideRequest request_now() const { return enforcer->give_back_request(*reserved, backend, key); }
+  /// A call on it under the policy in force now.
+  PartCall call() const {
+    return {enforcer, backend, enforcer->give_back_request(*reserved, backend, key), waiter.ticket};
+  }
 };
 
 /// How a waiter's sleep ended.
@@ -74,12 +81,6 @@ enum class WaitEnd {
   again,
 };
 
-/// How a reservation's wait ended, at the wake or at a stop.
-struct WaitOutcome {
-  std::optional<FracTime> slot;  ///< admitted: where every part is used
-  std::exception_ptr error;      ///< what kept Redis from answering at the wake
-};
-
 /// Runs `run` when its scope ends, however it ends (the coroutine frame destroyed included).
 template <class Run>
 struct AtScopeEnd {
@@ -87,14 +88,11 @@ struct AtScopeEnd {
   ~AtScopeEnd() { run(); }
 };
 
-/// Renews a part's owner lease, reporting into its renewal; the enforcer keeps the backend
-/// alive until it ends.
-Task<void> renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                        DecideRequest request, std::int64_t version,
-                        std::shared_ptr<LeaseRenewal> renewal) {
-  (void)enforcer;
+/// Renews a part's owner lease, reporting into its renewal.
+Task<void> renew_beside(PartCall part, std::shared_ptr<LeaseRenewal> renewal) {
   try {
-    const std::int64_t expiry = co_await backend->renew_reservation(std::move(request), version);
+    const std::int64_t expiry =
+        co_await part.backend->renew_reservation(std::move(part.request), part.ticket.version);
     renewal->reclaimed = expiry == 0;
     renewal->confirmed = std::max(renewal->confirmed, expiry);
   } catch (...) {
@@ -129,22 +127,14 @@ bool same_time(const WaiterRegistry::Waiter& a, const WaiterRegistry::Waiter& b)
                                        static_cast<Int128>(b.slot.frac) * a.ticket.den;
 }
 
-/// What gives one part back. Why copied: it may run after the waiter's frame is gone.
-struct PartGiveBack {
-  std::shared_ptr<PolicyEnforcer> enforcer;  ///< keeps the backend alive
-  Backend* backend = nullptr;
-  DecideRequest request;
-  CancelTicket ticket;
-};
-
-std::vector<PartGiveBack> give_backs_of(std::span<const WaitingPart> parts) {
-  std::vector<PartGiveBack> out;
+std::vector<PartCall> give_backs_of(std::span<const WaitingPart> parts) {
+  std::vector<PartCall> out;
   for (const WaitingPart& part : parts)
-    out.push_back({part.enforcer, part.backend, part.request_now(), part.waiter.ticket});
+    out.push_back(part.call());
   return out;
 }
 
-Task<void> cancel_part(const PartGiveBack* part, std::optional<CancelVerdict>* verdict) {
+Task<void> cancel_part(const PartCall* part, std::optional<CancelVerdict>* verdict) {
   try {
     *verdict = co_await part->backend->cancel(part->request, part->ticket);
   } catch (...) {
@@ -154,7 +144,7 @@ Task<void> cancel_part(const PartGiveBack* part, std::optional<CancelVerdict>* v
 /// Cancels every part at once: each one's verdict, none where Redis did not answer. Why errors
 /// are dropped: a part that cannot be given back stays taken until its slot (under-admission,
 /// never over).
-Task<std::vector<std::optional<CancelVerdict>>> cancel_all(std::vector<PartGiveBack> parts) {
+Task<std::vector<std::optional<CancelVerdict>>> cancel_all(std::vector<PartCall> parts) {
   std::vector<std::optional<CancelVerdict>> verdicts(parts.size());
   std::vector<Task<void>> calls;
   for (std::size_t i = 0; i < parts.size(); ++i)
@@ -163,7 +153,7 @@ Task<std::vector<std::optional<CancelVerdict>>> cancel_all(std::vector<PartGiveB
   co_return verdicts;
 }
 
-Task<void> give_back_all(std::vector<PartGiveBack> parts) {
+Task<void> give_back_all(std::vector<PartCall> parts) {
   static_cast<void>(co_await cancel_all(std::move(parts)));
 }
 
@@ -184,36 +174,29 @@ void give_back_abandoned(uv_loop_t* loop, std::span<const WaitingPart> parts) no
 }
 
 /// Asks Redis whether `part` stands where its waiter has it (in process, where the notices come
-/// as the cancellations are made, it does); the first error that kept Redis from answering
-/// goes to `error`.
-Task<void> check_part(WaitingPart* part, std::exception_ptr* error) {
+/// as the cancellations are made, it does).
+Task<void> check_part(WaitingPart* part) {
   if (part->backend->background() == nullptr) co_return;
-  try {
-    const DecideRequest claim = part->request_now();
-    const ReservationCheck check =
-        co_await part->backend->check_reservation(claim, part->waiter.ticket);
-    part->stands =
-        (check.lease_held || !part->unconfirmed()) && where_known(check.where, part->waiter);
-  } catch (...) {
-    if (!*error) *error = std::current_exception();
-  }
+  const PartCall call = part->call();
+  const ReservationCheck check =
+      co_await call.backend->check_reservation(call.request, call.ticket);
+  part->stands =
+      (check.lease_held || !part->unconfirmed()) && where_known(check.where, part->waiter);
 }
 
 /// The wake: the slot where every part stands as its waiter has it, else what the parts that
-/// stand still hold given back, and no slot.
-Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
-  WaitOutcome outcome;
+/// stand still hold given back, and no slot. Throws the first error that kept Redis from
+/// answering where a part stands (nothing given back).
+Task<std::optional<FracTime>> claim_at_wake(std::span<WaitingPart> parts) {
   std::vector<Task<void>> checks;
   for (WaitingPart& part : parts)
-    checks.push_back(check_part(&part, &outcome.error));
+    checks.push_back(check_part(&part));
   co_await Together(std::move(checks));
-  if (outcome.error) co_return outcome;
   const WaiterRegistry::Waiter& first = parts.front().waiter;
   if (std::all_of(parts.begin(), parts.end(), [&first](const WaitingPart& part) {
         return part.stands && same_time(part.waiter, first);
       })) {
-    outcome.slot = first.slot;
-    co_return outcome;
+    co_return first.slot;
   }
   // Why given back: a part used later than where it stands joins whatever its key gives the
   // requests behind it, moved up as well (over-admission); given back, reserving again does
@@ -226,13 +209,14 @@ Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
         give_back_claim(*part.backend, *part.reserved, std::nullopt, part.waiter.slot.ceil_us()));
   }
   co_await Together(std::move(give_backs));
-  co_return outcome;
+  co_return std::nullopt;
 }
 
 /// A stop before the wake: every part given back. Cancelled, unless Redis found every slot
 /// already come where the waiter has it (the permits were used and are the caller's: their
 /// slot).
-Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_view call) {
+Task<std::optional<FracTime>> cancel_before_wake(std::span<WaitingPart> parts,
+                                                 std::string_view call) {
   const std::vector<std::optional<CancelVerdict>> verdicts =
       co_await cancel_all(give_backs_of(parts));
   const auto any = [&verdicts](std::optional<CancelVerdict> verdict) {
@@ -254,14 +238,16 @@ Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_v
   // Why asked: due before the waiter's wake, a slot may have come early because a cancellation
   // moved it, unheard; used at the slot the waiter believes, its permits would join the
   // waiters behind, moved up to that very slot.
-  const WaitOutcome where = co_await claim_at_wake(parts);
-  if (where.error) {
+  std::optional<FracTime> slot;
+  try {
+    slot = co_await claim_at_wake(parts);
+  } catch (...) {
     throw Cancelled(cancelled + "its slot had come, and Redis did not answer where it stood");
   }
-  if (!where.slot) {
+  if (!slot) {
     throw Cancelled(cancelled + "its slot had come, moved earlier than it knew, and passed unused");
   }
-  co_return where;
+  co_return slot;
 }
 
 /// The one sleep of a reservation waiter: on a uv timer until the latest part's wake (notices
@@ -302,9 +288,7 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
         // first, and waiters renewing one after another would hold it for as long as they
         // wait. A renewal the client no longer sends is made good by the check at the wake.
         // Only a part registered in Redis is renewed, so its backend has a client.
-        part.backend->background()->start_upkeep(
-            renew_beside(part.enforcer, part.backend, part.request_now(),
-                         part.waiter.ticket.version, part.renewal));
+        part.backend->background()->start_upkeep(renew_beside(part.call(), part.renewal));
       }
       continue;
     }
@@ -360,7 +344,7 @@ Task<ClaimsReservation> reserve_parts(std::vector<HeldClaim> held,
 Task<void> give_back_orphan(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
                             ClaimsReservation made) {
   if (!made.decision.allowed || made.wait_us == 0) co_return;
-  std::vector<PartGiveBack> parts;
+  std::vector<PartCall> parts;
   for (std::size_t i = 0; i < held.size(); ++i) {
     Backend* backend = &held[i].enforcer->backend();
     parts.push_back({held[i].enforcer, backend,
@@ -413,10 +397,8 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
     if (BackgroundTasks* tasks = first.backend().background()) {
       // Why outliving: a caller destroyed before the reply leaves a reservation nobody waits
       // on; it is given back when the reply comes (issue 33, bug 8).
-      std::function<Task<void>(ClaimsReservation)> orphaned = [claims,
-                                                               copies](ClaimsReservation made) {
-        return give_back_orphan(claims, copies, std::move(made));
-      };
+      std::function<Task<void>(ClaimsReservation)> orphaned =
+          std::bind_front(give_back_orphan, claims, copies);
       reservation = co_await outliving(
           *tasks, reserve_parts(std::move(claims), std::move(copies), max_wait), orphaned);
     } else {
@@ -488,7 +470,7 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
   const auto renew_every =
       std::chrono::microseconds(std::max<std::int64_t>(1, first.backend().lease_us() / 3));
-  WaitOutcome outcome;
+  std::optional<FracTime> slot;
   {
     const GaugeScope waiting(first.waiters_gauge(), options.slept);
     // Gives every part back if the task is destroyed while it sleeps (or the sleep throws).
@@ -499,19 +481,18 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
     const WaitEnd end = co_await sleep_until_due(first.loop(), parts, renew_every, options);
     sleeping = false;
     if (end == WaitEnd::due) {
-      outcome = co_await claim_at_wake(parts);
+      slot = co_await claim_at_wake(parts);
     } else if (end == WaitEnd::stopped) {
-      outcome = co_await cancel_before_wake(parts, call);
+      slot = co_await cancel_before_wake(parts, call);
     } else {
       // Given back under the policies in force, then reserved again.
       co_await give_back_all(give_backs_of(parts));
     }
   }
-  if (outcome.error) std::rethrow_exception(outcome.error);
-  if (!outcome.slot) co_return std::nullopt;
+  if (!slot) co_return std::nullopt;
   ClaimsDecision decided{.decision = decision};
   if (decision.source == Source::redis) {
-    decided.decision.server_time_us = outcome.slot->ceil_us();
+    decided.decision.server_time_us = slot->ceil_us();
     if (lateness.too_late(decided.decision.server_time_us - reserved_at_us)) refuse_late(held);
   }
   co_return decided;
