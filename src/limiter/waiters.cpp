@@ -25,21 +25,18 @@ std::unique_ptr<WaiterRegistry::Watch> WaiterRegistry::watch(const DecideRequest
   return std::make_unique<Watch>(*this, std::move(name));
 }
 
-void WaiterRegistry::release(std::map<std::string, Key>::iterator key) {
-  if (--key->second.watches > 0) return;
-  idle_.push_back(key->first);
-  if (idle_.size() <= idle_keys) return;
-  const auto oldest = keys_.find(idle_.front());
-  idle_.pop_front();
-  backend_.unwatch(oldest->second.watch_id);
-  keys_.erase(oldest);
-}
-
 WaiterRegistry::Watch::~Watch() {
   const auto it = registry_.keys_.find(key_);
   if (it == registry_.keys_.end()) return;
   if (waiter_ != nullptr) std::erase(it->second.waiters, waiter_);
-  registry_.release(it);
+  if (--it->second.watches > 0) return;
+  // The key's last watch: it stays watched among the most recent idle keys.
+  registry_.idle_.push_back(key_);
+  if (registry_.idle_.size() <= idle_keys) return;
+  const auto oldest = registry_.keys_.find(registry_.idle_.front());
+  registry_.idle_.pop_front();
+  registry_.backend_.unwatch(oldest->second.watch_id);
+  registry_.keys_.erase(oldest);
 }
 
 void WaiterRegistry::Watch::add(Waiter* waiter) {

@@ -74,7 +74,6 @@ class WaiterRegistry {
 
   void on_notice(const std::string& key, const CancelNotice& notice);
   static void apply(Waiter& waiter, const CancelNotice& notice);
-  void release(std::map<std::string, Key>::iterator key);
 
   Backend& backend_;
   std::map<std::string, Key> keys_;
