@@ -390,7 +390,7 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   };
   const Lateness lateness(options.max_lateness);
   std::optional<ClaimsReservation> reservation;
-  std::exception_ptr error;
+  std::optional<DecideRequest> fallback;
   try {
     std::vector<HeldClaim> claims(held.begin(), held.end());
     std::vector<DecideRequest> copies(requests.begin(), requests.end());
@@ -405,14 +405,12 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
       reservation = co_await reserve_parts(std::move(claims), std::move(copies), max_wait);
     }
   } catch (...) {
-    error = std::current_exception();
-  }
-  // One claim whose reservation Redis could not answer waits on its local fallback, if it has
-  // one that can grant it (the notices come from Redis: it waits its time as reserved).
-  std::optional<DecideRequest> fallback;
-  if (error && means_unavailable(error) && held.size() == 1)
+    // One claim whose reservation Redis could not answer waits on its local fallback, if it has
+    // one that can grant it (the notices come from Redis: it waits its time as reserved).
+    if (!means_unavailable(std::current_exception()) || held.size() != 1) throw;
     fallback = first.fallback_reservation(requests.front());
-  if (error && !fallback) std::rethrow_exception(error);
+    if (!fallback) throw;
+  }
   if (fallback) {
     parts.front().backend = first.fallback();
     parts.front().reserved = &*fallback;
