@@ -42,9 +42,7 @@ struct PartCall {
 };
 
 /// One part of a reservation (one per claim): where it stands, which its key's cancellation
-/// notices move, and its owner lease. On Redis (a backend with background work) the notices may
-/// come late, so the part is asked for at the wake (claim_at_wake()); in process they come as
-/// the cancellation is made.
+/// notices move, and its owner lease.
 struct WaitingPart {
   std::shared_ptr<PolicyEnforcer> enforcer;  ///< its limiter's (keeps the backend alive)
   Backend* backend = nullptr;                ///< where it was reserved
@@ -173,8 +171,8 @@ void give_back_abandoned(uv_loop_t* loop, std::span<const WaitingPart> parts) no
   }
 }
 
-/// Asks Redis whether `part` stands where its waiter has it (in process, where the notices come
-/// as the cancellations are made, it does).
+/// Asks Redis whether `part` stands where its waiter has it: on Redis the notices may come late.
+/// In process they come as the cancellation is made, and nothing is asked.
 Task<void> check_part(WaitingPart* part) {
   if (part->backend->background() == nullptr) co_return;
   const PartCall call = part->call();
