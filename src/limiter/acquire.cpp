@@ -57,19 +57,15 @@ Task<Attempted> PolicyEnforcer::acquire_in_force(const std::string& key, std::in
   }
   const HeldClaim claim{shared_from_this(), key, permits};
   std::optional<ClaimsDecision> reserved;
-  std::exception_ptr error;
   try {
     reserved = co_await reserve_and_wait(std::span(&claim, 1), std::span(&in_force.request, 1),
                                          options, started);
   } catch (...) {
-    error = std::current_exception();
-  }
-  // The failure policy answers what kept Redis from answering (or came too late);
-  // retry_in_after() rethrows the rest: a StalePolicy goes to the ask-again stage, where a
-  // follower reads its policy again and asks once more.
-  if (error) {
-    reserved =
-        ClaimsDecision{.decision = decide_on_failure(in_force.request, retry_in_after(error))};
+    // The failure policy answers what kept Redis from answering (or came too late);
+    // retry_in_after() rethrows the rest: a StalePolicy goes to the ask-again stage, where a
+    // follower reads its policy again and asks once more.
+    const std::chrono::microseconds retry_in = retry_in_after(std::current_exception());
+    reserved = ClaimsDecision{.decision = decide_on_failure(in_force.request, retry_in)};
   }
   if (reserved && source_->stored())
     reserved->decision.policy_version = in_force.request.policy->epoch().version;

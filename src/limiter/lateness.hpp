@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "limiter/owned_acquire_options.hpp"
+
 namespace redlimit::detail {
 
 /// AcquireOptions::max_lateness for one call to Redis: whether the permits it admitted would be
@@ -24,9 +26,7 @@ class Lateness {
   /// Whether permits admitted for `wait_us` after Redis decided (0: at once), used now, may be
   /// used later than max_lateness after their time.
   bool too_late(std::int64_t wait_us = 0) const noexcept {
-    const auto since_sent =
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent_);
-    return since_sent - std::chrono::microseconds(wait_us) > max_lateness_;
+    return since(sent_) - std::chrono::microseconds(wait_us) > max_lateness_;
   }
 
  private:

@@ -1,7 +1,3 @@
-// The reservation waiter of acquire() and acquire_all() (docs/waiting.md): reserve every part at
-// one slot, sleep on a uv timer until it, renew the owner leases beside the sleep, ask at the
-// wake where each part stands; give every part back on a stop, on destruction, or too late.
-
 #include "limiter/reservation_wait.hpp"
 
 #include <algorithm>
@@ -36,10 +32,17 @@ struct LeaseRenewal {
   std::stop_source* wake = nullptr;  ///< the waiter's sleep, while it sleeps
 };
 
+/// A call on one part's key (a give-back, a renewal, a check), under the policy in force when it
+/// was made. Why copied: it may run after the waiter's frame is gone.
+struct PartCall {
+  std::shared_ptr<PolicyEnforcer> enforcer;  ///< keeps the backend alive
+  Backend* backend = nullptr;
+  DecideRequest request;
+  CancelTicket ticket;
+};
+
 /// One part of a reservation (one per claim): where it stands, which its key's cancellation
-/// notices move, and its owner lease. On Redis (a backend with background work) the notices may
-/// come late, so the part is asked for at the wake (claim_at_wake()); in process they come as
-/// the cancellation is made.
+/// notices move, and its owner lease.
 struct WaitingPart {
   std::shared_ptr<PolicyEnforcer> enforcer;  ///< its limiter's (keeps the backend alive)
   Backend* backend = nullptr;                ///< where it was reserved
@@ -53,14 +56,18 @@ struct WaitingPart {
   /// missed. Why after the waiter: destroyed first, it unregisters it.
   std::unique_ptr<WaiterRegistry::Watch> watch;
   std::shared_ptr<LeaseRenewal> renewal = std::make_shared<LeaseRenewal>();
+  bool stands = true;  ///< Redis has it where its waiter has it (claim_at_wake())
+
   /// Registered under its owner's lease (docs/waiting.md), its slot is later than the last
   /// expiry Redis confirmed. Why slot and expiry compare directly: both are Redis times; once
   /// the slot is at or before the confirmed expiry, any reclaim (after it) finds the slot due.
   bool unconfirmed() const noexcept {
     return renewal->confirmed != 0 && waiter.slot.ceil_us() > renewal->confirmed;
   }
-  /// Whether Redis is asked where the part stands at the wake.
-  bool asked_at_wake() const noexcept { return backend->background() != nullptr; }
+  /// A call on it under the policy in force now.
+  PartCall call() const {
+    return {enforcer, backend, enforcer->give_back_request(*reserved, backend, key), waiter.ticket};
+  }
 };
 
 /// How a waiter's sleep ended.
@@ -72,20 +79,18 @@ enum class WaitEnd {
   again,
 };
 
-/// How a reservation's wait ended, at the wake or at a stop.
-struct WaitOutcome {
-  std::optional<FracTime> slot;  ///< admitted: where every part is used
-  std::exception_ptr error;      ///< what kept Redis from answering at the wake
+/// Runs `run` when its scope ends, however it ends (the coroutine frame destroyed included).
+template <class Run>
+struct AtScopeEnd {
+  Run run;
+  ~AtScopeEnd() { run(); }
 };
 
-/// Renews `part`'s owner lease, reporting into its renewal; the enforcer keeps the backend
-/// alive until it ends.
-Task<void> renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backend,
-                        DecideRequest request, std::int64_t version,
-                        std::shared_ptr<LeaseRenewal> renewal) {
-  (void)enforcer;
+/// Renews a part's owner lease, reporting into its renewal.
+Task<void> renew_beside(PartCall part, std::shared_ptr<LeaseRenewal> renewal) {
   try {
-    const std::int64_t expiry = co_await backend->renew_reservation(std::move(request), version);
+    const std::int64_t expiry =
+        co_await part.backend->renew_reservation(std::move(part.request), part.ticket.version);
     renewal->reclaimed = expiry == 0;
     renewal->confirmed = std::max(renewal->confirmed, expiry);
   } catch (...) {
@@ -96,73 +101,38 @@ Task<void> renew_beside(std::shared_ptr<PolicyEnforcer> enforcer, Backend* backe
   if (renewal->wake != nullptr) renewal->wake->request_stop();  // the waiter looks again
 }
 
-/// Points every part's wake-ups at `wake_early` for a scope. Why: a notice or a renewal that
-/// ends after the sleep (or after the waiter's frame is gone) must not wake it.
-class WakeEarly {
- public:
-  WakeEarly(std::span<WaitingPart> parts, std::stop_source* wake_early) : parts_(parts) {
-    for (WaitingPart& part : parts_) {
-      part.waiter.reschedule = wake_early;
-      part.renewal->wake = wake_early;
-    }
+/// Points every part's wake-ups (notices, renewals) at `wake_early`, or at nothing.
+void point_wakes(std::span<WaitingPart> parts, std::stop_source* wake_early) noexcept {
+  for (WaitingPart& part : parts) {
+    part.waiter.reschedule = wake_early;
+    part.renewal->wake = wake_early;
   }
-  WakeEarly(const WakeEarly&) = delete;
-  WakeEarly& operator=(const WakeEarly&) = delete;
-  ~WakeEarly() {
-    for (WaitingPart& part : parts_) {
-      part.waiter.reschedule = nullptr;
-      part.renewal->wake = nullptr;
-    }
-  }
-
- private:
-  std::span<WaitingPart> parts_;
-};
+}
 
 /// True if Redis has the part where its waiter has it: not given back, and moved by no
 /// cancellation the waiter did not hear of (moved as WaiterRegistry moves it).
 bool where_known(const StandingOutcome& where, const WaiterRegistry::Waiter& waiter) {
-  switch (where.standing) {
-    case ReservationStanding::as_reserved:
-      return true;
-    case ReservationStanding::moved: {
-      const FracTime at =
-          where.slot.us < waiter.reserved_at_us ? FracTime{waiter.reserved_at_us, 0} : where.slot;
-      return at == waiter.slot;
-    }
-    case ReservationStanding::given_back:
-    case ReservationStanding::unknown:
-      return false;
-  }
-  return false;
+  if (where.standing == ReservationStanding::as_reserved) return true;
+  if (where.standing != ReservationStanding::moved) return false;  // given back, or unknown
+  const FracTime at =
+      where.slot.us < waiter.reserved_at_us ? FracTime{waiter.reserved_at_us, 0} : where.slot;
+  return at == waiter.slot;
 }
 
 /// Whether two parts' slots are one time (each a fraction in 1/den of its own).
 bool same_time(const WaiterRegistry::Waiter& a, const WaiterRegistry::Waiter& b) noexcept {
-  return a.slot.us == b.slot.us &&
-         static_cast<Int128>(a.slot.frac) * b.den == static_cast<Int128>(b.slot.frac) * a.den;
+  return a.slot.us == b.slot.us && static_cast<Int128>(a.slot.frac) * b.ticket.den ==
+                                       static_cast<Int128>(b.slot.frac) * a.ticket.den;
 }
 
-/// What gives one part back. Why copied: it may run after the waiter's frame is gone.
-struct PartGiveBack {
-  std::shared_ptr<PolicyEnforcer> enforcer;  ///< keeps the backend alive
-  Backend* backend = nullptr;
-  DecideRequest request;
-  CancelTicket ticket;
-};
-
-std::vector<PartGiveBack> give_backs_of(std::span<const WaitingPart> parts) {
-  std::vector<PartGiveBack> out;
-  out.reserve(parts.size());
-  for (const WaitingPart& part : parts) {
-    out.push_back({part.enforcer, part.backend,
-                   part.enforcer->give_back_request(*part.reserved, part.backend, part.key),
-                   part.waiter.ticket()});
-  }
+std::vector<PartCall> give_backs_of(std::span<const WaitingPart> parts) {
+  std::vector<PartCall> out;
+  for (const WaitingPart& part : parts)
+    out.push_back(part.call());
   return out;
 }
 
-Task<void> cancel_part(const PartGiveBack* part, std::optional<CancelVerdict>* verdict) {
+Task<void> cancel_part(const PartCall* part, std::optional<CancelVerdict>* verdict) {
   try {
     *verdict = co_await part->backend->cancel(part->request, part->ticket);
   } catch (...) {
@@ -172,122 +142,91 @@ Task<void> cancel_part(const PartGiveBack* part, std::optional<CancelVerdict>* v
 /// Cancels every part at once: each one's verdict, none where Redis did not answer. Why errors
 /// are dropped: a part that cannot be given back stays taken until its slot (under-admission,
 /// never over).
-Task<std::vector<std::optional<CancelVerdict>>> cancel_all(std::vector<PartGiveBack> parts) {
+Task<std::vector<std::optional<CancelVerdict>>> cancel_all(std::vector<PartCall> parts) {
   std::vector<std::optional<CancelVerdict>> verdicts(parts.size());
   std::vector<Task<void>> calls;
-  calls.reserve(parts.size());
   for (std::size_t i = 0; i < parts.size(); ++i)
     calls.push_back(cancel_part(&parts[i], &verdicts[i]));
   co_await Together(std::move(calls));
   co_return verdicts;
 }
 
-Task<void> give_back_all(std::vector<PartGiveBack> parts) {
+Task<void> give_back_all(std::vector<PartCall> parts) {
   static_cast<void>(co_await cancel_all(std::move(parts)));
 }
 
-/// Gives every part back if the waiter's task is destroyed while it sleeps.
-class GiveBackOnDestruction {
- public:
-  GiveBackOnDestruction(uv_loop_t* loop, std::span<const WaitingPart> parts)
-      : loop_(loop), parts_(parts) {}
-  GiveBackOnDestruction(const GiveBackOnDestruction&) = delete;
-  GiveBackOnDestruction& operator=(const GiveBackOnDestruction&) = delete;
-  ~GiveBackOnDestruction() {
-    if (!armed_) return;
-    try {
-      Task<void> give_back = give_back_all(give_backs_of(parts_));
-      // Why the client's background work: Client::close() lets the give-backs reach Redis
-      // first. In process they run at the loop's next turn.
-      if (BackgroundTasks* tasks = parts_.front().backend->background()) {
-        tasks->start(std::move(give_back));
-      } else {
-        spawn(loop_, std::move(give_back));
-      }
-    } catch (...) {
-      report_error(std::current_exception());  // out of memory: given back at the slots
-    }
-  }
-  void disarm() noexcept { armed_ = false; }
-
- private:
-  uv_loop_t* loop_;
-  std::span<const WaitingPart> parts_;
-  bool armed_ = true;
-};
-
-/// Whether `part` stands where its waiter has it (one not asked at the wake does); an error
-/// that kept Redis from answering goes to `error` (the first one).
-Task<void> check_part(const WaitingPart* part, bool* stands, std::exception_ptr* error) {
-  if (!part->asked_at_wake()) co_return;
+/// Gives every part back: the waiter's task was destroyed while it slept.
+void give_back_abandoned(uv_loop_t* loop, std::span<const WaitingPart> parts) noexcept {
   try {
-    const DecideRequest claim =
-        part->enforcer->give_back_request(*part->reserved, part->backend, part->key);
-    const ReservationCheck check =
-        co_await part->backend->check_reservation(claim, part->waiter.ticket());
-    *stands = (check.lease_held || !part->unconfirmed()) && where_known(check.where, part->waiter);
+    Task<void> give_back = give_back_all(give_backs_of(parts));
+    // Why the client's background work: Client::close() lets the give-backs reach Redis
+    // first. In process they run at the loop's next turn.
+    if (BackgroundTasks* tasks = parts.front().backend->background()) {
+      tasks->start(std::move(give_back));
+    } else {
+      spawn(loop, std::move(give_back));
+    }
   } catch (...) {
-    if (!*error) *error = std::current_exception();
+    report_error(std::current_exception());  // out of memory: given back at the slots
   }
 }
 
+/// Asks Redis whether `part` stands where its waiter has it: on Redis the notices may come late.
+/// In process they come as the cancellation is made, and nothing is asked.
+Task<void> check_part(WaitingPart* part) {
+  if (part->backend->background() == nullptr) co_return;
+  const PartCall call = part->call();
+  const ReservationCheck check =
+      co_await call.backend->check_reservation(call.request, call.ticket);
+  part->stands =
+      (check.lease_held || !part->unconfirmed()) && where_known(check.where, part->waiter);
+}
+
 /// The wake: the slot where every part stands as its waiter has it, else what the parts that
-/// stand still hold given back, and no slot.
-Task<WaitOutcome> claim_at_wake(std::span<WaitingPart> parts) {
-  // Why a struct: a std::vector<bool> has no element to point at.
-  struct Standing {
-    bool stands = true;
-  };
-  std::vector<Standing> standing(parts.size());
-  WaitOutcome outcome;
+/// stand still hold given back, and no slot. Throws the first error that kept Redis from
+/// answering where a part stands (nothing given back).
+Task<std::optional<FracTime>> claim_at_wake(std::span<WaitingPart> parts) {
   std::vector<Task<void>> checks;
-  checks.reserve(parts.size());
-  for (std::size_t i = 0; i < parts.size(); ++i)
-    checks.push_back(check_part(&parts[i], &standing[i].stands, &outcome.error));
+  for (WaitingPart& part : parts)
+    checks.push_back(check_part(&part));
   co_await Together(std::move(checks));
-  if (outcome.error) co_return outcome;
-  bool one_slot = standing.front().stands;
-  for (std::size_t i = 1; i < parts.size() && one_slot; ++i)
-    one_slot = standing[i].stands && same_time(parts[i].waiter, parts.front().waiter);
-  if (one_slot) {
-    outcome.slot = parts.front().waiter.slot;
-    co_return outcome;
+  const WaiterRegistry::Waiter& first = parts.front().waiter;
+  if (std::all_of(parts.begin(), parts.end(), [&first](const WaitingPart& part) {
+        return part.stands && same_time(part.waiter, first);
+      })) {
+    co_return first.slot;
   }
   // Why given back: a part used later than where it stands joins whatever its key gives the
   // requests behind it, moved up as well (over-admission); given back, reserving again does
-  // not charge its key twice.
+  // not charge its key twice. What the take of a part that stands, charged there, still holds
+  // goes back (never more than exact).
   std::vector<Task<void>> give_backs;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    // What the take of a part that stands, charged there, still holds (never more than exact).
-    if (standing[i].stands) {
-      give_backs.push_back(give_back_claim(*parts[i].backend, *parts[i].reserved, std::nullopt,
-                                           parts[i].waiter.slot.ceil_us()));
-    }
+  for (const WaitingPart& part : parts) {
+    if (!part.stands) continue;
+    give_backs.push_back(
+        give_back_claim(*part.backend, *part.reserved, std::nullopt, part.waiter.slot.ceil_us()));
   }
   co_await Together(std::move(give_backs));
-  co_return outcome;
+  co_return std::nullopt;
 }
 
 /// A stop before the wake: every part given back. Cancelled, unless Redis found every slot
 /// already come where the waiter has it (the permits were used and are the caller's: their
 /// slot).
-Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_view call) {
+Task<std::optional<FracTime>> cancel_before_wake(std::span<WaitingPart> parts,
+                                                 std::string_view call) {
   const std::vector<std::optional<CancelVerdict>> verdicts =
       co_await cancel_all(give_backs_of(parts));
-  bool unanswered = false;
-  bool refused = false;
-  bool returned = false;
-  for (const std::optional<CancelVerdict>& verdict : verdicts) {
-    unanswered = unanswered || !verdict;
-    refused = refused || verdict == CancelVerdict::refused;
-    returned = returned || verdict == CancelVerdict::returned ||
-               verdict == CancelVerdict::already_returned;
-  }
+  const auto any = [&verdicts](std::optional<CancelVerdict> verdict) {
+    return std::find(verdicts.begin(), verdicts.end(), verdict) != verdicts.end();
+  };
   const std::string cancelled = std::string(call) + " cancelled while waiting; ";
-  if (unanswered)
+  if (any(std::nullopt))
     throw Cancelled(cancelled + "Redis did not answer whether its reservation was given back");
-  if (returned) throw Cancelled(cancelled + "its reservation was given back");
-  if (refused) throw Cancelled(cancelled + "the key was reset since its reservation");
+  if (any(CancelVerdict::returned) || any(CancelVerdict::already_returned))
+    throw Cancelled(cancelled + "its reservation was given back");
+  if (any(CancelVerdict::refused))
+    throw Cancelled(cancelled + "the key was reset since its reservation");
   if (std::any_of(parts.begin(), parts.end(),
                   [](const WaitingPart& part) { return part.unconfirmed(); })) {
     // Due, but a lease may have lapsed and its permits gone back: not the caller's.
@@ -295,16 +234,18 @@ Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_v
                     "its reservation's lease had lapsed, and it may have been given back");
   }
   // Why asked: due before the waiter's wake, a slot may have come early because a cancellation
-  // ahead moved it, unheard; used at the slot the waiter believes, its permits would join the
+  // moved it, unheard; used at the slot the waiter believes, its permits would join the
   // waiters behind, moved up to that very slot.
-  const WaitOutcome where = co_await claim_at_wake(parts);
-  if (where.error) {
+  std::optional<FracTime> slot;
+  try {
+    slot = co_await claim_at_wake(parts);
+  } catch (...) {
     throw Cancelled(cancelled + "its slot had come, and Redis did not answer where it stood");
   }
-  if (!where.slot) {
+  if (!slot) {
     throw Cancelled(cancelled + "its slot had come, moved earlier than it knew, and passed unused");
   }
-  co_return where;
+  co_return slot;
 }
 
 /// The one sleep of a reservation waiter: on a uv timer until the latest part's wake (notices
@@ -314,6 +255,9 @@ Task<WaitOutcome> cancel_before_wake(std::span<WaitingPart> parts, std::string_v
 Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
                               std::chrono::microseconds renew_every,
                               const OwnedAcquireOptions& options) {
+  const auto renewable = [](const WaitingPart& part) {
+    return part.unconfirmed() && !part.renewal->in_flight;
+  };
   auto next_renewal = Clock::now() + renew_every;
   for (;;) {
     for (const WaitingPart& part : parts) {
@@ -332,28 +276,26 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
         })) {
       co_return WaitEnd::again;
     }
-    bool renewing = false;
-    for (const WaitingPart& part : parts)
-      renewing = renewing || (part.unconfirmed() && !part.renewal->in_flight);
+    const bool renewing = std::any_of(parts.begin(), parts.end(), renewable);
     if (renewing && current >= next_renewal) {
       next_renewal = current + renew_every;
       for (WaitingPart& part : parts) {
-        if (!part.unconfirmed() || part.renewal->in_flight) continue;
+        if (!renewable(part)) continue;
         part.renewal->in_flight = true;
         // Why the client's upkeep, not work for the caller: Client::close() waits for that
         // first, and waiters renewing one after another would hold it for as long as they
         // wait. A renewal the client no longer sends is made good by the check at the wake.
         // Only a part registered in Redis is renewed, so its backend has a client.
-        part.backend->background()->start_upkeep(
-            renew_beside(part.enforcer, part.backend,
-                         part.enforcer->give_back_request(*part.reserved, part.backend, part.key),
-                         part.waiter.book.version, part.renewal));
+        part.backend->background()->start_upkeep(renew_beside(part.call(), part.renewal));
       }
       continue;
     }
     const auto until = renewing ? std::min(wake, next_renewal) : wake;
     std::stop_source wake_early;
-    const WakeEarly pointed(parts, &wake_early);
+    point_wakes(parts, &wake_early);
+    // Why pointed away at every exit: a notice or a renewal that ends after the sleep (or
+    // after the waiter's frame is gone) must not wake it.
+    const AtScopeEnd unpoint{[parts] { point_wakes(parts, nullptr); }};
     std::stop_callback<ForwardStop> forward(options.stop, ForwardStop{&wake_early});
     bool woken = false;
     try {
@@ -400,7 +342,7 @@ Task<ClaimsReservation> reserve_parts(std::vector<HeldClaim> held,
 Task<void> give_back_orphan(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
                             ClaimsReservation made) {
   if (!made.decision.allowed || made.wait_us == 0) co_return;
-  std::vector<PartGiveBack> parts;
+  std::vector<PartCall> parts;
   for (std::size_t i = 0; i < held.size(); ++i) {
     Backend* backend = &held[i].enforcer->backend();
     parts.push_back({held[i].enforcer, backend,
@@ -438,7 +380,7 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
     part.reserved = &requests[i];
     part.waits_under = requests[i].policy.get();
     part.key = held[i].key;
-    part.watch = part.enforcer->waiters().watch_held(requests[i]);
+    part.watch = part.enforcer->waiters().watch(requests[i]);
   }
   // What is left of max_wait when asked (each hash slot's call gets what is left then).
   std::function<std::int64_t()> max_wait = [max_wait = options.max_wait, started] {
@@ -446,31 +388,27 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   };
   const Lateness lateness(options.max_lateness);
   std::optional<ClaimsReservation> reservation;
-  std::exception_ptr error;
+  std::optional<DecideRequest> fallback;
   try {
     std::vector<HeldClaim> claims(held.begin(), held.end());
     std::vector<DecideRequest> copies(requests.begin(), requests.end());
     if (BackgroundTasks* tasks = first.backend().background()) {
       // Why outliving: a caller destroyed before the reply leaves a reservation nobody waits
       // on; it is given back when the reply comes (issue 33, bug 8).
-      std::function<Task<void>(ClaimsReservation)> orphaned = [claims,
-                                                               copies](ClaimsReservation made) {
-        return give_back_orphan(claims, copies, std::move(made));
-      };
+      std::function<Task<void>(ClaimsReservation)> orphaned =
+          std::bind_front(give_back_orphan, claims, copies);
       reservation = co_await outliving(
           *tasks, reserve_parts(std::move(claims), std::move(copies), max_wait), orphaned);
     } else {
       reservation = co_await reserve_parts(std::move(claims), std::move(copies), max_wait);
     }
   } catch (...) {
-    error = std::current_exception();
-  }
-  // One claim whose reservation Redis could not answer waits on its local fallback, if it has
-  // one that can grant it (the notices come from Redis: it waits its time as reserved).
-  std::optional<DecideRequest> fallback;
-  if (error && means_unavailable(error) && held.size() == 1)
+    // One claim whose reservation Redis could not answer waits on its local fallback, if it has
+    // one that can grant it (the notices come from Redis: it waits its time as reserved).
+    if (!means_unavailable(std::current_exception()) || held.size() != 1) throw;
     fallback = first.fallback_reservation(requests.front());
-  if (error && !fallback) std::rethrow_exception(error);
+    if (!fallback) throw;
+  }
   if (fallback) {
     parts.front().backend = first.fallback();
     parts.front().reserved = &*fallback;
@@ -510,17 +448,12 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   const auto reserved_wake = Clock::now() + std::chrono::microseconds(reservation->wait_us);
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const CancelTicket& ticket = reservation->claims[i].ticket;
-    WaiterRegistry::Waiter& waiter = parts[i].waiter;
-    waiter.slot = ticket.slot;
-    waiter.reserved_slot = ticket.slot;
-    waiter.den = ticket.den;
-    waiter.d = ticket.d;
-    waiter.reserved_at_us = reserved_at_us;
-    waiter.book = {
-        .version = ticket.version, .cancels = ticket.cancels_before, .epoch = ticket.epoch};
-    waiter.heard = ticket.cancels_before;
-    waiter.wake = reserved_wake;
-    if (!fallback) parts[i].watch->add(&waiter);
+    parts[i].waiter = {.slot = ticket.slot,
+                       .ticket = ticket,
+                       .reserved_at_us = reserved_at_us,
+                       .heard = ticket.cancels_before,
+                       .wake = reserved_wake};
+    if (!fallback) parts[i].watch->add(&parts[i].waiter);
     parts[i].renewal->confirmed = reservation->claims[i].lease_expiry_us;
   }
   if (crossed || late) {
@@ -533,26 +466,29 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
   // confirmed for it (in process nothing is registered under a lease, nothing is renewed).
   const auto renew_every =
       std::chrono::microseconds(std::max<std::int64_t>(1, first.backend().lease_us() / 3));
-  WaitOutcome outcome;
+  std::optional<FracTime> slot;
   {
     const GaugeScope waiting(first.waiters_gauge(), options.slept);
-    GiveBackOnDestruction guard(first.loop(), parts);
+    // Gives every part back if the task is destroyed while it sleeps (or the sleep throws).
+    bool sleeping = true;
+    const AtScopeEnd give_back_if_abandoned{[&sleeping, &parts, loop = first.loop()] {
+      if (sleeping) give_back_abandoned(loop, parts);
+    }};
     const WaitEnd end = co_await sleep_until_due(first.loop(), parts, renew_every, options);
-    guard.disarm();
+    sleeping = false;
     if (end == WaitEnd::due) {
-      outcome = co_await claim_at_wake(parts);
+      slot = co_await claim_at_wake(parts);
     } else if (end == WaitEnd::stopped) {
-      outcome = co_await cancel_before_wake(parts, call);
+      slot = co_await cancel_before_wake(parts, call);
     } else {
       // Given back under the policies in force, then reserved again.
       co_await give_back_all(give_backs_of(parts));
     }
   }
-  if (outcome.error) std::rethrow_exception(outcome.error);
-  if (!outcome.slot) co_return std::nullopt;
+  if (!slot) co_return std::nullopt;
   ClaimsDecision decided{.decision = decision};
   if (decision.source == Source::redis) {
-    decided.decision.server_time_us = outcome.slot->ceil_us();
+    decided.decision.server_time_us = slot->ceil_us();
     if (lateness.too_late(decided.decision.server_time_us - reserved_at_us)) refuse_late(held);
   }
   co_return decided;

@@ -24,19 +24,16 @@ struct HeldClaim {
 /// and throws the Unavailable their failure policies answer.
 [[noreturn]] void refuse_late(std::span<const HeldClaim> held);
 
-/// The reservation waiter (docs/waiting.md) of acquire() (one claim) and acquire_all() (several):
-/// reserves `requests` (one per claim of `held`, each a single limit that can be reserved on) at
-/// one slot, every claim's key or none, then sleeps until the slot: its parts moved earlier by
-/// the cancellation notices of their keys, their owner leases renewed beside the sleep, each
-/// part asked at the wake where it stands. Gives every part back on a stop (then throws
-/// Cancelled, unless the slot had come), on the destruction of its task, or when an answer comes
-/// too late (options.max_lateness, at the answer and at the wake: counted, then thrown as
-/// Unavailable). One claim whose reservation Redis cannot answer is reserved on its limiter's
-/// local fallback, if it has one that can grant it. The decision, whose `waited` the caller sets;
-/// for an admission in Redis with no wait, each claim's Redis time. None when the caller
-/// reserves again: a part's policy was replaced, or a part was given back or moved elsewhere
-/// than its waiter has it. An error that kept Redis from answering is thrown, for the caller's
-/// failure policies. `started` is when the call began (options.max_wait counts from it).
+/// The reservation waiter (docs/waiting.md) of acquire() (one claim) and acquire_all() (several),
+/// begun at `started` (options.max_wait counts from it): reserves `requests` (one per claim of
+/// `held`, each a single reservable limit) at one slot on every claim's key or none, sleeps until
+/// it (moved earlier by its keys' cancellation notices, the owner leases renewed beside), then
+/// asks each part where it stands. Gives every part back on a stop (then throws Cancelled, unless
+/// the slot had come), on its task's destruction, or when an answer comes too late
+/// (options.max_lateness: counted, then thrown as Unavailable). One claim Redis cannot reserve is
+/// reserved on its limiter's local fallback, if that can grant it. The decision (its `waited` is
+/// the caller's; with no wait in Redis, each claim's Redis time), or none when the caller reserves
+/// again (a policy replaced, a part given back or moved). Throws what kept Redis from answering.
 Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> held,
                                                      std::span<const DecideRequest> requests,
                                                      const OwnedAcquireOptions& options,

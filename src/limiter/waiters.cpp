@@ -3,19 +3,16 @@
 #include <algorithm>
 
 namespace redlimit::detail {
-namespace {
 
 constexpr std::size_t recent_notices = 64;
 constexpr std::size_t idle_keys = 256;
-
-}  // namespace
 
 WaiterRegistry::~WaiterRegistry() {
   for (const auto& [name, key] : keys_)
     backend_.unwatch(key.watch_id);
 }
 
-WaiterRegistry::Watch WaiterRegistry::watch(const DecideRequest& request) {
+std::unique_ptr<WaiterRegistry::Watch> WaiterRegistry::watch(const DecideRequest& request) {
   std::string name = reservation_key(request);
   auto [it, created] = keys_.try_emplace(name);
   if (created) {
@@ -25,32 +22,21 @@ WaiterRegistry::Watch WaiterRegistry::watch(const DecideRequest& request) {
     std::erase(idle_, name);
   }
   ++it->second.watches;
-  return Watch(*this, std::move(name));
+  return std::make_unique<Watch>(*this, std::move(name));
 }
-
-std::unique_ptr<WaiterRegistry::Watch> WaiterRegistry::watch_held(const DecideRequest& request) {
-  // Why new: the prvalue initializes the Watch in place (make_unique would need a move).
-  return std::unique_ptr<Watch>(new Watch(watch(request)));
-}
-
-void WaiterRegistry::release(std::map<std::string, Key>::iterator key) {
-  if (--key->second.watches > 0) return;
-  idle_.push_back(key->first);
-  if (idle_.size() <= idle_keys) return;
-  const auto oldest = keys_.find(idle_.front());
-  idle_.pop_front();
-  backend_.unwatch(oldest->second.watch_id);
-  keys_.erase(oldest);
-}
-
-WaiterRegistry::Watch::Watch(WaiterRegistry& registry, std::string key)
-    : registry_(registry), key_(std::move(key)) {}
 
 WaiterRegistry::Watch::~Watch() {
   const auto it = registry_.keys_.find(key_);
   if (it == registry_.keys_.end()) return;
   if (waiter_ != nullptr) std::erase(it->second.waiters, waiter_);
-  registry_.release(it);
+  if (--it->second.watches > 0) return;
+  // The key's last watch: it stays watched among the most recent idle keys.
+  registry_.idle_.push_back(key_);
+  if (registry_.idle_.size() <= idle_keys) return;
+  const auto oldest = registry_.keys_.find(registry_.idle_.front());
+  registry_.idle_.pop_front();
+  registry_.backend_.unwatch(oldest->second.watch_id);
+  registry_.keys_.erase(oldest);
 }
 
 void WaiterRegistry::Watch::add(Waiter* waiter) {
@@ -82,13 +68,14 @@ void WaiterRegistry::on_notice(const std::string& name, const CancelNotice& noti
 void WaiterRegistry::apply(Waiter& waiter, const CancelNotice& notice) {
   // Only cancellations on the same incarnation of the key that came after this reservation (and
   // after the notices already taken), of a reservation ahead of it.
-  if (notice.epoch != waiter.book.epoch || notice.cancels <= waiter.heard) return;
+  if (notice.epoch != waiter.ticket.epoch || notice.cancels <= waiter.heard) return;
   waiter.heard = notice.cancels;
-  if (notice.cancelled >= waiter.book.version) return;
+  if (notice.cancelled >= waiter.ticket.version) return;
   // A shift in another denominator (the policy changed meanwhile) is rounded down.
-  const FracTime shift = notice.den == waiter.den ? notice.shift : FracTime{notice.shift.us, 0};
+  const FracTime shift =
+      notice.den == waiter.ticket.den ? notice.shift : FracTime{notice.shift.us, 0};
   FracTime moved{waiter.slot.us - shift.us, waiter.slot.frac - shift.frac};
-  if (moved.frac < 0) moved = {moved.us - 1, moved.frac + waiter.den};
+  if (moved.frac < 0) moved = {moved.us - 1, moved.frac + waiter.ticket.den};
   if (moved.us < waiter.reserved_at_us) moved = {waiter.reserved_at_us, 0};
   // Move the local wake-up by the whole microseconds the slot moved (never earlier than it).
   const std::int64_t earlier_us =

@@ -31,25 +31,19 @@ class WaiterRegistry {
 
   /// One sleeping acquire(): its reservation and its local wake-up time.
   struct Waiter {
-    FracTime slot;  ///< server time the permits may be used (fraction in 1/den)
-    std::int64_t den = 1;
-    std::int64_t d = 1;  ///< the reserved limit's d: with den, the step a cancel shifts by
+    FracTime slot;        ///< server time the permits may be used (fraction in 1/ticket.den)
+    CancelTicket ticket;  ///< the reservation as made: what cancel() needs to give it back
     std::int64_t reserved_at_us = 0;
-    FracTime reserved_slot;  ///< `slot` as reserved, before any notice moved it
-    ReservationBook book;    ///< the key's after its reservation (version: its place)
     std::int64_t heard = 0;  ///< the key's cancels up to the last notice taken into `slot`
     Clock::time_point wake;
     std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier
-
-    /// What cancel() needs to give the reservation back.
-    CancelTicket ticket() const noexcept { return ticket_of(reserved_slot, den, d, book); }
   };
 
   /// Watching a key (RAII): from before a reservation is sent until its waiter wakes, so that no
   /// notice in between is missed.
   class Watch {
    public:
-    Watch(WaiterRegistry& registry, std::string key);
+    Watch(WaiterRegistry& registry, std::string key) : registry_(registry), key_(std::move(key)) {}
     Watch(const Watch&) = delete;
     Watch& operator=(const Watch&) = delete;
     ~Watch();
@@ -66,9 +60,7 @@ class WaiterRegistry {
   ~WaiterRegistry();
 
   /// Starts watching the key of `request`.
-  Watch watch(const DecideRequest& request);
-  /// watch(), for a holder of several watches (Watch cannot move).
-  std::unique_ptr<Watch> watch_held(const DecideRequest& request);
+  std::unique_ptr<Watch> watch(const DecideRequest& request);
   /// Wakes every sleeping waiter to look again (the policy changed under their reservations).
   void wake_all();
 
@@ -82,7 +74,6 @@ class WaiterRegistry {
 
   void on_notice(const std::string& key, const CancelNotice& notice);
   static void apply(Waiter& waiter, const CancelNotice& notice);
-  void release(std::map<std::string, Key>::iterator key);
 
   Backend& backend_;
   std::map<std::string, Key> keys_;

@@ -35,7 +35,7 @@ class Waiters : public test::LoopTest {
     std::vector<Reservation> queue;
     for (int i = 0; i <= ahead; ++i)  // the first takes the burst
       queue.push_back(backend_.reserve_now(request(t0 + i), 3'600'000'000));
-    WaiterRegistry::Watch watch = registry_.watch(request(t0 + ahead + 1));
+    const std::unique_ptr<WaiterRegistry::Watch> watch = registry_.watch(request(t0 + ahead + 1));
     const Reservation mine = backend_.reserve_now(request(t0 + ahead + 1), 3'600'000'000);
     for (int i = 0; i < cancelled; ++i) {
       const Reservation& given_back = queue[static_cast<std::size_t>(ahead - i)];
@@ -50,13 +50,10 @@ class Waiters : public test::LoopTest {
     }
     WaiterRegistry::Waiter waiter;
     waiter.slot = mine.slot;
-    waiter.den = mine.den;
-    waiter.d = mine.d;
+    waiter.ticket = ticket_of(mine);
     waiter.reserved_at_us = mine.reserved_at_us;
-    waiter.reserved_slot = mine.slot;
-    waiter.book = mine.book;
     waiter.heard = mine.book.cancels;
-    watch.add(&waiter);
+    watch->add(&waiter);
     return mine.slot.us - waiter.slot.us;
   }
 
