@@ -61,16 +61,12 @@ ClaimsReservation merged(const std::vector<std::vector<std::size_t>>& groups,
 }
 
 /// Reserves claims in several hash slots of a cluster (`groups`, slot_groups()) at one slot:
-/// each hash slot's claims are first asked for their earliest slot, writing nothing
-/// (earliest_all; a denial there takes nothing), then reserved at the latest of them, one hash
-/// slot after another; claims reserved earlier than a later hash slot's (traffic in between)
-/// are given back and reserved again at its slot, until every hash slot agrees. Until then, and
-/// on a denial or an error until given back, permits are held unused (under-admission, never
-/// over). The result is in the requests' order: wait_us until the last hash slot's wake, the
-/// binding claim the one whose key set the slot (with no wait, the fewest remaining). A denial,
-/// or an error (StalePolicy with its claim in the requests' order), comes after every part is
-/// given back. Why no guard for the task's destruction: the waiter runs it to its end
-/// (outliving()) and gives back what it reserved.
+/// the latest of each hash slot's earliest (earliest_all), one hash slot after another; claims
+/// reserved earlier than a later hash slot's (traffic in between) are given back and reserved
+/// again at its slot, until every hash slot agrees. Until then permits are held unused
+/// (under-admission, never over). A denial, or an error (StalePolicy with its claim in the
+/// requests' order), comes after every part is given back. Why no guard for the task's
+/// destruction: the waiter runs it to its end (outliving()) and gives back what it reserved.
 Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
                                              std::span<const DecideRequest> requests,
                                              const std::vector<std::vector<std::size_t>>& groups,
