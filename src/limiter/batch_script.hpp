@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lua_scripts.hpp"
+#include "redis/held_call.hpp"
 
 namespace redlimit::detail {
 
@@ -21,14 +22,11 @@ struct BatchWords {
   std::vector<std::string_view> args;
 };
 
-/// The batch script's words for calls of the scripts `scripts` with `keys` and `args` (one
-/// entry per call): the keys of the first `declared_calls` calls; then the call count, the
-/// number of the other calls' keys and those keys (lua/batch_across_slots.lua), and, per call,
-/// the script's index, key count, argument count and arguments, or "=" for a call of the same
-/// script with the same key count and arguments as the call before it (lua/batch.lua).
-BatchWords batch_words(std::span<const scripts::ScriptSource* const> scripts,
-                       std::span<const std::span<const std::string_view>> keys,
-                       std::span<const std::span<const std::string_view>> args,
-                       std::size_t declared_calls);
+/// The batch script's words for `calls`: the keys of the first `declared_calls` calls; then the
+/// call count, the number of the other calls' keys and those keys (lua/batch_across_slots.lua),
+/// and, per call, the script's index, key count, argument count and arguments, or "=" for a
+/// call of the same script with the same key count and arguments as the call before it
+/// (lua/batch.lua).
+BatchWords batch_words(std::span<HeldCall* const> calls, std::size_t declared_calls);
 
 }  // namespace redlimit::detail

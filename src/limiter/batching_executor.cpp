@@ -18,11 +18,6 @@
 namespace redlimit::detail {
 namespace {
 
-std::unique_ptr<ExecutorDecorator> make_batching_executor(CommandDispatcher& client) {
-  return std::make_unique<BatchingExecutor>(client.loop(), client, client.options().max_batch,
-                                            &scripts::batch_across_slots);
-}
-
 /// Whether `message`, a per-call error of a batch across slots, says its node would not serve
 /// the call's keys alone (Redis and Valkey word it alike): the call ran nothing.
 bool refused_in_batch(std::string_view message) {
@@ -45,12 +40,8 @@ bool refuses_unrun(std::string_view code) {
   return code == "MOVED" || code == "ASK" || code == "TRYAGAIN" || code == "CROSSSLOT";
 }
 
-/// How many calls lead `calls` on the slot of the first (all of them on one server).
-std::size_t leading_on_one_slot(const std::vector<HeldCall*>& calls) {
-  std::size_t count = 1;
-  while (count < calls.size() && calls[count]->slot == calls.front()->slot)
-    ++count;
-  return count;
+std::exception_ptr client_destroyed() {
+  return std::make_exception_ptr(ConnectionError("the client was destroyed", true));
 }
 
 /// Tells every call of `calls` its place there, which it clears if its frame goes first.
@@ -67,7 +58,11 @@ void place_in(std::vector<HeldCall*>& calls) {
 
 ScriptExecutor& script_executor_of(CommandDispatcher& client) {
   if (client.options().max_batch == 1) return client;
-  return client.decorated(&make_batching_executor);
+  return client.decorated([](CommandDispatcher& dispatcher) -> std::unique_ptr<ExecutorDecorator> {
+    return std::make_unique<BatchingExecutor>(dispatcher.loop(), dispatcher,
+                                              dispatcher.options().max_batch,
+                                              &scripts::batch_across_slots);
+  });
 }
 
 BatchingExecutor::BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher,
@@ -230,7 +225,9 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
   const std::shared_ptr<bool> alive = alive_;
   // Why the keys of the first slot's calls declared, the others' sent as arguments: a cluster
   // refuses declared keys of several slots (CROSSSLOT), and routes the batch by the first key.
-  const std::size_t declared = leading_on_one_slot(calls);
+  std::size_t declared = 1;
+  while (declared < calls.size() && calls[declared]->slot == calls.front()->slot)
+    ++declared;
   const scripts::ScriptSource* const script =
       declared == calls.size() ? &scripts::batch : across_slots_;
   std::exception_ptr failure;
@@ -238,20 +235,10 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
   Reply reply;
   std::optional<ReplicaAck> replicas;  // the WAIT after the batch (ClientOptions::replicas)
   try {
-    std::vector<const scripts::ScriptSource*> scripts;
-    std::vector<std::span<const std::string_view>> keys;
-    std::vector<std::span<const std::string_view>> args;
-    scripts.reserve(calls.size());
-    keys.reserve(calls.size());
-    args.reserve(calls.size());
     Clock::time_point deadline = Clock::time_point::max();
-    for (const HeldCall* call : calls) {
-      scripts.push_back(call->script);
-      keys.push_back(call->keys);
-      args.push_back(call->args);
+    for (const HeldCall* call : calls)
       deadline = std::min(deadline, call->deadline);
-    }
-    const BatchWords words = batch_words(scripts, keys, args, declared);
+    const BatchWords words = batch_words(calls, declared);
     reply = co_await dispatcher_.eval_batch(*script, words.keys, words.args, deadline, calls.size(),
                                             script != &scripts::batch, replicas);
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
@@ -276,7 +263,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
   }
   if (!*alive && !failure) {
     split = false;
-    failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
+    failure = client_destroyed();
   }
   // The calls that go again, alone: every one after a split; else those whose keys the node
   // would not serve in a batch across slots (it ran nothing of them).
@@ -296,9 +283,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
       if (again[i] && calls[i] != nullptr) group.add(send_again_alone(&calls[i]));
     }
     co_await group.join();
-    if (!*alive && !failure) {
-      failure = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
-    }
+    if (!*alive && !failure) failure = client_destroyed();
   }
   // Every answer first, before any caller resumes (answer() needs the dispatcher). Each call
   // that fails counts once among the errors (a call sent again alone counted itself).
@@ -341,11 +326,10 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
     resume_calls(calls, held, false, alive);
     // Why the batch still counts as in flight: close() waits for the answers to its writes.
     std::exception_ptr shortfall;
-    if (*alive) {
+    if (*alive)
       shortfall = co_await replicas->confirm();
-    } else {
-      shortfall = std::make_exception_ptr(ConnectionError("the client was destroyed", true));
-    }
+    else
+      shortfall = client_destroyed();
     for (std::size_t i = 0; i < calls.size(); ++i) {
       if (!held[i] || calls[i] == nullptr || !shortfall) continue;
       calls[i]->error = shortfall;

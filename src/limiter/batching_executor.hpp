@@ -3,10 +3,8 @@
 #include <uv.h>
 
 #include <chrono>
-#include <coroutine>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,28 +28,23 @@ class Connection;
 /// ClientOptions::max_batch is 1, else the client itself.
 ScriptExecutor& script_executor_of(CommandDispatcher& client);
 
-/// A decorator over a client's CommandDispatcher that coalesces script calls (calls of the
-/// scripts the batch script holds; others go straight to the dispatcher): the calls queued for one
-/// server while the loop runs go to Redis in the loop's next idle phase, as one EVALSHA of the
-/// batch script (lua/batch.lua), in the order they were queued (in a cluster, grouped by slot),
-/// at most max_batch per script call. In a cluster a batch holds the calls of every slot one
-/// primary serves, as the slot map says (lua/batch_across_slots.lua, Redis >= 7), or of one
-/// slot: when the map does not say who serves a slot yet, for a batch all of one slot, and from
-/// the moment a server refuses the cross-slot script (older than Redis 7) on. A call queued alone
-/// goes as it would have without a batcher, from the same coroutine frame (a call waits in its
-/// command's frame: HeldCall). No timer: libuv runs idle handles between any callback and the next
-/// poll, right before the prepare phase in which the connections write (redis/uv_glue.cpp), and an
-/// active idle handle keeps the poll from blocking; so coalescing adds no latency. A full batch
-/// queued by the callers a batch resumes goes at once, while the batch still resumes the others
-/// (run_batch): Redis runs it meanwhile.
+/// A decorator over a client's CommandDispatcher that coalesces calls of the scripts the batch
+/// script holds (others go straight to the dispatcher): the calls queued for one server while
+/// the loop runs go in the loop's next idle phase as one EVALSHA of the batch script
+/// (lua/batch.lua), in the order queued (in a cluster, grouped by slot), at most max_batch per
+/// call. In a cluster a batch holds the calls of every slot one primary serves, as the slot map
+/// says (lua/batch_across_slots.lua, Redis >= 7), or of one slot: when the map does not say who
+/// serves a slot yet, and once a server refused the cross-slot script (Redis < 7). A call queued
+/// alone goes as it would have without a batcher, from its command's frame (HeldCall). No timer:
+/// libuv runs idle handles right before the prepare phase in which the connections write
+/// (redis/uv_glue.cpp), and an active idle handle keeps the poll from blocking, so coalescing
+/// adds no latency. A full batch queued by the callers a batch resumes goes at once (run_batch).
 ///
 /// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
 /// batch Redis could not answer fails each of its calls with the same error. Calls Redis ran
-/// none of are sent again, each alone, as they would have gone without a batcher (through the
-/// cluster router, which follows MOVED and ASK and waits out TRYAGAIN): all the calls of a batch
-/// refused as a whole (MOVED, ASK, TRYAGAIN, CROSSSLOT: in a cluster, its slots moved or
-/// migrating), and the calls of a batch across slots on keys its node would not serve alone
-/// (their slot moved away, or migrating and the key already gone).
+/// none of go again, each alone, through the cluster router (which follows MOVED and ASK and
+/// waits out TRYAGAIN): all the calls of a batch refused as a whole (MOVED, ASK, TRYAGAIN,
+/// CROSSSLOT), and the calls of a batch across slots on keys its node would not serve alone.
 class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holder {
  public:
   /// Batches across the slots of one cluster node with `across_slots` (null: per slot only).

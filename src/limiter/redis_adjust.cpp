@@ -9,7 +9,9 @@
 #include "redlimit/errors.hpp"
 
 namespace redlimit::detail {
+namespace {
 
+/// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
 AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count) {
   const auto& fields = reply.as_array();
   if (fields.size() == 2 && fields[0].as_integer() == -1) throw StalePolicy(fields[1].as_integer());
@@ -28,10 +30,11 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
   return outcome;
 }
 
+}  // namespace
+
 Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustment adjustment,
                                          std::int64_t amount, std::int64_t taken_at_us) {
-  GeneralScriptCall call(std::span<const DecideRequest>(&request, 1), adjustment_name(adjustment),
-                         amount);
+  GeneralScriptCall call({&request, 1}, adjustment_name(adjustment), amount);
   if (adjustment == Adjustment::give_back) call.add_number(taken_at_us);
   const Reply reply =
       co_await calls_.eval(scripts::adjust, call.keys(), call.args(), client_.command_deadline());

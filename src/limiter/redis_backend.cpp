@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <utility>
 
 #include "algorithms/reservations.hpp"
 #include "lua_scripts.hpp"
@@ -68,31 +69,66 @@ bool parse_integer(const char*& at, std::int64_t& value) {
   return true;
 }
 
-}  // namespace
-
-const scripts::ScriptSource* lean_decide_script(const DecideRequest& request) {
-  const auto& limits = request.policy->limits();
-  if (request.operation != Operation::acquire || limits.size() != 1) return nullptr;
-  switch (limits.front().limit.algorithm) {
-    case Algorithm::gcra:
-      return &scripts::decide_gcra;
-    case Algorithm::token_bucket:
-      return &scripts::decide_token_bucket;
-    case Algorithm::leaky_bucket:
-      return &scripts::decide_leaky_bucket;
-    case Algorithm::fixed_window:
-      return &scripts::decide_fixed_window;
-    case Algorithm::sliding_window_counter:
-      return &scripts::decide_sliding_window_counter;
-    case Algorithm::sliding_window_log:
-      return &scripts::decide_sliding_window_log;
-  }
-  return nullptr;
+/// The Decision in the fields of a decide, reserve or lean script's reply: allowed (1), server
+/// time, capacity, remaining, retry_after and reset_after (us).
+Decision redis_decision(const std::array<std::int64_t, 6>& fields, std::size_t binding) {
+  return Decision{.allowed = fields[0] == 1,
+                  .limit = fields[2],
+                  .remaining = fields[3],
+                  .retry_after = std::chrono::microseconds(fields[4]),
+                  .reset_after = std::chrono::microseconds(fields[5]),
+                  .server_time_us = fields[1],
+                  .binding = binding,
+                  .source = Source::redis};
 }
 
 /// Throws StalePolicy for a script's `{-1, stored_pv}` reply.
 void throw_if_stale(const std::vector<Reply>& fields) {
   if (fields.size() == 2 && fields[0].as_integer() == -1) throw StalePolicy(fields[1].as_integer());
+}
+
+/// The notice in a message of the reserve script's cancel; nullopt if malformed.
+std::optional<CancelNotice> notice_from_message(std::string_view message) {
+  std::array<std::int64_t, 6> values{};
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::size_t colon = i + 1 < values.size() ? message.find(':', from) : message.size();
+    if (colon == std::string_view::npos) return std::nullopt;
+    const auto [end, ec] =
+        std::from_chars(message.data() + from, message.data() + colon, values[i]);
+    if (ec != std::errc{} || end != message.data() + colon) return std::nullopt;
+    from = colon + 1;
+  }
+  if (values[5] <= 0) return std::nullopt;
+  return CancelNotice{.cancels = values[0],
+                      .epoch = values[1],
+                      .cancelled = values[2],
+                      .shift = {values[3], values[4]},
+                      .den = values[5]};
+}
+
+/// A reservation's ticket, as the reserve script's cancel and confirm take it.
+std::array<std::int64_t, 7> ticket_numbers(const CancelTicket& ticket) {
+  return {ticket.slot.us,        ticket.slot.frac, ticket.version, ticket.epoch,
+          ticket.cancels_before, ticket.den,       ticket.d};
+}
+
+}  // namespace
+
+const scripts::ScriptSource* lean_decide_script(const DecideRequest& request) {
+  static constexpr std::pair<Algorithm, const scripts::ScriptSource*> lean_scripts[] = {
+      {Algorithm::gcra, &scripts::decide_gcra},
+      {Algorithm::token_bucket, &scripts::decide_token_bucket},
+      {Algorithm::leaky_bucket, &scripts::decide_leaky_bucket},
+      {Algorithm::fixed_window, &scripts::decide_fixed_window},
+      {Algorithm::sliding_window_counter, &scripts::decide_sliding_window_counter},
+      {Algorithm::sliding_window_log, &scripts::decide_sliding_window_log}};
+  const auto& limits = request.policy->limits();
+  if (request.operation != Operation::acquire || limits.size() != 1) return nullptr;
+  for (const auto& [algorithm, script] : lean_scripts) {
+    if (algorithm == limits.front().limit.algorithm) return script;
+  }
+  return nullptr;
 }
 
 std::size_t reply_index(std::int64_t index, std::size_t count, std::string_view script,
@@ -104,19 +140,12 @@ std::size_t reply_index(std::int64_t index, std::size_t count, std::string_view 
   return static_cast<std::size_t>(index);
 }
 
-Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t binding,
-                        std::int64_t limit, std::int64_t remaining, std::int64_t retry_after_us,
-                        std::int64_t reset_after_us) {
-  Decision decision;
-  decision.allowed = allowed;
-  decision.server_time_us = server_time_us;
-  decision.binding = binding;
-  decision.limit = limit;
-  decision.remaining = remaining;
-  decision.retry_after = std::chrono::microseconds(retry_after_us);
-  decision.reset_after = std::chrono::microseconds(reset_after_us);
-  decision.source = Source::redis;
-  return decision;
+Decision decision_from_fields(const std::vector<Reply>& fields, std::size_t first,
+                              std::size_t binding) {
+  return redis_decision({fields[0].as_integer(), fields[1].as_integer(), fields[first].as_integer(),
+                         fields[first + 1].as_integer(), fields[first + 2].as_integer(),
+                         fields[first + 3].as_integer()},
+                        binding);
 }
 
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
@@ -126,10 +155,8 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
     throw ProtocolError("the decide script returned " + std::to_string(fields.size()) +
                         " fields, expected 7");
   }
-  return redis_decision(fields[0].as_integer() == 1, fields[1].as_integer(),
-                        reply_index(fields[2].as_integer(), limit_count, "decide"),
-                        fields[3].as_integer(), fields[4].as_integer(), fields[5].as_integer(),
-                        fields[6].as_integer());
+  return decision_from_fields(fields, 3,
+                              reply_index(fields[2].as_integer(), limit_count, "decide"));
 }
 
 GeneralScriptCall::GeneralScriptCall(std::span<const DecideRequest> requests,
@@ -190,46 +217,7 @@ Decision decision_from_lean_reply(const Reply& reply) {
     throw ProtocolError("a lean decide script returned an unexpected reply: " +
                         (reply.type == Reply::Type::string ? reply.str : std::string("not text")));
   }
-  return redis_decision(fields[0] == 1, fields[1], 0, fields[2], fields[3], fields[4], fields[5]);
-}
-
-Reservation reservation_from_reply(const Reply& reply, std::int64_t den) {
-  const auto& fields = reply.as_array();
-  throw_if_stale(fields);
-  if (fields.size() != 13) {
-    throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
-                        " fields, expected 13");
-  }
-  Reservation out;
-  out.decision =
-      redis_decision(fields[0].as_integer() == 1, fields[1].as_integer(), 0, fields[2].as_integer(),
-                     fields[3].as_integer(), fields[4].as_integer(), fields[5].as_integer());
-  out.reserved_at_us = fields[1].as_integer();
-  out.wait_us = fields[6].as_integer();
-  out.slot = {fields[7].as_integer(), fields[8].as_integer()};
-  out.book = {fields[9].as_integer(), fields[10].as_integer(), fields[11].as_integer()};
-  out.den = den;
-  out.lease_expiry_us = fields[12].as_integer();
-  return out;
-}
-
-std::optional<CancelNotice> notice_from_message(std::string_view message) {
-  std::array<std::int64_t, 6> values{};
-  std::size_t from = 0;
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const std::size_t colon = i + 1 < values.size() ? message.find(':', from) : message.size();
-    if (colon == std::string_view::npos) return std::nullopt;
-    const auto [end, ec] =
-        std::from_chars(message.data() + from, message.data() + colon, values[i]);
-    if (ec != std::errc{} || end != message.data() + colon) return std::nullopt;
-    from = colon + 1;
-  }
-  if (values[5] <= 0) return std::nullopt;
-  return CancelNotice{.cancels = values[0],
-                      .epoch = values[1],
-                      .cancelled = values[2],
-                      .shift = {values[3], values[4]},
-                      .den = values[5]};
+  return redis_decision(fields, 0);
 }
 
 // Why not a coroutine: it only picks one, and a layer more would cost a frame per decision.
@@ -271,9 +259,8 @@ Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource
 }
 
 Task<Decision> RedisBackend::decide_with_general_script(const DecideRequest& request) {
-  const GeneralScriptCall call(std::span<const DecideRequest>(&request, 1),
-                               request.operation == Operation::acquire ? "acquire" : "peek",
-                               request.permits);
+  const GeneralScriptCall call(
+      {&request, 1}, request.operation == Operation::acquire ? "acquire" : "peek", request.permits);
   const Reply reply =
       co_await calls_.eval(scripts::decide, call.keys(), call.args(), client_.command_deadline());
   Decision decision = decision_from_reply(reply, request.policy->limits().size());
@@ -293,9 +280,7 @@ Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std
 }
 
 Task<std::optional<std::chrono::milliseconds>> RedisBackend::ttl(std::string key) {
-  std::vector<std::string> argv(2);
-  argv[0] = "PTTL";
-  argv[1] = std::move(key);
+  std::vector<std::string> argv = {"PTTL", std::move(key)};
   const Reply reply = co_await client_.command(std::move(argv));
   // PTTL: -2 when the key does not exist; every key redlimit writes has a TTL (never -1).
   const std::int64_t ms = reply.as_integer();
@@ -307,44 +292,42 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   // Why copied first: the request (and the policy it keeps alive) moves into the call.
   const LimitSpec spec = request.policy->limits().front().spec;
   const std::int64_t version = request.policy->epoch().version;
-  const Reply reply = co_await run_reserve_script("reserve", std::move(request), max_wait_us);
-  Reservation reservation = reservation_from_reply(reply, spec.a);
-  reservation.d = spec.b;
-  reservation.decision.policy_version = version;
-  co_return reservation;
-}
-
-Task<Reply> RedisBackend::run_ticket_script(std::string operation, DecideRequest request,
-                                            CancelTicket ticket) {
-  ReserveScriptCall call(std::span<const DecideRequest>(&request, 1), operation);
-  const std::int64_t fields[] = {ticket.slot.us, ticket.slot.frac,      ticket.version,
-                                 ticket.epoch,   ticket.cancels_before, ticket.den,
-                                 ticket.d};
-  for (const std::int64_t field : fields)
-    call.add_number(field);
-  co_return co_await calls_.eval(scripts::reserve, call.keys(), call.args(),
-                                 client_.command_deadline());
+  const std::array<std::int64_t, 2> numbers = {max_wait_us, lease_us()};
+  const Reply reply = co_await run_reserve_script("reserve", std::move(request), numbers);
+  const auto& fields = reply.as_array();
+  throw_if_stale(fields);
+  if (fields.size() != 13) {
+    throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
+                        " fields, expected 13");
+  }
+  Reservation out;
+  out.decision = decision_from_fields(fields, 2, 0);
+  out.decision.policy_version = version;
+  out.reserved_at_us = fields[1].as_integer();
+  out.wait_us = fields[6].as_integer();
+  out.slot = {fields[7].as_integer(), fields[8].as_integer()};
+  out.book = {fields[9].as_integer(), fields[10].as_integer(), fields[11].as_integer()};
+  out.den = spec.a;
+  out.d = spec.b;
+  out.lease_expiry_us = fields[12].as_integer();
+  co_return out;
 }
 
 Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
   const std::size_t claim = request.claim;
-  const Reply reply = co_await run_ticket_script("cancel", std::move(request), ticket);
+  const auto numbers = ticket_numbers(ticket);
+  const Reply reply = co_await run_reserve_script("cancel", std::move(request), numbers);
   const auto& fields = reply.as_array();
   if (fields.size() != 2) throw ProtocolError("the cancel script returned an unexpected reply");
-  switch (fields[0].as_integer()) {
-    case -1:
-      throw StalePolicy(fields[1].as_integer(), claim);
-    case 0:
-      co_return CancelVerdict::due;
-    case 1:
-      co_return CancelVerdict::returned;
-    case 2:
-      co_return CancelVerdict::refused;
-    case 3:
-      co_return CancelVerdict::already_returned;
-    default:
-      throw ProtocolError("the cancel script returned an unknown verdict");
+  const std::int64_t verdict = fields[0].as_integer();
+  if (verdict == -1) throw StalePolicy(fields[1].as_integer(), claim);
+  // In the script's numbering.
+  constexpr std::array verdicts = {CancelVerdict::due, CancelVerdict::returned,
+                                   CancelVerdict::refused, CancelVerdict::already_returned};
+  if (verdict < 0 || verdict >= std::ssize(verdicts)) {
+    throw ProtocolError("the cancel script returned an unknown verdict");
   }
+  co_return verdicts[static_cast<std::size_t>(verdict)];
 }
 
 Task<Decision> RedisBackend::reclaim_and_decide(const scripts::ScriptSource& script,
@@ -360,7 +343,8 @@ Task<Decision> RedisBackend::reclaim_and_decide(const scripts::ScriptSource& scr
   next_reclaim_[std::move(key)] = now + std::chrono::microseconds(lease_us() / 3);
   std::int64_t given_back = 0;
   try {
-    const Reply reply = co_await run_reserve_script("reclaim", request, 0);
+    const std::array<std::int64_t, 2> numbers = {0, lease_us()};
+    const Reply reply = co_await run_reserve_script("reclaim", request, numbers);
     given_back = reply.as_array().at(0).as_integer();
   } catch (const Error&) {
     // The denial stands: Redis answered it; the next denial after a third of a lease retries.
@@ -376,23 +360,25 @@ std::int64_t RedisBackend::lease_us() const noexcept {
 }
 
 Task<Reply> RedisBackend::run_reserve_script(std::string operation, DecideRequest request,
-                                             std::int64_t argument) {
-  ReserveScriptCall call(std::span<const DecideRequest>(&request, 1), operation);
-  call.add_number(argument);
-  call.add_number(lease_us());
+                                             std::span<const std::int64_t> numbers) {
+  ReserveScriptCall call({&request, 1}, operation);
+  for (const std::int64_t number : numbers)
+    call.add_number(number);
   co_return co_await calls_.eval(scripts::reserve, call.keys(), call.args(),
                                  client_.command_deadline());
 }
 
 Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::int64_t version) {
-  const Reply reply = co_await run_reserve_script("renew", std::move(request), version);
+  const std::array<std::int64_t, 2> numbers = {version, lease_us()};
+  const Reply reply = co_await run_reserve_script("renew", std::move(request), numbers);
   const auto& fields = reply.as_array();
   if (fields.size() != 3) throw ProtocolError("the renew script returned an unexpected reply");
   co_return fields[0].as_integer() == 1 ? fields[2].as_integer() : 0;
 }
 
 Task<ReservationCheck> RedisBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
-  const Reply reply = co_await run_ticket_script("confirm", std::move(request), ticket);
+  const auto numbers = ticket_numbers(ticket);
+  const Reply reply = co_await run_reserve_script("confirm", std::move(request), numbers);
   const auto& fields = reply.as_array();
   const std::int64_t standing = fields.size() == 5 ? fields[2].as_integer() : -1;
   if (standing < 0 || standing > 3) {

@@ -19,12 +19,11 @@ namespace redlimit::detail {
 /// `decide_gcra` for the try_acquire of a single limit (lean_decide_script).
 class RedisBackend final : public Backend {
  public:
-  /// Registers reservations under ClientOptions::reservation_lease.
-  explicit RedisBackend(CommandDispatcher& client)
-      : client_(client), calls_(script_executor_of(client)) {}
-  /// Registers reservations under `lease` instead (the differential test's 1 ms leases, shorter
-  /// than any ClientOptions accepts, so that owners lapse at random).
-  RedisBackend(CommandDispatcher& client, std::chrono::microseconds lease)
+  /// Registers reservations under ClientOptions::reservation_lease, or under `lease` (the
+  /// differential test's 1 ms leases, shorter than any ClientOptions accepts, so that owners
+  /// lapse at random).
+  explicit RedisBackend(CommandDispatcher& client,
+                        std::optional<std::chrono::microseconds> lease = std::nullopt)
       : client_(client), calls_(script_executor_of(client)), lease_(lease) {}
   Task<Decision> decide(const DecideRequest& request) override;
   /// What decide() runs for peeks and policies of several limits, for any request: the
@@ -63,14 +62,11 @@ class RedisBackend final : public Backend {
   CommandDispatcher& dispatcher() noexcept { return client_; }
 
  private:
-  /// The reserve script's answer to `operation` on the request's key: "reserve" (`argument`:
-  /// the longest wait, us), "renew" (`argument`: the reservation's version) or "reclaim"
-  /// (`argument` unused). They share the script's argument layout.
+  /// The reserve script's answer to `operation` on the request's key, `numbers` following its
+  /// limit's fields: "reserve" (the longest wait, us), "renew" (the reservation's version) or
+  /// "reclaim" (0), then lease_us(); "cancel" or "confirm": a reservation's ticket_numbers().
   Task<Reply> run_reserve_script(std::string operation, DecideRequest request,
-                                 std::int64_t argument);
-  /// The reserve script's answer to `operation` ("cancel" or "confirm") on the reservation
-  /// `ticket` of the request's key.
-  Task<Reply> run_ticket_script(std::string operation, DecideRequest request, CancelTicket ticket);
+                                 std::span<const std::int64_t> numbers);
   /// A decision of a single limit by its lean script. `reclaiming` (a try_acquire of a single
   /// bucket limit): a denial longer than an owner lease goes on to reclaim_and_decide().
   Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
@@ -143,13 +139,11 @@ std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest>
 std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,
                                        const std::vector<std::size_t>& group);
 
-/// A decision Redis made, from the fields the decide and reserve scripts' replies carry.
-Decision redis_decision(bool allowed, std::int64_t server_time_us, std::size_t binding,
-                        std::int64_t limit, std::int64_t remaining, std::int64_t retry_after_us,
-                        std::int64_t reset_after_us);
-
-/// The outcome in a reply of the adjust script; ProtocolError if it has another shape.
-AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_count);
+/// The Decision in `fields` of a decide or reserve script's reply, with `binding`: allowed (1),
+/// the server time, then from `first` on the binding limit's capacity, remaining, retry_after
+/// and reset_after (us).
+Decision decision_from_fields(const std::vector<Reply>& fields, std::size_t first,
+                              std::size_t binding);
 
 /// The Decision in a reply of the decide script; ProtocolError if it has another shape.
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count);
@@ -157,11 +151,5 @@ Decision decision_from_reply(const Reply& reply, std::size_t limit_count);
 /// The Decision in a reply of a lean script ("allowed now limit remaining retry_after
 /// reset_after"); ProtocolError if it has another shape.
 Decision decision_from_lean_reply(const Reply& reply);
-
-/// The Reservation in a reply of the reserve script; ProtocolError if it has another shape.
-Reservation reservation_from_reply(const Reply& reply, std::int64_t den);
-
-/// The notice in a message of the reserve script's cancel; nullopt if malformed.
-std::optional<CancelNotice> notice_from_message(std::string_view message);
 
 }  // namespace redlimit::detail

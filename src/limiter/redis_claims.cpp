@@ -15,11 +15,10 @@
 namespace redlimit::detail {
 namespace {
 
-/// Decides every request at once, all or nothing, with one EVALSHA of the decide script's
-/// several-claim form (acquire_all, or peek_all for Operation::peek): Decision::claim and
-/// binding name the binding request and its limit, and policy_version is that request's.
-/// StalePolicy (with its claim) when a key holds state of a newer policy version than its
-/// request's. The requests' keys are distinct, and in one slot on a cluster.
+/// Decides every request at once, all or nothing, with one call of the decide script's
+/// several-claim form (acquire_all, or peek_all): Decision::claim and binding name the binding
+/// request and its limit, policy_version is that request's; StalePolicy with its claim. The
+/// requests' keys are distinct, and in one slot on a cluster.
 Task<Decision> decide_in_one_call(CommandDispatcher& client,
                                   std::span<const DecideRequest> requests, Operation operation) {
   GeneralScriptCall call(requests, operation == Operation::acquire ? "acquire_all" : "peek_all",
@@ -55,12 +54,11 @@ Task<Decision> decide_in_one_call(CommandDispatcher& client,
   co_return decision;
 }
 
-/// Claims in several hash slots of a cluster (`groups`, slot_groups()): each slot's claims are
-/// one script call, atomic there, slot after slot. When a slot's claims are denied, or its call
-/// fails, every slot that took gives back what its take still holds (Adjustment::give_back:
-/// never more than exact), and the decision is that denial (or the error). Until then its
-/// permits are held, unused: for the later slots' round trips and the give-backs' (one round
-/// trip, all at once; under-admission, never over). A peek asks every slot and takes nothing.
+/// Claims in several hash slots of a cluster (`groups`, slot_groups()): one script call per
+/// slot, atomic there, slot after slot. When a slot's claims are denied, or its call fails,
+/// every slot that took gives back what its take still holds (Adjustment::give_back), and the
+/// decision is that denial (or the error); until then the permits are held unused
+/// (under-admission, never over). A peek asks every slot and takes nothing.
 Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
                                          std::span<const DecideRequest> requests,
                                          const std::vector<std::vector<std::size_t>>& groups,

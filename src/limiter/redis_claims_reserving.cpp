@@ -61,16 +61,12 @@ ClaimsReservation merged(const std::vector<std::vector<std::size_t>>& groups,
 }
 
 /// Reserves claims in several hash slots of a cluster (`groups`, slot_groups()) at one slot:
-/// each hash slot's claims are first asked for their earliest slot, writing nothing
-/// (earliest_all; a denial there takes nothing), then reserved at the latest of them, one hash
-/// slot after another; claims reserved earlier than a later hash slot's (traffic in between)
-/// are given back and reserved again at its slot, until every hash slot agrees. Until then, and
-/// on a denial or an error until given back, permits are held unused (under-admission, never
-/// over). The result is in the requests' order: wait_us until the last hash slot's wake, the
-/// binding claim the one whose key set the slot (with no wait, the fewest remaining). A denial,
-/// or an error (StalePolicy with its claim in the requests' order), comes after every part is
-/// given back. Why no guard for the task's destruction: the waiter runs it to its end
-/// (outliving()) and gives back what it reserved.
+/// the latest of each hash slot's earliest (earliest_all), one hash slot after another; claims
+/// reserved earlier than a later hash slot's (traffic in between) are given back and reserved
+/// again at its slot, until every hash slot agrees. Until then permits are held unused
+/// (under-admission, never over). A denial, or an error (StalePolicy with its claim in the
+/// requests' order), comes after every part is given back. Why no guard for the task's
+/// destruction: the waiter runs it to its end (outliving()) and gives back what it reserved.
 Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
                                              std::span<const DecideRequest> requests,
                                              const std::vector<std::vector<std::size_t>>& groups,
@@ -171,22 +167,20 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
     throw StalePolicy(fields[1].as_integer(), requests[stale].claim);
   }
   const bool allowed = !fields.empty() && fields[0].as_integer() == 1;
-  if (fields.size() != 9 + (allowed && !earliest_only ? 4 * requests.size() : 0)) {
+  const bool with_claims = allowed && !earliest_only;
+  if (fields.size() != 9 + (with_claims ? 4 * requests.size() : 0)) {
     throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
                         " fields for " + std::to_string(requests.size()) + " claims");
   }
   const std::size_t binding =
       reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
   ClaimsReservation out;
-  out.decision =
-      redis_decision(allowed, fields[1].as_integer(), 0, fields[3].as_integer(),
-                     fields[4].as_integer(), fields[5].as_integer(), fields[6].as_integer());
+  out.decision = decision_from_fields(fields, 3, 0);
   out.decision.claim = requests[binding].claim;
   out.decision.policy_version = requests[binding].policy->epoch().version;
   out.wait_us = fields[7].as_integer();
   out.slot_us = fields[8].as_integer();
-  if (!allowed || earliest_only) co_return out;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
+  for (std::size_t i = 0; with_claims && i < requests.size(); ++i) {
     const LimitSpec& spec = requests[i].policy->limits().front().spec;
     const std::size_t at = 9 + 4 * i;
     const ReservationBook book{fields[at].as_integer(), fields[at + 1].as_integer(),
