@@ -46,8 +46,7 @@ class LeaseIssuer : public std::enable_shared_from_this<LeaseIssuer> {
   Task<Lease> acquire(std::string key, std::int64_t permits, OwnedAcquireOptions options,
                       std::shared_ptr<LeaseIssuer> keep_alive);
   /// Renews or releases `lease` where it was granted; nothing for Source::fail_open.
-  Task<LeaseReply> renew(const Lease& lease);
-  Task<LeaseReply> release(const Lease& lease);
+  Task<LeaseReply> run(const Lease& lease, LeaseOperation operation);
   /// Releases a lease whose owner is gone: as the client's background work, or at once in
   /// process.
   void release_in_background(const Lease& lease);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <stop_token>
 
 #include "limiter/lease_issuer.hpp"
@@ -203,18 +204,12 @@ void LeaseIssuer::release_in_background(const Lease& lease) {
   run_in_background(request(lease.source_, lease.key_, lease.id_, lease.permits_), lease.source_);
 }
 
-Task<LeaseReply> LeaseIssuer::renew(const Lease& lease) {
+Task<LeaseReply> LeaseIssuer::run(const Lease& lease, LeaseOperation operation) {
   Backend* const backend = backend_for(lease.source_);
-  if (backend == nullptr) co_return LeaseReply{.granted = true};  // fail_open: nothing to renew
-  LeaseRequest renewal = request(lease.source_, lease.key_, lease.id_, lease.permits_);
-  co_return co_await backend->run_lease(LeaseOperation::renew, std::move(renewal));
-}
-
-Task<LeaseReply> LeaseIssuer::release(const Lease& lease) {
-  Backend* const backend = backend_for(lease.source_);
-  if (backend == nullptr) co_return LeaseReply{};  // fail_open: nothing was held
-  LeaseRequest release = request(lease.source_, lease.key_, lease.id_, lease.permits_);
-  co_return co_await backend->run_lease(LeaseOperation::release, std::move(release));
+  // fail_open: nothing is held, so a renewal holds on and a release gives nothing back.
+  if (backend == nullptr) co_return LeaseReply{.granted = operation == LeaseOperation::renew};
+  LeaseRequest asked = request(lease.source_, lease.key_, lease.id_, lease.permits_);
+  co_return co_await backend->run_lease(operation, std::move(asked));
 }
 
 Task<std::optional<Lease>> LeaseIssuer::try_acquire(
@@ -308,16 +303,10 @@ Lease::Lease(Lease&& other) noexcept
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
-    Lease released(std::move(*this));  // releases what this held, in the background
-    issuer_ = std::move(other.issuer_);
-    key_ = std::move(other.key_);
-    id_ = std::move(other.id_);
-    permits_ = other.permits_;
-    expires_at_us_ = other.expires_at_us_;
-    released_at_us_ = other.released_at_us_;
-    retry_after_ = other.retry_after_;
-    source_ = other.source_;
-    held_ = std::exchange(other.held_, false);
+    // Why through a temporary: it releases what this held, in the background, as it goes.
+    Lease released(std::move(*this));
+    std::destroy_at(this);
+    std::construct_at(this, std::move(other));
   }
   return *this;
 }
@@ -334,7 +323,7 @@ Lease::~Lease() {
 
 Task<void> Lease::renew() {
   if (!held_) throw LeaseExpired("renew() of a lease that is not held");
-  const detail::LeaseReply reply = co_await issuer_->renew(*this);
+  const detail::LeaseReply reply = co_await issuer_->run(*this, detail::LeaseOperation::renew);
   if (!reply.granted) {
     held_ = false;
     throw LeaseExpired("lease " + id_ +
@@ -346,7 +335,7 @@ Task<void> Lease::renew() {
 Task<void> Lease::release() {
   if (!held_) co_return;
   held_ = false;
-  const detail::LeaseReply reply = co_await issuer_->release(*this);
+  const detail::LeaseReply reply = co_await issuer_->run(*this, detail::LeaseOperation::release);
   if (reply.granted) released_at_us_ = reply.now_us;
 }
 
