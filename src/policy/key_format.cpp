@@ -45,11 +45,9 @@ char* write_escaped(char* out, std::string_view raw, std::size_t size) {
   return out;
 }
 
-constexpr std::size_t digest_part_size = 34;  ///< "%#" and 32 hex digits
-
-/// The size of key_part(raw), given its escaped size.
+/// The size of key_part(raw), given its escaped size: "%#" and 32 hex digits past the bound.
 std::size_t key_part_size(std::size_t escaped) {
-  return escaped <= max_escaped_key ? escaped : digest_part_size;
+  return escaped <= max_escaped_key ? escaped : 34;
 }
 
 /// Writes key_part(raw) at `out` (`escaped` is escaped_size(raw)); returns the end.
@@ -129,16 +127,12 @@ KeyBase::KeyBase(std::string_view text) {
 }
 
 KeyBase& KeyBase::operator=(const KeyBase& other) {
-  if (this != &other) {
-    const std::string_view text = other.view();
-    std::copy(text.begin(), text.end(), prepare(text.size()));
-  }
+  if (this != &other) *this = KeyBase(other.view());
   return *this;
 }
 
-KeyBase::KeyBase(KeyBase&& other) noexcept : size_(other.size_), heap_(std::move(other.heap_)) {
-  if (!heap_) std::copy_n(other.inline_.begin(), size_, inline_.begin());
-  other.size_ = 0;
+KeyBase::KeyBase(KeyBase&& other) noexcept {
+  *this = std::move(other);
 }
 
 KeyBase& KeyBase::operator=(KeyBase&& other) noexcept {
@@ -157,19 +151,14 @@ char* KeyBase::prepare(std::size_t size) {
     size_ = size;
     return inline_.data();
   }
-  // Why allocate first: if it throws, the object keeps its old text whole.
-  auto heap = std::make_unique_for_overwrite<char[]>(size);
-  heap_ = std::move(heap);
+  // Why allocated before anything changes: if it throws, the object keeps its old text whole.
+  heap_ = std::make_unique_for_overwrite<char[]>(size);
   size_ = size;
   return heap_.get();
 }
 
 std::string stats_key(std::string_view prefix, std::string_view escaped_name) {
-  std::string out(prefix);
-  out += ":stats:{";
-  out += escaped_name;
-  out += '}';
-  return out;
+  return std::string(prefix) + ":stats:{" + std::string(escaped_name) + "}";
 }
 
 std::string stats_names_key(std::string_view prefix) {

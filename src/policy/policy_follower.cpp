@@ -12,11 +12,8 @@
 namespace redlimit::detail {
 
 const std::shared_ptr<const CompiledPolicy>& FollowedPolicies::for_key(std::string_view key) const {
-  if (!per_key.empty()) {
-    const auto found = per_key.find(key);
-    if (found != per_key.end()) return found->second;
-  }
-  return policy;
+  const auto found = per_key.empty() ? per_key.end() : per_key.find(key);
+  return found != per_key.end() ? found->second : policy;
 }
 
 PolicyFollower::PolicyFollower(std::shared_ptr<CommandDispatcher> redis, std::string_view prefix,
@@ -128,10 +125,8 @@ Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   self->read_error_ = error;
   self->read_at_ = Clock::now();
   self->reading_ = false;
-  // A notice that arrived during the read may name a change the read did not see; a change
-  // stored before the subscription was confirmed, during the read, was announced to nobody.
-  // Why nothing more: a notice of a version the store no longer holds (it lost changes) would
-  // otherwise start one read after another.
+  // Why only after a read that succeeded: a notice of a version the store no longer holds (it
+  // lost changes) would otherwise start one read after another.
   if (!error && self->read_again_) self->read_in_background();
   // Why safe at any point: sleep_for() resumes a stopped waiter from the loop, never inline.
   for (std::stop_source* waiter : std::exchange(self->read_waiters_, {}))
@@ -153,7 +148,7 @@ void PolicyFollower::read_in_background() {
 void PolicyFollower::on_notice(std::string_view message) {
   std::int64_t version = 0;
   for (const char digit : message) {
-    if (digit < '0' || digit > '9') return;  // not a version: ignored (a hint only)
+    if (digit < '0' || digit > '9') return;  // not a version: a hint only
     version = version * 10 + (digit - '0');
     if (version > (std::int64_t{1} << 53)) return;
   }
@@ -203,9 +198,7 @@ void PolicyFollower::on_read(std::function<void(const FollowedPolicies&)> on_rea
 
 void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {
   const bool changed = followed_ && followed_->version != stored.version;
-  auto followed = std::make_shared<FollowedPolicies>();
-  followed->version = stored.version;
-  followed->contact = contact;
+  auto followed = std::make_shared<FollowedPolicies>(stored.version, contact);
   // Why per key: a key's state is stamped with the version of the change that last set ITS
   // policy, so that another key's override neither converts it again (at a later time, or with
   // the policy's carry once more) nor makes its decisions look newer than they are.

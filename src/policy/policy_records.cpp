@@ -20,17 +20,13 @@ std::int64_t parse_number(std::string_view text, std::string_view what) {
   return value;
 }
 
+/// "0" as_is, "1" proportional, "2" reset: Carry's values.
 Carry parse_carry(std::string_view text) {
-  switch (parse_number(text, "carry")) {
-    case 0:
-      return Carry::as_is;
-    case 1:
-      return Carry::proportional;
-    case 2:
-      return Carry::reset;
-    default:
-      throw ProtocolError("the policy store holds a bad carry: '" + std::string(text) + "'");
+  const std::int64_t carry = parse_number(text, "carry");
+  if (carry < 0 || carry > 2) {
+    throw ProtocolError("the policy store holds a bad carry: '" + std::string(text) + "'");
   }
+  return static_cast<Carry>(carry);
 }
 
 Policy parse_policy(std::string_view text) {
@@ -42,6 +38,16 @@ Policy parse_policy(std::string_view text) {
   }
 }
 
+/// "<version>:<since>", as remove_override writes it; `what` names it in errors.
+OverrideRemoval parse_removal(std::string_view value, const std::string& what = "removal") {
+  const auto colon = value.find(':');
+  if (colon == std::string_view::npos) {
+    throw ProtocolError("the policy store holds a bad " + what + ": '" + std::string(value) + "'");
+  }
+  return OverrideRemoval{.version = parse_number(value.substr(0, colon), what + " version"),
+                         .since_us = parse_number(value.substr(colon + 1), what + " time")};
+}
+
 /// "<version>:<since>:<policy text>", as set_override writes it.
 PolicyRecord parse_override(std::string_view value) {
   const auto first = value.find(':');
@@ -49,21 +55,10 @@ PolicyRecord parse_override(std::string_view value) {
   if (second == std::string_view::npos) {
     throw ProtocolError("the policy store holds a bad override: '" + std::string(value) + "'");
   }
-  PolicyRecord record;
-  record.version = parse_number(value.substr(0, first), "override version");
-  record.since_us = parse_number(value.substr(first + 1, second - first - 1), "override time");
-  record.policy = parse_policy(value.substr(second + 1));
-  return record;
-}
-
-/// "<version>:<since>", as remove_override writes it.
-OverrideRemoval parse_removal(std::string_view value) {
-  const auto colon = value.find(':');
-  if (colon == std::string_view::npos) {
-    throw ProtocolError("the policy store holds a bad removal: '" + std::string(value) + "'");
-  }
-  return OverrideRemoval{.version = parse_number(value.substr(0, colon), "removal version"),
-                         .since_us = parse_number(value.substr(colon + 1), "removal time")};
+  const OverrideRemoval change = parse_removal(value.substr(0, second), "override");
+  return PolicyRecord{.policy = parse_policy(value.substr(second + 1)),
+                      .version = change.version,
+                      .since_us = change.since_us};
 }
 
 }  // namespace
@@ -74,18 +69,6 @@ std::string policy_record_key(std::string_view prefix, std::string_view name) {
 
 std::string policy_channel(std::string_view record_key) {
   return std::string(record_key) + ":changed";
-}
-
-std::string carry_argument(Carry carry) {
-  switch (carry) {
-    case Carry::as_is:
-      return "0";
-    case Carry::proportional:
-      return "1";
-    case Carry::reset:
-      return "2";
-  }
-  throw InvalidArgument("carry must be as_is, proportional or reset");
 }
 
 Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::string record_key,

@@ -31,7 +31,4 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
 Task<std::int64_t> advance_policies(std::shared_ptr<CommandDispatcher> redis,
                                     std::string record_key, std::string key, std::int64_t floor);
 
-/// The script's argument for `carry`.
-std::string carry_argument(Carry carry);
-
 }  // namespace redlimit::detail

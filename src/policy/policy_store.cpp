@@ -21,6 +21,13 @@ std::string validated_text(const Policy& policy) {
                         "keys), so that change is made only with Carry::reset");
 }
 
+/// The script's argument for `carry`: "0" as_is, "1" proportional, "2" reset.
+std::string carry_argument(Carry carry) {
+  const int value = static_cast<int>(carry);
+  if (value < 0 || value > 2) throw InvalidArgument("carry must be as_is, proportional or reset");
+  return std::to_string(value);
+}
+
 }  // namespace
 
 PolicyStore::PolicyStore(Client& client, std::string prefix)
@@ -42,7 +49,7 @@ Task<void> PolicyStore::set(std::string name, Policy policy, Carry carry) {
   std::string text = validated_text(policy);
   const Reply reply = co_await detail::run_policy_script(
       client_->shared_dispatcher(), detail::policy_record_key(prefix_, name), "set",
-      std::move(text), detail::carry_argument(carry));
+      std::move(text), carry_argument(carry));
   if (reply.as_array().at(0).as_integer() == -1) throw_scope_change(name);
 }
 

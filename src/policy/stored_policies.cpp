@@ -1,5 +1,7 @@
 // The policies a PolicyStore holds for a limiter's name, as its PolicyFollower keeps them.
 
+#include <optional>
+
 #include "policy/policy_follower.hpp"
 #include "policy/policy_source.hpp"
 #include "policy/unconfirmed_policy.hpp"
@@ -8,21 +10,12 @@
 namespace redlimit::detail {
 namespace {
 
-[[noreturn]] void throw_older_than_state(const std::string& name, std::string_view key,
-                                         std::int64_t state_version, std::int64_t stored_version) {
-  throw ConfigError("the stored policy is older than the state of key '" + std::string(key) +
-                    "' of '" + name + "': the state was written under version " +
-                    std::to_string(state_version) + ", the store holds version " +
-                    std::to_string(stored_version) +
-                    " for the key (was the policy record lost while the state remained?)");
-}
-
 class StoredPolicies final : public PolicySource {
  public:
   StoredPolicies(std::shared_ptr<PolicyFollower> follower, std::string name)
       : follower_(std::move(follower)), name_(std::move(name)) {}
   ~StoredPolicies() override {
-    if (listening_) follower_->forget(listener_);
+    if (listener_) follower_->forget(*listener_);
   }
   StoredPolicies(const StoredPolicies&) = delete;
   StoredPolicies& operator=(const StoredPolicies&) = delete;
@@ -54,14 +47,12 @@ class StoredPolicies final : public PolicySource {
 
   void on_change(std::function<void()> on_change) override {
     listener_ = follower_->listen(std::move(on_change));
-    listening_ = true;
   }
 
  private:
   std::shared_ptr<PolicyFollower> follower_;
   std::string name_;
-  std::uint64_t listener_ = 0;
-  bool listening_ = false;
+  std::optional<std::uint64_t> listener_;  ///< set by on_change()
 };
 
 Task<std::shared_ptr<const CompiledPolicy>> StoredPolicies::resolve(std::string key,
@@ -106,7 +97,13 @@ Task<std::shared_ptr<const CompiledPolicy>> StoredPolicies::resolve(std::string 
     if (policy->epoch().version >= min_version) co_return policy;
     // The policy was just read again (a script named a newer version), and the store holds
     // nothing that new for the key: it lost the changes the key's state was written under.
-    if (advanced) throw_older_than_state(name_, key, min_version, policy->epoch().version);
+    if (advanced) {
+      throw ConfigError("the stored policy is older than the state of key '" + key + "' of '" +
+                        name_ + "': the state was written under version " +
+                        std::to_string(min_version) + ", the store holds version " +
+                        std::to_string(policy->epoch().version) +
+                        " for the key (was the policy record lost while the state remained?)");
+    }
     co_await PolicyFollower::advance(follower_, key, min_version);
   }
 }
