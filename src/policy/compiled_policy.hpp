@@ -31,18 +31,16 @@ struct CompiledLimit {
 };
 
 /// Where a policy stands among the changes of its name: what the scripts need to carry a key's
-/// state over from the parameters it was written under (stored with it) to this policy.
+/// state over from the parameters it was written under to this policy.
 struct PolicyEpoch {
-  /// The stored policy's version (PolicyStore), or 0 for a policy given in process. A script
-  /// refuses a version older than one a key was already written under (StalePolicy).
+  /// The stored policy's version, or 0 for a policy given in process. A script refuses a
+  /// version older than one a key was already written under (StalePolicy).
   std::int64_t version = 0;
-  /// The time the policy took effect: the Redis time of the store's change, or the system
-  /// clock at set_policy(); microseconds since the epoch, 0 when unknown (a first policy). With
-  /// version 0 it is also the tag of a Carry::reset (detail::stamp_rule()): a reset with since
-  /// 0 is never applied, which set_policy() never sends.
+  /// The time the policy took effect (the store's Redis time, or the system clock at
+  /// set_policy()), microseconds since the epoch, 0 when unknown. With version 0 it also tags a
+  /// Carry::reset (detail::stamp_rule()): a reset with since 0, never sent, is never applied.
   std::int64_t since_us = 0;
-  /// How state written under other parameters carries over.
-  Carry carry = Carry::as_is;
+  Carry carry = Carry::as_is;  ///< how state written under other parameters carries over
   friend bool operator==(const PolicyEpoch&, const PolicyEpoch&) = default;
 };
 
@@ -63,13 +61,11 @@ class CompiledPolicy {
   }
   const std::vector<CompiledLimit>& limits() const noexcept { return limits_; }
   const std::vector<LimitSpec>& specs() const noexcept { return specs_; }
-  /// The policy of the limit at `index` alone, on the same key (its key suffix kept) and with
-  /// the same epoch: what that limit says by itself.
+  /// The policy of the limit at `index` alone, with its key suffix and the same epoch.
   std::shared_ptr<const CompiledPolicy> only(std::size_t index) const;
   /// Throws InvalidArgument unless 1 <= permits <= every limit's capacity.
   void check_permits(std::int64_t permits) const;
-  /// Whether acquire() reserves under this policy: a single gcra, token_bucket or leaky_bucket
-  /// limit (else it asks again at each retry_after).
+  /// Whether acquire() reserves under this policy: a single gcra, token or leaky bucket limit.
   bool reservable() const noexcept;
 
  private:

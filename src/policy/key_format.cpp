@@ -10,15 +10,11 @@ namespace {
 
 constexpr char hex_digits[] = "0123456789ABCDEF";
 
-constexpr bool kept_as_is(unsigned char c) {
-  return c > 0x20 && c < 0x7f && c != '{' && c != '}' && c != ':' && c != '%';
-}
-
 // Why a table: keys are escaped on every decision, and most keep every byte.
 constexpr auto kept_bytes = [] {
   std::array<bool, 256> kept{};
-  for (std::size_t c = 0; c < kept.size(); ++c)
-    kept[c] = kept_as_is(static_cast<unsigned char>(c));
+  for (char c = 0x21; c < 0x7f; ++c)
+    kept[static_cast<unsigned char>(c)] = c != '{' && c != '}' && c != ':' && c != '%';
   return kept;
 }();
 
@@ -120,19 +116,6 @@ KeyBase key_base(std::string_view prefix, std::string_view escaped_name, std::st
   out = write_key_part(out, raw_key, escaped);
   *out = '}';
   return base;
-}
-
-KeyBase::KeyBase(std::string_view text) {
-  std::copy(text.begin(), text.end(), prepare(text.size()));
-}
-
-KeyBase& KeyBase::operator=(const KeyBase& other) {
-  if (this != &other) *this = KeyBase(other.view());
-  return *this;
-}
-
-KeyBase::KeyBase(KeyBase&& other) noexcept {
-  *this = std::move(other);
 }
 
 KeyBase& KeyBase::operator=(KeyBase&& other) noexcept {

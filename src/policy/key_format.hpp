@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace redlimit::detail {
 
@@ -23,26 +25,23 @@ bool is_valid_prefix(std::string_view prefix);
 std::string escape_key_part(std::string_view raw);
 
 /// The raw part that escape_key_part() turned into `escaped`; nullopt for a text it never
-/// writes (a malformed or lower-case %XX, a byte it would have escaped, a "%#" digest).
+/// writes (a malformed or lower-case %XX, an unescaped byte it escapes, a "%#" digest).
 std::optional<std::string> unescape_key_part(std::string_view escaped);
 
 /// The escaped key, or "%#" and 32 hex digits of SHA-256 of the raw key when the escaped form
-/// is longer than max_escaped_key ("%#" never appears in an escaped part, so the two forms
-/// cannot collide).
+/// is longer than max_escaped_key ("%#" never appears in an escaped part).
 std::string key_part(std::string_view raw);
 
-/// The text of a key base (see key_base()), kept inside the object when it is short.
-///
-/// Why not std::string: a key base is made for every decision, and is mostly longer than a
-/// std::string keeps without a heap allocation; this one lives in the (pooled) coroutine frames
-/// that carry the decision.
+/// The text of a key base (see key_base()), kept inside the object when it is short. Why not
+/// std::string: a key base is made for every decision, mostly longer than a std::string keeps
+/// without allocating; this one lives in the (pooled) coroutine frames that carry it.
 class KeyBase {
  public:
   KeyBase() = default;
-  explicit KeyBase(std::string_view text);
+  explicit KeyBase(std::string_view text) { std::ranges::copy(text, prepare(text.size())); }
   KeyBase(const KeyBase& other) : KeyBase(other.view()) {}
-  KeyBase(KeyBase&& other) noexcept;
-  KeyBase& operator=(const KeyBase& other);
+  KeyBase(KeyBase&& other) noexcept { *this = std::move(other); }
+  KeyBase& operator=(const KeyBase& other) { return *this = KeyBase(other.view()); }
   KeyBase& operator=(KeyBase&& other) noexcept;
 
   std::string_view view() const noexcept { return {heap_ ? heap_.get() : inline_.data(), size_}; }
@@ -56,8 +55,8 @@ class KeyBase {
   std::unique_ptr<char[]> heap_;  ///< only for a text longer than inline_
 };
 
-/// Hashes std::string and std::string_view alike: a map of keys with it (and std::equal_to<>)
-/// is searched by a KeyBase's view without copying it into a std::string.
+/// Hashes std::string and std::string_view alike: a map with it and std::equal_to<> is searched
+/// by a view without copying it into a std::string.
 struct KeyHash {
   using is_transparent = void;
   std::size_t operator()(std::string_view text) const noexcept {
@@ -69,8 +68,8 @@ struct KeyHash {
 /// watch`): `<prefix>:stats:{<escaped name>}`.
 std::string stats_key(std::string_view prefix, std::string_view escaped_name);
 
-/// The sorted set of the limiter names whose fleet counts were published (their raw names),
-/// scored by the Redis time of their last publication in ms: `<prefix>:stats:names`.
+/// `<prefix>:stats:names`: the raw limiter names whose fleet counts were published, scored by
+/// the Redis time of their last publication in ms.
 std::string stats_names_key(std::string_view prefix);
 
 /// `<prefix>:{<name>:<key>}`: the common start of every Redis key of one decision. The braces

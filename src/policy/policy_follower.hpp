@@ -19,16 +19,13 @@
 
 namespace redlimit::detail {
 
-/// What a following limiter decides under: the stored policies of its name, compiled, as last
-/// read.
+/// The stored policies of a following limiter's name, compiled, as last read.
 struct FollowedPolicies {
-  /// The name's version (its latest change): at least every key's version below.
-  std::int64_t version = 0;
+  std::int64_t version = 0;  ///< the name's (its latest change): at least every key's below
   /// The client's contact() when the read began: after a later break, the server may have
   /// lost what was read.
   std::uint64_t contact = 0;
-  /// The name's policy under the epoch of its change; null when none is stored.
-  std::shared_ptr<const CompiledPolicy> policy;
+  std::shared_ptr<const CompiledPolicy> policy;  ///< the name's, under its epoch; null if none
   /// Per raw key whose policy was set by a later change: its override, or the name's policy
   /// under the epoch of the override's removal (each key's decisions carry its epoch's version).
   std::unordered_map<std::string, std::shared_ptr<const CompiledPolicy>, KeyHash, std::equal_to<>>
@@ -39,18 +36,15 @@ struct FollowedPolicies {
 };
 
 /// Keeps a limiter's policies current with a PolicyStore: reads the name's record on first use,
-/// reads it again within a round trip of each change notice (pub/sub), each time the
-/// subscription is confirmed (notices are lost until then and while the pub/sub connection is
-/// down), every `refresh` otherwise, and when a script refused a request as stale. What was read
-/// is trusted only while the client keeps its contact with Redis (CommandDispatcher::contact()):
-/// after a connection ended, the server may be another one, or the same one restarted without
-/// its data, and the next call reads again before deciding.
+/// within a round trip of each change notice (pub/sub), each time the subscription is confirmed
+/// (notices are lost until then), every `refresh`, and when a script refused a request as
+/// stale. What was read is trusted only while the client keeps its contact with Redis
+/// (CommandDispatcher::contact()): after a break, the server may be another one, or one
+/// restarted without its data, and the next call reads again before deciding.
 ///
 /// Reads are one at a time; one starts another only when a notice arrived or the subscription
-/// was confirmed while it ran, so they are bounded by the notices, the refresh interval and the
-/// calls that need a newer version than the one held.
-///
-/// Shared: reads in flight keep it alive; the notice handler holds it weakly.
+/// was confirmed while it ran. Shared: reads in flight keep it alive; the notice handler holds
+/// it weakly.
 class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
  public:
   using Clock = std::chrono::steady_clock;
@@ -62,16 +56,14 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   PolicyFollower& operator=(const PolicyFollower&) = delete;
 
   /// The policies to decide under, of at least `min_version`: those read last if they are,
-  /// else read now (a call waits for a read in flight rather than starting another), waiting
-  /// until `deadline` at most (then TimeoutError). Throws what the read threw (Unavailable, ...)
-  /// when there is nothing read to fall back on: nothing of `min_version` (> 0), or nothing
-  /// read since the contact broke. What it returns may still fail verified() (the contact
-  /// broke during the read).
+  /// else read now (joining a read in flight), by `deadline` (else TimeoutError). Throws what
+  /// the read threw (Unavailable, ...) when nothing of `min_version` (> 0), or nothing since
+  /// the contact broke, was read. What it returns may still fail verified().
   static Task<std::shared_ptr<const FollowedPolicies>> current(std::shared_ptr<PolicyFollower> self,
                                                                std::int64_t min_version,
                                                                Clock::time_point deadline);
-  /// The policies read last if they hold a policy and no read is needed before deciding under
-  /// them (a refresh that is due starts in the background), else null: then ask current().
+  /// The policies read last if they hold a policy and need no read before deciding (a due
+  /// refresh starts in the background), else null: then ask current().
   std::shared_ptr<const FollowedPolicies> ready();
   /// The policies read last, or null before the first read.
   const std::shared_ptr<const FollowedPolicies>& last() const noexcept { return followed_; }
@@ -79,35 +71,36 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   bool verified(const FollowedPolicies& followed) const noexcept {
     return followed.contact == redis_->contact();
   }
-  /// Calls `on_change` each time a read installs another version of the name's policies, where
-  /// the read ends (inside hiredis's reply callback, perhaps): it may only schedule work (wake
-  /// a sleeper), never resume a coroutine. Returns the id that forget() takes.
+  /// Calls `on_change` each time a read installs another version, where the read ends (inside
+  /// hiredis's reply callback, perhaps): it may only schedule work, never resume a coroutine.
+  /// Returns the id that forget() takes.
   std::uint64_t listen(std::function<void()> on_change);
   void forget(std::uint64_t listener);
-  /// Calls `on_read` with what each read installs (the first read included, changed or not),
-  /// where the read ends: for showing the version followed (metrics). One at a time: a second
-  /// call replaces the first's.
+  /// Calls `on_read` with what each read installs (changed or not), where the read ends: for
+  /// metrics. A second call replaces the first's.
   void on_read(std::function<void(const FollowedPolicies&)> on_read);
-  /// Has the store give `key`'s policy a version above `floor` (the version a key's state was
-  /// written under, which the store no longer holds: it lost changes); current() then reads it.
+  /// Has the store give `key`'s policy a version above `floor`, a version its state was written
+  /// under that the store lost; current() then reads it.
   static Task<void> advance(std::shared_ptr<PolicyFollower> self, std::string key,
                             std::int64_t floor);
 
  private:
-  /// Reads the record once and installs it; then again if a notice came, or the subscription
-  /// was confirmed, meanwhile. Wakes the calls waiting for it.
+  /// Reads the record and installs it; again if a notice or confirmation came meanwhile. Wakes
+  /// the calls waiting for it.
   static Task<void> read(std::shared_ptr<PolicyFollower> self);
   /// Starts read() in the client's background work unless one is in flight (or the client is
   /// closed). Reads never run in a call's frame: a call destroyed meanwhile cannot end them.
   void read_in_background();
   /// Waits until no read is in flight, or until `deadline`. A caller destroyed while waiting is
-  /// forgotten, never resumed.
+  /// forgotten.
   Task<void> wait_for_read(Clock::time_point deadline);
   /// Reads in the background if `refresh` passed since the last read (followed_ must be set).
   void refresh_if_due();
+  /// Reads again on a change notice naming another version (`message`).
   void on_notice(std::string_view message);
   /// Reads again after the subscription is confirmed (first, or after a reconnect).
   void on_subscribed();
+  /// Compiles `stored` as followed_, read at `contact`; tells the listeners of a change.
   void install(const StoredPolicies& stored, std::uint64_t contact);
 
   std::shared_ptr<CommandDispatcher> redis_;
@@ -118,9 +111,7 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   bool reading_ = false;                         ///< a read was started and has not ended
   std::vector<std::stop_source*> read_waiters_;  ///< wait_for_read() calls to wake
   std::exception_ptr read_error_;                ///< what the last read threw, if it failed
-  /// A notice, or the subscription's confirmation, came during the read: the read may not have
-  /// seen the change it announces.
-  bool read_again_ = false;
+  bool read_again_ = false;                      ///< a notice or confirmation came during the read
   std::uint64_t subscription_ = 0;
   std::vector<std::pair<std::uint64_t, std::function<void()>>> listeners_;
   std::uint64_t last_listener_ = 0;

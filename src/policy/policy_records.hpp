@@ -1,6 +1,5 @@
 #pragma once
-/// The records a PolicyStore keeps in Redis (lua/policy_store.lua), read and written the same
-/// way by the store and by the limiters that follow it.
+/// The records a PolicyStore keeps in Redis (lua/policy_store.lua), for the store and followers.
 
 #include <memory>
 #include <string>
@@ -24,10 +23,9 @@ Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::str
 Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
                                    std::string record_key);
 
-/// Has the store give raw key `key`'s policy a version above `floor`, when it holds a smaller one
-/// (the store lost changes that a key's state was written under): every record of the name
-/// moves to one new version, above `floor` and above the name's; returns it, or 0 when the
-/// key's version was already at least `floor` (another process advanced it).
+/// Has the store give raw key `key`'s policy a version above `floor` (it lost changes): every
+/// record of the name moves to one new version; returns it, or 0 when the key's version was
+/// already at least `floor` (another process advanced it).
 Task<std::int64_t> advance_policies(std::shared_ptr<CommandDispatcher> redis,
                                     std::string record_key, std::string key, std::int64_t floor);
 

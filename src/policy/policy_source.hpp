@@ -21,9 +21,8 @@ enum class WhenUnread {
   unavailable,  ///< the read's Unavailable: inspect(), reset() and adjustments
 };
 
-/// Where a limiter's policy in force for a key comes from: its own (fixed_policy(), replaced by
-/// set_policy()) or the one a PolicyStore holds for the key (stored_policies()). Every call of a
-/// limiter resolves its policy here, whichever the source.
+/// Where a limiter's policy in force for a key comes from, for every call: its own
+/// (fixed_policy(), replaced by set_policy()) or a PolicyStore's (stored_policies()).
 class PolicySource {
  public:
   using Clock = std::chrono::steady_clock;
@@ -33,8 +32,8 @@ class PolicySource {
   virtual std::shared_ptr<const CompiledPolicy> ready(std::string_view key) = 0;
   /// The policy in force for `key`, of at least `min_version` (the version a script found the
   /// key's state written under; 0: any), read by `deadline`. Throws PolicyNotFound when none is
-  /// stored for the key; UnconfirmedPolicy when the one read last could not be confirmed since
-  /// the client's contact with Redis broke; when none could be read yet, as `when_unread` says.
+  /// stored; UnconfirmedPolicy when the one read last could not be confirmed since the contact
+  /// with Redis broke; when none could be read yet, as `when_unread` says.
   virtual Task<std::shared_ptr<const CompiledPolicy>> resolve(std::string key,
                                                               std::int64_t min_version,
                                                               Clock::time_point deadline,
@@ -45,12 +44,10 @@ class PolicySource {
   virtual std::shared_ptr<const CompiledPolicy> named() const = 0;
   /// Replaces a limiter's own policy (Limiter::set_policy()); InvalidArgument for a stored one.
   virtual void replace(const Policy& policy, Carry carry) = 0;
-  /// Whether the policy comes from a PolicyStore: a server reached after the client's contact
-  /// with Redis broke may have lost it.
+  /// Whether the policy comes from a PolicyStore (a server reached after a break may lose it).
   virtual bool stored() const noexcept = 0;
-  /// Calls `on_change` whenever the policy in force may change (replace(), or another version
-  /// read from the store), where that happens: it may only schedule work, never resume a
-  /// coroutine. Once per source.
+  /// Calls `on_change` whenever the policy in force may change, where that happens: it may only
+  /// schedule work, never resume a coroutine. Once per source.
   virtual void on_change(std::function<void()> on_change) = 0;
 };
 

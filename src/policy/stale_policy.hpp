@@ -18,9 +18,8 @@
 
 namespace redlimit::detail {
 
-/// A script refused a request: a key it touches was already written under a newer version of
-/// the stored policy than the request's. Thrown by the Redis backend; a limiter that follows a
-/// PolicyStore reads the policy again and asks once more. Never reaches a caller.
+/// A script refused a request: a key it touches was written under a newer stored policy than
+/// the request's. A following limiter reads the policy again and asks once more.
 class StalePolicy : public std::runtime_error {
  public:
   explicit StalePolicy(std::int64_t stored_version, std::size_t claim = 0)
@@ -38,17 +37,15 @@ class StalePolicy : public std::runtime_error {
   std::size_t claim_;
 };
 
-/// How a call asks again, under the policies read again, when a script refused its request as
-/// stale: per claim of the call (one for a call on one key), the version to read at least, until
-/// the call's deadline. The one place that rule is written; every call of a limiter asks again
-/// by it, in asking_again() or, for try_acquire() and peek(), in decide()'s own frame (a fixed
-/// policy, version 0, is never stale).
+/// How a call asks again when a script refused its request as stale: per claim of the call,
+/// the version to read at least, until the call's deadline. Every call asks again by it, in
+/// asking_again() or, for try_acquire() and peek(), in decide()'s own frame.
 class StaleRetry {
  public:
   using Clock = std::chrono::steady_clock;
 
   /// For a call of `claims` claims that ends at `deadline`; a refusal after `stop` was
-  /// requested ends the call cancelled (a waiting acquire() whose give-back was refused).
+  /// requested ends it cancelled.
   explicit StaleRetry(Clock::time_point deadline, std::size_t claims = 1, std::stop_token stop = {})
       : deadline_(deadline), others_(claims > 1 ? claims - 1 : 0, 0), stop_(std::move(stop)) {}
 
@@ -57,9 +54,9 @@ class StaleRetry {
     return claim == 0 ? first_ : others_[claim - 1];
   }
   Clock::time_point deadline() const noexcept { return deadline_; }
-  /// Takes a refusal of claim `stale.claim()`, a claim of limiter `name`: its next policy is at
-  /// least the refusal's version. Throws Cancelled once stop was requested, TimeoutError once
-  /// the call's deadline has passed.
+  /// Takes a refusal of claim `stale.claim()` of limiter `name`: its next policy is at least
+  /// the refusal's version. Throws Cancelled once stop was requested, TimeoutError past the
+  /// deadline.
   void refused(const StalePolicy& stale, std::string_view name);
 
  private:
@@ -70,14 +67,12 @@ class StaleRetry {
   std::stop_token stop_;
 };
 
-/// The refusal `error` is, when it is a StalePolicy (none for any other error, or none): the
-/// only place that catches one.
+/// The refusal `error` is, when it is a StalePolicy: the only place that catches one.
 std::optional<StalePolicy> stale_refusal(const std::exception_ptr& error);
 
 /// The ask-again stage of a call: `attempt(retry)` (a Task, under the policies of at least
 /// `retry`'s versions), asked again while a script refuses it as stale, until `retry` says
-/// when to stop; `name(claim)` names the limiter of a refused claim. Every call goes through
-/// it but try_acquire() and peek(), which follow its rule in their own frame (decide()).
+/// when to stop; `name(claim)` names the limiter of a refused claim.
 template <class Attempt, class Name>
 std::invoke_result_t<Attempt&, const StaleRetry&> asking_again(StaleRetry retry, Attempt attempt,
                                                                Name name) {

@@ -8,17 +8,14 @@
 
 namespace redlimit::detail {
 
-/// A follower could not confirm its stored policy with the server it talks to now: the client's
-/// contact with Redis broke since the policy was read (the server may have restarted without
-/// it), and reading it again failed. A decision is then the failure policy's answer under the
-/// policy read last (`policy`), never one asked of Redis under it; other calls fail with this
-/// ConnectionError.
+/// A follower could not confirm its stored policy: the contact with Redis broke since it was
+/// read, and reading it again failed. A decision is then the failure policy's answer under the
+/// policy read last, never one asked of Redis; other calls fail with this ConnectionError.
 class UnconfirmedPolicy : public ConnectionError {
  public:
   UnconfirmedPolicy(std::shared_ptr<const CompiledPolicy> policy, const std::string& why)
       : ConnectionError(
-            "the stored policy could not be read again since the connection to Redis "
-            "ended: " +
+            "the stored policy could not be read again since the connection to Redis ended: " +
             why),
         policy_(std::move(policy)) {}
   /// The key's policy read last: what the failure policy answers under.

@@ -1,6 +1,5 @@
 #pragma once
-/// The checks every Limiter and Semaphore applies to what names its keys and to each call's
-/// arguments, in one place so that both accept and refuse the same values with the same words.
+/// The checks Limiter and Semaphore apply to their names and to each call's arguments.
 
 #include <chrono>
 #include <cstdint>
@@ -10,8 +9,7 @@
 
 namespace redlimit::detail {
 
-/// `name`: 1 to 128 bytes, any bytes. Throws InvalidArgument naming `field`
-/// (e.g. "LimiterOptions::name").
+/// `name`: 1 to 128 bytes. Throws InvalidArgument naming `field` ("LimiterOptions::name").
 void check_name(std::string_view field, std::string_view name);
 /// `prefix`: 1 to 64 characters from [A-Za-z0-9_.-]. Throws InvalidArgument naming `field`.
 void check_prefix(std::string_view field, std::string_view prefix);
