@@ -19,15 +19,12 @@ inline constexpr std::size_t max_key_bytes = 65536;
 
 /// True for a key prefix of 1 to 64 characters from [A-Za-z0-9_.-].
 bool is_valid_prefix(std::string_view prefix);
-
 /// Escapes one part of a key so that the encoding is injective and cannot break the hash tag:
 /// '{', '}', ':', '%' and bytes outside the printable ASCII range become %XX (upper-case hex).
 std::string escape_key_part(std::string_view raw);
-
 /// The raw part that escape_key_part() turned into `escaped`; nullopt for a text it never
 /// writes (a malformed or lower-case %XX, an unescaped byte it escapes, a "%#" digest).
 std::optional<std::string> unescape_key_part(std::string_view escaped);
-
 /// The escaped key, or "%#" and 32 hex digits of SHA-256 of the raw key when the escaped form
 /// is longer than max_escaped_key ("%#" never appears in an escaped part).
 std::string key_part(std::string_view raw);
@@ -67,11 +64,9 @@ struct KeyHash {
 /// The hash of the fleet's decision counts for a limiter name (StatsPublisher, `redlimit
 /// watch`): `<prefix>:stats:{<escaped name>}`.
 std::string stats_key(std::string_view prefix, std::string_view escaped_name);
-
 /// `<prefix>:stats:names`: the raw limiter names whose fleet counts were published, scored by
 /// the Redis time of their last publication in ms.
 std::string stats_names_key(std::string_view prefix);
-
 /// `<prefix>:{<name>:<key>}`: the common start of every Redis key of one decision. The braces
 /// make `<name>:<key>` the hash tag, so all keys of a decision share one cluster slot.
 KeyBase key_base(std::string_view prefix, std::string_view escaped_name, std::string_view raw_key);

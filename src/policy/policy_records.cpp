@@ -90,7 +90,6 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
   const auto& fields = parts[0].as_array();
   std::optional<std::string> text;
   PolicyRecord record;
-  std::int64_t policy_version = 0;
   for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
     const std::string& field = fields[i].as_string();
     const std::string& value = fields[i + 1].as_string();
@@ -103,14 +102,13 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
     } else if (field == "carry") {
       record.carry = parse_carry(value);
     } else if (field == "policy_version") {
-      policy_version = parse_number(value, "policy version");
+      record.version = parse_number(value, "policy version");
     }
   }
   if (text) {
-    if (policy_version <= 0)
+    if (record.version <= 0)
       throw ProtocolError("the policy store holds a policy without its version");
     record.policy = parse_policy(*text);
-    record.version = policy_version;
     stored.policy = std::move(record);
   }
   const auto& overrides = parts[1].as_array();

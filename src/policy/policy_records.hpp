@@ -14,7 +14,6 @@ namespace redlimit::detail {
 std::string policy_record_key(std::string_view prefix, std::string_view name);
 /// The channel a change of the name's record is published on.
 std::string policy_channel(std::string_view record_key);
-
 /// Runs lua/policy_store.lua's `operation` on the name's record with the two arguments after it.
 /// Why shared: a follower's reads may outlive the Limiter that started them.
 Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::string record_key,
@@ -22,7 +21,6 @@ Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::str
 /// Everything stored under the name of `record_key`, at once.
 Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
                                    std::string record_key);
-
 /// Has the store give raw key `key`'s policy a version above `floor` (it lost changes): every
 /// record of the name moves to one new version; returns it, or 0 when the key's version was
 /// already at least `floor` (another process advanced it).
