@@ -140,8 +140,7 @@ void PolicyFollower::read_in_background() {
   // meanwhile joins this read instead of starting another.
   reading_ = true;
   // Why the client's background work: it starts on the next loop iteration (a notice arrives
-  // inside hiredis, where nothing may be resumed), Client::close() waits for it, and it outlives
-  // the call that asked for it.
+  // inside hiredis, where nothing may resume), Client::close() waits for it, it outlives calls.
   redis_->background().start(read(shared_from_this()));
 }
 
@@ -162,8 +161,8 @@ void PolicyFollower::on_notice(std::string_view message) {
 }
 
 void PolicyFollower::on_subscribed() {
-  // Why: changes stored while the subscription was down (or not yet confirmed) were announced to
-  // nobody; with nothing read yet, the first read is still to come.
+  // Why: changes stored while the subscription was down were announced to nobody; with nothing
+  // read yet, the first read is still to come.
   if (reading_) {
     read_again_ = true;
   } else if (followed_) {
