@@ -182,19 +182,6 @@ Task<void> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::st
   }
 }
 
-std::uint64_t PolicyFollower::listen(std::function<void()> on_change) {
-  listeners_.emplace_back(++last_listener_, std::move(on_change));
-  return last_listener_;
-}
-
-void PolicyFollower::forget(std::uint64_t listener) {
-  std::erase_if(listeners_, [listener](const auto& entry) { return entry.first == listener; });
-}
-
-void PolicyFollower::on_read(std::function<void(const FollowedPolicies&)> on_read) {
-  on_read_ = std::move(on_read);
-}
-
 void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {
   const bool changed = followed_ && followed_->version != stored.version;
   auto followed = std::make_shared<FollowedPolicies>(stored.version, contact);
@@ -218,11 +205,10 @@ void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact
   }
   followed_ = std::move(followed);
   if (on_read_) on_read_(*followed_);
-  if (!changed) return;
-  // Why a copy: a listener may forget itself.
-  const auto listeners = listeners_;
-  for (const auto& [id, on_change] : listeners)
-    on_change();
+  if (!changed || !on_change_) return;
+  // Why a copy: the listener may replace itself.
+  const auto on_change = on_change_;
+  on_change();
 }
 
 }  // namespace redlimit::detail

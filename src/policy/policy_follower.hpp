@@ -73,12 +73,13 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   }
   /// Calls `on_change` each time a read installs another version, where the read ends (inside
   /// hiredis's reply callback, perhaps): it may only schedule work, never resume a coroutine.
-  /// Returns the id that forget() takes.
-  std::uint64_t listen(std::function<void()> on_change);
-  void forget(std::uint64_t listener);
+  /// A second call replaces the first's; an empty function stops the calls.
+  void on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
   /// Calls `on_read` with what each read installs (changed or not), where the read ends: for
   /// metrics. A second call replaces the first's.
-  void on_read(std::function<void(const FollowedPolicies&)> on_read);
+  void on_read(std::function<void(const FollowedPolicies&)> on_read) {
+    on_read_ = std::move(on_read);
+  }
   /// Has the store give `key`'s policy a version above `floor`, a version its state was written
   /// under that the store lost; current() then reads it.
   static Task<void> advance(std::shared_ptr<PolicyFollower> self, std::string key,
@@ -100,7 +101,7 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   void on_notice(std::string_view message);
   /// Reads again after the subscription is confirmed (first, or after a reconnect).
   void on_subscribed();
-  /// Compiles `stored` as followed_, read at `contact`; tells the listeners of a change.
+  /// Compiles `stored` as followed_, read at `contact`; tells on_change of a change.
   void install(const StoredPolicies& stored, std::uint64_t contact);
 
   std::shared_ptr<CommandDispatcher> redis_;
@@ -113,8 +114,7 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   std::exception_ptr read_error_;                ///< what the last read threw, if it failed
   bool read_again_ = false;                      ///< a notice or confirmation came during the read
   std::uint64_t subscription_ = 0;
-  std::vector<std::pair<std::uint64_t, std::function<void()>>> listeners_;
-  std::uint64_t last_listener_ = 0;
+  std::function<void()> on_change_;
   std::function<void(const FollowedPolicies&)> on_read_;
 };
 

@@ -1,7 +1,5 @@
 // The policies a PolicyStore holds for a limiter's name, as its PolicyFollower keeps them.
 
-#include <optional>
-
 #include "policy/policy_follower.hpp"
 #include "policy/policy_source.hpp"
 #include "policy/unconfirmed_policy.hpp"
@@ -14,9 +12,8 @@ class StoredPolicies final : public PolicySource {
  public:
   StoredPolicies(std::shared_ptr<PolicyFollower> follower, std::string name)
       : follower_(std::move(follower)), name_(std::move(name)) {}
-  ~StoredPolicies() override {
-    if (listener_) follower_->forget(*listener_);
-  }
+  // Why: the follower may outlive this source (reads in flight keep it).
+  ~StoredPolicies() override { follower_->on_change({}); }
   StoredPolicies(const StoredPolicies&) = delete;
   StoredPolicies& operator=(const StoredPolicies&) = delete;
 
@@ -46,13 +43,12 @@ class StoredPolicies final : public PolicySource {
   }
 
   void on_change(std::function<void()> on_change) override {
-    listener_ = follower_->listen(std::move(on_change));
+    follower_->on_change(std::move(on_change));
   }
 
  private:
   std::shared_ptr<PolicyFollower> follower_;
   std::string name_;
-  std::optional<std::uint64_t> listener_;  ///< set by on_change()
 };
 
 Task<std::shared_ptr<const CompiledPolicy>> StoredPolicies::resolve(std::string key,
