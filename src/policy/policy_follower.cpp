@@ -184,7 +184,9 @@ Task<void> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::st
 
 void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {
   const bool changed = followed_ && followed_->version != stored.version;
-  auto followed = std::make_shared<FollowedPolicies>(stored.version, contact);
+  auto followed = std::make_shared<FollowedPolicies>();
+  followed->version = stored.version;
+  followed->contact = contact;
   // Why per key: a key's state is stamped with the version of the change that last set ITS
   // policy, so that another key's override neither converts it again (at a later time, or with
   // the policy's carry once more) nor makes its decisions look newer than they are.
