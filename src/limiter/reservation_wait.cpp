@@ -85,6 +85,9 @@ struct AtScopeEnd {
   Run run;
   ~AtScopeEnd() { run(); }
 };
+/// Why a deduction guide: clang 14 deduces no aggregate's template arguments.
+template <class Run>
+AtScopeEnd(Run) -> AtScopeEnd<Run>;
 
 /// Renews a part's owner lease, reporting into its renewal.
 Task<void> renew_beside(PartCall part, std::shared_ptr<LeaseRenewal> renewal) {
