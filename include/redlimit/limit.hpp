@@ -94,13 +94,14 @@ enum class Scope {
 
 /// What a key's stored state becomes when its policy changes (Bucket4j's
 /// TokensInheritanceStrategy). Window algorithms carry their counts of an overlapping window.
+/// The values are what the policy store keeps.
 enum class Carry {
   /// the permits available at the change, capped at the new capacity; a leaky bucket keeps the
   /// permits queued then, which depart at the new rate (only a change of rate moves its next
   /// departure)
-  as_is,
-  proportional,  ///< the permits available scaled by new capacity / old capacity
-  reset,         ///< every key starts full (only when asked)
+  as_is = 0,
+  proportional = 1,  ///< the permits available scaled by new capacity / old capacity
+  reset = 2,         ///< every key starts full (only when asked)
 };
 
 /// Limits that apply together: a request passes only if every limit allows it, and then

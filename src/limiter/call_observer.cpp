@@ -5,11 +5,19 @@
 namespace redlimit {
 
 std::string_view to_string(DecisionEventKind kind) noexcept {
-  // In the order of the enum.
-  constexpr std::string_view names[] = {"allowed", "denied", "waited", "cancelled",
-                                        "failure_policy"};
-  const auto index = static_cast<std::size_t>(kind);
-  return index < std::size(names) ? names[index] : "allowed";
+  switch (kind) {
+    case DecisionEventKind::allowed:
+      return "allowed";
+    case DecisionEventKind::denied:
+      return "denied";
+    case DecisionEventKind::waited:
+      return "waited";
+    case DecisionEventKind::cancelled:
+      return "cancelled";
+    case DecisionEventKind::failure_policy:
+      return "failure_policy";
+  }
+  return "allowed";
 }
 
 namespace detail {

@@ -28,7 +28,11 @@ void DenyCache::remember(std::string_view key_base, std::int64_t permits, const 
        (it->second.permits == permits && it->second.until >= until))) {
     return;
   }
-  entries_.insert_or_assign(std::string(key_base), Entry{permits, until, denial});
+  if (it != entries_.end()) {
+    it->second = Entry{permits, until, denial};
+  } else {
+    entries_.emplace(key_base, Entry{permits, until, denial});
+  }
   if (entries_.size() > evict_at_) evict_expired(sent);
 }
 

@@ -40,20 +40,39 @@ constexpr Unit units[] = {
 }  // namespace
 
 std::string_view to_string(Algorithm algorithm) noexcept {
-  // In the order of the enum.
-  constexpr std::string_view names[] = {
-      "gcra",         "token_bucket",       "leaky_bucket",
-      "fixed_window", "sliding_window_log", "sliding_window_counter"};
-  const auto index = static_cast<std::size_t>(algorithm);
-  return index < std::size(names) ? names[index] : "unknown";
+  switch (algorithm) {
+    case Algorithm::gcra:
+      return "gcra";
+    case Algorithm::token_bucket:
+      return "token_bucket";
+    case Algorithm::leaky_bucket:
+      return "leaky_bucket";
+    case Algorithm::fixed_window:
+      return "fixed_window";
+    case Algorithm::sliding_window_log:
+      return "sliding_window_log";
+    case Algorithm::sliding_window_counter:
+      return "sliding_window_counter";
+  }
+  return "unknown";
 }
 
 std::string_view to_string(Source source) noexcept {
-  // In the order of the enum.
-  constexpr std::string_view names[] = {"redis",    "local",     "deny_cache",
-                                        "fallback", "fail_open", "fail_closed"};
-  const auto index = static_cast<std::size_t>(source);
-  return index < std::size(names) ? names[index] : "unknown";
+  switch (source) {
+    case Source::redis:
+      return "redis";
+    case Source::local:
+      return "local";
+    case Source::deny_cache:
+      return "deny_cache";
+    case Source::fallback:
+      return "fallback";
+    case Source::fail_open:
+      return "fail_open";
+    case Source::fail_closed:
+      return "fail_closed";
+  }
+  return "unknown";
 }
 
 std::string to_string(const Rate& rate) {

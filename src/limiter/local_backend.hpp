@@ -88,9 +88,9 @@ class LocalBackend final : public Backend {
                                  std::int64_t max_wait_us, std::int64_t not_before_us, bool dry);
   /// The entry of `request`'s key (created if new), stale limits reset, expired keys evicted.
   Entry& entry_for(const DecideRequest& request, std::int64_t now);
-  /// When `written`, records that the entry's limit i wrote a state that matters for
-  /// `ttls_us[i]`, kept as long as Redis keeps its key (a limit without one keeps its expiry);
-  /// else drops the entry if this call created it.
+  /// Ends a call on `entry`. When `written`, records that its limit i wrote a state that
+  /// matters for `ttls_us[i]`, kept as long as Redis keeps its key (a limit without one keeps its
+  /// expiry); else drops the entry if nothing was ever stored in it (this call created it).
   void store(const DecideRequest& request, Entry& entry, bool written,
              const std::vector<std::optional<std::int64_t>>& ttls_us, std::int64_t now);
 

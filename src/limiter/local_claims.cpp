@@ -40,7 +40,8 @@ Task<ClaimsDecision> LocalBackend::decide_claims(std::span<Backend* const> backe
     std::vector<Decision> decisions;
     for (std::size_t i = 0; i < asked.size(); ++i) {
       asked[i].operation = step;
-      decisions.push_back(co_await backends[i]->decide(asked[i]));
+      const Decision decided = co_await backends[i]->decide(asked[i]);
+      decisions.push_back(decided);
     }
     out.decision = binding_decision(decisions);
     if (!out.decision.allowed || operation == Operation::peek) break;

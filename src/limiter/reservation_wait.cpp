@@ -1,3 +1,7 @@
+// The reservation waiter of acquire() and acquire_all() (docs/waiting.md): reserve every part at
+// one slot, sleep on a uv timer until it, renew the owner leases beside the sleep, ask at the
+// wake where each part stands; give every part back on a stop, on destruction, or too late.
+
 #include "limiter/reservation_wait.hpp"
 
 #include <algorithm>
@@ -81,13 +85,16 @@ enum class WaitEnd {
 
 /// Runs `run` when its scope ends, however it ends (the coroutine frame destroyed included).
 template <class Run>
-struct AtScopeEnd {
-  Run run;
-  ~AtScopeEnd() { run(); }
+class AtScopeEnd {
+ public:
+  explicit AtScopeEnd(Run run) : run_(std::move(run)) {}
+  AtScopeEnd(const AtScopeEnd&) = delete;
+  AtScopeEnd& operator=(const AtScopeEnd&) = delete;
+  ~AtScopeEnd() { run_(); }
+
+ private:
+  Run run_;
 };
-/// Why a deduction guide: clang 14 deduces no aggregate's template arguments.
-template <class Run>
-AtScopeEnd(Run) -> AtScopeEnd<Run>;
 
 /// Renews a part's owner lease, reporting into its renewal.
 Task<void> renew_beside(PartCall part, std::shared_ptr<LeaseRenewal> renewal) {

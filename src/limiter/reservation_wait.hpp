@@ -30,7 +30,7 @@ struct HeldClaim {
 /// it (moved earlier by its keys' cancellation notices, the owner leases renewed beside), then
 /// asks each part where it stands. Gives every part back on a stop (then throws Cancelled, unless
 /// the slot had come), on its task's destruction, or when an answer comes too late
-/// (options.max_lateness: counted, then thrown as Unavailable). One claim Redis cannot reserve is
+/// (options.max_lateness: counted, then thrown as Unavailable). One claim Redis cannot answer is
 /// reserved on its limiter's local fallback, if that can grant it. The decision (its `waited` is
 /// the caller's; with no wait in Redis, each claim's Redis time), or none when the caller reserves
 /// again (a policy replaced, a part given back or moved). Throws what kept Redis from answering.

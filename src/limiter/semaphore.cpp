@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <memory>
 #include <stop_token>
 
 #include "limiter/lease_issuer.hpp"
@@ -303,10 +302,16 @@ Lease::Lease(Lease&& other) noexcept
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
-    // Why through a temporary: it releases what this held, in the background, as it goes.
-    Lease released(std::move(*this));
-    std::destroy_at(this);
-    std::construct_at(this, std::move(other));
+    Lease released(std::move(*this));  // releases what this held, in the background
+    issuer_ = std::move(other.issuer_);
+    key_ = std::move(other.key_);
+    id_ = std::move(other.id_);
+    permits_ = other.permits_;
+    expires_at_us_ = other.expires_at_us_;
+    released_at_us_ = other.released_at_us_;
+    retry_after_ = other.retry_after_;
+    source_ = other.source_;
+    held_ = std::exchange(other.held_, false);
   }
   return *this;
 }

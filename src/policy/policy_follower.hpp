@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cassert>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -73,8 +74,12 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   }
   /// Calls `on_change` each time a read installs another version, where the read ends (inside
   /// hiredis's reply callback, perhaps): it may only schedule work, never resume a coroutine.
-  /// A second call replaces the first's; an empty function stops the calls.
-  void on_change(std::function<void()> on_change) { on_change_ = std::move(on_change); }
+  /// One listener at a time (a follower serves one limiter's policy source); an empty function
+  /// stops the calls.
+  void on_change(std::function<void()> on_change) {
+    assert((!on_change || !on_change_) && "a policy follower has one change listener");
+    on_change_ = std::move(on_change);
+  }
   /// Calls `on_read` with what each read installs (changed or not), where the read ends: for
   /// metrics. A second call replaces the first's.
   void on_read(std::function<void(const FollowedPolicies&)> on_read) {
