@@ -125,6 +125,8 @@ Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   self->read_error_ = error;
   self->read_at_ = Clock::now();
   self->reading_ = false;
+  // A notice that arrived during the read may name a change the read did not see; a change
+  // stored before the subscription was confirmed, during the read, was announced to nobody.
   // Why only after a read that succeeded: a notice of a version the store no longer holds (it
   // lost changes) would otherwise start one read after another.
   if (!error && self->read_again_) self->read_in_background();
