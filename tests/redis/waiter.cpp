@@ -107,7 +107,10 @@ int main(int argc, char** argv) {
   uv_loop_init(&loop);
   std::vector<std::string> lines;
   {
-    redlimit::Client client(&loop, {.url = argv[1], .command_timeout = 2000ms});
+    // Why long timeouts: on a loaded machine a process just started may wait over a second for
+    // its connection; the tests that start it measure what happens after its reservations.
+    redlimit::Client client(&loop,
+                            {.url = argv[1], .connect_timeout = 5000ms, .command_timeout = 2000ms});
     redlimit::Limiter limiter(client, redlimit::Policy::of(limit), {.name = "waiting"});
     redlimit::run(
         &loop,
