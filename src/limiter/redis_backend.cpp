@@ -116,17 +116,21 @@ std::array<std::int64_t, 7> ticket_numbers(const CancelTicket& ticket) {
 }  // namespace
 
 const scripts::ScriptSource* lean_decide_script(const DecideRequest& request) {
-  static constexpr std::pair<Algorithm, const scripts::ScriptSource*> lean_scripts[] = {
-      {Algorithm::gcra, &scripts::decide_gcra},
-      {Algorithm::token_bucket, &scripts::decide_token_bucket},
-      {Algorithm::leaky_bucket, &scripts::decide_leaky_bucket},
-      {Algorithm::fixed_window, &scripts::decide_fixed_window},
-      {Algorithm::sliding_window_counter, &scripts::decide_sliding_window_counter},
-      {Algorithm::sliding_window_log, &scripts::decide_sliding_window_log}};
   const auto& limits = request.policy->limits();
   if (request.operation != Operation::acquire || limits.size() != 1) return nullptr;
-  for (const auto& [algorithm, script] : lean_scripts) {
-    if (algorithm == limits.front().limit.algorithm) return script;
+  switch (limits.front().limit.algorithm) {
+    case Algorithm::gcra:
+      return &scripts::decide_gcra;
+    case Algorithm::token_bucket:
+      return &scripts::decide_token_bucket;
+    case Algorithm::leaky_bucket:
+      return &scripts::decide_leaky_bucket;
+    case Algorithm::fixed_window:
+      return &scripts::decide_fixed_window;
+    case Algorithm::sliding_window_counter:
+      return &scripts::decide_sliding_window_counter;
+    case Algorithm::sliding_window_log:
+      return &scripts::decide_sliding_window_log;
   }
   return nullptr;
 }
