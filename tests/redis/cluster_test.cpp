@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "policy/key_format.hpp"
@@ -189,6 +190,37 @@ TEST(ClusterUrl, NamingAServerThatIsNoClusterNodeIsAConfigErrorAndCloseCompletes
     run(&loop, lazy.close());
   }
   EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+TEST_F(ClusterTest, AClientThatHasNotReadTheSlotMapPassesOverAFirstSeedThatIsDown) {
+  // Without connect(), the first calls go to a seed while the slot map is read. A first seed
+  // that is down (a port nobody listens on) is passed over for the next one: every call is
+  // decided by Redis, the burst sent before any seed answered as well as the calls after it.
+  const std::string live_seeds = cluster_.url().substr(std::string_view("redis-cluster://").size());
+  const std::string url =
+      "redis-cluster://127.0.0.1:" + std::to_string(test::free_port()) + "," + live_seeds;
+  Client client(loop(), ClientOptions{.url = url});
+  std::map<std::string, int> sources;
+  {
+    Limiter limiter(client, Policy::of(Limit{Algorithm::gcra, {1000, 1s}}), {.name = "seeds"});
+    run(loop(), [](Limiter& limiter, std::map<std::string, int>& sources) -> Task<void> {
+      TaskGroup burst;
+      for (int k = 0; k < 100; ++k) {
+        burst.add([](Limiter& limiter, std::string key, int& count) -> Task<void> {
+          if ((co_await limiter.try_acquire(key)).source == Source::redis) ++count;
+        }(limiter, "burst-" + std::to_string(k), sources["redis, in the burst"]));
+      }
+      co_await burst.join();
+    }(limiter, sources));
+    for (int k = 0; k < 100; ++k) {
+      const Decision decision = run(loop(), limiter.try_acquire("after-" + std::to_string(k)));
+      ++sources[std::string(to_string(decision.source)) + ", after the burst"];
+    }
+  }
+  run(loop(), client.close());
+  const std::map<std::string, int> expected = {{"redis, in the burst", 100},
+                                               {"redis, after the burst", 100}};
+  EXPECT_EQ(sources, expected);
 }
 
 using test::words;
