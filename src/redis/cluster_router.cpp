@@ -48,10 +48,19 @@ Connection& ClusterRouter::node(const NodeAddress& address) {
   return *nodes_.emplace(key, std::move(connection)).first->second;
 }
 
+Connection& ClusterRouter::seed_to_ask() {
+  for (const Endpoint& seed : seeds_) {
+    const NodeAddress address = address_of(seed);
+    const auto found = nodes_.find(address.display());
+    if (found == nodes_.end() || !found->second->known_down()) return node(address);
+  }
+  return node(address_of(seeds_.front()));
+}
+
 Connection& ClusterRouter::route(std::optional<std::uint16_t> slot) {
   if (!map_known_) {
     suspect_topology();
-    return node(address_of(seeds_.front()));
+    return seed_to_ask();
   }
   if (slot) {
     if (Connection* owner = owner_[*slot]) return *owner;
@@ -72,7 +81,12 @@ NextTry ClusterRouter::next_try(const TryOutcome& outcome, std::optional<std::ui
   }
   if (reply == nullptr) {
     suspect_topology();
-    return {};
+    // Why only unsent: a seed that could not be reached did not run the command, and while the
+    // map is unread the next seed may serve it (or redirect it).
+    if (map_known_ || !outcome.unsent) return {};
+    Connection& next = seed_to_ask();
+    if (&next == &outcome.target || ++hops.redirects > max_redirects) return {};
+    return {.kind = NextTry::Kind::resend, .target = &next, .from_failed_server = true};
   }
   if (reply->type != Reply::Type::error) return {};
   if (classify_error_reply(reply->str) != ErrorReplyKind::redirect) {

@@ -18,7 +18,8 @@ namespace redlimit::detail {
 /// Routes by the slot map of a Redis Cluster: one connection per primary, created on first
 /// use; the map is read with CLUSTER SLOTS from any reachable node (known primaries first, then
 /// the seeds) on connect(), when the first command is routed, and when something suggests it
-/// is stale (at most once per refresh_interval). MOVED updates one slot at once.
+/// is stale (at most once per refresh_interval). MOVED updates one slot at once. Until the map
+/// is read, commands go to a seed, passing over those that are down.
 ///
 /// Connections to nodes that no longer serve a slot are closed after a refresh, so a dead or
 /// demoted node is not reconnected to forever.
@@ -55,6 +56,9 @@ class ClusterRouter final : public SlotRouter {
   Connection* follow(const Redirect& redirect);
   /// The connection to `address`, created if there is none (with the seeds' credentials).
   Connection& node(const NodeAddress& address);
+  /// Where a command goes while the slot map is unread: the first seed not known to be down, or
+  /// the first seed if every one is.
+  Connection& seed_to_ask();
   /// Asks the known primaries, then the seeds, for CLUSTER SLOTS; applies the first answer.
   /// False if no node answered by `deadline`.
   Task<bool> refresh(Clock::time_point deadline);

@@ -287,6 +287,10 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
       }
       if (next.kind == NextTry::Kind::answer) break;
       if (next.kind == NextTry::Kind::resend) {
+        if (next.from_failed_server && terms.guarded) {
+          breaker.leave(failure, result.reply);
+          breaker = guard(*next.target);
+        }
         target = next.target;
         asking = next.asking;
         continue;

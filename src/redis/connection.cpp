@@ -129,6 +129,10 @@ CommandAwaiter Connection::send(std::span<const std::string_view> argv, Clock::t
   return awaiter;
 }
 
+bool Connection::known_down() const noexcept {
+  return session_.state() == Session::State::backoff || (breaker_ != nullptr && breaker_->open());
+}
+
 bool Connection::dispatch(CommandOp* op, std::span<const std::string_view> argv) {
   if (!session_.send(&on_reply, op, argv)) return false;
   ++op->references;  // hiredis holds the op until its callback

@@ -85,6 +85,9 @@ class Connection final : private SessionEvents {
   bool accepting() const noexcept { return session_.accepting(); }
   /// True once close() has finished.
   bool closed() const noexcept { return session_.state() == Session::State::closed; }
+  /// True while its server is known to be unreachable: the last attempt to connect failed and
+  /// the next one waits, or its circuit breaker is open.
+  bool known_down() const noexcept;
   const std::shared_ptr<spdlog::logger>& logger() const noexcept { return session_.logger(); }
 
   /// True if an EVAL of script `index` was sent on this connection after the command with

@@ -37,6 +37,9 @@ struct NextTry {
   Kind kind = Kind::answer;
   Connection* target = nullptr;
   bool asking = false;
+  /// With resend: the try failed at its server, whose circuit breaker counts the failure; the
+  /// breaker of `target`'s server guards the call from now on.
+  bool from_failed_server = false;
   std::chrono::milliseconds delay{};
 };
 
