@@ -471,8 +471,11 @@ Task<void> scripts_during_flushes(Client& client, Client& flusher, int* failures
 }
 
 TEST_F(ClientTest, ScriptFlushEveryHundredMillisecondsCausesNoFailedScriptCall) {
-  Client client(loop(), options());
-  Client flusher(loop(), options());
+  // Why 10 s: the test is about reloads after NOSCRIPT; a reply late on a busy machine is not.
+  ClientOptions patient = options();
+  patient.command_timeout = 10s;
+  Client client(loop(), patient);
+  Client flusher(loop(), patient);
   int failures = 0;
   int flushes = 0;
   run(loop(), scripts_during_flushes(client, flusher, &failures, &flushes));

@@ -122,7 +122,9 @@ TEST_F(LimiterTest, ADeniedRequestChangesNothingInRedis) {
 }
 
 TEST_F(LimiterTest, APolicyOfSeveralLimitsIsAllOrNothing) {
-  Policy policy = one(Algorithm::gcra, {10, 1s});
+  // Why a permit back every 500 ms: the twelve calls up to the first refusal must all come
+  // before one, even on a busy machine.
+  Policy policy = one(Algorithm::gcra, {10, 5s});
   policy.limits.push_back(Limit{Algorithm::fixed_window, {12, 24h}, 0, Window::aligned});
   Limiter limiter(client(), policy, {.name = "api"});
   int admitted = 0;
@@ -132,7 +134,7 @@ TEST_F(LimiterTest, APolicyOfSeveralLimitsIsAllOrNothing) {
   const Decision per_second = run(loop(), limiter.try_acquire("k"));
   EXPECT_EQ(per_second.binding, 0u);
   EXPECT_EQ(per_second.limit, 10);
-  run(loop(), sleep_for(loop(), 300ms));  // gcra refills 3; the daily window has room for 2
+  run(loop(), sleep_for(loop(), 1600ms));  // gcra refills 3; the daily window has room for 2
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k")).allowed);
   const std::string gcra_before = server_.command({"DUMP", "rl:{api:k}:gcra:0"}).str;
@@ -160,7 +162,8 @@ TEST_F(LimiterTest, PeekReadsWithoutWritingAndResetForgets) {
 TEST_F(LimiterTest, PeekReportsTheStateNowAndConsumesNothing) {
   for (const Algorithm algorithm : all_algorithms) {
     SCOPED_TRACE(static_cast<int>(algorithm));
-    Limiter limiter(client(), one(algorithm, {10, 1s}), {.name = "peek"});
+    // Why a minute: an aligned window that ended between the take and the peek would be full.
+    Limiter limiter(client(), one(algorithm, {10, 1min}), {.name = "peek"});
     const std::string key = "fresh-" + std::to_string(static_cast<int>(algorithm));
     // A fresh key is full and idle: nothing to wait for, nothing until full again.
     const Decision fresh = run(loop(), limiter.peek(key));
