@@ -138,6 +138,38 @@ TEST_F(SemaphoreTest, AcquireWakesOnAReleaseLongBeforeTheTtl) {
   EXPECT_LT(waited, 900ms) << "woken by the release notice";
 }
 
+/// Releases `lease` `after` its waiter began, then lets `user` subscribe to the semaphore's
+/// channels: the notice of that release was published while nobody heard it.
+Task<void> release_unheard_then_allow(uv_loop_t* loop, Lease lease, std::chrono::milliseconds after,
+                                      test::RedisServer& server, std::string user) {
+  co_await sleep_for(loop, after);
+  co_await lease.release();
+  server.command({"ACL", "SETUSER", user, "&rl:*"});
+}
+
+TEST_F(SemaphoreTest, AWaiterHearsOfAReleaseMadeBeforeItsSubscriptionWasConfirmed) {
+  // The waiter's user may not subscribe at first: its subscriber is refused and backs off (50
+  // ms, doubling). The release comes while it is refused; then it is allowed. Its subscription,
+  // confirmed at the next attempt, may have missed a release: the waiter asks again then, rather
+  // than at its fallback poll (1 s and more after its refusal) or at the lease's 20 s.
+  server_.command({"ACL", "SETUSER", "waiter", "reset", "on", ">pw", "~rl:*", "resetchannels",
+                   "+@all"});
+  Client waiter(loop(), ClientOptions{.url = "redis://waiter:pw@127.0.0.1:" +
+                                             std::to_string(server_.port()),
+                                      .command_timeout = 2s});
+  Semaphore holding(client_, 1, "exports", 20s);
+  Semaphore waiting(waiter, 1, "exports", 20s);
+  std::optional<Lease> held;
+  run(loop(), hold(holding, &held));
+  ASSERT_TRUE(held && *held);
+  Clock::duration waited{};
+  run(loop(), both(release_unheard_then_allow(loop(), std::move(*held), 150ms, server_, "waiter"),
+                   wait_for_permit(waiting, &waited)));
+  run(loop(), waiter.close());
+  EXPECT_GE(waited, 145ms);
+  EXPECT_LT(waited, 1s) << "asked again once subscribed, not at the fallback poll";
+}
+
 TEST_F(SemaphoreTest, AcquireGetsThePermitOfALeaseThatExpires) {
   Semaphore semaphore(client_, 1, "exports", 200ms);
   std::optional<Lease> abandoned;
