@@ -50,6 +50,32 @@ TEST_F(SleepTest, RoundsSubMillisecondWaitsUpNeverDown) {
   EXPECT_GE(Clock::now() - start, 1500us);
 }
 
+/// Sleeps `count` times for `duration`; how many ended before it had passed.
+Task<void> count_short_sleeps(uv_loop_t* loop, std::chrono::microseconds duration, int count,
+                              int* short_sleeps) {
+  for (int i = 0; i < count; ++i) {
+    const auto start = Clock::now();
+    co_await sleep_for(loop, duration);
+    if (Clock::now() - start < duration) ++*short_sleeps;
+  }
+}
+
+TEST_F(SleepTest, NeverEndsBeforeItsDurationOnALoopThatNeverBlocks) {
+  // A loop with other work wakes often; its clock counts whole milliseconds, so a timer checked
+  // on a wake-up may be due by it up to 1 ms before the duration has passed. An idle handle
+  // keeps this loop from blocking at all.
+  uv_idle_t busy;
+  uv_idle_init(loop(), &busy);
+  uv_idle_start(&busy, [](uv_idle_t*) {});
+  int short_sleeps = 0;
+  run(loop(), count_short_sleeps(loop(), 2ms, 20, &short_sleeps));
+  run(loop(), count_short_sleeps(loop(), 1500us, 20, &short_sleeps));
+  uv_idle_stop(&busy);
+  uv_close(reinterpret_cast<uv_handle_t*>(&busy), nullptr);
+  uv_run(loop(), UV_RUN_DEFAULT);  // Why: the handle lives on this stack until it is closed
+  EXPECT_EQ(short_sleeps, 0) << "of 40 sleeps";
+}
+
 TEST_F(SleepTest, StopRequestEndsTheSleepWithCancelledFromTheLoop) {
   std::stop_source source;
   bool sleeper_resumed = false;
