@@ -204,8 +204,9 @@ class Backend {
   // ---- semaphores: they share nothing with the decide scripts.
   /// Runs `operation` on the request's lease.
   virtual Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) = 0;
-  /// Calls `handler` whenever permits of the semaphore key `key` are released (by any process)
-  /// until unwatch(id). The handler must not resume coroutines inline.
+  /// Calls `handler` at each release of permits of the semaphore key `key` (by any process), and
+  /// whenever a release may have gone unheard (its subscription confirmed, the first time or
+  /// after a reconnect), until unwatch(id). The handler must not resume coroutines inline.
   virtual std::uint64_t watch_releases(std::string key, std::function<void()> handler) = 0;
 
   // ---- several claims, asked of the first claim's backend: claim i is requests[i] on

@@ -32,8 +32,11 @@ Task<LeaseReply> RedisBackend::run_lease(LeaseOperation operation, LeaseRequest 
 
 std::uint64_t RedisBackend::watch_releases(std::string key, std::function<void()> handler) {
   // Why a named lambda: the subscriber keeps the handler; the release count is not needed.
-  auto on_message = [handler = std::move(handler)](std::string_view) { handler(); };
-  return client_.subscriber().subscribe(key + ":released", std::move(on_message));
+  auto on_message = [handler](std::string_view) { handler(); };
+  // Why the handler on each confirmation too: a release published before the subscription was
+  // confirmed (the first time, or after a reconnect) was heard by nobody.
+  return client_.subscriber().subscribe(key + ":released", std::move(on_message),
+                                        std::move(handler));
 }
 
 }  // namespace redlimit::detail
