@@ -152,11 +152,11 @@ TEST_F(SemaphoreTest, AWaiterHearsOfAReleaseMadeBeforeItsSubscriptionWasConfirme
   // ms, doubling). The release comes while it is refused; then it is allowed. Its subscription,
   // confirmed at the next attempt, may have missed a release: the waiter asks again then, rather
   // than at its fallback poll (1 s and more after its refusal) or at the lease's 20 s.
-  server_.command({"ACL", "SETUSER", "waiter", "reset", "on", ">pw", "~rl:*", "resetchannels",
-                   "+@all"});
-  Client waiter(loop(), ClientOptions{.url = "redis://waiter:pw@127.0.0.1:" +
-                                             std::to_string(server_.port()),
-                                      .command_timeout = 2s});
+  server_.command(
+      {"ACL", "SETUSER", "waiter", "reset", "on", ">pw", "~rl:*", "resetchannels", "+@all"});
+  Client waiter(
+      loop(), ClientOptions{.url = "redis://waiter:pw@127.0.0.1:" + std::to_string(server_.port()),
+                            .command_timeout = 2s});
   Semaphore holding(client_, 1, "exports", 20s);
   Semaphore waiting(waiter, 1, "exports", 20s);
   std::optional<Lease> held;
