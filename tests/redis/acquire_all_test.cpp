@@ -109,9 +109,10 @@ Queue queue_around_acquire_all(uv_loop_t* loop, Limiter& global, Limiter& per_us
   return out;
 }
 
-/// acquire_all of the user's key and the global key (its burst taken first), stopped at 30 ms;
-/// then, at 110 ms, whether the global key allows a permit (its slot, at 100 ms, is free again:
-/// kept, the next permit would wait until 200 ms).
+/// acquire_all of the user's key and the global key (2/s, its burst taken first), stopped at
+/// 30 ms; then, at 510 ms, whether the global key allows a permit (its slot, at 500 ms, is free
+/// again: kept, the next permit would wait until 1 s). Why 2/s: the stop, however late a busy
+/// machine makes it, comes long before the slot.
 struct Stopped {
   Outcome claims;
   std::chrono::steady_clock::duration lasted{};
@@ -132,7 +133,7 @@ Stopped stopped_while_waiting(uv_loop_t* loop, Limiter& global, Limiter& per_use
   }());
   out.lasted = out.claims.ended - started;
   run(loop, sleep_for(loop, std::chrono::duration_cast<std::chrono::microseconds>(
-                                started + 110ms - std::chrono::steady_clock::now())));
+                                started + 510ms - std::chrono::steady_clock::now())));
   out.slot_free_again = run(loop, global.try_acquire("all")).allowed;
   return out;
 }
@@ -213,11 +214,11 @@ TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
 }
 
 TEST_F(AcquireAllTest, AStopWhileWaitingGivesItsSlotBack) {
-  Limiter global(client(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "stop-global"});
+  Limiter global(client(), Policy::of(Limit::gcra({2, 1s}, 1)), {.name = "stop-global"});
   Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "stop-user"});
   const Stopped stopped = stopped_while_waiting(loop(), global, per_user);
   EXPECT_TRUE(stopped.claims.cancelled);
-  EXPECT_LT(stopped.lasted, 90ms) << "ended by the stop";
+  EXPECT_LT(stopped.lasted, 400ms) << "ended by the stop";
   EXPECT_TRUE(stopped.slot_free_again);
 }
 
@@ -343,11 +344,11 @@ TEST_F(AcquireAllInProcessTest, LimitersOfOneNameKeepTheirOwnStateAndAreNotOneKe
 }
 
 TEST_F(AcquireAllInProcessTest, AStopWhileWaitingGivesItsSlotBack) {
-  Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-stop-global"});
+  Limiter global(loop(), Policy::of(Limit::gcra({2, 1s}, 1)), {.name = "local-stop-global"});
   Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-stop-user"});
   const Stopped stopped = stopped_while_waiting(loop(), global, per_user);
   EXPECT_TRUE(stopped.claims.cancelled);
-  EXPECT_LT(stopped.lasted, 90ms) << "ended by the stop";
+  EXPECT_LT(stopped.lasted, 400ms) << "ended by the stop";
   EXPECT_TRUE(stopped.slot_free_again);
 }
 
