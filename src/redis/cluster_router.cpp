@@ -48,13 +48,18 @@ Connection& ClusterRouter::node(const NodeAddress& address) {
   return *nodes_.emplace(key, std::move(connection)).first->second;
 }
 
-Connection& ClusterRouter::seed_to_ask() {
+Connection* ClusterRouter::live_seed() {
   for (const Endpoint& seed : seeds_) {
     const NodeAddress address = address_of(seed);
     const auto found = nodes_.find(address.display());
-    if (found == nodes_.end() || !found->second->known_down()) return node(address);
+    if (found == nodes_.end() || !found->second->known_down()) return &node(address);
   }
-  return node(address_of(seeds_.front()));
+  return nullptr;
+}
+
+Connection& ClusterRouter::seed_to_ask() {
+  Connection* live = live_seed();
+  return live != nullptr ? *live : node(address_of(seeds_.front()));
 }
 
 Connection& ClusterRouter::route(std::optional<std::uint16_t> slot) {
@@ -81,12 +86,13 @@ NextTry ClusterRouter::next_try(const TryOutcome& outcome, std::optional<std::ui
   }
   if (reply == nullptr) {
     suspect_topology();
-    // Why only unsent: a seed that could not be reached did not run the command, and while the
-    // map is unread the next seed may serve it (or redirect it).
-    if (map_known_ || !outcome.unsent) return {};
-    Connection& next = seed_to_ask();
-    if (&next == &outcome.target || ++hops.redirects > max_redirects) return {};
-    return {.kind = NextTry::Kind::resend, .target = &next, .from_failed_server = true};
+    // Why only unsent, and only a seed: a seed that could not be reached did not run the
+    // command, and while the map is unread the next seed may serve it (or redirect it); a node
+    // a redirect named is not the server whose breaker guards the command.
+    if (map_known_ || !outcome.unsent || hops.redirected || closing_) return {};
+    Connection* next = live_seed();
+    if (next == nullptr || next == &outcome.target || ++hops.redirects > max_redirects) return {};
+    return {.kind = NextTry::Kind::resend, .target = next, .from_failed_server = true};
   }
   if (reply->type != Reply::Type::error) return {};
   if (classify_error_reply(reply->str) != ErrorReplyKind::redirect) {
@@ -95,6 +101,7 @@ NextTry ClusterRouter::next_try(const TryOutcome& outcome, std::optional<std::ui
   const auto redirect = parse_redirect(reply->str, outcome.target.endpoint().host);
   Connection* next = redirect ? follow(*redirect) : nullptr;
   if (next == nullptr || ++hops.redirects > max_redirects) return {};
+  hops.redirected = true;
   return {.kind = NextTry::Kind::resend,
           .target = next,
           .asking = redirect->kind == Redirect::Kind::ask};

@@ -56,9 +56,11 @@ class ClusterRouter final : public SlotRouter {
   Connection* follow(const Redirect& redirect);
   /// The connection to `address`, created if there is none (with the seeds' credentials).
   Connection& node(const NodeAddress& address);
-  /// Where a command goes while the slot map is unread: the first seed not known to be down, or
-  /// the first seed if every one is.
+  /// Where a command goes while the slot map is unread: live_seed(), or the first seed if every
+  /// one is known to be down.
   Connection& seed_to_ask();
+  /// The connection of the first seed not known to be down (created if there is none), or null.
+  Connection* live_seed();
   /// Asks the known primaries, then the seeds, for CLUSTER SLOTS; applies the first answer.
   /// False if no node answered by `deadline`.
   Task<bool> refresh(Clock::time_point deadline);

@@ -13,16 +13,17 @@ namespace {
 /// The timeout for uv_timer_start() that fires no sooner than `duration` from now, on a loop
 /// whose time was just updated.
 ///
-/// Why not just `duration` rounded up: the loop's time is the monotonic clock cut down to whole
-/// milliseconds, so it is up to 1 ms behind; a timer is due once that time reaches its start
-/// plus its timeout, which a loop woken by other work sees up to 1 ms early. So the timeout
-/// counts from the loop's time to the first whole millisecond at or after now + duration.
+/// Why not just `duration` rounded up: the loop's time is the monotonic clock (or its coarse
+/// variant, a tick behind) cut down to whole milliseconds, so it runs behind; a timer is due
+/// once that time reaches its start plus its timeout, which a loop woken by other work sees up
+/// to about 2 ms early. So the timeout counts from the loop's time to the first whole
+/// millisecond at or after now + duration.
 std::uint64_t timeout_ms(uv_loop_t* loop, std::chrono::microseconds duration) {
   constexpr std::uint64_t ns_per_ms = 1'000'000;
   const auto us = duration.count();
   if (us <= 0) return 0;
-  // Why a cap: uv_hrtime() plus the longest duration would overflow; a wait past it (over
-  // 200,000 years) never ends either way.
+  // Why a cap: uv_hrtime() plus the longest duration would overflow; a wait past it (about
+  // 290 years) never ends either way.
   constexpr std::uint64_t longest_us = std::numeric_limits<std::uint64_t>::max() / 2000;
   const std::uint64_t wait_ns = std::min(static_cast<std::uint64_t>(us), longest_us) * 1000;
   const std::uint64_t due_ms = (uv_hrtime() + wait_ns + ns_per_ms - 1) / ns_per_ms;
