@@ -223,6 +223,31 @@ TEST_F(ClusterTest, AClientThatHasNotReadTheSlotMapPassesOverAFirstSeedThatIsDow
   EXPECT_EQ(sources, expected);
 }
 
+TEST_F(ClusterTest, ACallRedirectedToANodeThatIsDownCountsNoFailureOfItsOwnAgainstTheSeed) {
+  // Without connect(), a call goes to the first seed (node 0), which answers MOVED to the node
+  // that serves its slot. That node is down (killed, its replica not promoted yet): the call
+  // fails, and the seed, which answered, goes on serving the keys of its own slots (it was once
+  // blamed for each failed try at the dead node, and its breaker opened).
+  const std::size_t victim = cluster_.primary_of_slot(16383);
+  ASSERT_NE(victim, 0u);
+  const std::vector<int> lost_slots = cluster_.slots_of(victim);
+  const std::vector<int> seed_slots = cluster_.slots_of(0);
+  cluster_.node(victim).kill();
+  Client client(loop(), ClientOptions{.url = cluster_.url()});
+  std::vector<std::string> sources;
+  {
+    Limiter limiter(client, Policy::of(Limit{Algorithm::gcra, {1000, 1s}}), {.name = "blame"});
+    const std::string lost_key = key_in_slots("blame", lost_slots.front(), lost_slots.back());
+    EXPECT_NE(run(loop(), limiter.try_acquire(lost_key)).source, Source::redis);
+    for (int k = 0; k < 5; ++k) {
+      const std::string key = key_in_slots("blame", seed_slots.front(), seed_slots.back(), k);
+      sources.emplace_back(to_string(run(loop(), limiter.try_acquire(key)).source));
+    }
+  }
+  run(loop(), client.close());
+  EXPECT_EQ(sources, std::vector<std::string>(5, "redis"));
+}
+
 using test::words;
 
 TEST_F(ClusterTest, ALeastPrivilegeUserFollowsAskRedirectsWhileASlotMigrates) {
