@@ -8,7 +8,7 @@
 // start. A key "a,b" makes each coroutine acquire_all() one permit of each key.
 //
 // usage: waiter <url> <key> <permits> <period_us> <count> <start_unix_us> <max_wait_ms>
-//               <cancel_odd> <cancel_after_ms> <out>
+//               <cancel_odd> <cancel_after_ms> <out> [<reservation_lease_ms>]
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -92,10 +92,10 @@ redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 11) {
+  if (argc != 11 && argc != 12) {
     std::fprintf(stderr,
                  "usage: waiter <url> <key> <permits> <period_us> <count> <start_unix_us> "
-                 "<max_wait_ms> <cancel_odd> <cancel_after_ms> <out>\n");
+                 "<max_wait_ms> <cancel_odd> <cancel_after_ms> <out> [<reservation_lease_ms>]\n");
     return 2;
   }
   std::signal(SIGPIPE, SIG_IGN);
@@ -109,8 +109,10 @@ int main(int argc, char** argv) {
   {
     // Why long timeouts: on a loaded machine a process just started may wait over a second for
     // its connection; the tests that start it measure what happens after its reservations.
-    redlimit::Client client(&loop,
-                            {.url = argv[1], .connect_timeout = 5000ms, .command_timeout = 2000ms});
+    redlimit::ClientOptions options{
+        .url = argv[1], .connect_timeout = 5000ms, .command_timeout = 2000ms};
+    if (argc == 12) options.reservation_lease = std::chrono::milliseconds(std::stoll(argv[11]));
+    redlimit::Client client(&loop, options);
     redlimit::Limiter limiter(client, redlimit::Policy::of(limit), {.name = "waiting"});
     redlimit::run(
         &loop,

@@ -40,6 +40,11 @@ struct Outcomes {
   std::int64_t slack_us = 0;
 };
 
+/// The waiter processes' reservation lease. Why 10 s: a process starved for longer than its
+/// lease has its reservations given back, and its waiters reserve again at the back (what
+/// tests/redis/reclaim_test.cpp checks); no wait here is that long.
+constexpr const char* reservation_lease_ms = "10000";
+
 /// Runs the waiter processes and merges what they wrote.
 Outcomes run_waiters(test::RedisServer& server, std::int64_t max_wait_ms, bool cancel_odd) {
   const char* binary = std::getenv("REDLIMIT_WAITER");
@@ -62,7 +67,8 @@ Outcomes run_waiters(test::RedisServer& server, std::int64_t max_wait_ms, bool c
                                      std::to_string(max_wait_ms),
                                      cancel_odd ? "1" : "0",
                                      "150",
-                                     outputs.back()};
+                                     outputs.back(),
+                                     reservation_lease_ms};
     const pid_t pid = fork();
     if (pid == 0) {
       std::vector<char*> argv;
