@@ -89,20 +89,40 @@ Task<void> stop_after(uv_loop_t* loop, std::chrono::milliseconds delay, std::sto
   source->request_stop();
 }
 
-/// A waiter on the global key, acquire_all of the user's key and the global key 10 ms later,
-/// another waiter on the global key 20 ms later; the global key's burst taken first.
+/// A waiter on the global key, acquire_all of the user's key and the global key, and another
+/// waiter on the global key, each started once the one before has reserved; the global key's
+/// burst taken first.
 struct Queue {
   Outcome first, claims, second;
 };
 
+/// Waits until the global key "all" (one permit per 100 ms, its burst taken at Redis time
+/// `burst_us`) holds `queued` reservations: its next permit comes that many intervals after the
+/// burst's next. In process (no Redis time) a call reserves as it starts: no wait.
+Task<void> until_queued(uv_loop_t* loop, Limiter& global, std::int64_t burst_us, int queued) {
+  constexpr std::int64_t interval_us = 100'000;
+  if (burst_us == 0) co_return;
+  for (;;) {
+    const Decision peeked = co_await global.peek("all");
+    const std::int64_t next_us = peeked.server_time_us + peeked.retry_after.count();
+    if (next_us - burst_us > queued * interval_us + interval_us / 2) co_return;
+    co_await sleep_for(loop, 1ms);
+  }
+}
+
 Queue queue_around_acquire_all(uv_loop_t* loop, Limiter& global, Limiter& per_user) {
   Queue out;
-  EXPECT_TRUE(run(loop, global.try_acquire("all")).allowed);
+  const Decision burst = run(loop, global.try_acquire("all"));
+  EXPECT_TRUE(burst.allowed);
+  // Why each call waits for the one before to reserve: a busy machine can delay a call that
+  // started first past one started 10 ms after it.
   run(loop, [&]() -> Task<void> {
     TaskGroup group;
     group.add(acquire_after(loop, 0ms, &global, "all", {}, &out.first));
-    group.add(acquire_all_after(loop, 10ms, {{&per_user, "u"}, {&global, "all"}}, {}, &out.claims));
-    group.add(acquire_after(loop, 20ms, &global, "all", {}, &out.second));
+    co_await until_queued(loop, global, burst.server_time_us, 1);
+    group.add(acquire_all_after(loop, 0ms, {{&per_user, "u"}, {&global, "all"}}, {}, &out.claims));
+    co_await until_queued(loop, global, burst.server_time_us, 2);
+    group.add(acquire_after(loop, 0ms, &global, "all", {}, &out.second));
     co_await group.join();
   }());
   EXPECT_TRUE(out.first.decision && out.claims.decision && out.second.decision);
