@@ -5,7 +5,9 @@
 //   denied <retry_after_us> <waited_us>
 //   cancelled <index>
 // With cancel_odd = 1, the odd-numbered coroutines are cancelled `cancel_after_ms` after the
-// start. A key "a,b" makes each coroutine acquire_all() one permit of each key.
+// start. A key "a,b" makes each coroutine acquire_all() one permit of each key; a key "a;b"
+// makes the even-numbered coroutines acquire() one permit of "a", the odd ones of "b" (so that
+// both keys' queues are made in the same loop turns).
 //
 // usage: waiter <url> <key> <permits> <period_us> <count> <start_unix_us> <max_wait_ms>
 //               <cancel_odd> <cancel_after_ms> <out> [<reservation_lease_ms>]
@@ -80,9 +82,13 @@ redlimit::Task<void> main_task(uv_loop_t* loop, redlimit::Client& client,
   co_await redlimit::sleep_for(loop, std::chrono::microseconds(start_unix_us - unix_us()));
   std::vector<std::stop_source> stops(static_cast<std::size_t>(count));
   redlimit::TaskGroup group;
+  const auto semicolon = key.find(';');
   for (int i = 0; i < count; ++i) {
-    group.add(
-        wait_one(limiter, key, max_wait, stops[static_cast<std::size_t>(i)].get_token(), i, lines));
+    std::string own_key = key;
+    if (semicolon != std::string::npos)
+      own_key = i % 2 == 0 ? key.substr(0, semicolon) : key.substr(semicolon + 1);
+    group.add(wait_one(limiter, std::move(own_key), max_wait,
+                       stops[static_cast<std::size_t>(i)].get_token(), i, lines));
   }
   if (cancel_odd) group.add(cancel_later(loop, cancel_after, &stops));
   co_await group.join();
