@@ -18,7 +18,8 @@ class EndpointSource;
 struct Hops {
   int redirects = 0;  ///< MOVED, ASK, and moves off a connection whose node left the slot map
   int retries = 0;    ///< pauses before trying again
-  bool redirected = false;  ///< it went where a MOVED or ASK sent it
+  /// It went where a MOVED or ASK sent it.
+  bool redirected = false;
 };
 
 /// How one try of a command on one connection ended.
