@@ -318,6 +318,52 @@ TEST_F(WithoutSubscribe, AWaiterThatMissedACancellationAheadOfItNeverBreaksTheLi
   EXPECT_TRUE(check) << check.description;
 }
 
+/// The hearing process takes the burst and reserves the next slot (2 s on); the deaf waiter
+/// reserves the one after (4 s on). The one ahead is cancelled while the deaf process may not
+/// subscribe; then its user may.
+Task<void> cancel_ahead_then_allow_subscribing(uv_loop_t* loop, Limiter& hearing, Limiter& deaf,
+                                               test::RedisServer& server, Clock::time_point* start,
+                                               Decision* burst, Waited* ahead, Waited* behind) {
+  *start = Clock::now();
+  *burst = co_await hearing.try_acquire("key");
+  std::stop_source stop_ahead;
+  TaskGroup group;
+  group.add(wait_for(hearing, stop_ahead.get_token(), ahead));
+  co_await sleep_for(loop, 20ms);
+  group.add(wait_for(deaf, {}, behind));
+  co_await sleep_for(loop, 80ms);
+  stop_ahead.request_stop();  // the deaf waiter's slot moves to 2 s: it cannot hear it
+  co_await sleep_for(loop, 100ms);
+  server.command({"ACL", "SETUSER", "redlimit", "+subscribe"});
+  co_await group.join();
+}
+
+// Bug (found in review of the semaphore's twin): a waiter whose subscription was confirmed only
+// after a cancellation ahead of it had moved its slot slept to its old slot, found there that it
+// stood elsewhere, and reserved again at the back of the queue.
+TEST_F(WithoutSubscribe,
+       AWaiterWhoseSubscriptionIsConfirmedLateAsksWhereItStandsAndUsesTheSlotItMovedTo) {
+  const Limit limit = Limit::gcra({1, 2s}, 1);
+  Limiter hearing(admin_, Policy::of(limit), {.name = "queue"});
+  Limiter deaf(client_, Policy::of(limit), {.name = "queue"});
+  Clock::time_point start;
+  Decision burst;
+  Waited ahead, behind;
+  run(loop(), cancel_ahead_then_allow_subscribing(loop(), hearing, deaf, server_, &start, &burst,
+                                                  &ahead, &behind));
+  EXPECT_TRUE(ahead.cancelled);
+  ASSERT_TRUE(burst.allowed);
+  ASSERT_TRUE(behind.decision);
+  ASSERT_TRUE(behind.decision->allowed);
+  const test::CheckResult check =
+      test::check_admits(limit, {{.time_us = burst.server_time_us, .permits = 1},
+                                 {.time_us = behind.decision->server_time_us, .permits = 1}});
+  EXPECT_TRUE(check) << check.description;
+  const auto waited = behind.at - start;
+  EXPECT_GE(waited, 1900ms) << "no earlier than the slot it moved to";
+  EXPECT_LT(waited, 3s) << "at the slot it moved to (2 s), not at its own (4 s)";
+}
+
 TEST_F(WithoutSubscribe, AFollowerStillFollowsAChangeWithinThePolicyRefresh) {
   PolicyStore store(admin_);
   run(loop(), store.set("api", Policy::parse("gcra 1/min")));
