@@ -8,7 +8,8 @@
 -- KEYS[2]   its cancellation log, KEYS[1] .. ':cancels' (see reservations/cancel.lua)
 -- KEYS[3]   its owner leases, KEYS[1] .. ':leases', and KEYS[4] the reservations they hold,
 --           KEYS[1] .. ':held' (see reservations/leases.lua)
--- ARGV[1]   'reserve', 'reserve_all', 'earliest_all', 'cancel', 'confirm', 'renew' or 'reclaim'
+-- ARGV[1]   'reserve', 'reserve_all', 'earliest_all', 'cancel', 'confirm', 'locate', 'renew' or
+--           'reclaim'
 -- ARGV[2]   permits
 -- ARGV[3]   now in microseconds for tests, or '' to use the server's TIME (as in
 --           lua/shapes/general.lua)
@@ -18,9 +19,9 @@
 -- ARGV[12]  reserve: the owner lease L in microseconds: a reservation waiting longer than L is
 --           registered under a lease until now + L (0: never)
 -- ARGV[11-12] renew: the reserved version and L; reclaim: unused
--- ARGV[11-15] cancel, confirm: the reservation as its reply described it: slot (microseconds,
+-- ARGV[11-15] cancel, confirm, locate: the reservation as its reply described it: slot (microseconds,
 --           fraction in 1/p of its limit), version, epoch and cancels
--- ARGV[16-17] cancel, confirm: the p and d of the limit it was reserved under. For cancel,
+-- ARGV[16-17] cancel, confirm, locate: the p and d of the limit it was reserved under. For cancel,
 --           ARGV[7-10] are the limit in force (the same algorithm): the key is carried over to
 --           it and gets the permits back in its terms, while the waiters behind move by the
 --           shorter of the reservation's own step and the key's (reservations/cancel.lua,
@@ -58,11 +59,15 @@
 -- p: the denominator of the shift's fraction) so that waiters behind the cancelled one, in
 -- every process, can move earlier by the shift.
 -- confirm, for a waiter at its wake (it may have missed notices), returns {claimed, now_us,
--- standing, slot_us, slot_fraction}: claimed 1 when its lease registration was still held (it
--- ends), 0 when it was reclaimed (the caller must not use it); standing (reservations/cancel.lua, confirm_slot) 0 as reserved (no
--- cancellation since), 1 moved (the slot is where it stands now), 2 given back (reclaimed), 3
--- unknown (the key no longer knows it: gone, reset, of another epoch, or its log pruned).
--- It writes nothing else and reclaims nothing.
+-- standing, slot_us, slot_fraction, cancels}: claimed 1 when its lease registration was still
+-- held (it ends), 0 when it was reclaimed (the caller must not use it); standing
+-- (reservations/cancel.lua, confirm_slot) 0 as reserved (no cancellation since), 1 moved (the
+-- slot is where it stands now), 2 given back (reclaimed), 3 unknown (the key no longer knows it:
+-- gone, reset, of another epoch, or its log pruned); cancels, the key's cancellations that
+-- slot counts (0 when unknown). It writes nothing else and reclaims nothing.
+-- locate, for a waiter that may have missed notices while it sleeps (its subscription was
+-- confirmed after its reservation), returns what confirm returns, claimed 0, and writes
+-- nothing: the lease registration stays.
 -- renew returns {1, now_us, new lease expiry} when the reservation is still held, else
 -- {0, now_us, 0}.
 -- reserve, cancel and renew first reclaim expired leases (reservations/leases.lua); reclaim
@@ -121,10 +126,10 @@ local op = ARGV[1]
 local several = op == 'reserve_all' or op == 'earliest_all'
 if (several and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 14 + 2 * #KEYS)) or
     (not several and #KEYS ~= 4) or (op == 'reserve' and #ARGV ~= 12) or
-    ((op == 'cancel' or op == 'confirm') and #ARGV ~= 17) or
+    ((op == 'cancel' or op == 'confirm' or op == 'locate') and #ARGV ~= 17) or
     ((op == 'renew' or op == 'reclaim') and #ARGV ~= 12) then
   error('redlimit: reserve takes four keys and 12 (reserve, renew, reclaim) or 17 '
-        .. '(cancel, confirm) arguments, or four keys and 8 arguments more per claim, and one '
+        .. '(cancel, confirm, locate) arguments, or four keys and 8 arguments more per claim, and one '
         .. 'last (reserve_all, earliest_all)')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
@@ -145,7 +150,7 @@ if op == 'reserve' or several then
 elseif op == 'renew' then
   version = integer_arg(ARGV[11], 'version', 1, MAX_EXACT)
   lease = integer_arg(ARGV[12], 'lease', 1, MAX_EXACT)
-elseif op == 'cancel' or op == 'confirm' then
+elseif op == 'cancel' or op == 'confirm' or op == 'locate' then
   reserved_p = integer_arg(ARGV[16], 'reserved p', 1, MAX_EXACT)
   reserved_d = integer_arg(ARGV[17], 'reserved d', 1, MAX_EXACT)
   slot = integer_arg(ARGV[11], 'slot', 0, MAX_EXACT)
@@ -155,7 +160,7 @@ elseif op == 'cancel' or op == 'confirm' then
   before = integer_arg(ARGV[15], 'cancels', 0, MAX_EXACT)
 elseif op ~= 'reclaim' then
   error('redlimit: operation must be reserve, reserve_all, earliest_all, cancel, confirm, '
-        .. 'renew, claim or reclaim, got ' .. tostring(op))
+        .. 'locate, renew or reclaim, got ' .. tostring(op))
 end
 
 -- reserve_all: the claims at the latest of their keys' earliest slots, on every key or none.
@@ -265,10 +270,10 @@ local function reserve_all()
 end
 
 if several then return reserve_all() end
-if op == 'confirm' then
-  local standing, at, at_f = confirm_slot(KEYS[1], KEYS[2], reserved_p, slot, slot_f, version,
-                                          epoch, before)
-  return {claim_lease(version), now, standing, at, at_f}
+if op == 'confirm' or op == 'locate' then
+  local standing, at, at_f, cancels = confirm_slot(KEYS[1], KEYS[2], reserved_p, slot, slot_f,
+                                                   version, epoch, before)
+  return {op == 'confirm' and claim_lease(version) or 0, now, standing, at, at_f, cancels}
 end
 local reclaimed = reclaim_expired(cancel, now, p, d, burst, pv, since, sent_since, carry)
 if op == 'reclaim' then return {reclaimed, now} end

@@ -74,8 +74,8 @@ end
 -- cancellation ahead of it; 2 when it was itself given back (its owner lease lapsed); 3 when
 -- the key no longer knows it: an entry it needs was pruned, or the key is gone or of another
 -- epoch. Why 3 for a key gone: it lives until its backlog has passed, which holds the waiter's
--- slot unless cancellations moved it earlier (or the key was reset, or Redis lost it). Writes
--- nothing.
+-- slot unless cancellations moved it earlier (or the key was reset, or Redis lost it). Then the
+-- key's cancellations that answer counts (0 for 3). Writes nothing.
 local function confirm_slot(key, log, p, slot, slot_f, version, epoch, cancels_before)
   local stored = redis.call('GET', key)
   local key_version, cancels, key_epoch
@@ -83,16 +83,16 @@ local function confirm_slot(key, log, p, slot, slot_f, version, epoch, cancels_b
   if stored then
     key_version, cancels, key_epoch = string.match(stored, '^[^:]*:[^:]*:[^:]*:(%d+):(%d+):(%d+)')
   end
-  if not key_version then return 3, slot, slot_f end
+  if not key_version then return 3, slot, slot_f, 0 end
   key_version, cancels, key_epoch = tonumber(key_version), tonumber(cancels), tonumber(key_epoch)
   if key_epoch ~= epoch or version > key_version or cancels_before > cancels then
-    return 3, slot, slot_f
+    return 3, slot, slot_f, 0
   end
-  if cancels_before == cancels then return 0, slot, slot_f end
+  if cancels_before == cancels then return 0, slot, slot_f, cancels end
   local at, at_f = current_slot(log, cancels, version, cancels_before, slot, slot_f, p, nil)
-  if at == nil and at_f then return 2, slot, slot_f end
-  if at == nil then return 3, slot, slot_f end
-  return 1, at, at_f
+  if at == nil and at_f then return 2, slot, slot_f, cancels end
+  if at == nil then return 3, slot, slot_f, 0 end
+  return 1, at, at_f, cancels
 end
 
 -- 'refused' (the key is of another epoch: nothing changes), 'already' (a cancel returned it

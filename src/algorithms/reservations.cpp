@@ -402,13 +402,13 @@ StandingOutcome reservation_standing(const std::optional<LimitState>& state,
             return unknown;
           }
           if (ticket.cancels_before == book.cancels)
-            return {ReservationStanding::as_reserved, ticket.slot};
+            return {ReservationStanding::as_reserved, ticket.slot, book.cancels};
           if (logged(current.cancel_log, ticket, book.cancels))
-            return {ReservationStanding::given_back, ticket.slot};
+            return {ReservationStanding::given_back, ticket.slot, book.cancels};
           const auto at =
               current_slot(current.cancel_log, book.cancels, ticket.slot, ticket.den, ticket);
           if (!at) return unknown;
-          return {ReservationStanding::moved, *at};
+          return {ReservationStanding::moved, *at, book.cancels};
         } else {
           return unknown;
         }

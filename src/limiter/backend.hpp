@@ -90,9 +90,17 @@ struct CancelNotice {
   std::int64_t den = 1;  ///< the denominator of the shift's fraction
 };
 
-/// Where a reservation stands when its waiter wakes (Backend::check_reservation).
+/// When a waiter asks where its reservation stands (Backend::check_reservation).
+enum class ReservationLook {
+  at_wake,  ///< to use it: its owner lease's registration ends
+  /// while it sleeps, having perhaps missed notices (its key's subscription was confirmed
+  /// after its reservation): nothing changes
+  while_waiting,
+};
+
+/// Where a reservation stands (Backend::check_reservation).
 struct ReservationCheck {
-  bool lease_held = false;  ///< its owner lease's registration was still held (and ended)
+  bool lease_held = false;  ///< at_wake: its owner lease's registration was still held (and ended)
   StandingOutcome where;
 };
 
@@ -193,11 +201,16 @@ class Backend {
   /// Extends the owner lease of the registered reservation `version` on the request's key:
   /// its new expiry (server time), or 0 if it is not held any more (it was reclaimed).
   virtual Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) = 0;
-  /// Where the reservation `ticket` stands now, for a waiter at its wake (it may have missed a
-  /// notice); ends its owner lease's registration (lease_held: it was still held).
-  virtual Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) = 0;
-  /// Calls `handler` for cancellations on `key_base` (by any process) until unwatch(id).
-  virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) = 0;
+  /// Where the reservation `ticket` stands now, for its waiter (it may have missed a notice);
+  /// at_wake, ends its owner lease's registration (lease_held: it was still held).
+  virtual Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket,
+                                                   ReservationLook look) = 0;
+  /// Calls `handler` for cancellations on the request's reservation key (by any process), and
+  /// `on_confirmed` whenever notices may have gone unheard until then (its subscription
+  /// confirmed, the first time or after a reconnect), until unwatch(id). Neither may resume
+  /// coroutines inline.
+  virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
+                              std::function<void()> on_confirmed) = 0;
   /// Ends a watch() or a watch_releases().
   virtual void unwatch(std::uint64_t id) = 0;
 

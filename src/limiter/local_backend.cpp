@@ -228,7 +228,9 @@ Task<std::int64_t> LocalBackend::renew_reservation(DecideRequest, std::int64_t) 
   co_return 0;
 }
 
-Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
+// Why `look` makes no difference: no reservation is registered under a lease in process.
+Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket,
+                                                       ReservationLook) {
   const std::int64_t now = now_of(request);
   Entry& entry = entry_for(request, now);
   // Why a copy: an entry created here is erased before the answer (a check stores nothing).
@@ -237,7 +239,9 @@ Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, Ca
   co_return ReservationCheck{.lease_held = true, .where = reservation_standing(state, ticket)};
 }
 
-std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler) {
+// Why `on_confirmed` is never called: in process, every notice is heard as it is made.
+std::uint64_t LocalBackend::watch(const DecideRequest& request, NoticeHandler handler,
+                                  std::function<void()>) {
   watchers_.emplace(next_watch_, std::make_pair(reservation_key(request), std::move(handler)));
   return next_watch_++;
 }

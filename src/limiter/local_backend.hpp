@@ -32,8 +32,10 @@ class LocalBackend final : public Backend {
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
-  Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) override;
-  std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
+  Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket,
+                                           ReservationLook look) override;
+  std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
+                      std::function<void()> on_confirmed) override;
   void unwatch(std::uint64_t id) override;
 
   // ---- semaphores (LeaseTable); each completes without suspending.

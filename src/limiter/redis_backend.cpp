@@ -380,25 +380,29 @@ Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::i
   co_return fields[0].as_integer() == 1 ? fields[2].as_integer() : 0;
 }
 
-Task<ReservationCheck> RedisBackend::check_reservation(DecideRequest request, CancelTicket ticket) {
+Task<ReservationCheck> RedisBackend::check_reservation(DecideRequest request, CancelTicket ticket,
+                                                       ReservationLook look) {
   const auto numbers = ticket_numbers(ticket);
-  const Reply reply = co_await run_reserve_script("confirm", std::move(request), numbers);
+  const char* const operation = look == ReservationLook::at_wake ? "confirm" : "locate";
+  const Reply reply = co_await run_reserve_script(operation, std::move(request), numbers);
   const auto& fields = reply.as_array();
-  const std::int64_t standing = fields.size() == 5 ? fields[2].as_integer() : -1;
+  const std::int64_t standing = fields.size() == 6 ? fields[2].as_integer() : -1;
   if (standing < 0 || standing > 3) {
-    throw ProtocolError("the confirm script returned an unexpected reply");
+    throw ProtocolError(std::string("the ") + operation + " script returned an unexpected reply");
   }
   co_return ReservationCheck{.lease_held = fields[0].as_integer() == 1,
                              .where = {static_cast<ReservationStanding>(standing),
-                                       {fields[3].as_integer(), fields[4].as_integer()}}};
+                                       {fields[3].as_integer(), fields[4].as_integer()},
+                                       fields[5].as_integer()}};
 }
 
-std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler) {
+std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler,
+                                  std::function<void()> on_confirmed) {
+  auto on_message = [handler = std::move(handler)](std::string_view message) {
+    if (const auto notice = notice_from_message(message)) handler(*notice);
+  };
   return client_.subscriber().subscribe(reservation_key(request) + ":cancelled",
-                                        [handler = std::move(handler)](std::string_view message) {
-                                          if (const auto notice = notice_from_message(message))
-                                            handler(*notice);
-                                        });
+                                        std::move(on_message), std::move(on_confirmed));
 }
 
 void RedisBackend::unwatch(std::uint64_t id) {

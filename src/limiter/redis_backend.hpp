@@ -36,8 +36,10 @@ class RedisBackend final : public Backend {
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
   Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
   Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
-  Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket) override;
-  std::uint64_t watch(const DecideRequest& request, NoticeHandler handler) override;
+  Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket,
+                                           ReservationLook look) override;
+  std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
+                      std::function<void()> on_confirmed) override;
   void unwatch(std::uint64_t id) override;
 
   // ---- semaphores (lua/semaphore.lua; redis_backend_leases.cpp)
@@ -64,7 +66,8 @@ class RedisBackend final : public Backend {
  private:
   /// The reserve script's answer to `operation` on the request's key, `numbers` following its
   /// limit's fields: "reserve" (the longest wait, us), "renew" (the reservation's version) or
-  /// "reclaim" (0), then lease_us(); "cancel" or "confirm": a reservation's ticket_numbers().
+  /// "reclaim" (0), then lease_us(); "cancel", "confirm" or "locate": a reservation's
+  /// ticket_numbers().
   Task<Reply> run_reserve_script(std::string operation, DecideRequest request,
                                  std::span<const std::int64_t> numbers);
   /// A decision of a single limit by its lean script. `reclaiming` (a try_acquire of a single

@@ -25,19 +25,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// What a waiter and the renewal of one part's owner lease share. Why beside the waiter, not
-/// awaited by it: a renewal Redis does not answer would hold the waiter past its wake for up to
-/// a command timeout, and the claim at the wake for one more.
-struct LeaseRenewal {
+/// What a waiter and the calls beside its sleep on one part share: the renewals of its owner
+/// lease, and the asks of where it stands once notices may have gone unheard. Why beside the
+/// waiter, not awaited by it: a call Redis does not answer would hold the waiter past its wake
+/// for up to a command timeout, and the claim at the wake for one more.
+struct PartUpkeep {
   std::int64_t confirmed = 0;  ///< the latest lease expiry Redis confirmed (Redis time, us)
-  bool in_flight = false;
-  bool reclaimed = false;            ///< Redis answered that the reservation was given back
-  std::exception_ptr error;          ///< an error that is not unavailability, for the waiter
-  std::stop_source* wake = nullptr;  ///< the waiter's sleep, while it sleeps
+  bool in_flight = false;      ///< a renewal
+  bool reclaimed = false;      ///< Redis answered that the reservation was given back
+  bool locating = false;       ///< an ask of where it stands
+  std::optional<StandingOutcome> located;  ///< its answer, for the waiter to take
+  std::exception_ptr error;                ///< an error that is not unavailability, for the waiter
+  std::stop_source* wake = nullptr;        ///< the waiter's sleep, while it sleeps
 };
 
-/// A call on one part's key (a give-back, a renewal, a check), under the policy in force when it
-/// was made. Why copied: it may run after the waiter's frame is gone.
+/// A call on one part's key (a give-back, a renewal, an ask, a check), under the policy in force
+/// when it was made. Why copied: it may run after the waiter's frame is gone.
 struct PartCall {
   std::shared_ptr<PolicyEnforcer> enforcer;  ///< keeps the backend alive
   Backend* backend = nullptr;
@@ -59,14 +62,14 @@ struct WaitingPart {
   /// Its key watched from before the reservation is sent, so that no notice in between is
   /// missed. Why after the waiter: destroyed first, it unregisters it.
   std::unique_ptr<WaiterRegistry::Watch> watch;
-  std::shared_ptr<LeaseRenewal> renewal = std::make_shared<LeaseRenewal>();
+  std::shared_ptr<PartUpkeep> upkeep = std::make_shared<PartUpkeep>();
   bool stands = true;  ///< Redis has it where its waiter has it (claim_at_wake())
 
   /// Registered under its owner's lease (docs/waiting.md), its slot is later than the last
   /// expiry Redis confirmed. Why slot and expiry compare directly: both are Redis times; once
   /// the slot is at or before the confirmed expiry, any reclaim (after it) finds the slot due.
   bool unconfirmed() const noexcept {
-    return renewal->confirmed != 0 && waiter.slot.ceil_us() > renewal->confirmed;
+    return upkeep->confirmed != 0 && waiter.slot.ceil_us() > upkeep->confirmed;
   }
   /// A call on it under the policy in force now.
   PartCall call() const {
@@ -96,26 +99,40 @@ class AtScopeEnd {
   Run run_;
 };
 
-/// Renews a part's owner lease, reporting into its renewal.
-Task<void> renew_beside(PartCall part, std::shared_ptr<LeaseRenewal> renewal) {
+/// Renews a part's owner lease, reporting into its upkeep.
+Task<void> renew_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
   try {
     const std::int64_t expiry =
         co_await part.backend->renew_reservation(std::move(part.request), part.ticket.version);
-    renewal->reclaimed = expiry == 0;
-    renewal->confirmed = std::max(renewal->confirmed, expiry);
+    upkeep->reclaimed = expiry == 0;
+    upkeep->confirmed = std::max(upkeep->confirmed, expiry);
   } catch (...) {
     // Redis could not answer: renewed again at the next turn, or claimed at the wake.
-    if (!means_unavailable(std::current_exception())) renewal->error = std::current_exception();
+    if (!means_unavailable(std::current_exception())) upkeep->error = std::current_exception();
   }
-  renewal->in_flight = false;
-  if (renewal->wake != nullptr) renewal->wake->request_stop();  // the waiter looks again
+  upkeep->in_flight = false;
+  if (upkeep->wake != nullptr) upkeep->wake->request_stop();  // the waiter looks again
 }
 
-/// Points every part's wake-ups (notices, renewals) at `wake_early`, or at nothing.
+/// Asks where a part stands while its waiter sleeps, reporting into its upkeep.
+Task<void> locate_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
+  try {
+    const ReservationCheck check = co_await part.backend->check_reservation(
+        std::move(part.request), part.ticket, ReservationLook::while_waiting);
+    upkeep->located = check.where;
+  } catch (...) {
+    // Redis could not answer: the check at the wake finds where it stands.
+    if (!means_unavailable(std::current_exception())) upkeep->error = std::current_exception();
+  }
+  upkeep->locating = false;
+  if (upkeep->wake != nullptr) upkeep->wake->request_stop();
+}
+
+/// Points every part's wake-ups (notices, renewals, asks) at `wake_early`, or at nothing.
 void point_wakes(std::span<WaitingPart> parts, std::stop_source* wake_early) noexcept {
   for (WaitingPart& part : parts) {
     part.waiter.reschedule = wake_early;
-    part.renewal->wake = wake_early;
+    part.upkeep->wake = wake_early;
   }
 }
 
@@ -187,7 +204,7 @@ Task<void> check_part(WaitingPart* part) {
   if (part->backend->background() == nullptr) co_return;
   const PartCall call = part->call();
   const ReservationCheck check =
-      co_await call.backend->check_reservation(call.request, call.ticket);
+      co_await call.backend->check_reservation(call.request, call.ticket, ReservationLook::at_wake);
   part->stands =
       (check.lease_held || !part->unconfirmed()) && where_known(check.where, part->waiter);
 }
@@ -260,19 +277,21 @@ Task<std::optional<FracTime>> cancel_before_wake(std::span<WaitingPart> parts,
 
 /// The one sleep of a reservation waiter: on a uv timer until the latest part's wake (notices
 /// move them, and wake it to sleep the shorter time), renewing every part whose slot is not
-/// confirmed every `renew_every` beside the sleep. Rethrows a renewal's error that is not
-/// unavailability.
+/// confirmed every `renew_every` beside the sleep, and asking where each part stands once its
+/// notices may have gone unheard. Rethrows an error of those calls that is not unavailability.
 Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
                               std::chrono::microseconds renew_every,
                               const OwnedAcquireOptions& options) {
   const auto renewable = [](const WaitingPart& part) {
-    return part.unconfirmed() && !part.renewal->in_flight;
+    return part.unconfirmed() && !part.upkeep->in_flight;
   };
   auto next_renewal = Clock::now() + renew_every;
   for (;;) {
-    for (const WaitingPart& part : parts) {
-      if (part.renewal->error) std::rethrow_exception(part.renewal->error);
-      if (part.renewal->reclaimed) co_return WaitEnd::again;
+    for (WaitingPart& part : parts) {
+      if (part.upkeep->error) std::rethrow_exception(part.upkeep->error);
+      if (part.upkeep->reclaimed) co_return WaitEnd::again;
+      if (const auto where = std::exchange(part.upkeep->located, std::nullopt))
+        WaiterRegistry::locate(part.waiter, *where);
     }
     const auto current = Clock::now();
     auto wake = parts.front().waiter.wake;
@@ -286,24 +305,32 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
         })) {
       co_return WaitEnd::again;
     }
+    for (WaitingPart& part : parts) {
+      if (!part.waiter.unheard || part.upkeep->locating) continue;
+      part.waiter.unheard = false;
+      part.upkeep->locating = true;
+      // Why the client's upkeep: as for the renewals below. Only a part watched in Redis is
+      // marked unheard, so its backend has a client.
+      part.backend->background()->start_upkeep(locate_beside(part.call(), part.upkeep));
+    }
     const bool renewing = std::any_of(parts.begin(), parts.end(), renewable);
     if (renewing && current >= next_renewal) {
       next_renewal = current + renew_every;
       for (WaitingPart& part : parts) {
         if (!renewable(part)) continue;
-        part.renewal->in_flight = true;
+        part.upkeep->in_flight = true;
         // Why the client's upkeep, not work for the caller: Client::close() waits for that
         // first, and waiters renewing one after another would hold it for as long as they
         // wait. A renewal the client no longer sends is made good by the check at the wake.
         // Only a part registered in Redis is renewed, so its backend has a client.
-        part.backend->background()->start_upkeep(renew_beside(part.call(), part.renewal));
+        part.backend->background()->start_upkeep(renew_beside(part.call(), part.upkeep));
       }
       continue;
     }
     const auto until = renewing ? std::min(wake, next_renewal) : wake;
     std::stop_source wake_early;
     point_wakes(parts, &wake_early);
-    // Why pointed away at every exit: a notice or a renewal that ends after the sleep (or
+    // Why pointed away at every exit: a notice or a call beside that ends after the sleep (or
     // after the waiter's frame is gone) must not wake it.
     const AtScopeEnd unpoint{[parts] { point_wakes(parts, nullptr); }};
     std::stop_callback<ForwardStop> forward(options.stop, ForwardStop{&wake_early});
@@ -464,7 +491,7 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
                        .heard = ticket.cancels_before,
                        .wake = reserved_wake};
     if (!fallback) parts[i].watch->add(&parts[i].waiter);
-    parts[i].renewal->confirmed = reservation->claims[i].lease_expiry_us;
+    parts[i].upkeep->confirmed = reservation->claims[i].lease_expiry_us;
   }
   if (crossed || late) {
     co_await give_back_all(give_backs_of(parts));

@@ -17,7 +17,8 @@ std::unique_ptr<WaiterRegistry::Watch> WaiterRegistry::watch(const DecideRequest
   auto [it, created] = keys_.try_emplace(name);
   if (created) {
     it->second.watch_id = backend_.watch(
-        request, [this, name](const CancelNotice& notice) { on_notice(name, notice); });
+        request, [this, name](const CancelNotice& notice) { on_notice(name, notice); },
+        [this, name] { on_confirmed(name); });
   } else if (it->second.watches == 0) {
     std::erase(idle_, name);
   }
@@ -65,6 +66,27 @@ void WaiterRegistry::on_notice(const std::string& name, const CancelNotice& noti
     apply(*waiter, notice);
 }
 
+void WaiterRegistry::on_confirmed(const std::string& name) {
+  const auto it = keys_.find(name);
+  if (it == keys_.end()) return;
+  for (Waiter* waiter : it->second.waiters)
+    mark_unheard(*waiter);
+}
+
+void WaiterRegistry::mark_unheard(Waiter& waiter) {
+  waiter.unheard = true;
+  if (waiter.reschedule != nullptr) waiter.reschedule->request_stop();
+}
+
+void WaiterRegistry::locate(Waiter& waiter, const StandingOutcome& where) {
+  const bool stands = where.standing == ReservationStanding::as_reserved ||
+                      where.standing == ReservationStanding::moved;
+  // Why only when it counts more: the notices heard since were made after what it counts.
+  if (!stands || where.cancels <= waiter.heard) return;
+  waiter.heard = where.cancels;
+  move_earlier(waiter, where.slot);
+}
+
 void WaiterRegistry::apply(Waiter& waiter, const CancelNotice& notice) {
   // Only cancellations on the same incarnation of the key that came after this reservation (and
   // after the notices already taken), of a reservation ahead of it.
@@ -76,11 +98,15 @@ void WaiterRegistry::apply(Waiter& waiter, const CancelNotice& notice) {
       notice.den == waiter.ticket.den ? notice.shift : FracTime{notice.shift.us, 0};
   FracTime moved{waiter.slot.us - shift.us, waiter.slot.frac - shift.frac};
   if (moved.frac < 0) moved = {moved.us - 1, moved.frac + waiter.ticket.den};
-  if (moved.us < waiter.reserved_at_us) moved = {waiter.reserved_at_us, 0};
+  move_earlier(waiter, moved);
+}
+
+void WaiterRegistry::move_earlier(Waiter& waiter, FracTime to) {
+  if (to.us < waiter.reserved_at_us) to = {waiter.reserved_at_us, 0};
+  if (waiter.slot <= to) return;
   // Move the local wake-up by the whole microseconds the slot moved (never earlier than it).
-  const std::int64_t earlier_us =
-      waiter.slot.us - moved.us - (moved.frac > waiter.slot.frac ? 1 : 0);
-  waiter.slot = moved;
+  const std::int64_t earlier_us = waiter.slot.us - to.us - (to.frac > waiter.slot.frac ? 1 : 0);
+  waiter.slot = to;
   if (earlier_us <= 0) return;
   waiter.wake -= std::chrono::microseconds(earlier_us);
   if (waiter.reschedule != nullptr) waiter.reschedule->request_stop();

@@ -21,10 +21,13 @@ namespace redlimit::detail {
 /// subscribed and unsubscribed for every acquire().
 ///
 /// Notices can be late or lost (the subscription was down, or not yet confirmed when the
-/// reservation was sent, or more arrived before a waiter registered than are kept), and a waiter
-/// cannot tell: at its wake, Redis tells where it stands (Backend::check_reservation), from its
-/// log of cancellations. One that arrives before the reply of a reservation made before it is
-/// kept for a while and applied when that waiter registers.
+/// reservation was sent, or more arrived before a waiter registered than are kept). Each
+/// confirmation of a key's subscription (the first, or one after a reconnect) marks the waiters
+/// registered by then `unheard`: each asks Redis where it stands while it sleeps, rather than
+/// waking at a slot that moved. At its wake, Redis tells where it stands
+/// (Backend::check_reservation), from its log of cancellations. A notice that arrives before
+/// the reply of a reservation made before it is kept for a while and applied when that waiter
+/// registers.
 class WaiterRegistry {
  public:
   using Clock = std::chrono::steady_clock;
@@ -36,7 +39,10 @@ class WaiterRegistry {
     std::int64_t reserved_at_us = 0;
     std::int64_t heard = 0;  ///< the key's cancels up to the last notice taken into `slot`
     Clock::time_point wake;
-    std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier
+    std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier, or unheard
+    /// Notices may have gone unheard since its reservation (its key's subscription was
+    /// confirmed since it registered): Redis is to be asked where it stands (locate()).
+    bool unheard = false;
   };
 
   /// Watching a key (RAII): from before a reservation is sent until its waiter wakes, so that no
@@ -63,6 +69,9 @@ class WaiterRegistry {
   std::unique_ptr<Watch> watch(const DecideRequest& request);
   /// Wakes every sleeping waiter to look again (the policy changed under their reservations).
   void wake_all();
+  /// Moves `waiter` to where Redis found its reservation (Backend::check_reservation while it
+  /// waits), if that counts cancellations it has not heard of.
+  static void locate(Waiter& waiter, const StandingOutcome& where);
 
  private:
   struct Key {
@@ -73,7 +82,11 @@ class WaiterRegistry {
   };
 
   void on_notice(const std::string& key, const CancelNotice& notice);
+  void on_confirmed(const std::string& key);
   static void apply(Waiter& waiter, const CancelNotice& notice);
+  /// Moves `waiter`'s slot to `to`, and its wake by as much, if that is earlier.
+  static void move_earlier(Waiter& waiter, FracTime to);
+  static void mark_unheard(Waiter& waiter);
 
   Backend& backend_;
   std::map<std::string, Key> keys_;

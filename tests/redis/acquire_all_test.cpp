@@ -4,8 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
+#include <string>
+#include <vector>
 
+#include "redis/command_dispatcher.hpp"
+#include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
@@ -242,10 +247,25 @@ TEST_F(AcquireAllTest, AStopWhileWaitingGivesItsSlotBack) {
   EXPECT_TRUE(stopped.slot_free_again);
 }
 
+/// Takes the burst of every key of `claims` (of a gcra limiter named `name`) with acquire_all(),
+/// which watches the keys, and waits until their subscriptions are confirmed. Why: a waiter
+/// registered before its key's subscription is confirmed asks where it stands once it is, one
+/// script call more; the tests below count the calls of keys already watched.
+Task<void> take_bursts_of_watched_keys(Client& client, std::vector<Claim> claims,
+                                       std::string name) {
+  const Decision taken = co_await acquire_all(claims);
+  if (!taken.allowed) throw std::runtime_error("the bursts were taken already");
+  for (const Claim& claim : claims) {
+    const std::string channel = "rl:{" + name + ":" + claim.key + "}:gcra:0:cancelled";
+    co_await client.dispatcher().subscriber().confirmed(channel,
+                                                        std::chrono::steady_clock::now() + 5s);
+  }
+}
+
 TEST_F(AcquireAllTest, ItsPartsOnOneServerAreReservedInOneScriptCallAndAskedInOneAtTheWake) {
   Limiter limiter(client(), Policy::of(Limit::gcra({2, 1s}, 1)), {.name = "one-call"});
   const std::vector<Claim> three{{&limiter, "a"}, {&limiter, "b"}, {&limiter, "c"}};
-  ASSERT_TRUE(run(loop(), try_acquire_all(three)).allowed);  // every key's next slot: 500 ms on
+  run(loop(), take_bursts_of_watched_keys(client(), three, "one-call"));  // next slots: 500 ms on
   const long long before = server().script_calls();
   const Decision decision = run(loop(), acquire_all(three, {.max_wait = 5s}));
   EXPECT_TRUE(decision.allowed);
@@ -257,7 +277,7 @@ TEST_F(AcquireAllTest, ItsPartsOnOneServerAreReservedInOneScriptCallAndAskedInOn
 TEST_F(AcquireAllTest, AStopGivesEveryPartOnOneServerBackInOneScriptCall) {
   Limiter limiter(client(), Policy::of(Limit::gcra({1, 5s}, 1)), {.name = "one-give-back"});
   const std::vector<Claim> three{{&limiter, "a"}, {&limiter, "b"}, {&limiter, "c"}};
-  ASSERT_TRUE(run(loop(), try_acquire_all(three)).allowed);  // every key's next slot: 5 s on
+  run(loop(), take_bursts_of_watched_keys(client(), three, "one-give-back"));  // next: 5 s on
   const long long before = server().script_calls();
   std::stop_source source;
   Outcome outcome;

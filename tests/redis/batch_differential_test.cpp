@@ -74,11 +74,12 @@ Limit random_limit(std::mt19937_64& random, Algorithm algorithm, bool long_perio
 /// says where it stands).
 enum class Kind { acquire, acquire_by_decide, peek, reserve, cancel, renew, confirm, adjust };
 
-/// A confirm's answer: whether the lease was held, where the reservation stands, and its slot.
+/// A confirm's answer: whether the lease was held, where the reservation stands, its slot, and
+/// the cancellations that counts.
 std::string confirm_text(bool lease_held, const StandingOutcome& where) {
   return "confirm: held " + std::to_string(lease_held) + ", standing " +
          std::to_string(static_cast<int>(where.standing)) + " at " + std::to_string(where.slot.us) +
-         "+" + std::to_string(where.slot.frac);
+         "+" + std::to_string(where.slot.frac) + " counting " + std::to_string(where.cancels);
 }
 
 /// One operation of a round.
@@ -218,8 +219,8 @@ class Sequence {
             co_return Outcome{"renew " +
                               std::to_string(co_await backend.renew_reservation(lease, version))};
           }
-          const ReservationCheck check =
-              co_await backend.check_reservation(lease, ticket_of(target));
+          const ReservationCheck check = co_await backend.check_reservation(
+              lease, ticket_of(target), ReservationLook::at_wake);
           co_return Outcome{confirm_text(check.lease_held, check.where)};
         }
         case Kind::adjust:

@@ -104,8 +104,8 @@ TEST_P(Cancel, WhereAReservationStandsCountsEveryCancellationAheadOfIt) {
     ASSERT_GT(first.wait_us, 0);
     ASSERT_GT(second.slot.us, first.slot.us);
     const auto where = [&](const detail::Reservation& reservation, std::int64_t at) {
-      return run(loop(),
-                 backend_->check_reservation(request(1, at), detail::ticket_of(reservation)))
+      return run(loop(), backend_->check_reservation(request(1, at), detail::ticket_of(reservation),
+                                                     detail::ReservationLook::at_wake))
           .where;
     };
     detail::StandingOutcome second_at = where(second, now + 3);

@@ -122,6 +122,8 @@ struct Step {
   Kind kind;
   std::int64_t max_wait_us = 0;  ///< reserve
   std::size_t reservation = 0;   ///< cancel, renew, claim: which earlier granted reservation
+  ReservationLook look =
+      ReservationLook::at_wake;  ///< confirm: asked at the wake, or while waiting
   std::int64_t block_us = 0;     ///< block: the duration
   std::int64_t taken_at_us = 0;  ///< give_back: the time of the take (an earlier step's)
   std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy (with its epoch)
@@ -215,6 +217,8 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
     } else if (reservations && roll < 17 && reserves > 0) {
       step.kind = roll < 16 ? Kind::renew : Kind::confirm;
       step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
+      if (step.kind == Kind::confirm && pick(random, 0, 1) == 0)
+        step.look = ReservationLook::while_waiting;
     }
     if ((step.kind == Kind::acquire || step.kind == Kind::peek) && pick(random, 0, 5) == 0) {
       static constexpr Kind adjustments[] = {Kind::refund, Kind::give_back, Kind::penalize,
@@ -240,7 +244,8 @@ using test::stored_value;
 std::string confirm_text(bool lease_held, const StandingOutcome& where) {
   return "held " + std::to_string(lease_held) + ", standing " +
          std::to_string(static_cast<int>(where.standing)) + " at " + std::to_string(where.slot.us) +
-         "+" + std::to_string(where.slot.frac);
+         "+" + std::to_string(where.slot.frac) + " counting " + std::to_string(where.cancels) +
+         " cancels";
 }
 
 const char* kind_name(Kind kind) {
@@ -434,9 +439,11 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
         tally->renewed += renewed != 0 ? 1 : 0;
       } else {
         const ReservationCheck check =
-            co_await backend.check_reservation(request, ticket_of(reserved));
+            co_await backend.check_reservation(request, ticket_of(reserved), step.look);
         script = confirm_text(check.lease_held, check.where);
-        const bool held_before = claim_lease(held, version);
+        // Why only at the wake: asked while waiting, the registration stays.
+        const bool held_before =
+            step.look == ReservationLook::at_wake && claim_lease(held, version);
         model = confirm_text(held_before, reservation_standing(states[0], ticket_of(reserved)));
       }
       ++tally->decisions;

@@ -540,7 +540,7 @@ TEST_P(PolicyChange, ACancelAfterLooseningMovesTheWaitersBehindByTheStepInForceA
     std::vector<detail::CancelNotice> notices;
     const std::uint64_t watch = backend->watch(
         detail::DecideRequest(slow, detail::KeyBase("{shift}"), detail::Operation::acquire, 1),
-        [&notices](const detail::CancelNotice& notice) { notices.push_back(notice); });
+        [&notices](const detail::CancelNotice& notice) { notices.push_back(notice); }, {});
     EXPECT_EQ(run(loop(), cancel_at(*backend, fast, 2, first, now + 20)),
               detail::CancelVerdict::returned);
     // Two permits at 1000/s: 2 ms, exactly.

@@ -72,5 +72,36 @@ TEST_F(Waiters, AWaiterRegisteredAfterMoreNoticesThanAreKeptMovesOnlyByThoseKept
   EXPECT_LT(moved, 70'000'000) << "the notices kept moved it only part of the way";
 }
 
+TEST_F(Waiters, AWaiterLocatedPastNoticesItMissedMovesWhereItStandsAndCountsLaterNoticesFromThere) {
+  // Three reservations ahead; the nearest two cancelled before the key is watched, so that
+  // their notices go unheard.
+  std::vector<Reservation> queue;
+  for (int i = 0; i <= 3; ++i)  // the first takes the burst
+    queue.push_back(backend_.reserve_now(request(t0 + i), 3'600'000'000));
+  const Reservation mine = backend_.reserve_now(request(t0 + 4), 3'600'000'000);
+  for (int i = 3; i >= 2; --i)
+    run(loop(), backend_.cancel(request(t0 + 5), ticket_of(queue[static_cast<std::size_t>(i)])));
+  WaiterRegistry::Waiter waiter{.slot = mine.slot,
+                                .ticket = ticket_of(mine),
+                                .reserved_at_us = mine.reserved_at_us,
+                                .heard = mine.book.cancels,
+                                .wake = WaiterRegistry::Clock::now() + std::chrono::hours(1)};
+  const ReservationCheck located = run(
+      loop(),
+      backend_.check_reservation(request(t0 + 6), ticket_of(mine), ReservationLook::while_waiting));
+  WaiterRegistry::locate(waiter, located.where);
+  EXPECT_EQ(mine.slot.us - waiter.slot.us, 2'000'000) << "two slots earlier, where it stands";
+  EXPECT_EQ(waiter.heard, 2);
+  WaiterRegistry::locate(waiter, located.where);
+  EXPECT_EQ(mine.slot.us - waiter.slot.us, 2'000'000) << "an answer counting nothing new";
+  {
+    // The third ahead cancelled and heard: it moves one slot more, from where it stands.
+    const auto watch = registry_.watch(request(t0 + 7));
+    watch->add(&waiter);
+    run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue[1])));
+  }
+  EXPECT_EQ(mine.slot.us - waiter.slot.us, 3'000'000);
+}
+
 }  // namespace
 }  // namespace redlimit::detail
