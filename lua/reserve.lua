@@ -19,8 +19,8 @@
 -- ARGV[12]  reserve: the owner lease L in microseconds: a reservation waiting longer than L is
 --           registered under a lease until now + L (0: never)
 -- ARGV[11-12] renew: the reserved version and L; reclaim: unused
--- ARGV[11-15] cancel, confirm, locate: the reservation as its reply described it: slot (microseconds,
---           fraction in 1/p of its limit), version, epoch and cancels
+-- ARGV[11-15] cancel, confirm, locate: the reservation as its reply described it: slot
+--           (microseconds, fraction in 1/p of its limit), version, epoch and cancels
 -- ARGV[16-17] cancel, confirm, locate: the p and d of the limit it was reserved under. For cancel,
 --           ARGV[7-10] are the limit in force (the same algorithm): the key is carried over to
 --           it and gets the permits back in its terms, while the waiters behind move by the
@@ -129,8 +129,8 @@ if (several and (#KEYS < 4 or #KEYS % 4 ~= 0 or #ARGV ~= 14 + 2 * #KEYS)) or
     ((op == 'cancel' or op == 'confirm' or op == 'locate') and #ARGV ~= 17) or
     ((op == 'renew' or op == 'reclaim') and #ARGV ~= 12) then
   error('redlimit: reserve takes four keys and 12 (reserve, renew, reclaim) or 17 '
-        .. '(cancel, confirm, locate) arguments, or four keys and 8 arguments more per claim, and one '
-        .. 'last (reserve_all, earliest_all)')
+        .. '(cancel, confirm, locate) arguments, or four keys and 8 arguments more per claim, '
+        .. 'and one last (reserve_all, earliest_all)')
 end
 local reserve, cancel = RESERVATIONS[ARGV[7]], CANCELS[ARGV[7]]
 if reserve == nil then error('redlimit: no reservations for algorithm ' .. tostring(ARGV[7])) end

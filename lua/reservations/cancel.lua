@@ -69,7 +69,8 @@ local function current_slot(log, cancels, version, cancels_before, slot, slot_f,
 end
 
 -- Where the reservation (version, made after `cancels_before` cancellations, reserved at slot,
--- in 1/p us) stands now, for a waiter that may have missed a notice (lua/reserve.lua, confirm):
+-- in 1/p us) stands now, for a waiter that may have missed a notice (lua/reserve.lua, confirm
+-- and locate):
 -- 0 and the slot as reserved when no cancellation came since; 1 and the slot moved by every
 -- cancellation ahead of it; 2 when it was itself given back (its owner lease lapsed); 3 when
 -- the key no longer knows it: an entry it needs was pruned, or the key is gone or of another

@@ -127,7 +127,7 @@ enum class ReservationStanding {
 struct StandingOutcome {
   ReservationStanding standing = ReservationStanding::as_reserved;
   FracTime slot;             ///< as_reserved, moved: where it stands (in the ticket's denominator)
-  std::int64_t cancels = 0;  ///< the key's cancellations this answer counts (0: unknown)
+  std::int64_t cancels = 0;  ///< the key's cancellations this answer counts (0 when unknown)
 };
 
 /// Where the reservation `ticket` stands on a key whose state is `state`; reads only (lua:

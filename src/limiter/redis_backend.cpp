@@ -107,7 +107,7 @@ std::optional<CancelNotice> notice_from_message(std::string_view message) {
                       .den = values[5]};
 }
 
-/// A reservation's ticket, as the reserve script's cancel and confirm take it.
+/// A reservation's ticket, as the reserve script's cancel, confirm and locate take it.
 std::array<std::int64_t, 7> ticket_numbers(const CancelTicket& ticket) {
   return {ticket.slot.us,        ticket.slot.frac, ticket.version, ticket.epoch,
           ticket.cancels_before, ticket.den,       ticket.d};

@@ -30,6 +30,7 @@ bool reply_wrote(const scripts::ScriptSource& script, std::span<const std::strin
   if (&script == &scripts::reserve) {
     if (op == "reserve" || op == "reserve_all") return first_integer(reply) == 1;
     if (op == "reclaim") return first_integer(reply) != 0;  // {reclaimed, now}
+    if (op == "locate") return false;                       // reads only
     return true;  // cancel, confirm, renew, earliest_all: conservatively
   }
   if (&script == &scripts::semaphore) {

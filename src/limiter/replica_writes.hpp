@@ -13,9 +13,9 @@ namespace redlimit::detail {
 /// until the replicas have it (ClientOptions::replicas). False only for replies known to write
 /// nothing that matters: a denied decision or reservation (a denial may rewrite a state in a
 /// new policy's terms, or give back permits of dead owners: lost, they only under-admit), a
-/// policy's stale refusal, a peek, a lease or renewal not granted, a release that removed
-/// nothing, a policy read, and an error. Any other reply, of any other script, counts as a
-/// write.
+/// policy's stale refusal, a peek, a reservation's locate, a lease or renewal not granted, a
+/// release that removed nothing, a policy read, and an error. Any other reply, of any other script,
+/// counts as a write.
 bool reply_wrote(const scripts::ScriptSource& script, std::span<const std::string_view> args,
                  const Reply& reply);
 

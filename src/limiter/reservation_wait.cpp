@@ -1,6 +1,7 @@
 // The reservation waiter of acquire() and acquire_all() (docs/waiting.md): reserve every part at
-// one slot, sleep on a uv timer until it, renew the owner leases beside the sleep, ask at the
-// wake where each part stands; give every part back on a stop, on destruction, or too late.
+// one slot, sleep on a uv timer until it, renew the owner leases beside the sleep (and ask where
+// a part stands once its notices may have gone unheard), ask at the wake where each part stands;
+// give every part back on a stop, on destruction, or too late.
 
 #include "limiter/reservation_wait.hpp"
 
@@ -59,8 +60,8 @@ struct WaitingPart {
   const CompiledPolicy* waits_under = nullptr;
   std::string_view key;  ///< the caller's key
   WaiterRegistry::Waiter waiter;
-  /// Its key watched from before the reservation is sent, so that no notice in between is
-  /// missed. Why after the waiter: destroyed first, it unregisters it.
+  /// Its key watched from before the reservation is sent, so that a notice in between is kept
+  /// for it. Why after the waiter: destroyed first, it unregisters it.
   std::unique_ptr<WaiterRegistry::Watch> watch;
   std::shared_ptr<PartUpkeep> upkeep = std::make_shared<PartUpkeep>();
   bool stands = true;  ///< Redis has it where its waiter has it (claim_at_wake())
@@ -114,15 +115,15 @@ Task<void> renew_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
   if (upkeep->wake != nullptr) upkeep->wake->request_stop();  // the waiter looks again
 }
 
-/// Asks where a part stands while its waiter sleeps, reporting into its upkeep.
+/// Asks where a part stands while its waiter sleeps, reporting into its upkeep. Why every error
+/// is dropped: the ask at the wake finds where it stands, or reports the error.
 Task<void> locate_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
   try {
     const ReservationCheck check = co_await part.backend->check_reservation(
         std::move(part.request), part.ticket, ReservationLook::while_waiting);
     upkeep->located = check.where;
+    upkeep->reclaimed = check.where.standing == ReservationStanding::given_back;
   } catch (...) {
-    // Redis could not answer: the check at the wake finds where it stands.
-    if (!means_unavailable(std::current_exception())) upkeep->error = std::current_exception();
   }
   upkeep->locating = false;
   if (upkeep->wake != nullptr) upkeep->wake->request_stop();
@@ -291,7 +292,7 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
       if (part.upkeep->error) std::rethrow_exception(part.upkeep->error);
       if (part.upkeep->reclaimed) co_return WaitEnd::again;
       if (const auto where = std::exchange(part.upkeep->located, std::nullopt))
-        WaiterRegistry::locate(part.waiter, *where);
+        part.watch->locate(*where);
     }
     const auto current = Clock::now();
     auto wake = parts.front().waiter.wake;

@@ -78,13 +78,23 @@ void WaiterRegistry::mark_unheard(Waiter& waiter) {
   if (waiter.reschedule != nullptr) waiter.reschedule->request_stop();
 }
 
-void WaiterRegistry::locate(Waiter& waiter, const StandingOutcome& where) {
+void WaiterRegistry::Watch::locate(const StandingOutcome& where) {
+  const auto it = registry_.keys_.find(key_);
   const bool stands = where.standing == ReservationStanding::as_reserved ||
                       where.standing == ReservationStanding::moved;
-  // Why only when it counts more: the notices heard since were made after what it counts.
-  if (!stands || where.cancels <= waiter.heard) return;
-  waiter.heard = where.cancels;
-  move_earlier(waiter, where.slot);
+  if (waiter_ == nullptr || it == registry_.keys_.end() || !stands) return;
+  // Why the notices kept are applied again: those heard while the answer was on its way came
+  // after what it counts, and moved the waiter from where it stood before the answer.
+  Waiter located = *waiter_;
+  located.reschedule = nullptr;
+  located.slot = where.slot;
+  located.heard = where.cancels;
+  for (const CancelNotice& notice : it->second.recent)
+    apply(located, notice);
+  // A notice it heard is no longer kept: the ask at the wake finds where it stands.
+  if (located.heard < waiter_->heard) return;
+  waiter_->heard = located.heard;
+  move_earlier(*waiter_, located.slot);
 }
 
 void WaiterRegistry::apply(Waiter& waiter, const CancelNotice& notice) {

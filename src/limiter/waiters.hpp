@@ -55,6 +55,10 @@ class WaiterRegistry {
     ~Watch();
     /// Registers the waiter (after its reservation), applying notices that came before it.
     void add(Waiter* waiter);
+    /// Moves the registered waiter to where Redis found its reservation (asked while it waits,
+    /// Backend::check_reservation), then by the notices kept that came after what the answer
+    /// counts, if that is earlier than it stands.
+    void locate(const StandingOutcome& where);
 
    private:
     WaiterRegistry& registry_;
@@ -69,9 +73,6 @@ class WaiterRegistry {
   std::unique_ptr<Watch> watch(const DecideRequest& request);
   /// Wakes every sleeping waiter to look again (the policy changed under their reservations).
   void wake_all();
-  /// Moves `waiter` to where Redis found its reservation (Backend::check_reservation while it
-  /// waits), if that counts cancellations it has not heard of.
-  static void locate(Waiter& waiter, const StandingOutcome& where);
 
  private:
   struct Key {

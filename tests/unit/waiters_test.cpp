@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -72,35 +74,61 @@ TEST_F(Waiters, AWaiterRegisteredAfterMoreNoticesThanAreKeptMovesOnlyByThoseKept
   EXPECT_LT(moved, 70'000'000) << "the notices kept moved it only part of the way";
 }
 
+/// `gcra 1/s burst 1`: the burst, three reservations ahead, then the waiter's (4 s on), made
+/// before the key is watched, so that the notices of the cancellations made so far go unheard.
+struct Queue {
+  std::vector<Reservation> ahead;
+  Reservation mine;
+  WaiterRegistry::Waiter waiter;
+};
+
+Queue queue_of_four(LocalBackend& backend, const std::function<DecideRequest(std::int64_t)>& at) {
+  Queue queue;
+  for (int i = 0; i <= 3; ++i)
+    queue.ahead.push_back(backend.reserve_now(at(t0 + i), 3'600'000'000));
+  queue.mine = backend.reserve_now(at(t0 + 4), 3'600'000'000);
+  queue.waiter = {.slot = queue.mine.slot,
+                  .ticket = ticket_of(queue.mine),
+                  .reserved_at_us = queue.mine.reserved_at_us,
+                  .heard = queue.mine.book.cancels,
+                  .wake = WaiterRegistry::Clock::now() + std::chrono::hours(1)};
+  return queue;
+}
+
 TEST_F(Waiters, AWaiterLocatedPastNoticesItMissedMovesWhereItStandsAndCountsLaterNoticesFromThere) {
-  // Three reservations ahead; the nearest two cancelled before the key is watched, so that
-  // their notices go unheard.
-  std::vector<Reservation> queue;
-  for (int i = 0; i <= 3; ++i)  // the first takes the burst
-    queue.push_back(backend_.reserve_now(request(t0 + i), 3'600'000'000));
-  const Reservation mine = backend_.reserve_now(request(t0 + 4), 3'600'000'000);
-  for (int i = 3; i >= 2; --i)
-    run(loop(), backend_.cancel(request(t0 + 5), ticket_of(queue[static_cast<std::size_t>(i)])));
-  WaiterRegistry::Waiter waiter{.slot = mine.slot,
-                                .ticket = ticket_of(mine),
-                                .reserved_at_us = mine.reserved_at_us,
-                                .heard = mine.book.cancels,
-                                .wake = WaiterRegistry::Clock::now() + std::chrono::hours(1)};
-  const ReservationCheck located = run(
-      loop(),
-      backend_.check_reservation(request(t0 + 6), ticket_of(mine), ReservationLook::while_waiting));
-  WaiterRegistry::locate(waiter, located.where);
-  EXPECT_EQ(mine.slot.us - waiter.slot.us, 2'000'000) << "two slots earlier, where it stands";
-  EXPECT_EQ(waiter.heard, 2);
-  WaiterRegistry::locate(waiter, located.where);
-  EXPECT_EQ(mine.slot.us - waiter.slot.us, 2'000'000) << "an answer counting nothing new";
-  {
-    // The third ahead cancelled and heard: it moves one slot more, from where it stands.
-    const auto watch = registry_.watch(request(t0 + 7));
-    watch->add(&waiter);
-    run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue[1])));
-  }
-  EXPECT_EQ(mine.slot.us - waiter.slot.us, 3'000'000);
+  Queue queue = queue_of_four(backend_, [this](std::int64_t at) { return request(at); });
+  for (std::size_t i : {3u, 2u})  // unheard
+    run(loop(), backend_.cancel(request(t0 + 5), ticket_of(queue.ahead[i])));
+  const auto watch = registry_.watch(request(t0 + 6));
+  watch->add(&queue.waiter);
+  const ReservationCheck located =
+      run(loop(), backend_.check_reservation(request(t0 + 6), ticket_of(queue.mine),
+                                             ReservationLook::while_waiting));
+  watch->locate(located.where);
+  EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 2'000'000) << "where it stands";
+  EXPECT_EQ(queue.waiter.heard, 2);
+  watch->locate(located.where);
+  EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 2'000'000) << "counting nothing new";
+  run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue.ahead[1])));  // heard
+  EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 3'000'000) << "one slot more";
+}
+
+TEST_F(Waiters, AnAnswerOvertakenByANoticeStillMovesTheWaiterByWhatItMissedAndWhatItHeard) {
+  Queue queue = queue_of_four(backend_, [this](std::int64_t at) { return request(at); });
+  for (std::size_t i : {3u, 2u})  // unheard
+    run(loop(), backend_.cancel(request(t0 + 5), ticket_of(queue.ahead[i])));
+  const auto watch = registry_.watch(request(t0 + 6));
+  watch->add(&queue.waiter);
+  // Asked, then a cancellation heard before the answer is taken: the answer counts 2, the
+  // waiter has heard of the third only.
+  const ReservationCheck located =
+      run(loop(), backend_.check_reservation(request(t0 + 6), ticket_of(queue.mine),
+                                             ReservationLook::while_waiting));
+  run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue.ahead[1])));
+  EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 1'000'000) << "the notice heard";
+  watch->locate(located.where);
+  EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 3'000'000) << "all three";
+  EXPECT_EQ(queue.waiter.heard, 3);
 }
 
 }  // namespace
