@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "limiter/redis_backend.hpp"
+#include "limiter/waiters.hpp"
 #include "policy/key_format.hpp"
+#include "redis/command_dispatcher.hpp"
+#include "redis/subscriber.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
@@ -197,6 +200,48 @@ TEST_F(LateNotice, AWaiterStoppedAfterItsUnheardSlotCameIsNotAdmittedAtTheSlotIt
   EXPECT_TRUE(check.ok) << check.description;
   run(loop(), deaf_client.close());
   run(loop(), told_client.close());
+}
+
+/// Runs the loop until `waiter` is marked unheard, for at most 5 s.
+void until_unheard(uv_loop_t* loop, const detail::WaiterRegistry::Waiter& waiter) {
+  const auto give_up = Clock::now() + 5s;
+  while (!waiter.unheard && Clock::now() < give_up)
+    run(loop, sleep_for(loop, 5ms));
+}
+
+// Bug (found in review): a waiter whose reservation's reply came after its key's subscription
+// was confirmed asked nothing, although the reservation may have been made before the
+// subscription (a process starved at its start): it missed the cancellations made meanwhile.
+TEST_F(LateNotice, AWaiterWhoseKeysSubscriptionIsConfirmedAfterItsWatchBeganAsksWhereItStands) {
+  Client client(loop(), ClientOptions{.url = server_.url()});
+  {
+    detail::RedisBackend backend(client.dispatcher());
+    detail::WaiterRegistry registry(backend);
+    const detail::DecideRequest request(detail::CompiledPolicy::compile(Policy::of(limit)),
+                                        detail::key_base("rl", "late", "k"),
+                                        detail::Operation::acquire, 1);
+    const std::string channel = detail::reservation_key(request) + ":cancelled";
+    detail::WaiterRegistry::Waiter before_reply, once_confirmed, through_a_reconnect;
+    {
+      const auto watch = registry.watch(request);
+      run(loop(), client.dispatcher().subscriber().confirmed(channel, Clock::now() + 5s));
+      watch->add(&before_reply);
+    }
+    EXPECT_TRUE(before_reply.unheard) << "confirmed after its watch began, before its reply";
+    {
+      const auto watch = registry.watch(request);  // the key stays watched while idle
+      watch->add(&once_confirmed);
+    }
+    EXPECT_FALSE(once_confirmed.unheard) << "watched once confirmed: nothing lost";
+    {
+      const auto watch = registry.watch(request);
+      watch->add(&through_a_reconnect);
+      server_.command({"CLIENT", "KILL", "TYPE", "pubsub"});
+      until_unheard(loop(), through_a_reconnect);
+    }
+    EXPECT_TRUE(through_a_reconnect.unheard) << "confirmed again after a reconnect";
+  }
+  run(loop(), client.close());
 }
 
 }  // namespace
