@@ -23,7 +23,7 @@ std::unique_ptr<WaiterRegistry::Watch> WaiterRegistry::watch(const DecideRequest
     std::erase(idle_, name);
   }
   ++it->second.watches;
-  return std::make_unique<Watch>(*this, std::move(name));
+  return std::make_unique<Watch>(*this, std::move(name), it->second.confirmations);
 }
 
 WaiterRegistry::Watch::~Watch() {
@@ -45,6 +45,9 @@ void WaiterRegistry::Watch::add(Waiter* waiter) {
   waiter_ = waiter;
   for (const CancelNotice& notice : key.recent)
     apply(*waiter, notice);
+  // Why: a subscription confirmed since the watch began, even before the reservation's reply,
+  // may have missed notices published after the reservation was made.
+  if (key.confirmations != confirmations_) mark_unheard(*waiter);
   key.waiters.push_back(waiter);
 }
 
@@ -69,6 +72,7 @@ void WaiterRegistry::on_notice(const std::string& name, const CancelNotice& noti
 void WaiterRegistry::on_confirmed(const std::string& name) {
   const auto it = keys_.find(name);
   if (it == keys_.end()) return;
+  ++it->second.confirmations;
   for (Waiter* waiter : it->second.waiters)
     mark_unheard(*waiter);
 }

@@ -21,10 +21,10 @@ namespace redlimit::detail {
 /// subscribed and unsubscribed for every acquire().
 ///
 /// Notices can be late or lost (the subscription was down, or not yet confirmed when the
-/// reservation was sent, or more arrived before a waiter registered than are kept). Each
-/// confirmation of a key's subscription (the first, or one after a reconnect) marks the waiters
-/// registered by then `unheard`: each asks Redis where it stands while it sleeps, rather than
-/// waking at a slot that moved. At its wake, Redis tells where it stands
+/// reservation was sent, or more arrived before a waiter registered than are kept). A waiter
+/// whose key's subscription is confirmed (the first time, or after a reconnect) after its watch
+/// began is marked `unheard`: it asks Redis where it stands while it sleeps, rather than waking
+/// at a slot that moved. At its wake, Redis tells where it stands
 /// (Backend::check_reservation), from its log of cancellations. A notice that arrives before
 /// the reply of a reservation made before it is kept for a while and applied when that waiter
 /// registers.
@@ -41,7 +41,7 @@ class WaiterRegistry {
     Clock::time_point wake;
     std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier, or unheard
     /// Notices may have gone unheard since its reservation (its key's subscription was
-    /// confirmed since it registered): Redis is to be asked where it stands (locate()).
+    /// confirmed after its watch began): Redis is to be asked where it stands (Watch::locate()).
     bool unheard = false;
   };
 
@@ -49,7 +49,8 @@ class WaiterRegistry {
   /// notice in between is missed.
   class Watch {
    public:
-    Watch(WaiterRegistry& registry, std::string key) : registry_(registry), key_(std::move(key)) {}
+    Watch(WaiterRegistry& registry, std::string key, std::uint64_t confirmations)
+        : registry_(registry), key_(std::move(key)), confirmations_(confirmations) {}
     Watch(const Watch&) = delete;
     Watch& operator=(const Watch&) = delete;
     ~Watch();
@@ -63,6 +64,7 @@ class WaiterRegistry {
    private:
     WaiterRegistry& registry_;
     std::string key_;
+    std::uint64_t confirmations_;  ///< its key's subscription confirmations when it began
     Waiter* waiter_ = nullptr;
   };
 
@@ -78,6 +80,7 @@ class WaiterRegistry {
   struct Key {
     std::uint64_t watch_id = 0;
     int watches = 0;
+    std::uint64_t confirmations = 0;  ///< of its subscription, so far
     std::vector<Waiter*> waiters;
     std::deque<CancelNotice> recent;  ///< the last notices, for waiters not yet registered
   };

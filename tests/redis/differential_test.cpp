@@ -291,6 +291,7 @@ struct Tally {
   std::array<int, 4> cancels{};  ///< by CancelVerdict: returned, due, refused, already returned
   int reclaimed = 0;             ///< lapsed reservations the model gave back
   int renewed = 0;               ///< renewals of a reservation still held
+  int located_moved = 0;         ///< asks while waiting that found a reservation moved
   int stale = 0;                 ///< requests refused as stale (a newer policy version stored)
   int adjusted = 0;              ///< refunds, penalties and blocks applied
   int adjust_refused = 0;        ///< ... refused by a limit (nothing written)
@@ -444,6 +445,10 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
         // Why only at the wake: asked while waiting, the registration stays.
         const bool held_before =
             step.look == ReservationLook::at_wake && claim_lease(held, version);
+        if (step.look == ReservationLook::while_waiting &&
+            check.where.standing == ReservationStanding::moved) {
+          ++tally->located_moved;
+        }
         model = confirm_text(held_before, reservation_standing(states[0], ticket_of(reserved)));
       }
       ++tally->decisions;
@@ -658,6 +663,7 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   if (reservable(GetParam().algorithms)) {
     for (const int count : tally.cancels)
       EXPECT_GT(count, 0) << "cancellations must be returned, due and refused";
+    EXPECT_GT(tally.located_moved, 0) << "asks while waiting must also find reservations moved";
   }
   // Why only with a bucket: stamps on the window algorithms come with their own carry.
   const auto& algorithms = GetParam().algorithms;
@@ -666,11 +672,12 @@ TEST_P(Differential, ScriptAndModelDecideIdenticallyOnTenThousandRandomSequences
   }
   std::printf(
       "[ %-22s ] %d decisions, %d allowed, %d by a lean script, cancels %d returned %d due "
-      "%d refused %d already returned, %d reclaimed, %d renewed, %d stale, %d adjusted, %d "
-      "adjustments refused, seed %llu\n",
+      "%d refused %d already returned, %d reclaimed, %d renewed, %d located moved, %d stale, %d "
+      "adjusted, %d adjustments refused, seed %llu\n",
       GetParam().name, tally.decisions, tally.allowed, tally.lean, tally.cancels[0],
       tally.cancels[1], tally.cancels[2], tally.cancels[3], tally.reclaimed, tally.renewed,
-      tally.stale, tally.adjusted, tally.adjust_refused, static_cast<unsigned long long>(seed));
+      tally.located_moved, tally.stale, tally.adjusted, tally.adjust_refused,
+      static_cast<unsigned long long>(seed));
 }
 
 INSTANTIATE_TEST_SUITE_P(
