@@ -105,7 +105,7 @@ Task<void> renew_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
   try {
     const std::int64_t expiry =
         co_await part.backend->renew_reservation(std::move(part.request), part.ticket.version);
-    upkeep->reclaimed = expiry == 0;
+    if (expiry == 0) upkeep->reclaimed = true;
     upkeep->confirmed = std::max(upkeep->confirmed, expiry);
   } catch (...) {
     // Redis could not answer: renewed again at the next turn, or claimed at the wake.
@@ -122,7 +122,7 @@ Task<void> locate_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
     const ReservationCheck check = co_await part.backend->check_reservation(
         std::move(part.request), part.ticket, ReservationLook::while_waiting);
     upkeep->located = check.where;
-    upkeep->reclaimed = check.where.standing == ReservationStanding::given_back;
+    if (check.where.standing == ReservationStanding::given_back) upkeep->reclaimed = true;
   } catch (...) {
   }
   upkeep->locating = false;
@@ -279,7 +279,7 @@ Task<std::optional<FracTime>> cancel_before_wake(std::span<WaitingPart> parts,
 /// The one sleep of a reservation waiter: on a uv timer until the latest part's wake (notices
 /// move them, and wake it to sleep the shorter time), renewing every part whose slot is not
 /// confirmed every `renew_every` beside the sleep, and asking where each part stands once its
-/// notices may have gone unheard. Rethrows an error of those calls that is not unavailability.
+/// notices may have gone unheard. Rethrows a renewal's error that is not unavailability.
 Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
                               std::chrono::microseconds renew_every,
                               const OwnedAcquireOptions& options) {
