@@ -74,59 +74,58 @@ TEST_F(Waiters, AWaiterRegisteredAfterMoreNoticesThanAreKeptMovesOnlyByThoseKept
   EXPECT_LT(moved, 70'000'000) << "the notices kept moved it only part of the way";
 }
 
-/// `gcra 1/s burst 1`: the burst, three reservations ahead, then the waiter's (4 s on), made
-/// before the key is watched, so that the notices of the cancellations made so far go unheard.
+/// `gcra 1/s burst 1`: the burst, three reservations ahead, then the waiter's (4 s on); the
+/// nearest two ahead cancelled before the key is watched, so that their notices go unheard;
+/// then the waiter registered, and Redis asked where it stands (`located`, not yet taken).
 struct Queue {
   std::vector<Reservation> ahead;
   Reservation mine;
   WaiterRegistry::Waiter waiter;
+  std::unique_ptr<WaiterRegistry::Watch> watch;
+  StandingOutcome located;
 };
 
-Queue queue_of_four(LocalBackend& backend, const std::function<DecideRequest(std::int64_t)>& at) {
-  Queue queue;
+void miss_two_then_ask(uv_loop_t* loop, LocalBackend& backend, WaiterRegistry& registry,
+                       const std::function<DecideRequest(std::int64_t)>& at, Queue* queue) {
   for (int i = 0; i <= 3; ++i)
-    queue.ahead.push_back(backend.reserve_now(at(t0 + i), 3'600'000'000));
-  queue.mine = backend.reserve_now(at(t0 + 4), 3'600'000'000);
-  queue.waiter = {.slot = queue.mine.slot,
-                  .ticket = ticket_of(queue.mine),
-                  .reserved_at_us = queue.mine.reserved_at_us,
-                  .heard = queue.mine.book.cancels,
-                  .wake = WaiterRegistry::Clock::now() + std::chrono::hours(1)};
-  return queue;
+    queue->ahead.push_back(backend.reserve_now(at(t0 + i), 3'600'000'000));
+  queue->mine = backend.reserve_now(at(t0 + 4), 3'600'000'000);
+  for (std::size_t i : {3u, 2u})
+    run(loop, backend.cancel(at(t0 + 5), ticket_of(queue->ahead[i])));
+  queue->waiter = {.slot = queue->mine.slot,
+                   .ticket = ticket_of(queue->mine),
+                   .reserved_at_us = queue->mine.reserved_at_us,
+                   .heard = queue->mine.book.cancels,
+                   .wake = WaiterRegistry::Clock::now() + std::chrono::hours(1)};
+  queue->watch = registry.watch(at(t0 + 6));
+  queue->watch->add(&queue->waiter);
+  queue->located = run(loop, backend.check_reservation(at(t0 + 6), ticket_of(queue->mine),
+                                                       ReservationLook::while_waiting))
+                       .where;
 }
 
 TEST_F(Waiters, AWaiterLocatedPastNoticesItMissedMovesWhereItStandsAndCountsLaterNoticesFromThere) {
-  Queue queue = queue_of_four(backend_, [this](std::int64_t at) { return request(at); });
-  for (std::size_t i : {3u, 2u})  // unheard
-    run(loop(), backend_.cancel(request(t0 + 5), ticket_of(queue.ahead[i])));
-  const auto watch = registry_.watch(request(t0 + 6));
-  watch->add(&queue.waiter);
-  const ReservationCheck located =
-      run(loop(), backend_.check_reservation(request(t0 + 6), ticket_of(queue.mine),
-                                             ReservationLook::while_waiting));
-  watch->locate(located.where);
+  Queue queue;
+  miss_two_then_ask(
+      loop(), backend_, registry_, [this](std::int64_t at) { return request(at); }, &queue);
+  queue.watch->locate(queue.located);
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 2'000'000) << "where it stands";
   EXPECT_EQ(queue.waiter.heard, 2);
-  watch->locate(located.where);
+  queue.watch->locate(queue.located);
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 2'000'000) << "counting nothing new";
   run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue.ahead[1])));  // heard
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 3'000'000) << "one slot more";
 }
 
 TEST_F(Waiters, AnAnswerOvertakenByANoticeStillMovesTheWaiterByWhatItMissedAndWhatItHeard) {
-  Queue queue = queue_of_four(backend_, [this](std::int64_t at) { return request(at); });
-  for (std::size_t i : {3u, 2u})  // unheard
-    run(loop(), backend_.cancel(request(t0 + 5), ticket_of(queue.ahead[i])));
-  const auto watch = registry_.watch(request(t0 + 6));
-  watch->add(&queue.waiter);
-  // Asked, then a cancellation heard before the answer is taken: the answer counts 2, the
-  // waiter has heard of the third only.
-  const ReservationCheck located =
-      run(loop(), backend_.check_reservation(request(t0 + 6), ticket_of(queue.mine),
-                                             ReservationLook::while_waiting));
+  Queue queue;
+  miss_two_then_ask(
+      loop(), backend_, registry_, [this](std::int64_t at) { return request(at); }, &queue);
+  // A cancellation heard before the answer is taken: the answer counts 2, the waiter has heard
+  // of the third only.
   run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue.ahead[1])));
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 1'000'000) << "the notice heard";
-  watch->locate(located.where);
+  queue.watch->locate(queue.located);
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 3'000'000) << "all three";
   EXPECT_EQ(queue.waiter.heard, 3);
 }
