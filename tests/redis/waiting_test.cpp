@@ -154,9 +154,17 @@ TEST_F(WaitingTest, WaitersAcrossProcessesCompleteInReservationOrderWithinTheBou
   const Outcomes outcomes = run_waiters(server_, 60'000, false);
   ASSERT_EQ(outcomes.allowed.size(), static_cast<std::size_t>(processes * per_process));
   expect_within_bound_and_in_order(outcomes);
-  // One queue: the slots are exactly one interval apart.
-  for (std::size_t i = 1; i < outcomes.allowed.size(); ++i) {
-    EXPECT_EQ(outcomes.allowed[i].slot_us - outcomes.allowed[i - 1].slot_us, interval_us) << i;
+  // One queue: the slots are exactly one interval apart. Why the last one may be later: the key
+  // lives until the last slot plus its capacity (20 ms), and a last waiter that a busy machine
+  // wakes after that finds it gone and reserves again when it wakes (docs/waiting.md).
+  const std::size_t last = outcomes.allowed.size() - 1;
+  for (std::size_t i = 1; i <= last; ++i) {
+    const std::int64_t gap = outcomes.allowed[i].slot_us - outcomes.allowed[i - 1].slot_us;
+    if (i < last) {
+      EXPECT_EQ(gap, interval_us) << i;
+    } else {
+      EXPECT_GE(gap, interval_us) << i;
+    }
   }
   EXPECT_TRUE(server_.keys_without_ttl().empty());
 }
