@@ -65,8 +65,8 @@
 -- slot is where it stands now), 2 given back (reclaimed), 3 unknown (the key no longer knows it:
 -- gone, reset, of another epoch, or its log pruned); cancels, the key's cancellations that
 -- slot counts (0 when unknown). It writes nothing else and reclaims nothing.
--- locate, for a waiter that may have missed notices while it sleeps (its subscription was
--- confirmed after its reservation), returns what confirm returns, claimed 0, and writes
+-- locate, for a waiter that may have missed notices while it sleeps (its key's subscription was
+-- confirmed after it began watching the key), returns what confirm returns, claimed 0, and writes
 -- nothing: the lease registration stays.
 -- renew returns {1, now_us, new lease expiry} when the reservation is still held, else
 -- {0, now_us, 0}.

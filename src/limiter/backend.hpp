@@ -94,7 +94,7 @@ struct CancelNotice {
 enum class ReservationLook {
   at_wake,  ///< to use it: its owner lease's registration ends
   /// while it sleeps, having perhaps missed notices (its key's subscription was confirmed
-  /// after its reservation): nothing changes
+  /// after it began watching the key): nothing changes
   while_waiting,
 };
 
