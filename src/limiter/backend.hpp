@@ -63,8 +63,8 @@ struct Reservation {
   std::int64_t lease_expiry_us = 0;
 };
 
-/// What cancel() needs to give back a reservation at `slot` of a limit of reduced p `den` and d
-/// `d`, with its key's `book` after it.
+/// What a ReservationOperation needs to find a reservation at `slot` of a limit of reduced p `den`
+/// and d `d`, with its key's `book` after it.
 inline CancelTicket ticket_of(FracTime slot, std::int64_t den, std::int64_t d,
                               const ReservationBook& book) noexcept {
   return {.slot = slot,
@@ -75,7 +75,7 @@ inline CancelTicket ticket_of(FracTime slot, std::int64_t den, std::int64_t d,
           .cancels_before = book.cancels};
 }
 
-/// What cancel() needs to give `made` (allowed) back.
+/// The ticket of `made` (allowed).
 inline CancelTicket ticket_of(const Reservation& made) noexcept {
   return ticket_of(made.slot, made.den, made.d, made.book);
 }
@@ -90,18 +90,25 @@ struct CancelNotice {
   std::int64_t den = 1;  ///< the denominator of the shift's fraction
 };
 
-/// When a waiter asks where its reservation stands (Backend::check_reservation).
-enum class ReservationLook {
-  at_wake,  ///< to use it: its owner lease's registration ends
-  /// while it sleeps, having perhaps missed notices (its key's subscription was confirmed
-  /// after it began watching the key): nothing changes
-  while_waiting,
+/// What a call on a reservation already made does (the reserve script's operations on one).
+enum class ReservationOperation {
+  cancel,  ///< gives its permits back if its slot is still ahead
+  renew,   ///< extends its owner lease's registration (only the ticket's version is used)
+  /// where it stands, for its waiter at the wake (it may have missed a notice): its owner
+  /// lease's registration ends
+  confirm,
+  /// where it stands, for a waiter that may have missed notices while it sleeps (its key's
+  /// subscription was confirmed after it began watching the key): nothing changes
+  locate,
 };
 
-/// Where a reservation stands (Backend::check_reservation).
-struct ReservationCheck {
-  bool lease_held = false;  ///< at_wake: its owner lease's registration was still held (and ended)
-  StandingOutcome where;
+/// What a call on a reservation answered; each field is its operations'.
+struct ReservationReply {
+  CancelVerdict verdict = CancelVerdict::due;  ///< cancel
+  /// renew: its owner lease's new expiry (server time), 0 if it is not held any more (reclaimed)
+  std::int64_t lease_expiry_us = 0;
+  bool lease_held = false;  ///< confirm: its owner lease's registration was still held (and ended)
+  StandingOutcome where;    ///< confirm, locate
 };
 
 /// One call on a semaphore's key (lua/semaphore.lua). Why a constructor: as for DecideRequest.
@@ -196,15 +203,9 @@ class Backend {
   virtual Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) = 0;
   /// Reserves the request's permits if they fit within `max_wait_us`.
   virtual Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) = 0;
-  /// Gives the reservation `ticket` of the request's permits back, if its slot is still ahead.
-  virtual Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) = 0;
-  /// Extends the owner lease of the registered reservation `version` on the request's key:
-  /// its new expiry (server time), or 0 if it is not held any more (it was reclaimed).
-  virtual Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) = 0;
-  /// Where the reservation `ticket` stands now, for its waiter (it may have missed a notice);
-  /// at_wake, ends its owner lease's registration (lease_held: it was still held).
-  virtual Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket,
-                                                   ReservationLook look) = 0;
+  /// Runs `operation` on the reservation `ticket` of the request's permits on its key.
+  virtual Task<ReservationReply> run_reservation(ReservationOperation operation,
+                                                 DecideRequest request, CancelTicket ticket) = 0;
   /// Calls `handler` for cancellations on the request's reservation key (by any process), and
   /// `on_confirmed` whenever notices may have gone unheard until then (its subscription
   /// confirmed, the first time or after a reconnect), until unwatch(id). Neither may resume

@@ -197,7 +197,7 @@ Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
                            std::optional<CancelTicket> ticket, std::int64_t taken_at_us) {
   try {
     if (ticket) {
-      co_await backend.cancel(request, *ticket);
+      co_await backend.run_reservation(ReservationOperation::cancel, request, *ticket);
     } else {
       co_await backend.adjust(request, Adjustment::give_back, request.permits, taken_at_us);
     }

@@ -201,7 +201,7 @@ Task<Reservation> LocalBackend::reserve(DecideRequest request, std::int64_t max_
   co_return reserve_now(request, max_wait_us);
 }
 
-Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket ticket) {
+CancelVerdict LocalBackend::cancel_now(const DecideRequest& request, const CancelTicket& ticket) {
   const std::int64_t now = now_of(request);
   Entry& entry = entry_for(request, now);
   const CancelOutcome outcome =
@@ -211,7 +211,7 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
   store(request, entry, returned, {outcome.ttl_us}, now);
   if (!returned) {
     if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version, request.claim);
-    co_return outcome.verdict;
+    return outcome.verdict;
   }
   const CancelNotice notice{.cancels = outcome.book.cancels,
                             .epoch = outcome.book.epoch,
@@ -219,24 +219,24 @@ Task<CancelVerdict> LocalBackend::cancel(DecideRequest request, CancelTicket tic
                             .shift = outcome.shift,
                             .den = outcome.den};
   notify(watchers_, reservation_key(request), notice);
-  co_return CancelVerdict::returned;
+  return CancelVerdict::returned;
 }
 
-// Why no leases in process: no other process shares the state, and a dead process takes its
-// reservations with it. No reservation is registered, so none is renewed or claimed.
-Task<std::int64_t> LocalBackend::renew_reservation(DecideRequest, std::int64_t) {
-  co_return 0;
-}
-
-// Why `look` makes no difference: no reservation is registered under a lease in process.
-Task<ReservationCheck> LocalBackend::check_reservation(DecideRequest request, CancelTicket ticket,
-                                                       ReservationLook) {
-  const std::int64_t now = now_of(request);
-  Entry& entry = entry_for(request, now);
-  // Why a copy: an entry created here is erased before the answer (a check stores nothing).
-  const std::optional<LimitState> state = entry.states[0];
-  store(request, entry, false, {}, now);
-  co_return ReservationCheck{.lease_held = true, .where = reservation_standing(state, ticket)};
+Task<ReservationReply> LocalBackend::run_reservation(ReservationOperation operation,
+                                                     DecideRequest request, CancelTicket ticket) {
+  ReservationReply reply;
+  if (operation == ReservationOperation::cancel) {
+    reply.verdict = cancel_now(request, ticket);
+  } else if (operation != ReservationOperation::renew) {
+    const std::int64_t now = now_of(request);
+    Entry& entry = entry_for(request, now);
+    // Why a copy: an entry created here is erased before the answer (an ask stores nothing).
+    const std::optional<LimitState> state = entry.states[0];
+    store(request, entry, false, {}, now);
+    reply.lease_held = true;
+    reply.where = reservation_standing(state, ticket);
+  }
+  co_return reply;
 }
 
 // Why `on_confirmed` is never called: in process, every notice is heard as it is made.

@@ -30,10 +30,11 @@ class LocalBackend final : public Backend {
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
-  Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
-  Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
-  Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket,
-                                           ReservationLook look) override;
+  /// Why no leases in process: no other process shares the state, and a dead process takes its
+  /// reservations with it. None is registered, so none is renewed (renew answers 0), and
+  /// confirm is locate.
+  Task<ReservationReply> run_reservation(ReservationOperation operation, DecideRequest request,
+                                         CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
                       std::function<void()> on_confirmed) override;
   void unwatch(std::uint64_t id) override;
@@ -84,6 +85,8 @@ class LocalBackend final : public Backend {
     std::optional<std::multimap<std::int64_t, const std::string*>::iterator> expiry;
   };
 
+  /// Gives back the reservation `ticket` (run_reservation()'s cancel).
+  CancelVerdict cancel_now(const DecideRequest& request, const CancelTicket& ticket);
   /// The reservation's outcome at `now`, at `not_before_us` (0: its earliest slot), stale
   /// included; `dry`: decided only, nothing stored (reserve_group()'s reserve_at_one_slot()).
   ReserveOutcome reserve_outcome(const DecideRequest& request, std::int64_t now,

@@ -88,8 +88,10 @@ Task<ClaimsReservation> LocalBackend::reserve_claims(std::span<Backend* const> b
     if (!part.decision.allowed) {
       // Why given back: a claim that fit at its earliest slot refuses a later one only at the
       // limits of exact arithmetic; the claims reserved before it cancel their parts.
-      for (std::size_t before = 0; before < i; ++before)
-        co_await backends[before]->cancel(requests[before], out.claims[before].ticket);
+      for (std::size_t before = 0; before < i; ++before) {
+        co_await backends[before]->run_reservation(ReservationOperation::cancel, requests[before],
+                                                   out.claims[before].ticket);
+      }
       ClaimsReservation refused{.decision = part.decision};
       co_return refused;
     }

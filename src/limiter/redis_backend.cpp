@@ -317,23 +317,6 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   co_return out;
 }
 
-Task<CancelVerdict> RedisBackend::cancel(DecideRequest request, CancelTicket ticket) {
-  const std::size_t claim = request.claim;
-  const auto numbers = ticket_numbers(ticket);
-  const Reply reply = co_await run_reserve_script("cancel", std::move(request), numbers);
-  const auto& fields = reply.as_array();
-  if (fields.size() != 2) throw ProtocolError("the cancel script returned an unexpected reply");
-  const std::int64_t verdict = fields[0].as_integer();
-  if (verdict == -1) throw StalePolicy(fields[1].as_integer(), claim);
-  // In the script's numbering.
-  constexpr std::array verdicts = {CancelVerdict::due, CancelVerdict::returned,
-                                   CancelVerdict::refused, CancelVerdict::already_returned};
-  if (verdict < 0 || verdict >= std::ssize(verdicts)) {
-    throw ProtocolError("the cancel script returned an unknown verdict");
-  }
-  co_return verdicts[static_cast<std::size_t>(verdict)];
-}
-
 Task<Decision> RedisBackend::reclaim_and_decide(const scripts::ScriptSource& script,
                                                 const DecideRequest& request, Decision denied) {
   using Clock = std::chrono::steady_clock;
@@ -372,28 +355,50 @@ Task<Reply> RedisBackend::run_reserve_script(std::string operation, DecideReques
                                  client_.command_deadline());
 }
 
-Task<std::int64_t> RedisBackend::renew_reservation(DecideRequest request, std::int64_t version) {
-  const std::array<std::int64_t, 2> numbers = {version, lease_us()};
-  const Reply reply = co_await run_reserve_script("renew", std::move(request), numbers);
+Task<ReservationReply> RedisBackend::run_reservation(ReservationOperation operation,
+                                                     DecideRequest request, CancelTicket ticket) {
+  // In the script's words and numbering.
+  constexpr std::array<const char*, 4> names = {"cancel", "renew", "confirm", "locate"};
+  constexpr std::array verdicts = {CancelVerdict::due, CancelVerdict::returned,
+                                   CancelVerdict::refused, CancelVerdict::already_returned};
+  const char* const name = names[static_cast<std::size_t>(operation)];
+  const std::size_t claim = request.claim;
+  const std::array<std::int64_t, 2> renewal = {ticket.version, lease_us()};
+  const std::array<std::int64_t, 7> located = ticket_numbers(ticket);
+  const std::span<const std::int64_t> numbers(operation == ReservationOperation::renew
+                                                  ? std::span<const std::int64_t>(renewal)
+                                                  : std::span<const std::int64_t>(located));
+  const Reply reply = co_await run_reserve_script(name, std::move(request), numbers);
   const auto& fields = reply.as_array();
-  if (fields.size() != 3) throw ProtocolError("the renew script returned an unexpected reply");
-  co_return fields[0].as_integer() == 1 ? fields[2].as_integer() : 0;
-}
-
-Task<ReservationCheck> RedisBackend::check_reservation(DecideRequest request, CancelTicket ticket,
-                                                       ReservationLook look) {
-  const auto numbers = ticket_numbers(ticket);
-  const char* const operation = look == ReservationLook::at_wake ? "confirm" : "locate";
-  const Reply reply = co_await run_reserve_script(operation, std::move(request), numbers);
-  const auto& fields = reply.as_array();
-  const std::int64_t standing = fields.size() == 6 ? fields[2].as_integer() : -1;
-  if (standing < 0 || standing > 3) {
-    throw ProtocolError(std::string("the ") + operation + " script returned an unexpected reply");
+  const auto unexpected = [name] {
+    return ProtocolError(std::string("the ") + name + " script returned an unexpected reply");
+  };
+  ReservationReply out;
+  switch (operation) {
+    case ReservationOperation::cancel: {
+      if (fields.size() != 2) throw unexpected();
+      const std::int64_t verdict = fields[0].as_integer();
+      if (verdict == -1) throw StalePolicy(fields[1].as_integer(), claim);
+      if (verdict < 0 || verdict >= std::ssize(verdicts)) throw unexpected();
+      out.verdict = verdicts[static_cast<std::size_t>(verdict)];
+      break;
+    }
+    case ReservationOperation::renew:
+      if (fields.size() != 3) throw unexpected();
+      out.lease_expiry_us = fields[0].as_integer() == 1 ? fields[2].as_integer() : 0;
+      break;
+    case ReservationOperation::confirm:
+    case ReservationOperation::locate: {
+      const std::int64_t standing = fields.size() == 6 ? fields[2].as_integer() : -1;
+      if (standing < 0 || standing > 3) throw unexpected();
+      out.lease_held = fields[0].as_integer() == 1;
+      out.where = {static_cast<ReservationStanding>(standing),
+                   {fields[3].as_integer(), fields[4].as_integer()},
+                   fields[5].as_integer()};
+      break;
+    }
   }
-  co_return ReservationCheck{.lease_held = fields[0].as_integer() == 1,
-                             .where = {static_cast<ReservationStanding>(standing),
-                                       {fields[3].as_integer(), fields[4].as_integer()},
-                                       fields[5].as_integer()}};
+  co_return out;
 }
 
 std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler,

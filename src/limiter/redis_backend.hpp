@@ -34,10 +34,8 @@ class RedisBackend final : public Backend {
   Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
   Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
-  Task<CancelVerdict> cancel(DecideRequest request, CancelTicket ticket) override;
-  Task<std::int64_t> renew_reservation(DecideRequest request, std::int64_t version) override;
-  Task<ReservationCheck> check_reservation(DecideRequest request, CancelTicket ticket,
-                                           ReservationLook look) override;
+  Task<ReservationReply> run_reservation(ReservationOperation operation, DecideRequest request,
+                                         CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
                       std::function<void()> on_confirmed) override;
   void unwatch(std::uint64_t id) override;

@@ -103,10 +103,10 @@ class AtScopeEnd {
 /// Renews a part's owner lease, reporting into its upkeep.
 Task<void> renew_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
   try {
-    const std::int64_t expiry =
-        co_await part.backend->renew_reservation(std::move(part.request), part.ticket.version);
-    if (expiry == 0) upkeep->reclaimed = true;
-    upkeep->confirmed = std::max(upkeep->confirmed, expiry);
+    const ReservationReply renewed = co_await part.backend->run_reservation(
+        ReservationOperation::renew, std::move(part.request), part.ticket);
+    if (renewed.lease_expiry_us == 0) upkeep->reclaimed = true;
+    upkeep->confirmed = std::max(upkeep->confirmed, renewed.lease_expiry_us);
   } catch (...) {
     // Redis could not answer: renewed again at the next turn, or claimed at the wake.
     if (!means_unavailable(std::current_exception())) upkeep->error = std::current_exception();
@@ -119,10 +119,10 @@ Task<void> renew_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
 /// is dropped: the ask at the wake finds where it stands, or reports the error.
 Task<void> locate_beside(PartCall part, std::shared_ptr<PartUpkeep> upkeep) {
   try {
-    const ReservationCheck check = co_await part.backend->check_reservation(
-        std::move(part.request), part.ticket, ReservationLook::while_waiting);
-    upkeep->located = check.where;
-    if (check.where.standing == ReservationStanding::given_back) upkeep->reclaimed = true;
+    const ReservationReply located = co_await part.backend->run_reservation(
+        ReservationOperation::locate, std::move(part.request), part.ticket);
+    upkeep->located = located.where;
+    if (located.where.standing == ReservationStanding::given_back) upkeep->reclaimed = true;
   } catch (...) {
   }
   upkeep->locating = false;
@@ -162,7 +162,9 @@ std::vector<PartCall> give_backs_of(std::span<const WaitingPart> parts) {
 
 Task<void> cancel_part(const PartCall* part, std::optional<CancelVerdict>* verdict) {
   try {
-    *verdict = co_await part->backend->cancel(part->request, part->ticket);
+    const ReservationReply cancelled = co_await part->backend->run_reservation(
+        ReservationOperation::cancel, part->request, part->ticket);
+    *verdict = cancelled.verdict;
   } catch (...) {
   }
 }
@@ -204,8 +206,8 @@ void give_back_abandoned(uv_loop_t* loop, std::span<const WaitingPart> parts) no
 Task<void> check_part(WaitingPart* part) {
   if (part->backend->background() == nullptr) co_return;
   const PartCall call = part->call();
-  const ReservationCheck check =
-      co_await call.backend->check_reservation(call.request, call.ticket, ReservationLook::at_wake);
+  const ReservationReply check = co_await call.backend->run_reservation(
+      ReservationOperation::confirm, call.request, call.ticket);
   part->stands =
       (check.lease_held || !part->unconfirmed()) && where_known(check.where, part->waiter);
 }

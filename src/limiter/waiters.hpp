@@ -25,7 +25,7 @@ namespace redlimit::detail {
 /// whose key's subscription is confirmed (the first time, or after a reconnect) after its watch
 /// began is marked `unheard`: it asks Redis where it stands while it sleeps, rather than waking
 /// at a slot that moved. At its wake, Redis tells where it stands
-/// (Backend::check_reservation), from its log of cancellations. A notice that arrives before
+/// (ReservationOperation::confirm), from its log of cancellations. A notice that arrives before
 /// the reply of a reservation made before it is kept for a while and applied when that waiter
 /// registers.
 class WaiterRegistry {
@@ -35,7 +35,7 @@ class WaiterRegistry {
   /// One sleeping acquire(): its reservation and its local wake-up time.
   struct Waiter {
     FracTime slot;        ///< server time the permits may be used (fraction in 1/ticket.den)
-    CancelTicket ticket;  ///< the reservation as made: what cancel() needs to give it back
+    CancelTicket ticket;  ///< the reservation as made: what gives it back
     std::int64_t reserved_at_us = 0;
     std::int64_t heard = 0;  ///< the key's cancels up to the last notice taken into `slot`
     Clock::time_point wake;
@@ -57,7 +57,7 @@ class WaiterRegistry {
     /// Registers the waiter (after its reservation), applying notices that came before it.
     void add(Waiter* waiter);
     /// Moves the registered waiter to where Redis found its reservation (asked while it waits,
-    /// Backend::check_reservation), then by the notices kept that came after what the answer
+    /// ReservationOperation::locate), then by the notices kept that came after what the answer
     /// counts, if that is earlier than it stands.
     void locate(const StandingOutcome& where);
 

@@ -206,22 +206,22 @@ class Sequence {
           const Granted& target = granted_[operation.reservation];
           const DecideRequest cancel(policy_, KeyBase(key_base(way, target.key)),
                                      Operation::acquire, target.permits, operation.now);
-          const CancelVerdict verdict = co_await backend.cancel(cancel, ticket_of(target));
-          co_return Outcome{"cancel " + std::to_string(static_cast<int>(verdict))};
+          const ReservationReply reply = co_await backend.run_reservation(
+              ReservationOperation::cancel, cancel, ticket_of(target));
+          co_return Outcome{"cancel " + std::to_string(static_cast<int>(reply.verdict))};
         }
         case Kind::renew:
         case Kind::confirm: {
           const Granted& target = granted_[operation.reservation];
           const DecideRequest lease(policy_, KeyBase(key_base(way, target.key)), Operation::acquire,
                                     1, operation.now);
-          const std::int64_t version = target.reservation.book.version;
-          if (operation.kind == Kind::renew) {
-            co_return Outcome{"renew " +
-                              std::to_string(co_await backend.renew_reservation(lease, version))};
-          }
-          const ReservationCheck check = co_await backend.check_reservation(
-              lease, ticket_of(target), ReservationLook::at_wake);
-          co_return Outcome{confirm_text(check.lease_held, check.where)};
+          const ReservationReply reply = co_await backend.run_reservation(
+              operation.kind == Kind::renew ? ReservationOperation::renew
+                                            : ReservationOperation::confirm,
+              lease, ticket_of(target));
+          if (operation.kind == Kind::renew)
+            co_return Outcome{"renew " + std::to_string(reply.lease_expiry_us)};
+          co_return Outcome{confirm_text(reply.lease_held, reply.where)};
         }
         case Kind::adjust:
           co_return Outcome{adjust_text(co_await backend.adjust(

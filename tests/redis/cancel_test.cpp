@@ -47,7 +47,10 @@ class Cancel : public test::LoopTest, public ::testing::WithParamInterface<bool>
   }
   detail::CancelVerdict cancel(std::int64_t n, const detail::Reservation& reservation,
                                std::int64_t now_us) {
-    return run(loop(), backend_->cancel(request(n, now_us), detail::ticket_of(reservation)));
+    return run(loop(),
+               backend_->run_reservation(detail::ReservationOperation::cancel, request(n, now_us),
+                                         detail::ticket_of(reservation)))
+        .verdict;
   }
   /// A fresh key of `algorithm` at 4/min, burst 4, its capacity taken at `now` (a leaky
   /// bucket's queue of 4 takes 1 now and 2 behind it): what comes next waits. True if taken.
@@ -104,8 +107,8 @@ TEST_P(Cancel, WhereAReservationStandsCountsEveryCancellationAheadOfIt) {
     ASSERT_GT(first.wait_us, 0);
     ASSERT_GT(second.slot.us, first.slot.us);
     const auto where = [&](const detail::Reservation& reservation, std::int64_t at) {
-      return run(loop(), backend_->check_reservation(request(1, at), detail::ticket_of(reservation),
-                                                     detail::ReservationLook::at_wake))
+      return run(loop(), backend_->run_reservation(detail::ReservationOperation::confirm,
+                                                   request(1, at), detail::ticket_of(reservation)))
           .where;
     };
     detail::StandingOutcome second_at = where(second, now + 3);

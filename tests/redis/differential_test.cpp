@@ -122,8 +122,8 @@ struct Step {
   Kind kind;
   std::int64_t max_wait_us = 0;  ///< reserve
   std::size_t reservation = 0;   ///< cancel, renew, claim: which earlier granted reservation
-  ReservationLook look =
-      ReservationLook::at_wake;  ///< confirm: asked at the wake, or while waiting
+  /// confirm: asked at the wake (confirm), or while waiting (locate)
+  ReservationOperation look = ReservationOperation::confirm;
   std::int64_t block_us = 0;     ///< block: the duration
   std::int64_t taken_at_us = 0;  ///< give_back: the time of the take (an earlier step's)
   std::shared_ptr<const CompiledPolicy> policy{};  ///< change_policy (with its epoch)
@@ -218,7 +218,7 @@ Sequence random_sequence(std::mt19937_64& random, std::vector<Algorithm> algorit
       step.kind = roll < 16 ? Kind::renew : Kind::confirm;
       step.reservation = static_cast<std::size_t>(pick(random, 0, reserves - 1));
       if (step.kind == Kind::confirm && pick(random, 0, 1) == 0)
-        step.look = ReservationLook::while_waiting;
+        step.look = ReservationOperation::locate;
     }
     if ((step.kind == Kind::acquire || step.kind == Kind::peek) && pick(random, 0, 5) == 0) {
       static constexpr Kind adjustments[] = {Kind::refund, Kind::give_back, Kind::penalize,
@@ -433,19 +433,21 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       std::string script;
       std::string model;
       if (step.kind == Kind::renew) {
-        script = std::to_string(co_await backend.renew_reservation(request, version));
+        const ReservationReply renewal = co_await backend.run_reservation(
+            ReservationOperation::renew, request, ticket_of(reserved));
+        script = std::to_string(renewal.lease_expiry_us);
         reclaim_in_model();
         const std::int64_t renewed = renew_lease(held, version, step.now, lease_us);
         model = std::to_string(renewed);
         tally->renewed += renewed != 0 ? 1 : 0;
       } else {
-        const ReservationCheck check =
-            co_await backend.check_reservation(request, ticket_of(reserved), step.look);
+        const ReservationReply check =
+            co_await backend.run_reservation(step.look, request, ticket_of(reserved));
         script = confirm_text(check.lease_held, check.where);
         // Why only at the wake: asked while waiting, the registration stays.
         const bool held_before =
-            step.look == ReservationLook::at_wake && claim_lease(held, version);
-        if (step.look == ReservationLook::while_waiting &&
+            step.look == ReservationOperation::confirm && claim_lease(held, version);
+        if (step.look == ReservationOperation::locate &&
             check.where.standing == ReservationStanding::moved) {
           ++tally->located_moved;
         }
@@ -536,10 +538,11 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       CancelVerdict script = CancelVerdict::refused;
       std::int64_t script_stale = 0;
       try {
-        script =
-            co_await backend.cancel(DecideRequest(sequence.policy, KeyBase(key_base),
-                                                  Operation::acquire, target.permits, step.now),
-                                    ticket);
+        const DecideRequest cancel(sequence.policy, KeyBase(key_base), Operation::acquire,
+                                   target.permits, step.now);
+        const ReservationReply reply =
+            co_await backend.run_reservation(ReservationOperation::cancel, cancel, ticket);
+        script = reply.verdict;
       } catch (const StalePolicy& stale) {
         script_stale = stale.stored_version();
       }

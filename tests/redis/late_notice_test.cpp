@@ -120,7 +120,9 @@ TEST_F(LateNotice, AWaiterThatWakesBeforeTheNoticeOfACancellationAheadDoesNotUse
     run(loop(), wait_for(loop(), shared.blocked));
     // Given back while its slot is ahead: the waiters behind it may move earlier by 3 permits.
     const detail::CancelVerdict verdict =
-        run(loop(), backend.cancel(ahead, detail::ticket_of(reserved)));
+        run(loop(), backend.run_reservation(detail::ReservationOperation::cancel, ahead,
+                                            detail::ticket_of(reserved)))
+            .verdict;
     EXPECT_TRUE(verdict == detail::CancelVerdict::returned ||
                 verdict == detail::CancelVerdict::due);
     other.join();
@@ -153,7 +155,8 @@ Task<void> cancel_after(uv_loop_t* loop, std::chrono::milliseconds delay,
                         detail::RedisBackend* backend, const detail::DecideRequest* request,
                         const detail::Reservation* reserved) {
   co_await sleep_for(loop, delay);
-  static_cast<void>(co_await backend->cancel(*request, detail::ticket_of(*reserved)));
+  static_cast<void>(co_await backend->run_reservation(detail::ReservationOperation::cancel,
+                                                      *request, detail::ticket_of(*reserved)));
 }
 
 TEST_F(LateNotice, AWaiterStoppedAfterItsUnheardSlotCameIsNotAdmittedAtTheSlotItBelieved) {

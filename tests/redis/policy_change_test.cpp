@@ -502,10 +502,11 @@ Task<detail::CancelVerdict> cancel_at(detail::Backend& backend,
                                     .version = reservation.book.version,
                                     .epoch = reservation.book.epoch,
                                     .cancels_before = reservation.book.cancels};
-  co_return co_await backend.cancel(
-      detail::DecideRequest(std::move(policy), detail::KeyBase("{shift}"),
-                            detail::Operation::acquire, n, now_us),
-      ticket);
+  const detail::DecideRequest cancel(std::move(policy), detail::KeyBase("{shift}"),
+                                     detail::Operation::acquire, n, now_us);
+  const detail::ReservationReply reply =
+      co_await backend.run_reservation(detail::ReservationOperation::cancel, cancel, ticket);
+  co_return reply.verdict;
 }
 
 // A cancel after a loosening (1/min -> 1000/s) gives the key back its permit at the new rate,

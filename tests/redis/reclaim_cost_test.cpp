@@ -75,7 +75,9 @@ TEST_F(ReclaimCost, EachCallReclaimingAThousandDeadReservationsStaysShort) {
   // Their owners cancel the newest ones: a log every older reservation is moved by.
   for (int i = 0; i < live_cancels; ++i) {
     const detail::Reservation& r = reserved[reserved.size() - 1 - static_cast<std::size_t>(i)];
-    ASSERT_EQ(run(loop(), backend_.cancel(request(now + 5'000 + i), detail::ticket_of(r))),
+    ASSERT_EQ(run(loop(), backend_.run_reservation(detail::ReservationOperation::cancel,
+                                                   request(now + 5'000 + i), detail::ticket_of(r)))
+                  .verdict,
               detail::CancelVerdict::returned);
   }
   // All but those waiting no longer than a lease (40 slots and the burst) are registered.
@@ -86,9 +88,12 @@ TEST_F(ReclaimCost, EachCallReclaimingAThousandDeadReservationsStaysShort) {
   // Why a probe: on a loaded machine Redis runs late too; the bound grows by what the load cost
   // this process in this run. Why no PING: one would wait behind the calls measured.
   const test::LatenessProbe probe;
+  detail::CancelTicket renewed;  // the reservation of version 1
+  renewed.version = 1;
   for (std::int64_t at = now + lease_us + 10'000; held_leases() > 0; at += 1'000) {
     const auto start = Clock::now();
-    run(loop(), backend_.renew_reservation(request(at), 1));
+    run(loop(),
+        backend_.run_reservation(detail::ReservationOperation::renew, request(at), renewed));
     calls.push_back(Clock::now() - start);
     ASSERT_LE(calls.size(), 10u) << "the reservations were not reclaimed";
   }

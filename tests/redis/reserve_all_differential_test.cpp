@@ -282,7 +282,10 @@ class Sequence {
     CancelVerdict script = CancelVerdict::refused;
     std::int64_t script_stale = 0;
     try {
-      script = co_await backend_.cancel(request(part.key, part.permits), part.ticket);
+      const DecideRequest cancel = request(part.key, part.permits);
+      const ReservationReply reply =
+          co_await backend_.run_reservation(ReservationOperation::cancel, cancel, part.ticket);
+      script = reply.verdict;
     } catch (const StalePolicy& stale) {
       script_stale = stale.stored_version();
     }

@@ -47,7 +47,9 @@ class Waiters : public test::LoopTest {
                                 .version = given_back.book.version,
                                 .epoch = given_back.book.epoch,
                                 .cancels_before = given_back.book.cancels};
-      EXPECT_EQ(run(loop(), backend_.cancel(request(t0 + ahead + 2), ticket)),
+      EXPECT_EQ(run(loop(), backend_.run_reservation(ReservationOperation::cancel,
+                                                     request(t0 + ahead + 2), ticket))
+                    .verdict,
                 CancelVerdict::returned);
     }
     WaiterRegistry::Waiter waiter;
@@ -91,7 +93,8 @@ void miss_two_then_ask(uv_loop_t* loop, LocalBackend& backend, WaiterRegistry& r
     queue->ahead.push_back(backend.reserve_now(at(t0 + i), 3'600'000'000));
   queue->mine = backend.reserve_now(at(t0 + 4), 3'600'000'000);
   for (std::size_t i : {3u, 2u})
-    run(loop, backend.cancel(at(t0 + 5), ticket_of(queue->ahead[i])));
+    run(loop, backend.run_reservation(ReservationOperation::cancel, at(t0 + 5),
+                                      ticket_of(queue->ahead[i])));
   queue->waiter = {.slot = queue->mine.slot,
                    .ticket = ticket_of(queue->mine),
                    .reserved_at_us = queue->mine.reserved_at_us,
@@ -99,8 +102,8 @@ void miss_two_then_ask(uv_loop_t* loop, LocalBackend& backend, WaiterRegistry& r
                    .wake = WaiterRegistry::Clock::now() + std::chrono::hours(1)};
   queue->watch = registry.watch(at(t0 + 6));
   queue->watch->add(&queue->waiter);
-  queue->located = run(loop, backend.check_reservation(at(t0 + 6), ticket_of(queue->mine),
-                                                       ReservationLook::while_waiting))
+  queue->located = run(loop, backend.run_reservation(ReservationOperation::locate, at(t0 + 6),
+                                                     ticket_of(queue->mine)))
                        .where;
 }
 
@@ -113,7 +116,8 @@ TEST_F(Waiters, AWaiterLocatedPastNoticesItMissedMovesWhereItStandsAndCountsLate
   EXPECT_EQ(queue.waiter.heard, 2);
   queue.watch->locate(queue.located);
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 2'000'000) << "counting nothing new";
-  run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue.ahead[1])));  // heard
+  run(loop(), backend_.run_reservation(ReservationOperation::cancel, request(t0 + 7),
+                                       ticket_of(queue.ahead[1])));  // heard
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 3'000'000) << "one slot more";
 }
 
@@ -123,7 +127,8 @@ TEST_F(Waiters, AnAnswerOvertakenByANoticeStillMovesTheWaiterByWhatItMissedAndWh
       loop(), backend_, registry_, [this](std::int64_t at) { return request(at); }, &queue);
   // A cancellation heard before the answer is taken: the answer counts 2, the waiter has heard
   // of the third only.
-  run(loop(), backend_.cancel(request(t0 + 7), ticket_of(queue.ahead[1])));
+  run(loop(), backend_.run_reservation(ReservationOperation::cancel, request(t0 + 7),
+                                       ticket_of(queue.ahead[1])));
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 1'000'000) << "the notice heard";
   queue.watch->locate(queue.located);
   EXPECT_EQ(queue.mine.slot.us - queue.waiter.slot.us, 3'000'000) << "all three";
