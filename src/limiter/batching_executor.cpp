@@ -75,15 +75,10 @@ BatchingExecutor::BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatche
 BatchingExecutor::Group BatchingExecutor::group_of(const HeldCall& call) {
   if (across_slots_ != nullptr && call.slot) {
     if (const Connection* server = dispatcher_.router().owner(*call.slot)) {
-      return {.server = server, .slot = call.slot};
+      return {.server = server, .slot = std::nullopt};
     }
   }
   return {.server = nullptr, .slot = call.slot};
-}
-
-bool BatchingExecutor::same_batch(const Group& a, const Group& b) noexcept {
-  if (a.server != nullptr) return a.server == b.server;
-  return b.server == nullptr && a.slot == b.slot;
 }
 
 void BatchingExecutor::stop_batching_across_slots(const std::string& error) {
@@ -113,7 +108,7 @@ bool BatchingExecutor::hold(HeldCall& call) {
   call.index = queued_.size();
   queued_.push_back(&call);
   const Group group = group_of(call);
-  if (queued_.size() == 1 || !same_batch(group, tail_group_)) {
+  if (queued_.size() == 1 || group != tail_group_) {
     tail_group_ = group;
     tail_run_ = 0;
   }
@@ -160,7 +155,7 @@ void BatchingExecutor::flush() {
       std::size_t to = from;
       std::size_t count = 0;
       while (to < flushing_.size() && count < max_batch_ &&
-             (flushing_[to] == nullptr || same_batch(group, group_of(*flushing_[to])))) {
+             (flushing_[to] == nullptr || group == group_of(*flushing_[to]))) {
         if (flushing_[to] != nullptr) ++count;
         ++to;
       }

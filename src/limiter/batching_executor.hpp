@@ -68,15 +68,15 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   static void on_idle(void* self);
   /// Sends everything queued, as batches and calls alone, until nothing is queued.
   void flush();
-  /// Where a call goes: to the `server` that serves its slot (batched with the calls of every
-  /// slot it serves), or, when null, batched with the calls of its `slot` alone.
+  /// Where a call goes, batched with the calls of the same group: to the `server` that serves
+  /// its slot (with the calls of every slot it serves: no slot), or, when null, with the calls
+  /// of its `slot` alone.
   struct Group {
     const Connection* server;
     std::optional<std::uint16_t> slot;
+    bool operator==(const Group&) const = default;
   };
   Group group_of(const HeldCall& call);
-  /// Whether calls of groups `a` and `b` go in one batch.
-  static bool same_batch(const Group& a, const Group& b) noexcept;
   /// Sends the calls in flushing_[from, to) (one group, non-null ones) as one batch.
   void start_batch(std::size_t from, std::size_t to);
   Task<void> run_batch(std::vector<HeldCall*> calls);

@@ -120,25 +120,25 @@ DecideRequest PolicyEnforcer::give_back_request(const DecideRequest& reserved,
   return out;
 }
 
-std::optional<DecideRequest> PolicyEnforcer::fallback_reservation(
-    const DecideRequest& request) const {
+std::optional<DecideRequest> PolicyEnforcer::on_fallback(const DecideRequest& request) const {
   // Why no look at the failure policy: only local_fallback has a fallback.
-  if (!fallback_ || !fits_fallback(request)) return std::nullopt;
-  return fallback_request(request);
-}
-
-bool PolicyEnforcer::fits_fallback(const DecideRequest& request) const {
-  return std::ranges::all_of(fallback_policy_for(request.policy)->limits(),
-                             [&](const auto& limit) { return request.permits <= limit.capacity; });
+  if (!fallback_) return std::nullopt;
+  DecideRequest local = fallback_request(request);
+  if (!std::ranges::all_of(local.policy->limits(),
+                           [&](const auto& limit) { return request.permits <= limit.capacity; })) {
+    return std::nullopt;
+  }
+  return local;
 }
 
 Decision PolicyEnforcer::decide_on_failure(const DecideRequest& request,
                                            std::chrono::microseconds retry_in) {
-  const FailureAnswer answer = failure_answer(options_.on_failure, fallback_ != nullptr,
-                                              fallback_ && fits_fallback(request), retry_in);
+  const std::optional<DecideRequest> local = on_fallback(request);
+  const FailureAnswer answer =
+      failure_answer(options_.on_failure, fallback_ != nullptr, local.has_value(), retry_in);
   Decision decision;
   if (answer.action == FailureAnswer::Action::ask_fallback) {
-    decision = fallback_->decide_now(fallback_request(request));
+    decision = fallback_->decide_now(*local);
   } else {
     const CompiledLimit& first = request.policy->limits().front();
     decision.allowed = answer.action == FailureAnswer::Action::allow;

@@ -130,9 +130,9 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   Gauge* waiters_gauge() const noexcept {
     return observer_.metrics() != nullptr ? &observer_.metrics()->waiters : nullptr;
   }
-  /// Where acquire() reserves `request` when Redis cannot answer: on the local fallback, under
-  /// its scaled policy, when its share can ever grant it; none: the failure policy answers.
-  std::optional<DecideRequest> fallback_reservation(const DecideRequest& request) const;
+  /// Where `request` is decided or reserved when Redis cannot answer: on the local fallback,
+  /// under its scaled policy, when its share can ever grant it; none: the failure policy answers.
+  std::optional<DecideRequest> on_fallback(const DecideRequest& request) const;
   /// The local fallback (local_fallback), else null.
   LocalBackend* fallback() const noexcept { return fallback_.get(); }
   /// How many times the client's connections broke (CommandDispatcher::contact()); 0 in process.
@@ -191,8 +191,6 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool may_cache(const DecideRequest& request) const noexcept;
   /// The request under the fallback's scaled policy.
   DecideRequest fallback_request(const DecideRequest& request) const;
-  /// Whether the fallback's scaled limits can ever grant the request.
-  bool fits_fallback(const DecideRequest& request) const;
   /// Applies `adjustment` to `request`'s key, in the fallback's state too when there is one.
   Task<void> adjust_under(DecideRequest request, Adjustment adjustment, std::int64_t amount);
   /// The failure policy's answer for a follower's call whose stored policy could not be

@@ -82,9 +82,18 @@ Decision redis_decision(const std::array<std::int64_t, 6>& fields, std::size_t b
                   .source = Source::redis};
 }
 
-/// Throws StalePolicy for a script's `{-1, stored_pv}` reply.
-void throw_if_stale(const std::vector<Reply>& fields) {
+/// The fields of the `script` script's reply of `count` fields; StalePolicy for its
+/// `{-1, stored_pv}`.
+const std::vector<Reply>& reply_fields(const Reply& reply, std::size_t count,
+                                       std::string_view script) {
+  const auto& fields = reply.as_array();
   if (fields.size() == 2 && fields[0].as_integer() == -1) throw StalePolicy(fields[1].as_integer());
+  if (fields.size() != count) {
+    throw ProtocolError("the " + std::string(script) + " script returned " +
+                        std::to_string(fields.size()) + " fields, expected " +
+                        std::to_string(count));
+  }
+  return fields;
 }
 
 /// The notice in a message of the reserve script's cancel; nullopt if malformed.
@@ -153,12 +162,7 @@ Decision decision_from_fields(const std::vector<Reply>& fields, std::size_t firs
 }
 
 Decision decision_from_reply(const Reply& reply, std::size_t limit_count) {
-  const auto& fields = reply.as_array();
-  throw_if_stale(fields);
-  if (fields.size() != 7) {
-    throw ProtocolError("the decide script returned " + std::to_string(fields.size()) +
-                        " fields, expected 7");
-  }
+  const auto& fields = reply_fields(reply, 7, "decide");
   return decision_from_fields(fields, 3,
                               reply_index(fields[2].as_integer(), limit_count, "decide"));
 }
@@ -298,12 +302,7 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   const std::int64_t version = request.policy->epoch().version;
   const std::array<std::int64_t, 2> numbers = {max_wait_us, lease_us()};
   const Reply reply = co_await run_reserve_script("reserve", std::move(request), numbers);
-  const auto& fields = reply.as_array();
-  throw_if_stale(fields);
-  if (fields.size() != 13) {
-    throw ProtocolError("the reserve script returned " + std::to_string(fields.size()) +
-                        " fields, expected 13");
-  }
+  const auto& fields = reply_fields(reply, 13, "reserve");
   Reservation out;
   out.decision = decision_from_fields(fields, 2, 0);
   out.decision.policy_version = version;

@@ -446,7 +446,7 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
     // One claim whose reservation Redis could not answer waits on its local fallback, if it has
     // one that can grant it (the notices come from Redis: it waits its time as reserved).
     if (!means_unavailable(std::current_exception()) || held.size() != 1) throw;
-    fallback = first.fallback_reservation(requests.front());
+    fallback = first.on_fallback(requests.front());
     if (!fallback) throw;
   }
   if (fallback) {
