@@ -58,10 +58,6 @@ class LeaseIssuer : public std::enable_shared_from_this<LeaseIssuer> {
   /// Asks once for `permits` on `key` under a new lease id; when Redis cannot answer, as the
   /// failure policy says. A grant whose reply was lost is released in the background.
   Task<Grant> grant(const std::string& key, const std::string& lease_id, std::int64_t permits);
-  /// What the failure policy answers for a grant of `permits` on `key`; `retry_in` is when
-  /// Redis will be tried again (the server's circuit breaker), 0 when unknown.
-  Task<Grant> grant_on_failure(const std::string& key, const std::string& lease_id,
-                               std::int64_t permits, std::chrono::microseconds retry_in);
   /// Runs `release` on the backend of `source` as background work: the client's, which
   /// Client::close() waits for, or at once for an in-process backend. Nothing for fail_open.
   void run_in_background(LeaseRequest release, Source source);

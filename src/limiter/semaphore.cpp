@@ -159,31 +159,16 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
   }
   // The grant may have happened without us hearing of it: give it back.
   if (maybe_granted(error)) run_in_background(request(source, key, lease_id, permits), source);
-  co_return co_await grant_on_failure(key, lease_id, permits, retry_in_after(error));
-}
-
-Task<Grant> LeaseIssuer::grant_on_failure(const std::string& key, const std::string& lease_id,
-                                          std::int64_t permits,
-                                          std::chrono::microseconds retry_in) {
   const FailureAnswer answer = failure_answer(options_.on_failure, fallback_ != nullptr,
-                                              permits <= fallback_capacity_, retry_in);
-  Grant out;
-  switch (answer.action) {
-    case FailureAnswer::Action::allow:
-      out.granted = true;
-      break;
-    case FailureAnswer::Action::ask_fallback: {
-      LeaseRequest local = request(Source::fallback, key, lease_id, permits);
-      const LeaseReply reply =
-          co_await fallback_->run_lease(LeaseOperation::grant, std::move(local));
-      co_return grant_of(reply, Source::fallback);
-    }
-    case FailureAnswer::Action::deny:
-      out.retry_after = answer.retry_after;
-      break;
+                                              permits <= fallback_capacity_, retry_in_after(error));
+  if (answer.action == FailureAnswer::Action::ask_fallback) {
+    LeaseRequest local = request(Source::fallback, key, lease_id, permits);
+    const LeaseReply reply = co_await fallback_->run_lease(LeaseOperation::grant, std::move(local));
+    co_return grant_of(reply, Source::fallback);
   }
-  out.source = answer.source;
-  co_return out;
+  co_return Grant{.granted = answer.action == FailureAnswer::Action::allow,
+                  .retry_after = answer.retry_after,
+                  .source = answer.source};
 }
 
 void LeaseIssuer::run_in_background(LeaseRequest release, Source source) {
