@@ -158,7 +158,7 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
     error = std::current_exception();
   }
   // The grant may have happened without us hearing of it: give it back.
-  if (maybe_granted(error)) run_in_background(request(source, key, lease_id, permits), source);
+  if (maybe_granted(error)) release_in_background(source, key, lease_id, permits);
   const FailureAnswer answer = failure_answer(options_.on_failure, fallback_ != nullptr,
                                               permits <= fallback_capacity_, retry_in_after(error));
   if (answer.action == FailureAnswer::Action::ask_fallback) {
@@ -171,21 +171,19 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
                   .source = answer.source};
 }
 
-void LeaseIssuer::run_in_background(LeaseRequest release, Source source) {
+void LeaseIssuer::release_in_background(Source source, std::string key, std::string lease_id,
+                                        std::int64_t permits) {
   Backend* const backend = backend_for(source);
   if (backend == nullptr) return;
-  Task<void> task =
-      release_detached(shared_from_this(), backend, std::move(release), logger_.get());
+  Task<void> task = release_detached(shared_from_this(), backend,
+                                     request(source, std::move(key), std::move(lease_id), permits),
+                                     logger_.get());
   // Why the client's background work: Client::close() lets the release reach Redis first.
   if (BackgroundTasks* tasks = backend->background()) {
     tasks->start(std::move(task));
   } else {
     start_detached(std::move(task));  // in process: done before this returns
   }
-}
-
-void LeaseIssuer::release_in_background(const Lease& lease) {
-  run_in_background(request(lease.source_, lease.key_, lease.id_, lease.permits_), lease.source_);
 }
 
 Task<LeaseReply> LeaseIssuer::run(const Lease& lease, LeaseOperation operation) {
@@ -304,7 +302,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 Lease::~Lease() {
   if (!held_) return;
   try {
-    issuer_->release_in_background(*this);
+    issuer_->release_in_background(source_, key_, id_, permits_);
   } catch (...) {
     // Out of memory, or UsageError on a thread other than the loop's: released at expiry.
     detail::report_error(std::current_exception());
