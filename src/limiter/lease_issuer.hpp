@@ -47,9 +47,11 @@ class LeaseIssuer : public std::enable_shared_from_this<LeaseIssuer> {
                       std::shared_ptr<LeaseIssuer> keep_alive);
   /// Renews or releases `lease` where it was granted; nothing for Source::fail_open.
   Task<LeaseReply> run(const Lease& lease, LeaseOperation operation);
-  /// Releases a lease whose owner is gone: as the client's background work, or at once in
-  /// process.
-  void release_in_background(const Lease& lease);
+  /// Releases a lease whose owner is gone, or whose grant's reply was lost, on the backend of
+  /// `source`: as the client's background work, which Client::close() waits for, or at once in
+  /// process. Nothing for Source::fail_open.
+  void release_in_background(Source source, std::string key, std::string lease_id,
+                             std::int64_t permits);
 
  private:
   /// The semaphore key of `key`; throws InvalidArgument.
@@ -58,13 +60,6 @@ class LeaseIssuer : public std::enable_shared_from_this<LeaseIssuer> {
   /// Asks once for `permits` on `key` under a new lease id; when Redis cannot answer, as the
   /// failure policy says. A grant whose reply was lost is released in the background.
   Task<Grant> grant(const std::string& key, const std::string& lease_id, std::int64_t permits);
-  /// What the failure policy answers for a grant of `permits` on `key`; `retry_in` is when
-  /// Redis will be tried again (the server's circuit breaker), 0 when unknown.
-  Task<Grant> grant_on_failure(const std::string& key, const std::string& lease_id,
-                               std::int64_t permits, std::chrono::microseconds retry_in);
-  /// Runs `release` on the backend of `source` as background work: the client's, which
-  /// Client::close() waits for, or at once for an in-process backend. Nothing for fail_open.
-  void run_in_background(LeaseRequest release, Source source);
   /// The backend that granted leases of `source`; null for Source::fail_open.
   Backend* backend_for(Source source) const noexcept;
   /// The request to the backend of `source` (with the capacity it enforces).

@@ -158,49 +158,32 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
     error = std::current_exception();
   }
   // The grant may have happened without us hearing of it: give it back.
-  if (maybe_granted(error)) run_in_background(request(source, key, lease_id, permits), source);
-  co_return co_await grant_on_failure(key, lease_id, permits, retry_in_after(error));
-}
-
-Task<Grant> LeaseIssuer::grant_on_failure(const std::string& key, const std::string& lease_id,
-                                          std::int64_t permits,
-                                          std::chrono::microseconds retry_in) {
+  if (maybe_granted(error)) release_in_background(source, key, lease_id, permits);
   const FailureAnswer answer = failure_answer(options_.on_failure, fallback_ != nullptr,
-                                              permits <= fallback_capacity_, retry_in);
-  Grant out;
-  switch (answer.action) {
-    case FailureAnswer::Action::allow:
-      out.granted = true;
-      break;
-    case FailureAnswer::Action::ask_fallback: {
-      LeaseRequest local = request(Source::fallback, key, lease_id, permits);
-      const LeaseReply reply =
-          co_await fallback_->run_lease(LeaseOperation::grant, std::move(local));
-      co_return grant_of(reply, Source::fallback);
-    }
-    case FailureAnswer::Action::deny:
-      out.retry_after = answer.retry_after;
-      break;
+                                              permits <= fallback_capacity_, retry_in_after(error));
+  if (answer.action == FailureAnswer::Action::ask_fallback) {
+    LeaseRequest local = request(Source::fallback, key, lease_id, permits);
+    const LeaseReply reply = co_await fallback_->run_lease(LeaseOperation::grant, std::move(local));
+    co_return grant_of(reply, Source::fallback);
   }
-  out.source = answer.source;
-  co_return out;
+  co_return Grant{.granted = answer.action == FailureAnswer::Action::allow,
+                  .retry_after = answer.retry_after,
+                  .source = answer.source};
 }
 
-void LeaseIssuer::run_in_background(LeaseRequest release, Source source) {
+void LeaseIssuer::release_in_background(Source source, std::string key, std::string lease_id,
+                                        std::int64_t permits) {
   Backend* const backend = backend_for(source);
   if (backend == nullptr) return;
-  Task<void> task =
-      release_detached(shared_from_this(), backend, std::move(release), logger_.get());
+  Task<void> task = release_detached(shared_from_this(), backend,
+                                     request(source, std::move(key), std::move(lease_id), permits),
+                                     logger_.get());
   // Why the client's background work: Client::close() lets the release reach Redis first.
   if (BackgroundTasks* tasks = backend->background()) {
     tasks->start(std::move(task));
   } else {
     start_detached(std::move(task));  // in process: done before this returns
   }
-}
-
-void LeaseIssuer::release_in_background(const Lease& lease) {
-  run_in_background(request(lease.source_, lease.key_, lease.id_, lease.permits_), lease.source_);
 }
 
 Task<LeaseReply> LeaseIssuer::run(const Lease& lease, LeaseOperation operation) {
@@ -319,7 +302,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 Lease::~Lease() {
   if (!held_) return;
   try {
-    issuer_->release_in_background(*this);
+    issuer_->release_in_background(source_, key_, id_, permits_);
   } catch (...) {
     // Out of memory, or UsageError on a thread other than the loop's: released at expiry.
     detail::report_error(std::current_exception());

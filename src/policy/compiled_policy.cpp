@@ -90,14 +90,12 @@ std::shared_ptr<const CompiledPolicy> CompiledPolicy::compile(Policy policy, Pol
     compiled->limits_.push_back(compile_limit(policy.limits[i], i));
     compiled->specs_.push_back(compiled->limits_.back().spec);
   }
-  if (epoch.version < 0 || epoch.version > max_exact) {
-    throw InvalidArgument("a policy version must be in [0, 2^52], got " +
-                          std::to_string(epoch.version));
-  }
-  if (epoch.since_us < 0 || epoch.since_us > max_exact) {
-    throw InvalidArgument("a policy's since_us must be in [0, 2^52], got " +
-                          std::to_string(epoch.since_us));
-  }
+  const auto check_exact = [](const std::string& what, std::int64_t value) {
+    if (value < 0 || value > max_exact)
+      throw InvalidArgument(what + " must be in [0, 2^52], got " + std::to_string(value));
+  };
+  check_exact("a policy version", epoch.version);
+  check_exact("a policy's since_us", epoch.since_us);
   compiled->policy_ = std::move(policy);
   compiled->epoch_ = epoch;
   compiled->epoch_fields_ = {std::to_string(epoch.version), std::to_string(epoch.since_us),

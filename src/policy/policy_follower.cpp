@@ -29,12 +29,8 @@ std::shared_ptr<const FollowedPolicies> PolicyFollower::ready() {
       (!followed_->policy && followed_->per_key.empty())) {
     return nullptr;
   }
-  refresh_if_due();
-  return followed_;
-}
-
-void PolicyFollower::refresh_if_due() {
   if (Clock::now() - read_at_ >= refresh_) read_in_background();
+  return followed_;
 }
 
 Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
@@ -78,8 +74,8 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
         std::rethrow_exception(self->read_error_);
       }
     }
-  } else {
-    self->refresh_if_due();
+  } else if (Clock::now() - self->read_at_ >= self->refresh_) {
+    self->read_in_background();
   }
   if (!self->followed_) {
     throw ConnectionError("the client is closed: the policies stored under " + self->record_key_ +
@@ -155,19 +151,19 @@ void PolicyFollower::on_notice(std::string_view message) {
   }
   // Why any other version, a smaller one too: the store's versions start again after a restart
   // that lost them.
-  if (reading_) {
-    read_again_ = true;
-  } else if (!followed_ || followed_->version != version) {
-    read_in_background();
-  }
+  read_again(!followed_ || followed_->version != version);
 }
 
 void PolicyFollower::on_subscribed() {
   // Why: changes stored while the subscription was down were announced to nobody; with nothing
   // read yet, the first read is still to come.
+  read_again(followed_ != nullptr);
+}
+
+void PolicyFollower::read_again(bool now) {
   if (reading_) {
     read_again_ = true;
-  } else if (followed_) {
+  } else if (now) {
     read_in_background();
   }
 }

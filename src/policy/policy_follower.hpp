@@ -100,12 +100,13 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// Waits until no read is in flight, or until `deadline`. A caller destroyed while waiting is
   /// forgotten.
   Task<void> wait_for_read(Clock::time_point deadline);
-  /// Reads in the background if `refresh` passed since the last read (followed_ must be set).
-  void refresh_if_due();
   /// Reads again on a change notice naming another version (`message`).
   void on_notice(std::string_view message);
   /// Reads again after the subscription is confirmed (first, or after a reconnect).
   void on_subscribed();
+  /// With a read in flight, sets read_again_ (read() reads again after it if it succeeds);
+  /// else reads now if `now`.
+  void read_again(bool now);
   /// Compiles `stored` as followed_, read at `contact`; tells on_change of a change.
   void install(const StoredPolicies& stored, std::uint64_t contact);
 

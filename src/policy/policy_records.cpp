@@ -111,16 +111,14 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
     record.policy = parse_policy(*text);
     stored.policy = std::move(record);
   }
-  const auto& overrides = parts[1].as_array();
-  for (std::size_t i = 0; i + 1 < overrides.size(); i += 2) {
-    stored.overrides.emplace(overrides[i].as_string(),
-                             parse_override(overrides[i + 1].as_string()));
-  }
-  const auto& removals = parts[2].as_array();
-  for (std::size_t i = 0; i + 1 < removals.size(); i += 2) {
-    stored.removed_overrides.emplace(removals[i].as_string(),
-                                     parse_removal(removals[i + 1].as_string()));
-  }
+  const auto parse_pairs = [](const Reply& part, auto& into, auto parse) {
+    const auto& pairs = part.as_array();
+    for (std::size_t i = 0; i + 1 < pairs.size(); i += 2)
+      into.emplace(pairs[i].as_string(), parse(pairs[i + 1].as_string()));
+  };
+  parse_pairs(parts[1], stored.overrides, parse_override);
+  parse_pairs(parts[2], stored.removed_overrides,
+              [](std::string_view value) { return parse_removal(value); });
   co_return stored;
 }
 

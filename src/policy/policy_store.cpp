@@ -28,6 +28,14 @@ std::string carry_argument(Carry carry) {
   return std::to_string(value);
 }
 
+/// Runs the policy script's `operation` on the record of `name` under `prefix`.
+Task<Reply> run_script(const Client& client, std::string_view prefix, std::string_view name,
+                       std::string operation, std::string first, std::string second) {
+  return detail::run_policy_script(client.shared_dispatcher(),
+                                   detail::policy_record_key(prefix, name), std::move(operation),
+                                   std::move(first), std::move(second));
+}
+
 }  // namespace
 
 PolicyStore::PolicyStore(Client& client, std::string prefix)
@@ -38,18 +46,15 @@ PolicyStore::PolicyStore(Client& client, std::string prefix)
 Task<bool> PolicyStore::try_set(std::string name, Policy policy) {
   detail::check_name("PolicyStore name", name);
   std::string text = validated_text(policy);
-  const Reply reply = co_await detail::run_policy_script(client_->shared_dispatcher(),
-                                                         detail::policy_record_key(prefix_, name),
-                                                         "try_set", std::move(text), "");
+  const Reply reply = co_await run_script(*client_, prefix_, name, "try_set", std::move(text), "");
   co_return reply.as_array().at(0).as_integer() == 1;
 }
 
 Task<void> PolicyStore::set(std::string name, Policy policy, Carry carry) {
   detail::check_name("PolicyStore name", name);
   std::string text = validated_text(policy);
-  const Reply reply = co_await detail::run_policy_script(
-      client_->shared_dispatcher(), detail::policy_record_key(prefix_, name), "set",
-      std::move(text), carry_argument(carry));
+  const Reply reply =
+      co_await run_script(*client_, prefix_, name, "set", std::move(text), carry_argument(carry));
   if (reply.as_array().at(0).as_integer() == -1) throw_scope_change(name);
 }
 
@@ -74,24 +79,20 @@ Task<void> PolicyStore::set_override(std::string name, std::string key, Policy p
   detail::check_name("PolicyStore name", name);
   detail::check_key(key);
   std::string text = validated_text(policy);
-  const Reply reply = co_await detail::run_policy_script(
-      client_->shared_dispatcher(), detail::policy_record_key(prefix_, name), "set_override",
-      std::move(text), std::move(key));
+  const Reply reply =
+      co_await run_script(*client_, prefix_, name, "set_override", std::move(text), std::move(key));
   if (reply.as_array().at(0).as_integer() == -1) throw_scope_change(name);
 }
 
 Task<void> PolicyStore::remove_override(std::string name, std::string key) {
   detail::check_name("PolicyStore name", name);
   detail::check_key(key);
-  co_await detail::run_policy_script(client_->shared_dispatcher(),
-                                     detail::policy_record_key(prefix_, name), "remove_override",
-                                     "", std::move(key));
+  co_await run_script(*client_, prefix_, name, "remove_override", "", std::move(key));
 }
 
 Task<void> PolicyStore::remove(std::string name) {
   detail::check_name("PolicyStore name", name);
-  co_await detail::run_policy_script(client_->shared_dispatcher(),
-                                     detail::policy_record_key(prefix_, name), "remove", "", "");
+  co_await run_script(*client_, prefix_, name, "remove", "", "");
 }
 
 }  // namespace redlimit
