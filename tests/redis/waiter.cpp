@@ -54,7 +54,8 @@ redlimit::Task<void> wait_one(redlimit::Limiter& limiter, std::string key,
     }
     if (d.allowed) {
       lines->push_back("allowed " + std::to_string(d.server_time_us) + " " +
-                       std::to_string(d.waited.count()) + " " + std::to_string(steady_ns()));
+                       std::to_string(d.waited.count()) + " " + std::to_string(steady_ns()) + " " +
+                       std::to_string(unix_us()));
     } else {
       lines->push_back("denied " + std::to_string(d.retry_after.count()) + " " +
                        std::to_string(d.waited.count()));
