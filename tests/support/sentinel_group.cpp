@@ -21,18 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* master_name = "mymaster";
 
-/// The role a data node answers ROLE with ("master", "slave"), or "" when it does not answer.
-std::string role_of(RedisServer& node) {
-  try {
-    const Reply role = node.command({"ROLE"});
-    if (role.type == Reply::Type::array && !role.elements.empty()) {
-      return role.elements.front().str;
-    }
-  } catch (const std::exception&) {
-  }
-  return "";
-}
-
 /// The TLS settings of a node or sentinel of a TLS group, in redis-server's words.
 std::vector<std::string> tls_settings(const TestCertificates& certificates) {
   return {"tls-cert-file",    certificates.server.cert,
@@ -43,6 +31,17 @@ std::vector<std::string> tls_settings(const TestCertificates& certificates) {
 }
 
 }  // namespace
+
+std::string role_of(RedisServer& node) {
+  try {
+    const Reply role = node.command({"ROLE"});
+    if (role.type == Reply::Type::array && !role.elements.empty()) {
+      return role.elements.front().str;
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
 
 std::vector<std::string> SentinelGroup::data_node_args(int port) const {
   // Why no diskless-sync delay: a replica's first sync (and a demoted primary's, after a

@@ -87,4 +87,8 @@ class SentinelGroup {
   std::vector<Sentinel> sentinels_;
 };
 
+/// The role a data node answers ROLE with ("master", "slave"), or "" when it does not answer:
+/// a primary turned into a replica closes its clients' connections, an ask in flight among them.
+std::string role_of(RedisServer& node);
+
 }  // namespace redlimit::test
