@@ -94,8 +94,8 @@ TEST_F(SentinelTest, AFailoverThatLostAPolicyChangeNeitherKeepsNorLocksItsVersio
   test::RedisServer& old_primary = group.primary();
   group.failover();
   // Why wait: until the sentinels turn it into a replica, the old primary still takes writes
-  // (those are lost too, as any write to it during a failover). Why role_of(): as it turns, it
-  // closes its clients' connections, this ask's among them.
+  // (those are lost too, as any write to it during a failover). Why role_of(): as they turn it, the
+  // sentinels kill its clients' connections, this ask's among them.
   while (test::role_of(old_primary) != "slave")
     std::this_thread::sleep_for(10ms);
   Decision decision;

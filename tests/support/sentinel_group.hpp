@@ -88,7 +88,8 @@ class SentinelGroup {
 };
 
 /// The role a data node answers ROLE with ("master", "slave"), or "" when it does not answer:
-/// a primary turned into a replica closes its clients' connections, an ask in flight among them.
+/// the sentinels kill a primary's client connections as they turn it into a replica (CLIENT KILL
+/// TYPE normal), an ask in flight among them.
 std::string role_of(RedisServer& node);
 
 }  // namespace redlimit::test
