@@ -1,7 +1,7 @@
 // One process of the waiting test: `count` coroutines each acquire() one permit of a shared
 // gcra limit, all at the same wall-clock instant (so that the reservations of every process form
 // one queue), and write how each ended to `out`:
-//   allowed <server_time_us> <waited_us> <completed_steady_ns>
+//   allowed <server_time_us> <waited_us> <completed_steady_ns> <completed_unix_us>
 //   denied <retry_after_us> <waited_us>
 //   cancelled <index>
 // With cancel_odd = 1, the odd-numbered coroutines are cancelled `cancel_after_ms` after the
