@@ -291,8 +291,14 @@ Task<void> cancel_every_other(uv_loop_t* loop, Limiter& limiter, std::vector<Fin
   co_await group.join();
 }
 
+/// The slots of the cancellation tests: 5/s. Why so far apart: every odd waiter is stopped
+/// 30 ms in, before the first of them is due (one interval in); at 50 ms apart a busy machine
+/// fired that stop after it, and waiter 1 was admitted.
+constexpr std::int64_t cancel_interval_us = 200'000;
+const Limit cancel_limit{Algorithm::gcra, {5, 1s}, 1, Window::aligned};
+
 /// Whether a waiter on "k" hears a cancellation ahead of it: admitted at the cancelled one's
-/// slot (50 ms after the permit taken first), not behind it.
+/// slot (one interval after the permit taken first), not behind it.
 Task<bool> notice_heard(uv_loop_t* loop, Limiter& limiter, bool in_redis) {
   const Decision taken = co_await limiter.try_acquire("k");
   std::vector<Finished> finished;
@@ -304,14 +310,15 @@ Task<bool> notice_heard(uv_loop_t* loop, Limiter& limiter, bool in_redis) {
   co_await sleep_for(loop, 10ms);
   stop_first.request_stop();
   co_await group.join();
-  co_await sleep_for(loop, 150ms);  // the key idle again
-  if (!in_redis) co_return true;    // in process, notices are delivered at once
+  // The key idle again: one interval after the last slot.
+  co_await sleep_for(loop, std::chrono::microseconds(cancel_interval_us) + 50ms);
+  if (!in_redis) co_return true;  // in process, notices are delivered at once
   co_return taken.allowed&& finished.size() == 1 &&
-      finished.front().decision.server_time_us == taken.server_time_us + 50'000;
+      finished.front().decision.server_time_us == taken.server_time_us + cancel_interval_us;
 }
 
 TEST_P(AcquireTest, CancelledWaitersGiveTheirPermitsToThoseBehindThem) {
-  Limiter& l = limiter({Algorithm::gcra, {20, 1s}, 1, Window::aligned});
+  Limiter& l = limiter(cancel_limit);
   // Why first: a notice published before the key's subscription is confirmed is lost, and a
   // waiter that may have missed one takes a new place at the back (exact, docs/waiting.md);
   // on a loaded machine the subscription can take longer than the 30 ms this test allows.
@@ -326,19 +333,20 @@ TEST_P(AcquireTest, CancelledWaitersGiveTheirPermitsToThoseBehindThem) {
   EXPECT_EQ(cancelled, 5);
   ASSERT_EQ(finished.size(), 5u);
   for (std::size_t k = 0; k < finished.size(); ++k) {
-    // Waiter 2k had 2k slots ahead of it, k of which were cancelled: it waits 50 ms x k.
+    // Waiter 2k had 2k slots ahead of it, k of which were cancelled: it waits k intervals.
     EXPECT_EQ(finished[k].index, static_cast<int>(2 * k));
-    const auto expected = std::chrono::microseconds(50'000 * static_cast<int>(k));
+    const auto expected = std::chrono::microseconds(cancel_interval_us * static_cast<int>(k));
     EXPECT_GE(finished[k].at - start, expected - 1ms) << "waiter " << finished[k].index;
     EXPECT_LT(finished[k].at - start, expected + probe_.slack()) << "waiter " << finished[k].index;
   }
   if (GetParam()) {
     for (std::size_t k = 1; k < finished.size(); ++k) {
       EXPECT_EQ(finished[k].decision.server_time_us - finished[k - 1].decision.server_time_us,
-                50'000);
+                cancel_interval_us);
     }
   }
-  EXPECT_LT(Clock::now() - start, 250ms + probe_.slack());
+  EXPECT_LT(Clock::now() - start,
+            std::chrono::microseconds(4 * cancel_interval_us) + 50ms + probe_.slack());
 }
 
 Task<Decision> acquire_one(Limiter& limiter) {
