@@ -126,7 +126,7 @@ Policy queue_global_policy() {
 }
 
 /// The user's key: it never binds, and acquire_all's part there lives a second past its slot
-/// (at 100/s it was 10 ms: a waker that late lost its place).
+/// (at 100/s it was 10 ms: a waiter woken later lost its place).
 Policy queue_user_policy() {
   return Policy::of(Limit::gcra({10, 10s}, 10));
 }

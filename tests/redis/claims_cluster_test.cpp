@@ -38,10 +38,10 @@ class ClaimsCluster : public test::LoopTest {
   test::RedisCluster cluster_{3, 0};
 
  private:
-  // Why connected first, with long timeouts: these tests check what Redis holds
-  // after every call was answered; 240 calls sent while the connections, the slot map and the
-  // scripts are still on their way, on a busy machine, would miss the default 250 ms, and a
-  // take whose reply was lost stays taken (what failure_test.cpp checks).
+  // Why connected first, with long timeouts: these tests check what Redis holds after every
+  // call was answered. On a busy machine, 240 calls sent while the connections, the slot map
+  // and the scripts were still on their way missed the default 250 ms; a call that fails
+  // denies, and a take in another slot that cannot be given back stays taken.
   Client client_{
       loop(), ClientOptions{.url = cluster_.url(), .connect_timeout = 5s, .command_timeout = 5s}};
 };
@@ -327,7 +327,7 @@ TEST_F(ClaimsCluster, AcquireAllAcrossSlotsStillUsesTheLimitUnderOverload) {
   // the last waits reach); before, 32 were admitted: a part given back across slots moved the
   // waiters behind it on its key, and each of those found its part moved at its wake, wasted
   // its global permit and reserved again with its max_wait spent. Why 500 ms: a call across
-  // slots makes four round trips before it waits; on a busy machine (under the sanitizers,
+  // slots makes several round trips before it waits; on a busy machine (under the sanitizers,
   // beside three CPU-bound processes) those took most of 200 ms, and only 73 were admitted.
   // Every admission of the global key is logged at the Redis time that key used: the caller's
   // decision carries the binding claim's, often the user's key's, decided on another node.
