@@ -42,12 +42,14 @@ local left = level
 
 --!section write
 -- Writes the level after taking `taken` permits (0: the state carried over to this policy, or
--- a cancel's); the key lives until the bucket is full again (at least 1 ms).
+-- a cancel's); the key lives until the bucket is full again (at least 1 ms), and a key reserved
+-- on a little longer (lib/reserved_grace.lua).
 local written = level - taken * d
 --!include ../lib/tokens_value.lua
 local until_full = CEIL_DIV(full - written, p)
 local ms = CEIL_DIV(until_full, 1000)  -- the TTL in whole milliseconds, rounded up
 if ms < 1 then ms = 1 end
+--!include ../lib/reserved_grace.lua
 redis.call('SET', key, value, 'PX', string.format('%d', ms + TTL_EXTRA_MS))
 
 --!section reserve

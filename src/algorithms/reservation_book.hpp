@@ -20,6 +20,10 @@ struct ReservationBook {
   friend bool operator==(const ReservationBook&, const ReservationBook&) = default;
 };
 
+/// How much longer than its state matters Redis keeps a key whose book has a reservation
+/// (version > 0), in milliseconds: lua/lib/reserved_grace.lua, where the reason is.
+inline constexpr std::int64_t reserved_grace_ms = 1000;
+
 /// A returned cancellation, kept while a reservation made before it may still be pending.
 struct LoggedCancel {
   std::int64_t number = 0;          ///< the key's cancels, this one included

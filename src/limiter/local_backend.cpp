@@ -8,12 +8,23 @@
 namespace redlimit::detail {
 namespace {
 
-/// When Redis drops a key a script wrote at `now` for a state that matters `ttl_us`: the scripts
-/// write the TTL in whole milliseconds, rounded up, at least 1 (lua/lib/write_frac_time.lua,
-/// PX), and Redis expires a key only once its millisecond clock is past the write's millisecond
-/// plus that TTL, so the key lives through the whole millisecond its TTL ends in.
-std::int64_t redis_expiry(std::int64_t now, std::int64_t ttl_us) {
-  const std::int64_t ttl_ms = std::max<std::int64_t>(1, ceil_div(ttl_us, 1000));
+/// True if `state` is of a key that acquire() reserved on.
+bool reserved_on(const std::optional<LimitState>& state) {
+  if (!state) return false;
+  if (const auto* time = std::get_if<GcraState>(&*state)) return time->book.version > 0;
+  if (const auto* tokens = std::get_if<TokenBucketState>(&*state)) return tokens->book.version > 0;
+  return false;
+}
+
+/// When Redis drops a key a script wrote at `now` with `state`, which matters `ttl_us`: the
+/// scripts write the TTL in whole milliseconds, rounded up, at least 1, and reserved_grace_ms
+/// more on a key reserved on (lua/lib/write_frac_time.lua, PX), and Redis expires a key only
+/// once its millisecond clock is past the write's millisecond plus that TTL, so the key lives
+/// through the whole millisecond its TTL ends in.
+std::int64_t redis_expiry(std::int64_t now, std::int64_t ttl_us,
+                          const std::optional<LimitState>& state) {
+  std::int64_t ttl_ms = std::max<std::int64_t>(1, ceil_div(ttl_us, 1000));
+  if (reserved_on(state)) ttl_ms += reserved_grace_ms;
   return (floor_div(now, 1000) + ttl_ms + 1) * 1000;
 }
 
@@ -85,7 +96,7 @@ void LocalBackend::store(const DecideRequest& request, Entry& entry, bool writte
     return;
   }
   for (std::size_t i = 0; i < ttls_us.size(); ++i) {
-    if (ttls_us[i]) entry.slots[i].expires_us = redis_expiry(now, *ttls_us[i]);
+    if (ttls_us[i]) entry.slots[i].expires_us = redis_expiry(now, *ttls_us[i], entry.states[i]);
   }
   std::int64_t entry_expires = 0;
   for (const Slot& slot : entry.slots)

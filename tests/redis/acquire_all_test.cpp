@@ -101,8 +101,6 @@ struct Queue {
   Outcome first, claims, second;
 };
 
-constexpr std::int64_t queue_burst = 10;
-
 /// Waits until the global key "all" (one permit per 100 ms, its burst taken at Redis time
 /// `burst_us`) holds `queued` reservations: its next permit comes that many intervals after the
 /// burst's next. In process (no Redis time) a call reserves as it starts: no wait.
@@ -117,23 +115,9 @@ Task<void> until_queued(uv_loop_t* loop, Limiter& global, std::int64_t burst_us,
   }
 }
 
-/// The global key of the queue: a permit every 100 ms once its burst of 10 is taken, which keeps
-/// the key a second past its last slot. Why: a waiter that a busy machine wakes after its key
-/// expired finds its reservation gone and reserves again, at the back (docs/waiting.md); with
-/// a burst of 1 that was 100 ms after the last slot.
-Policy queue_global_policy() {
-  return Policy::of(Limit::gcra({10, 1s}, queue_burst));
-}
-
-/// The user's key: it never binds, and acquire_all's part there lives a second past its slot
-/// (at 100/s it was 10 ms: a waiter woken later lost its place).
-Policy queue_user_policy() {
-  return Policy::of(Limit::gcra({10, 10s}, 10));
-}
-
 Queue queue_around_acquire_all(uv_loop_t* loop, Limiter& global, Limiter& per_user) {
   Queue out;
-  const Decision burst = run(loop, global.try_acquire("all", queue_burst));
+  const Decision burst = run(loop, global.try_acquire("all"));
   EXPECT_TRUE(burst.allowed);
   // Why each call waits for the one before to reserve: a busy machine can delay a call that
   // started first past one started 10 ms after it.
@@ -241,8 +225,8 @@ TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   // The global key admits one permit per 100 ms; a waiter, then acquire_all, then another
   // waiter queue on it. Asking again at each retry_after, acquire_all was overtaken by every
   // waiter that reserved meanwhile.
-  Limiter global(client(), queue_global_policy(), {.name = "fifo-global"});
-  Limiter per_user(client(), queue_user_policy(), {.name = "fifo-user"});
+  Limiter global(client(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "fifo-global"});
+  Limiter per_user(client(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "fifo-user"});
   const Queue queue = queue_around_acquire_all(loop(), global, per_user);
   const auto& [first, claims, second] = queue;
   ASSERT_TRUE(first.decision && claims.decision && second.decision);
@@ -373,8 +357,8 @@ TEST_F(AcquireAllTest, AWaitUnderAPolicyThatChangedIsReservedAgainUnderTheNewOne
 using AcquireAllInProcessTest = test::LoopTest;
 
 TEST_F(AcquireAllInProcessTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
-  Limiter global(loop(), queue_global_policy(), {.name = "local-fifo-global"});
-  Limiter per_user(loop(), queue_user_policy(), {.name = "local-fifo-user"});
+  Limiter global(loop(), Policy::of(Limit::gcra({10, 1s}, 1)), {.name = "local-fifo-global"});
+  Limiter per_user(loop(), Policy::of(Limit::gcra({100, 1s}, 10)), {.name = "local-fifo-user"});
   const Queue queue = queue_around_acquire_all(loop(), global, per_user);
   const auto& [first, claims, second] = queue;
   ASSERT_TRUE(first.decision && claims.decision && second.decision);

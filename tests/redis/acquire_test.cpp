@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <stop_token>
+#include <thread>
 
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/lateness_probe.hpp"
@@ -29,12 +31,12 @@ class AcquireTest : public test::LoopTest, public ::testing::WithParamInterface<
     EXPECT_TRUE(server_.keys_without_ttl().empty());
     LoopTest::TearDown();
   }
-  Limiter& limiter(Limit limit) {
-    const bool in_redis = GetParam();
-    limiter_ = in_redis ? std::make_unique<Limiter>(client_, Policy::of(limit),
-                                                    LimiterOptions{.name = "acquire"})
-                        : std::make_unique<Limiter>(loop(), Policy::of(limit),
-                                                    LimiterOptions{.name = "acquire"});
+  /// A limiter of `limit` on Redis or in process (GetParam()), counting into `metrics` (null:
+  /// its client's).
+  Limiter& limiter(Limit limit, std::shared_ptr<Metrics> metrics = nullptr) {
+    const LimiterOptions options{.name = "acquire", .metrics = std::move(metrics)};
+    limiter_ = GetParam() ? std::make_unique<Limiter>(client_, Policy::of(limit), options)
+                          : std::make_unique<Limiter>(loop(), Policy::of(limit), options);
     return *limiter_;
   }
 
@@ -234,6 +236,51 @@ TEST_P(AcquireTest, AWaitBeyondMaxWaitIsADenialThatReservesNothing) {
   EXPECT_LE(refused.retry_after, 150ms);
   EXPECT_FALSE(next.allowed);
   EXPECT_LT(Clock::now() - start, 100ms + probe_.slack());
+}
+
+/// acquire() calls of `metrics`' limiters that wait for their permits.
+std::int64_t waiters(const Metrics& metrics) {
+  std::int64_t out = 0;
+  for (const LimiterStats& stats : metrics.snapshot().limiters)
+    out += stats.waiters;
+  return out;
+}
+
+/// Takes the key's first permit, reserves the next (due 500 ms on), and once the waiter sleeps
+/// keeps the loop's thread busy for 1.2 s: the waiter wakes at least 700 ms after its slot,
+/// past the time its key's state stopped mattering (one interval after the slot); then a
+/// try_acquire.
+Task<void> waiter_woken_late(uv_loop_t* loop, Limiter& limiter, const Metrics& metrics,
+                             Decision* first, Decision* late, Decision* after) {
+  *first = co_await limiter.try_acquire("k");
+  TaskGroup waiting;
+  waiting.add(acquire_with(limiter, 10s, late));
+  while (waiters(metrics) == 0)
+    co_await sleep_for(loop, 1ms);
+  std::this_thread::sleep_for(1200ms);
+  co_await waiting.join();
+  *after = co_await limiter.try_acquire("k");
+}
+
+TEST_P(AcquireTest, AWaiterWokenLateUsesItsSlotAndTakesNothingMore) {
+  // A leaky bucket of burst 1 queues nothing: the second permit departs 500 ms on in a queue of 2.
+  for (const Limit& limit : {Limit{Algorithm::gcra, {2, 1s}, 1, Window::aligned},
+                             Limit{Algorithm::token_bucket, {2, 1s}, 1, Window::aligned},
+                             Limit{Algorithm::leaky_bucket, {2, 1s}, 2, Window::aligned}}) {
+    SCOPED_TRACE(to_string(limit.algorithm));
+    const auto metrics = std::make_shared<Metrics>();
+    Limiter& l = limiter(limit, metrics);
+    Decision first, late, after;
+    run(loop(), waiter_woken_late(loop(), l, *metrics, &first, &late, &after));
+    ASSERT_TRUE(first.allowed);
+    EXPECT_TRUE(late.allowed);
+    EXPECT_TRUE(after.allowed) << "the late waiter took a second permit: it reserved again";
+    if (GetParam()) {
+      EXPECT_EQ(late.server_time_us - first.server_time_us, 500'000)
+          << "admitted at its slot, where Redis charged its permit";
+    }
+    run(loop(), l.reset("k"));
+  }
 }
 
 /// Sets `outcome` to "waiting" while acquire() waits, then to "granted", "denied" or

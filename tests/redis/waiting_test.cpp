@@ -5,12 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "support/decision_checker.hpp"
 #include "support/lateness_probe.hpp"
@@ -48,32 +46,6 @@ struct Outcomes {
 /// tests/redis/reclaim_test.cpp checks); no wait here is that long.
 constexpr const char* reservation_lease_ms = "10000";
 
-/// Holds up the time to live of `key` while it lives: a thread sets it to a minute every 50 ms.
-/// Why: the queue's key expires one interval (20 ms) after its last slot, and a waiter that a
-/// busy machine wakes later than that finds its reservation gone and reserves again, at the
-/// back (docs/waiting.md). These tests check the queue's order and slots, not how late this
-/// machine wakes a process (cancel_test.cpp checks that a key that lost a reservation says so).
-class KeyKeeper {
- public:
-  KeyKeeper(const test::RedisServer& server, std::string key)
-      : thread_([this, &server, key = std::move(key)] {
-          while (!stopping_.load()) {
-            server.command({"PEXPIRE", key, "60000"});
-            std::this_thread::sleep_for(50ms);
-          }
-        }) {}
-  KeyKeeper(const KeyKeeper&) = delete;
-  KeyKeeper& operator=(const KeyKeeper&) = delete;
-  ~KeyKeeper() {
-    stopping_ = true;
-    thread_.join();
-  }
-
- private:
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
-};
-
 /// Runs the waiter processes and merges what they wrote.
 Outcomes run_waiters(test::RedisServer& server, std::int64_t max_wait_ms, bool cancel_odd) {
   const char* binary = std::getenv("REDLIMIT_WAITER");
@@ -82,7 +54,6 @@ Outcomes run_waiters(test::RedisServer& server, std::int64_t max_wait_ms, bool c
                          .count() +
                      700'000;  // time for every process to connect first
   const test::LatenessProbe probe(server.port());
-  const KeyKeeper keeper(server, "rl:{waiting:queue}:gcra:0");
   std::vector<pid_t> pids;
   std::vector<std::string> outputs;
   for (int i = 0; i < processes; ++i) {
