@@ -235,7 +235,10 @@ TEST_F(AcquireAllTest, KeepsItsPlaceInTheQueueOfTheKeyThatBinds) {
   EXPECT_LT(claims.decision->server_time_us, second.decision->server_time_us)
       << "the waiter that came after acquire_all went first";
   EXPECT_EQ(claims.decision->claim, 1u) << "the global key bound";
-  EXPECT_GT(claims.decision->waited, 100ms);
+  // Why in Redis time, not Decision::waited: a busy machine can start acquire_all so late that
+  // its slot is almost due (it waited 7 ms).
+  EXPECT_GE(claims.decision->server_time_us - first.decision->server_time_us, 100'000);
+  EXPECT_GE(second.decision->server_time_us - claims.decision->server_time_us, 100'000);
 }
 
 TEST_F(AcquireAllTest, AStopWhileWaitingGivesItsSlotBack) {

@@ -171,9 +171,11 @@ TEST_F(WaitingTest, CancellingHalfTheWaitersMovesTheOthersEarlierByExactlyTheirS
   // earlier on a cancellation notice, which is a hint: one that arrives after the waiter's own
   // timer fired (a busy machine) leaves it admitted late, at the slot it knew, which it reports;
   // that report can equal the next waiter's moved slot. So, ranked: no slot is earlier than the
-  // exact schedule (that would be over-admission; the exact schedule is within the bound), a
-  // late one is late by whole intervals, and the last survivor, due after every notice, is
-  // exact.
+  // exact schedule (that would be over-admission; the exact schedule is within the bound), and
+  // a late one is late by whole intervals. The last survivor too: beside three CPU burners and
+  // two other suites under the sanitizers it was once one interval late, as when a survivor
+  // that heard its notice late finds at its wake that Redis moved it earlier, and reserves again
+  // at the back (docs/waiting.md), one interval after the last.
   const std::int64_t first = outcomes.allowed.front().slot_us;
   for (std::size_t i = 0; i < outcomes.allowed.size(); ++i) {
     const std::int64_t late =
@@ -181,8 +183,6 @@ TEST_F(WaitingTest, CancellingHalfTheWaitersMovesTheOthersEarlierByExactlyTheirS
     EXPECT_GE(late, 0) << i << ": earlier than the exact schedule";
     EXPECT_EQ(late % interval_us, 0) << i;
   }
-  EXPECT_EQ(outcomes.allowed.back().slot_us,
-            first + static_cast<std::int64_t>(outcomes.allowed.size() - 1) * interval_us);
   EXPECT_TRUE(server_.keys_without_ttl().empty());
 }
 
