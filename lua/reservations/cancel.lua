@@ -13,8 +13,9 @@
 -- "number:cancelled_version:shift_us:shift_f:p:backlog_end_us" (p: the denominator of the
 -- shift's fraction; a reservation under another one moves by whole microseconds, rounded down).
 -- A cancellation matters only to reservations made before it, whose slots are all at or before
--- the backlog's end at that moment; once that time has passed, they are all due, and the entry
--- goes (oldest first). A reservation that missed a removed entry is therefore due.
+-- the backlog's end at that moment; once that time has passed, they are all due, and a second
+-- later (LOG_GRACE_US) the entry goes (oldest first). A reservation that missed a removed entry
+-- is therefore due.
 --
 -- Why moving the waiters behind is safe: a cancellable reservation waited, so every reservation
 -- made after it while it was pending found a backlog longer than tau >= n*T ahead of its own
@@ -25,16 +26,20 @@
 
 -- How many stale entries one call removes at most (each call adds one at most).
 local LOG_PRUNE_MAX = 16
+-- How long an entry outlives its backlog's end, in microseconds: as long as a key reserved on
+-- outlives its state (lib/reserved_grace.lua), so that a waiter its busy process wakes late
+-- still finds where it stands.
+local LOG_GRACE_US = 1000000
 
--- Removes the oldest entries whose backlog end has passed; the number of the oldest entry left,
--- or nil when none is.
+-- Removes the oldest entries whose backlog end passed over LOG_GRACE_US ago; the number of the
+-- oldest entry left, or nil when none is.
 local function prune_cancel_log(log, now)
   local removed = 0
   while true do
     local oldest = redis.call('ZRANGE', log, 0, 0)
     if #oldest == 0 then return nil end
     local number, _, _, _, _, backlog_end = split_value(oldest[1])
-    if backlog_end > now or removed == LOG_PRUNE_MAX then return number end
+    if backlog_end + LOG_GRACE_US > now or removed == LOG_PRUNE_MAX then return number end
     redis.call('ZREMRANGEBYRANK', log, 0, 0)
     removed = removed + 1
   end
@@ -150,11 +155,11 @@ local function waiters_shift(n, d, p, reserved_d, reserved_p)
 end
 
 -- Logs a returned cancellation, the key's cancels-th; the log lives as long as its latest
--- backlog end.
+-- backlog end, and LOG_GRACE_US more.
 local function log_cancel(log, now, cancels, version, shift, shift_f, p, backlog_end)
   redis.call('ZADD', log, cancels,
              string.format('%d:%d:%d:%d:%d:%d', cancels, version, shift, shift_f, p, backlog_end))
-  local ttl_ms = ceil_div(backlog_end - now, 1000) + TTL_EXTRA_MS
+  local ttl_ms = ceil_div(backlog_end + LOG_GRACE_US - now, 1000) + TTL_EXTRA_MS
   if ttl_ms < 1 then ttl_ms = 1 end
   if redis.call('PTTL', log) < ttl_ms then redis.call('PEXPIRE', log, ttl_ms) end
 end

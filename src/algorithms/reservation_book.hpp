@@ -21,10 +21,13 @@ struct ReservationBook {
 };
 
 /// How much longer than its state matters Redis keeps a key whose book has a reservation
-/// (version > 0), in milliseconds: lua/lib/reserved_grace.lua, where the reason is.
+/// (version > 0), in milliseconds, and an entry of its log of cancellations past its backlog's
+/// end: lua/lib/reserved_grace.lua, where the reason is, and LOG_GRACE_US in
+/// lua/reservations/cancel.lua.
 inline constexpr std::int64_t reserved_grace_ms = 1000;
 
-/// A returned cancellation, kept while a reservation made before it may still be pending.
+/// A returned cancellation, kept while a reservation made before it may still be pending, and
+/// reserved_grace_ms more.
 struct LoggedCancel {
   std::int64_t number = 0;          ///< the key's cancels, this one included
   std::int64_t cancelled = 0;       ///< the version of the cancelled reservation

@@ -69,10 +69,13 @@ void rewrite_time(ReserveOutcome& out, std::optional<LimitState>& state, FracTim
   written.written_us = now;
 }
 
-/// Removes the oldest entries whose backlog end has passed.
+/// Removes the oldest entries whose backlog end passed over reserved_grace_ms ago (lua:
+/// LOG_GRACE_US).
 void prune(CancelLog& log, std::int64_t now) {
+  constexpr std::int64_t grace_us = reserved_grace_ms * 1000;
   std::size_t removed = 0;
-  while (removed < log_prune_max && removed < log.size() && log[removed].backlog_end_us <= now)
+  while (removed < log_prune_max && removed < log.size() &&
+         log[removed].backlog_end_us + grace_us <= now)
     ++removed;
   log.erase(log.begin(), log.begin() + static_cast<std::ptrdiff_t>(removed));
 }

@@ -168,8 +168,8 @@ Task<void> cancellation(Client& client, uv_loop_t* loop) {
   }
 }
 
-/// Cancellations pile up in the key's log; a later one prunes the entries whose backlog has
-/// passed (the only path that runs ZREMRANGEBYRANK).
+/// Cancellations pile up in the key's log; a later one prunes the entries whose backlog ended
+/// over a second before (the only path that runs ZREMRANGEBYRANK).
 Task<void> cancel_log_pruning(Client& client, uv_loop_t* loop) {
   auto l = limiter(client, one(Algorithm::gcra, {10, 1s}, 1), "log");  // a slot every 100 ms
   const auto start = Clock::now();
@@ -186,11 +186,12 @@ Task<void> cancel_log_pruning(Client& client, uv_loop_t* loop) {
   group.add(wait_for(*l, {}, &w4));                 // slot 300
   group.add(wait_for(*l, stop5.get_token(), &w5));  // slot 400
   co_await sleep_for(loop, 5ms);
-  stop5.request_stop();  // logged; its backlog ends at 500, so the log lives until then
-  const auto until_330 =
-      std::chrono::ceil<std::chrono::microseconds>(330ms - (Clock::now() - start));
-  if (until_330 > 0us) co_await sleep_for(loop, until_330);
-  group.add(wait_for(*l, stop6.get_token(), &w6));  // slot 400
+  stop5.request_stop();  // logged; its backlog ends at 500, so the log lives until 1,500
+  const auto until_1350 =
+      std::chrono::ceil<std::chrono::microseconds>(1350ms - (Clock::now() - start));
+  if (until_1350 > 0us) co_await sleep_for(loop, until_1350);
+  co_await l->try_acquire("key");                   // the key's permit again
+  group.add(wait_for(*l, stop6.get_token(), &w6));  // slot 1,450
   co_await sleep_for(loop, 10ms);
   stop6.request_stop();  // finds the entry of 300 stale: pruned
   co_await group.join();

@@ -238,6 +238,18 @@ TEST_P(AcquireTest, AWaitBeyondMaxWaitIsADenialThatReservesNothing) {
   EXPECT_LT(Clock::now() - start, 100ms + probe_.slack());
 }
 
+/// Sets `outcome` to "waiting" while acquire() waits, then to "granted", "denied" or
+/// "cancelled".
+Task<void> acquire_until_stopped(Limiter& limiter, std::stop_token stop, std::string* outcome) {
+  *outcome = "waiting";
+  try {
+    const Decision decision = co_await limiter.acquire("k", 1, {.stop = stop});
+    *outcome = decision.allowed ? "granted" : "denied";
+  } catch (const Cancelled&) {
+    *outcome = "cancelled";
+  }
+}
+
 /// acquire() calls of `metrics`' limiters that wait for their permits.
 std::int64_t waiters(const Metrics& metrics) {
   std::int64_t out = 0;
@@ -246,17 +258,29 @@ std::int64_t waiters(const Metrics& metrics) {
   return out;
 }
 
-/// Takes the key's first permit, reserves the next (due 100 ms on), and once the waiter sleeps
-/// keeps the loop's thread busy for 400 ms: the waiter wakes at least 300 ms after its slot,
-/// past the time its key's state stopped mattering (one interval after the slot); then a
-/// try_acquire.
+/// Takes the key's first permit and reserves the next (due 100 ms on); with `cancel_behind`,
+/// reserves one more behind it and cancels that (the key's log of cancellations then matters
+/// until 300 ms on, the key's state until 200 ms on). Then keeps the loop's thread busy for
+/// 400 ms: the waiter wakes at least 300 ms after its slot, past the time its key's state (and
+/// log) stopped mattering; then a try_acquire.
 Task<void> waiter_woken_late(uv_loop_t* loop, Limiter& limiter, const Metrics& metrics,
-                             Decision* first, Decision* late, Decision* after) {
+                             bool cancel_behind, Decision* first, Decision* late, Decision* after) {
   *first = co_await limiter.try_acquire("k");
   TaskGroup waiting;
   waiting.add(acquire_with(limiter, 10s, late));
   while (waiters(metrics) == 0)
     co_await sleep_for(loop, 1ms);
+  std::stop_source stop;
+  std::string behind = "none";
+  if (cancel_behind) {
+    waiting.add(acquire_until_stopped(limiter, stop.get_token(), &behind));
+    while (waiters(metrics) < 2)
+      co_await sleep_for(loop, 1ms);
+    stop.request_stop();
+    while (behind == "waiting")
+      co_await sleep_for(loop, 1ms);
+    EXPECT_EQ(behind, "cancelled");
+  }
   std::this_thread::sleep_for(400ms);
   co_await waiting.join();
   *after = co_await limiter.try_acquire("k");
@@ -271,7 +295,7 @@ TEST_P(AcquireTest, AWaiterWokenLateUsesItsSlotAndTakesNothingMore) {
     const auto metrics = std::make_shared<Metrics>();
     Limiter& l = limiter(limit, metrics);
     Decision first, late, after;
-    run(loop(), waiter_woken_late(loop(), l, *metrics, &first, &late, &after));
+    run(loop(), waiter_woken_late(loop(), l, *metrics, false, &first, &late, &after));
     ASSERT_TRUE(first.allowed);
     EXPECT_TRUE(late.allowed);
     EXPECT_TRUE(after.allowed) << "the late waiter took a second permit: it reserved again";
@@ -283,15 +307,24 @@ TEST_P(AcquireTest, AWaiterWokenLateUsesItsSlotAndTakesNothingMore) {
   }
 }
 
-/// Sets `outcome` to "waiting" while acquire() waits, then to "granted", "denied" or
-/// "cancelled".
-Task<void> acquire_until_stopped(Limiter& limiter, std::stop_token stop, std::string* outcome) {
-  *outcome = "waiting";
-  try {
-    const Decision decision = co_await limiter.acquire("k", 1, {.stop = stop});
-    *outcome = decision.allowed ? "granted" : "denied";
-  } catch (const Cancelled&) {
-    *outcome = "cancelled";
+TEST_P(AcquireTest, AWaiterWokenLateAfterACancellationBehindItUsesItsSlot) {
+  // Its reservation was made before the cancellation: Redis finds where it stands from the log.
+  for (const Limit& limit : {Limit{Algorithm::gcra, {10, 1s}, 1, Window::aligned},
+                             Limit{Algorithm::token_bucket, {10, 1s}, 1, Window::aligned},
+                             Limit{Algorithm::leaky_bucket, {10, 1s}, 3, Window::aligned}}) {
+    SCOPED_TRACE(to_string(limit.algorithm));
+    const auto metrics = std::make_shared<Metrics>();
+    Limiter& l = limiter(limit, metrics);
+    Decision first, late, after;
+    run(loop(), waiter_woken_late(loop(), l, *metrics, true, &first, &late, &after));
+    ASSERT_TRUE(first.allowed);
+    EXPECT_TRUE(late.allowed);
+    EXPECT_TRUE(after.allowed) << "the late waiter took a second permit: it reserved again";
+    if (GetParam()) {
+      EXPECT_EQ(late.server_time_us - first.server_time_us, 100'000)
+          << "admitted at its slot, where Redis charged its permit";
+    }
+    run(loop(), l.reset("k"));
   }
 }
 
