@@ -201,9 +201,12 @@ TEST_F(WaitingTest, AWaitBeyondMaxWaitIsRefusedAtOnceAndReservesNothing) {
             1'000'000 - interval_us - slack_us);
   EXPECT_EQ(outcomes.allowed.size() + outcomes.denied.size(),
             static_cast<std::size_t>(processes * per_process));
+  // A refused acquire does not sleep: it is answered once its reservation's way to Redis ends,
+  // behind the calls of every process (200 ms, and how late the machine ran things in the run:
+  // under the sanitizers, beside a build, 220 ms were seen).
   for (const auto& [retry_after, waited] : outcomes.denied) {
     EXPECT_GT(retry_after + waited, 1'000'000) << "refused only when the wait exceeds max_wait";
-    EXPECT_LT(waited, 200'000) << "a refused acquire does not wait";
+    EXPECT_LT(waited, 200'000 + outcomes.slack_us) << "a refused acquire does not wait";
   }
   // Each admitted waiter's slot is at most max_wait after its call began: waited, less how late
   // its process woke after the slot (a busy machine's, not the library's), is at most max_wait
