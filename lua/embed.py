@@ -419,8 +419,8 @@ def main():
         header.append(f"extern const ScriptSource {name};")
         source.append(f"constexpr char {name}_bytes[] = {{{body}}};")
         definitions.append(
-            f"constinit const ScriptSource {name}{{\"{name}\", std::string_view({name}_bytes, {len(data)}), "
-            f"\"{sha1}\", \"{commands}\", {index}}};")
+            f"constinit const ScriptSource {name}{{\"{name}\", "
+            f"std::string_view({name}_bytes, {len(data)}), \"{sha1}\", \"{commands}\", {index}}};")
     all_type = f"std::array<const ScriptSource*, {len(names)}>"
     header += [
         "",
