@@ -1,13 +1,17 @@
 // null_rls_server: Envoy's RateLimitService answering every call OK at once, deciding nothing:
 // the gRPC ceiling that bench/server-compare measures redlimit-server against (the same
-// messages, the same gRPC library, no rate limiting).
+// messages, the same gRPC library, no rate limiting), on gRPC's callback API or on its
+// asynchronous API with completion queues served by threads of their own.
 //
-// usage: null_rls_server [--listen HOST:PORT]   (prints "null_rls_server: serving grpc=PORT")
+// usage: null_rls_server [--listen HOST:PORT] [--queues N]
+//        (prints "null_rls_server: serving grpc=PORT")
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <thread>
+#include <vector>
 
 #include "rls.grpc.pb.h"
 
@@ -15,6 +19,7 @@ namespace {
 
 using envoy::service::ratelimit::v3::RateLimitRequest;
 using envoy::service::ratelimit::v3::RateLimitResponse;
+using envoy::service::ratelimit::v3::RateLimitService;
 
 class NullService final : public envoy::service::ratelimit::v3::RateLimitService::CallbackService {
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
@@ -29,18 +34,62 @@ class NullService final : public envoy::service::ratelimit::v3::RateLimitService
   }
 };
 
+/// One call of the asynchronous API, answered OK as soon as it comes.
+class NullCall {
+ public:
+  NullCall(RateLimitService::AsyncService& service, grpc::ServerCompletionQueue& queue)
+      : service_(service), queue_(queue) {
+    service_.RequestShouldRateLimit(&context_, &request_, &responder_, &queue_, &queue_, this);
+  }
+
+  void on_event(bool ok) {
+    if (answered_ || !ok) {
+      delete this;
+      return;
+    }
+    new NullCall(service_, queue_);
+    response_.set_overall_code(RateLimitResponse::OK);
+    for (int i = 0; i < request_.descriptors_size(); ++i)
+      response_.add_statuses()->set_code(RateLimitResponse::OK);
+    answered_ = true;
+    responder_.Finish(response_, grpc::Status::OK, this);
+  }
+
+ private:
+  RateLimitService::AsyncService& service_;
+  grpc::ServerCompletionQueue& queue_;
+  grpc::ServerContext context_;
+  RateLimitRequest request_;
+  RateLimitResponse response_;
+  grpc::ServerAsyncResponseWriter<RateLimitResponse> responder_{&context_};
+  bool answered_ = false;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
+  unsigned queues = 0;
   CLI::App app{"A RateLimitService that answers OK at once: the gRPC ceiling"};
   app.add_option("--listen", listen, "HOST:PORT (port 0: any free)")->capture_default_str();
+  app.add_option("--queues", queues,
+                 "0: gRPC's callback API; N: its asynchronous API, N completion queues each "
+                 "served by a thread of its own")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  NullService service;
+  NullService callback_service;
+  RateLimitService::AsyncService async_service;
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> completion_queues;
+  if (queues == 0) {
+    builder.RegisterService(&callback_service);
+  } else {
+    builder.RegisterService(&async_service);
+    for (unsigned i = 0; i < queues; ++i)
+      completion_queues.push_back(builder.AddCompletionQueue());
+  }
   const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "null_rls_server: cannot listen on %s\n", listen.c_str());
@@ -48,5 +97,16 @@ int main(int argc, char** argv) {
   }
   std::printf("null_rls_server: serving grpc=%d\n", port);
   std::fflush(stdout);
+  std::vector<std::thread> threads;
+  for (auto& queue : completion_queues) {
+    threads.emplace_back([&async_service, queue = queue.get()] {
+      for (int i = 0; i < 64; ++i)
+        new NullCall(async_service, *queue);
+      void* tag = nullptr;
+      bool ok = false;
+      while (queue->Next(&tag, &ok))
+        static_cast<NullCall*>(tag)->on_event(ok);
+    });
+  }
   server->Wait();  // until killed
 }

@@ -4,48 +4,106 @@
 #include "redlimit/errors.hpp"
 
 namespace redlimit_server {
+namespace {
 
-RateLimitGrpcService::RateLimitGrpcService(std::vector<std::unique_ptr<Worker>>& workers)
-    : workers_(workers) {
-  SetMessageAllocatorFor_ShouldRateLimit(&arenas_);
+using envoy::service::ratelimit::v3::RateLimitRequest;
+using envoy::service::ratelimit::v3::RateLimitResponse;
+using envoy::service::ratelimit::v3::RateLimitService;
+
+/// The calls each queue has requested at any time: a Redis batch's (ClientOptions::max_batch
+/// by default), so that the calls of one turn of the loop do not wait for requests.
+constexpr int requested_calls = 64;
+
+/// Where a worker's calls come from.
+struct CallSource {
+  RateLimitService::AsyncService& service;
+  grpc::ServerCompletionQueue& queue;
+  Worker& worker;
+};
+
+/// One ShouldRateLimit call, from its request to its answer, on its worker's thread. It deletes
+/// itself when its last event has come out of the queue.
+class GrpcCall final : public QueueTag {
+ public:
+  /// Requests the next call from `source`.
+  static void request(const CallSource& source) {
+    auto* call = new GrpcCall(source);
+    source.service.RequestShouldRateLimit(&call->context_, &call->request_, &call->responder_,
+                                          &source.queue, &source.queue, call);
+  }
+
+  void on_event(bool ok) override {
+    if (finishing_ || !ok) {
+      delete this;
+      return;
+    }
+    switch (source_.worker.queue_state()) {
+      case QueueState::shut:
+        delete this;  // gRPC cancels it
+        return;
+      case QueueState::stopping:
+        finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "redlimit-server is shutting down"));
+        return;
+      case QueueState::serving:
+        break;
+    }
+    request(source_);
+    RateLimitCall call;
+    try {
+      call = call_from(request_);
+    } catch (...) {
+      finish(status_of(std::current_exception()));
+      return;
+    }
+    source_.worker.decide(std::move(call),
+                          [this](std::exception_ptr error, RateLimitAnswer answer) {
+                            if (error) {
+                              finish(status_of(error));
+                              return;
+                            }
+                            fill(response_, answer);
+                            finish(grpc::Status::OK);
+                          });
+  }
+
+ private:
+  explicit GrpcCall(const CallSource& source) : source_(source) {}
+  ~GrpcCall() = default;
+
+  void finish(const grpc::Status& status) {
+    finishing_ = true;
+    if (status.ok()) {
+      responder_.Finish(response_, status, this);
+    } else {
+      responder_.FinishWithError(status, this);
+    }
+  }
+
+  CallSource source_;
+  grpc::ServerContext context_;
+  RateLimitRequest request_;
+  RateLimitResponse response_;
+  grpc::ServerAsyncResponseWriter<RateLimitResponse> responder_{&context_};
+  bool finishing_ = false;
+};
+
+}  // namespace
+
+RateLimitGrpcService::RateLimitGrpcService(grpc::ServerBuilder& builder, std::size_t workers) {
+  builder.RegisterService(&service_);
+  for (std::size_t i = 0; i < workers; ++i)
+    queues_.push_back(builder.AddCompletionQueue());
 }
 
-grpc::ServerUnaryReactor* RateLimitGrpcService::ShouldRateLimit(
-    grpc::CallbackServerContext* context,
-    const envoy::service::ratelimit::v3::RateLimitRequest* request,
-    envoy::service::ratelimit::v3::RateLimitResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  RateLimitCall call;
-  try {
-    call = call_from(*request);
-  } catch (...) {
-    reactor->Finish(status_of(std::current_exception()));
-    return reactor;
+void RateLimitGrpcService::serve(const std::vector<std::unique_ptr<Worker>>& workers) {
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    Worker& worker = *workers[i];
+    grpc::ServerCompletionQueue& queue = *queues_[i];
+    worker.serve(&queue, [source = CallSource{service_, queue, worker}] {
+      for (int i = 0; i < requested_calls; ++i)
+        GrpcCall::request(source);
+    });
   }
-  Worker& worker = pick_worker();
-  // Why the response is filled on the worker's thread: gRPC owns it until Finish(), which any
-  // thread may call.
-  worker.submit(std::move(call),
-                [reactor, response](std::exception_ptr error, RateLimitAnswer answer) {
-                  if (error) {
-                    reactor->Finish(status_of(error));
-                    return;
-                  }
-                  fill(*response, answer);
-                  reactor->Finish(grpc::Status::OK);
-                });
-  return reactor;
-}
-
-Worker& RateLimitGrpcService::pick_worker() {
-  const std::size_t first = next_.fetch_add(1, std::memory_order_relaxed);
-  // Why an awake one first: the call then goes with the others of its wake-up, and a sleeping
-  // worker is woken only when none is awake (many calls at once wake them all, in turn).
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
-    Worker& worker = *workers_[(first + i) % workers_.size()];
-    if (worker.awake()) return worker;
-  }
-  return *workers_[first % workers_.size()];
 }
 
 grpc::Status status_of(const std::exception_ptr& error) {

@@ -109,16 +109,16 @@ int serve(ServerOptions options) {
   // Why before serving: the limiters follow the central store, which must hold the limits.
   running.keeper->publish_first();
 
-  redlimit_server::RateLimitGrpcService service(running.workers);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(options.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
-  builder.RegisterService(&service);
+  redlimit_server::RateLimitGrpcService service(builder, running.workers.size());
   std::unique_ptr<grpc::Server> grpc = builder.BuildAndStart();
   if (!grpc || grpc_port == 0) {
     spdlog::error("redlimit-server: --grpc-listen {}: cannot listen", options.grpc_listen);
     return 2;
   }
+  service.serve(running.workers);
 
   uv_loop_t loop;
   uv_loop_init(&loop);

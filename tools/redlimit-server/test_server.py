@@ -16,6 +16,8 @@ import importlib
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -349,6 +351,56 @@ def test_each_domains_failure_policy_answers_without_redis():
         nothing.close()
 
 
+def test_a_stop_with_calls_in_flight_answers_each_and_exits_0():
+    """SIGTERM while calls wait on a Redis that does not answer (stopped): each call still gets
+    an answer (the failure policy's) or UNAVAILABLE, none is left to its deadline, and the
+    server exits with status 0."""
+    path = os.path.join(WORK, "in-flight")
+    os.mkdir(path)
+    write(os.path.join(path, "api.yaml"),
+          "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n")
+    port_holder = socket.socket()
+    port_holder.bind(("127.0.0.1", 0))
+    port = port_holder.getsockname()[1]
+    port_holder.close()
+    redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind",
+                              "127.0.0.1", "--save", "", "--appendonly", "no"],
+                             stdout=subprocess.DEVNULL, cwd=path)
+    try:
+        until(lambda: redis_ping(port), "the test's own redis-server answers")
+        server = Server(path, redis=f"redis://127.0.0.1:{port}")
+        check(server.ask("api", one([("k", "warm")])).overall_code == OK, "a first call is OK")
+        redis.send_signal(signal.SIGSTOP)
+        request = rls.RateLimitRequest(domain="api")
+        request.descriptors.add().entries.add(key="k", value="v")
+        calls = [server.call.future(request, timeout=10) for _ in range(50)]
+        time.sleep(0.1)
+        server.process.terminate()
+        code = server.process.wait(timeout=20)
+        check(code == 0, f"stopped with calls in flight, the exit status: {code}")
+        for call in calls:
+            try:
+                check(call.result().overall_code == OK, "the failure policy (allow) answered")
+            except grpc.RpcError as error:
+                check(error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED),
+                      f"a call in flight at the stop ended with {error.code()}")
+        server.channel.close()
+        server.log_file.close()
+    finally:
+        redis.send_signal(signal.SIGCONT)
+        redis.kill()
+        redis.wait()
+
+
+def redis_ping(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
+            connection.sendall(b"PING\r\n")
+            return connection.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
 def main():
     config_dir = os.path.join(WORK, "config")
     os.mkdir(config_dir)
@@ -367,6 +419,7 @@ def main():
         test_two_servers_share_a_limit(config_dir)
         test_replicas_follow_the_limits_written_last()
         test_each_domains_failure_policy_answers_without_redis()
+        test_a_stop_with_calls_in_flight_answers_each_and_exits_0()
         test_reload(server, config_path)
         test_limits_lost_from_the_store_are_written_again(server)
     finally:

@@ -1,18 +1,17 @@
 #include "worker.hpp"
 
+#include <optional>
+
+#include "loop_watch.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 
 namespace redlimit_server {
 namespace {
 
-/// The calls one wake-up takes before awake() says no: a Redis batch's (ClientOptions::max_batch
-/// by default).
-constexpr std::size_t full_batch = 64;
-
-/// Decides `call`, counts it, and hands the outcome to `done`.
-redlimit::Task<void> answer(Decider& decider, ServerStats* stats, RateLimitCall call,
-                            Worker::Done done) {
+/// Decides `call`, counts it, and hands the outcome to `done`; `deciding` counts it meanwhile.
+redlimit::Task<void> answer(Decider& decider, ServerStats* stats, std::size_t& deciding,
+                            RateLimitCall call, Worker::Done done) {
   const std::string domain = stats != nullptr ? call.domain : std::string();
   const bool configured = stats != nullptr && decider.knows(domain);
   std::exception_ptr error;
@@ -29,6 +28,16 @@ redlimit::Task<void> answer(Decider& decider, ServerStats* stats, RateLimitCall 
                                                            : CallEnd::ok);
   }
   done(error, std::move(answer));
+  --deciding;
+}
+
+/// The completion queue's events taken at most between two turns of the loop.
+constexpr std::size_t events_per_turn = 128;
+
+/// A deadline `ms` milliseconds from now; none for a negative `ms` (uv_backend_timeout()'s).
+gpr_timespec deadline_in(int ms) {
+  if (ms < 0) return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
 }
 
 }  // namespace
@@ -73,6 +82,10 @@ void Worker::run(WorkerOptions options, std::shared_ptr<const RateLimitConfig> c
     }
     started_.notify_all();
     uv_run(&loop, UV_RUN_DEFAULT);
+    if (queue_ != nullptr) {
+      serve_queue();
+      uv_run(&loop, UV_RUN_DEFAULT);  // the Client's close, begun by stop()
+    }
     decider_ = nullptr;
   } catch (...) {
     std::lock_guard lock(mutex_);
@@ -90,7 +103,6 @@ void Worker::on_wake(uv_async_t* async) {
     std::lock_guard lock(worker->mutex_);
     worker->taken_jobs_.swap(worker->jobs_);
     worker->taken_calls_.swap(worker->calls_);
-    worker->show_awake_locked();
     stopping = worker->stopping_;
     if (stopping) worker->wake_ = nullptr;
   }
@@ -110,7 +122,6 @@ void Worker::on_wake(uv_async_t* async) {
   // next turn through this one wake-up, not one per submit().
   if (worker->calls_.empty() && worker->jobs_.empty()) {
     worker->wake_sent_ = false;
-    worker->show_awake_locked();
   } else {
     uv_async_send(async);
   }
@@ -122,11 +133,69 @@ void Worker::take_batch() {
   for (Job& job : taken_jobs_)
     job(*decider_, loop_);
   taken_jobs_.clear();
-  for (Submitted& submitted : taken_calls_) {
-    redlimit::spawn(loop_, answer(*decider_, stats_.get(), std::move(submitted.call),
-                                  std::move(submitted.done)));
-  }
+  for (Submitted& submitted : taken_calls_)
+    decide(std::move(submitted.call), std::move(submitted.done));
   taken_calls_.clear();
+}
+
+void Worker::decide(RateLimitCall call, Done done) {
+  ++deciding_;
+  redlimit::spawn(loop_,
+                  answer(*decider_, stats_.get(), deciding_, std::move(call), std::move(done)));
+}
+
+QueueState Worker::queue_state() const noexcept {
+  if (queue_shut_) return QueueState::shut;
+  return closing_ ? QueueState::stopping : QueueState::serving;
+}
+
+void Worker::serve(grpc::ServerCompletionQueue* queue, std::function<void()> start) {
+  post([this, queue, start = std::move(start)](Decider&, uv_loop_t* loop) mutable {
+    queue_ = queue;
+    queue_start_ = std::move(start);
+    // Why: run() then leaves uv_run() for serve_queue(), which runs the loop from now on.
+    uv_stop(loop);
+  });
+}
+
+void Worker::serve_queue() {
+  void* const loop_tag = this;
+  std::optional<LoopWatch> watch(std::in_place, loop_, [this, loop_tag] {
+    loop_ready_.Set(queue_, gpr_time_0(GPR_CLOCK_MONOTONIC), loop_tag);
+  });
+  queue_start_();
+  for (;;) {
+    void* tag = nullptr;
+    bool ok = false;
+    // Why the time first: the loop's next timer is counted from the loop's cached time.
+    uv_update_time(loop_);
+    grpc::CompletionQueue::NextStatus status =
+        queue_->AsyncNext(&tag, &ok, deadline_in(uv_backend_timeout(loop_)));
+    bool loop_ready = false;
+    // Why the events ready before the loop's turn: the calls they start go to Redis together.
+    // Why at most events_per_turn: under a steady stream of calls the loop's replies and timers
+    // (the calls' deadlines) still get their turn.
+    for (std::size_t taken = 0; status == grpc::CompletionQueue::GOT_EVENT; ++taken) {
+      if (tag == loop_tag) {
+        loop_ready = true;
+      } else {
+        static_cast<QueueTag*>(tag)->on_event(ok);
+      }
+      if (taken + 1 == events_per_turn) break;
+      status = queue_->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+    }
+    if (status == grpc::CompletionQueue::SHUTDOWN) return;
+    uv_run(loop_, UV_RUN_NOWAIT);
+    if (!watch) continue;
+    if (closing_ && deciding_ == 0) {
+      // Why the watch goes first: its alarm may not be set on a queue shut down.
+      watch.reset();
+      queue_shut_ = true;
+      queue_->Shutdown();
+    } else if (loop_ready) {
+      watch->rearm();
+    }
+  }
 }
 
 void Worker::wake_locked() {
@@ -134,13 +203,6 @@ void Worker::wake_locked() {
     wake_sent_ = true;
     uv_async_send(wake_);
   }
-  show_awake_locked();
-}
-
-void Worker::show_awake_locked() {
-  // Why not once a Redis batch waits: the calls beyond it would wait for that batch's turn, and
-  // under a steady load one worker would take every call while the others sleep.
-  awake_.store(wake_sent_ && calls_.size() < full_batch, std::memory_order_relaxed);
 }
 
 void Worker::submit(RateLimitCall call, Done done) {

@@ -1,11 +1,12 @@
 #pragma once
 /// @file worker.hpp
-/// Worker: one thread with its own libuv loop, redlimit Client and Decider, answering calls
-/// handed to it from any thread.
+/// Worker: one thread with its own libuv loop, redlimit Client and Decider, answering the calls
+/// of its gRPC completion queue and the calls handed to it from any thread.
 
+#include <grpcpp/alarm.h>
+#include <grpcpp/completion_queue.h>
 #include <uv.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -27,9 +28,28 @@ struct WorkerOptions {
   std::shared_ptr<ServerStats> stats;  ///< where each call is counted (null: not counted)
 };
 
-/// Runs a loop on its own thread: calls submitted from any thread are decided there, many at
-/// once. Its Client's commands to Redis are coalesced across the calls in flight. The calls
-/// submitted while the loop is awake are taken together at its next turn, without another
+/// What an event of a worker's gRPC completion queue carries: the work it resumes.
+class QueueTag {
+ public:
+  /// The event came out of the queue, on the worker's thread; `ok` is gRPC's.
+  virtual void on_event(bool ok) = 0;
+
+ protected:
+  ~QueueTag() = default;
+};
+
+/// Where a worker stands with its gRPC completion queue (its thread only).
+enum class QueueState {
+  serving,   ///< calls are decided
+  stopping,  ///< stop() was called: calls are refused, none is requested
+  shut,      ///< the queue is shut down: nothing may be started on it
+};
+
+/// Runs a loop on its own thread: calls are decided there, many at once, and its Client's
+/// commands to Redis are coalesced across the calls in flight. Once serve() gives it a gRPC
+/// completion queue, the thread waits on that queue and runs the loop when the loop has work
+/// (a LoopWatch tells it), so a gRPC call is taken, decided and answered on one thread. Calls
+/// submitted from other threads are taken together at the loop's next turn, through one
 /// wake-up.
 class Worker {
  public:
@@ -51,11 +71,17 @@ class Worker {
   void submit(RateLimitCall call, Done done);
   /// Runs `job` on the worker's loop (dropped after stop()). Thread-safe.
   void post(Job job);
-  /// Whether a call submitted now is taken with others, through a wake-up already sent, and
-  /// fewer than a Redis batch wait for it (a hint: it may change at once). Thread-safe.
-  bool awake() const noexcept { return awake_.load(std::memory_order_relaxed); }
+  /// From now on the thread also takes the events of `queue` (each event's tag a QueueTag, or
+  /// the worker's own); `start` runs there first (it requests the first calls). The queue must
+  /// outlive the worker; the worker shuts it down and drains it after stop(), once the calls it
+  /// decides have ended. Thread-safe; once only, before stop().
+  void serve(grpc::ServerCompletionQueue* queue, std::function<void()> start);
+  /// Decides `call` here; `done` runs on this thread. The worker's thread only.
+  void decide(RateLimitCall call, Done done);
+  /// Where the worker stands with its completion queue. The worker's thread only.
+  QueueState queue_state() const noexcept;
   /// Stops taking calls; the calls in flight end, the Client closes and the thread ends.
-  /// Thread-safe, idempotent.
+  /// Thread-safe, idempotent. Shut the gRPC server down first: its calls end here.
   void stop();
 
  private:
@@ -71,8 +97,9 @@ class Worker {
   void take_batch();
   /// Wakes the loop unless a wake-up is already on its way (under mutex_).
   void wake_locked();
-  /// Sets what awake() tells (under mutex_).
-  void show_awake_locked();
+  /// Takes the completion queue's events and runs the loop when it has work, until the queue is
+  /// shut down and drained (the loop's thread).
+  void serve_queue();
 
   std::shared_ptr<ServerStats> stats_;
 
@@ -83,7 +110,6 @@ class Worker {
   /// A wake-up was sent and the loop has not yet taken all it wakes for (under mutex_): the
   /// calls submitted meanwhile need none of their own.
   bool wake_sent_ = false;
-  std::atomic<bool> awake_{false};  ///< what awake() tells, without the lock
   bool stopping_ = false;
   bool running_ = false;
   std::exception_ptr start_error_;
@@ -92,7 +118,14 @@ class Worker {
   Decider* decider_ = nullptr;
   redlimit::Client* client_ = nullptr;
   uv_loop_t* loop_ = nullptr;
-  bool closing_ = false;  ///< the loop's thread only
+  bool closing_ = false;      ///< the loop's thread only
+  std::size_t deciding_ = 0;  ///< the calls being decided (the loop's thread only)
+  grpc::ServerCompletionQueue* queue_ = nullptr;  ///< set by serve()'s job (the loop's thread)
+  std::function<void()> queue_start_;             ///< likewise
+  bool queue_shut_ = false;                       ///< the loop's thread only
+  /// Wakes the thread from the queue when the loop has work (set by the LoopWatch's thread,
+  /// again only after that wake-up was taken).
+  grpc::Alarm loop_ready_;
   // Why members: swapped with jobs_ and calls_ at each turn, so their memory is reused.
   std::vector<Job> taken_jobs_;         ///< the loop's thread only
   std::vector<Submitted> taken_calls_;  ///< the loop's thread only
