@@ -24,7 +24,21 @@ void watch_once(int epoll_fd, int fd, int operation) {
   checked(epoll_ctl(epoll_fd, operation, fd, &event), "epoll_ctl");
 }
 
+/// Whether `loop` has watchers that its next poll registers with the kernel first. Why the
+/// private field: libuv registers a watcher started or changed in an I/O callback only at its
+/// next poll (uv__io_poll() drains watcher_queue first), and no public call tells whether one
+/// waits; an empty queue's head points to itself.
+bool has_unregistered_watchers(const uv_loop_t* loop) {
+  return loop->watcher_queue[0] != static_cast<const void*>(&loop->watcher_queue);
+}
+
 }  // namespace
+
+void run_ready(uv_loop_t* loop) {
+  do {
+    uv_run(loop, UV_RUN_NOWAIT);
+  } while (has_unregistered_watchers(loop));
+}
 
 LoopWatch::LoopWatch(uv_loop_t* loop, std::function<void()> ready)
     : ready_(std::move(ready)), loop_fd_(uv_backend_fd(loop)) {

@@ -1,7 +1,7 @@
 #pragma once
 /// @file loop_watch.hpp
 /// LoopWatch: tells another thread when a libuv loop has I/O ready, so that a thread blocked
-/// elsewhere (in a gRPC completion queue) runs the loop only then.
+/// elsewhere (in a gRPC completion queue) runs the loop only then; run_ready() runs such a loop.
 
 #include <uv.h>
 
@@ -13,7 +13,8 @@ namespace redlimit_server {
 /// Watches a uv loop's backend descriptor from a thread of its own. When the loop has I/O
 /// ready (a Redis reply, a uv_async_send from another thread), it calls `ready` once on that
 /// thread, and then waits for rearm() before it tells again. The loop's timers are not its
-/// concern: the thread that runs the loop wakes for them itself (uv_backend_timeout()).
+/// concern: the thread that runs the loop wakes for them itself (uv_backend_timeout()). It sees
+/// only the watchers registered with the kernel: run the loop with run_ready().
 class LoopWatch {
  public:
   /// Starts watching `loop`; `ready` runs on the watch's thread. Throws std::system_error when
@@ -36,5 +37,10 @@ class LoopWatch {
   int stop_fd_ = -1;
   std::thread thread_;
 };
+
+/// Runs what `loop` has ready without blocking (uv_run() with UV_RUN_NOWAIT), and again while a
+/// watcher started or changed meanwhile is not yet registered with the kernel, so that a
+/// LoopWatch sees every one of them. The loop's thread only.
+void run_ready(uv_loop_t* loop);
 
 }  // namespace redlimit_server

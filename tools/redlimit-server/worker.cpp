@@ -185,7 +185,7 @@ void Worker::serve_queue() {
       status = queue_->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
     }
     if (status == grpc::CompletionQueue::SHUTDOWN) return;
-    uv_run(loop_, UV_RUN_NOWAIT);
+    run_ready(loop_);
     if (!watch) continue;
     if (closing_ && deciding_ == 0) {
       // Why the watch goes first: its alarm may not be set on a queue shut down.
