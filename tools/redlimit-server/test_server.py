@@ -351,6 +351,32 @@ def test_each_domains_failure_policy_answers_without_redis():
         nothing.close()
 
 
+class OwnRedis:
+    """A redis-server of the test's own on a free port (stopped, restarted or killed by its PID)."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        self.port = holder.getsockname()[1]
+        holder.close()
+        self.start()
+
+    def start(self):
+        self.process = subprocess.Popen(
+            [shutil.which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL, cwd=self.directory)
+        until(lambda: redis_ping(self.port), "the test's own redis-server answers")
+
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def kill(self):
+        self.process.send_signal(signal.SIGCONT)
+        self.process.kill()
+        self.process.wait()
+
+
 def test_a_stop_with_calls_in_flight_answers_each_and_exits_0():
     """SIGTERM while calls wait on a Redis that does not answer (stopped): each call still gets
     an answer (the failure policy's) or UNAVAILABLE, none is left to its deadline, and the
@@ -359,18 +385,11 @@ def test_a_stop_with_calls_in_flight_answers_each_and_exits_0():
     os.mkdir(path)
     write(os.path.join(path, "api.yaml"),
           "domain: api\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000}\n")
-    port_holder = socket.socket()
-    port_holder.bind(("127.0.0.1", 0))
-    port = port_holder.getsockname()[1]
-    port_holder.close()
-    redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind",
-                              "127.0.0.1", "--save", "", "--appendonly", "no"],
-                             stdout=subprocess.DEVNULL, cwd=path)
+    redis = OwnRedis(path)
     try:
-        until(lambda: redis_ping(port), "the test's own redis-server answers")
-        server = Server(path, redis=f"redis://127.0.0.1:{port}")
+        server = Server(path, redis=redis.url())
         check(server.ask("api", one([("k", "warm")])).overall_code == OK, "a first call is OK")
-        redis.send_signal(signal.SIGSTOP)
+        redis.process.send_signal(signal.SIGSTOP)
         request = rls.RateLimitRequest(domain="api")
         request.descriptors.add().entries.add(key="k", value="v")
         calls = [server.call.future(request, timeout=10) for _ in range(50)]
@@ -387,9 +406,32 @@ def test_a_stop_with_calls_in_flight_answers_each_and_exits_0():
         server.channel.close()
         server.log_file.close()
     finally:
-        redis.send_signal(signal.SIGCONT)
         redis.kill()
-        redis.wait()
+
+
+def test_redis_restarted_without_its_data_decides_again():
+    """Redis killed and started again empty on its port: calls are answered by the failure
+    policy (deny) meanwhile, then decided by Redis again, under the limits written again."""
+    path = os.path.join(WORK, "restart")
+    os.mkdir(path)
+    write(os.path.join(path, "closed.yaml"),
+          "domain: closed\non_failure: deny\ndescriptors:\n"
+          "  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 3}\n")
+    redis = OwnRedis(path)
+    server = Server(path, redis=redis.url())
+    try:
+        check(server.ask("closed", one([("k", "before")])).overall_code == OK, "OK before")
+        redis.kill()
+        check(server.ask("closed", one([("k", "down")])).overall_code == OVER_LIMIT,
+              "on_failure deny answers while Redis is down")
+        redis.start()
+        until(lambda: server.ask("closed", one([("k", "after")], hits=0)).overall_code == OK,
+              "decided by Redis again after its restart", seconds=20)
+        answers = [server.ask("closed", one([("k", "again")])).overall_code for _ in range(4)]
+        check(answers == [OK, OK, OK, OVER_LIMIT], f"3 per hour enforced again: {answers}")
+    finally:
+        check(server.stop() == 0, "a server whose Redis restarted stops on SIGTERM with status 0")
+        redis.kill()
 
 
 def redis_ping(port):
@@ -420,6 +462,7 @@ def main():
         test_replicas_follow_the_limits_written_last()
         test_each_domains_failure_policy_answers_without_redis()
         test_a_stop_with_calls_in_flight_answers_each_and_exits_0()
+        test_redis_restarted_without_its_data_decides_again()
         test_reload(server, config_path)
         test_limits_lost_from_the_store_are_written_again(server)
     finally:
