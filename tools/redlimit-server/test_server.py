@@ -8,7 +8,8 @@ usage: test_server.py <redlimit-server> <protoc> <proto-dir>
 Checks descriptors and nesting, hits_addend (the request's and a descriptor's), limit overrides,
 shadow mode, all-or-nothing domains, the response headers, reloading (a good configuration is
 taken, a bad one leaves the last good one), errors (a bad call, a bad configuration at start),
-/healthcheck, /metrics and /json, and that two server processes share a limit exactly.
+/healthcheck, /metrics and /json, that two server processes share a limit exactly, and that the
+server rides out a Redis restart and a stop with calls in flight.
 """
 
 import concurrent.futures
