@@ -42,6 +42,14 @@ Task<void> until_keys(uv_loop_t* loop, test::RedisServer& primary, std::size_t c
     co_await sleep_for(loop, 2ms);
 }
 
+/// Waits until a client of `server` is blocked: the WAIT that follows a script call's reply,
+/// waiting for replicas that do not answer.
+Task<void> until_blocked(uv_loop_t* loop, test::RedisServer& server) {
+  const std::vector<std::string> info_clients{"INFO", "clients"};
+  while (server.command(info_clients).as_string().find("blocked_clients:0") != std::string::npos)
+    co_await sleep_for(loop, 2ms);
+}
+
 std::vector<std::string> sorted(std::vector<std::string> keys) {
   std::sort(keys.begin(), keys.end());
   return keys;
@@ -345,7 +353,10 @@ TEST_F(ReplicaOptionsTest, ACallWhoseWaitIsUnansweredEndsAtItsOwnDeadline) {
                            std::int64_t* in_flight) -> Task<void> {
     TaskGroup call;
     call.add(decide(limiter, "k", answer));
-    co_await until_keys(loop, servers.primary(), 1);
+    // Why the blocked WAIT, not the script's key: the key is there before the primary writes
+    // the script's reply, and a primary stopped in between never sends it (the call then ends
+    // at its deadline with the script, not the WAIT, unanswered).
+    co_await until_blocked(loop, servers.primary());
     servers.primary().pause();  // the WAIT blocks on the primary, which now answers nothing
     for (int i = 0; i < 2000 && !answer->done; ++i)
       co_await sleep_for(loop, 5ms);
