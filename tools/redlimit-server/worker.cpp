@@ -150,9 +150,9 @@ QueueState Worker::queue_state() const noexcept {
 }
 
 void Worker::serve(grpc::ServerCompletionQueue* queue, std::function<void()> start) {
-  post([this, queue, start = std::move(start)](Decider&, uv_loop_t* loop) mutable {
+  post([this, queue, start = std::move(start)](Decider&, uv_loop_t* loop) {
     queue_ = queue;
-    queue_start_ = std::move(start);
+    start();
     // Why: run() then leaves uv_run() for serve_queue(), which runs the loop from now on.
     uv_stop(loop);
   });
@@ -163,7 +163,6 @@ void Worker::serve_queue() {
   std::optional<LoopWatch> watch(std::in_place, loop_, [this, loop_tag] {
     loop_ready_.Set(queue_, gpr_time_0(GPR_CLOCK_MONOTONIC), loop_tag);
   });
-  queue_start_();
   for (;;) {
     void* tag = nullptr;
     bool ok = false;

@@ -121,7 +121,6 @@ class Worker {
   bool closing_ = false;      ///< the loop's thread only
   std::size_t deciding_ = 0;  ///< the calls being decided (the loop's thread only)
   grpc::ServerCompletionQueue* queue_ = nullptr;  ///< set by serve()'s job (the loop's thread)
-  std::function<void()> queue_start_;             ///< likewise
   bool queue_shut_ = false;                       ///< the loop's thread only
   /// Wakes the thread from the queue when the loop has work (set by the LoopWatch's thread,
   /// again only after that wake-up was taken).
