@@ -2,10 +2,11 @@
 // a fixed number of ShouldRateLimit calls in flight for a while, one descriptor per call on a
 // random key, and prints one JSON line: calls/s, latency percentiles, the CPU per call of the
 // server, of its Redis and of this client (all three share the machine), and the server's
-// thread switches per call. Figures only; nothing is asserted.
+// thread switches per call. Figures only; nothing is asserted. With --connections C the calls
+// are spread over C connections, as an Envoy with C worker threads opens one each.
 //
 // usage: rls_load --target HOST:PORT [--in-flight N] [--seconds S] [--keys K] [--server-pid P]
-//                 [--redis-pid P] [--label TEXT]
+//                 [--redis-pid P] [--label TEXT] [--connections C]
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@ struct Options {
   int server_pid = 0;
   int redis_pid = 0;
   std::string label = "server";
+  int connections = 1;
 };
 
 /// The CPU time (user + system) the process `pid` has used, in seconds; 0 if unknown.
@@ -79,8 +81,11 @@ double switches(int pid) {
 /// Keeps `in_flight` calls going until the deadline; records each call's latency.
 class Load {
  public:
-  Load(const Options& options, std::shared_ptr<grpc::Channel> channel)
-      : options_(options), stub_(RateLimitService::NewStub(std::move(channel))) {}
+  Load(const Options& options, const std::vector<std::shared_ptr<grpc::Channel>>& channels)
+      : options_(options) {
+    for (const auto& channel : channels)
+      stubs_.push_back(RateLimitService::NewStub(channel));
+  }
 
   void run() {
     deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -116,8 +121,9 @@ class Load {
     entry->set_value(std::to_string(std::minstd_rand(static_cast<std::uint32_t>(seed))() %
                                     static_cast<std::uint32_t>(options_.keys)));
     call->started = Clock::now();
-    stub_->async()->ShouldRateLimit(&call->context, &call->request, &call->response,
-                                    [this, call](grpc::Status status) { finish(call, status); });
+    stubs_[next_stub_.fetch_add(1) % stubs_.size()]->async()->ShouldRateLimit(
+        &call->context, &call->request, &call->response,
+        [this, call](grpc::Status status) { finish(call, status); });
   }
 
   void finish(Call* call, const grpc::Status& status) {
@@ -140,12 +146,13 @@ class Load {
   }
 
   const Options& options_;
-  std::unique_ptr<RateLimitService::Stub> stub_;
+  std::vector<std::unique_ptr<RateLimitService::Stub>> stubs_;
   Clock::time_point deadline_;
   std::mutex mutex_;
   std::condition_variable ended_;
   int running_ = 0;
   std::atomic<std::uint64_t> next_seed_{1'000'003};
+  std::atomic<std::size_t> next_stub_{0};  ///< the calls take the connections in turn
 };
 
 double percentile(std::vector<double>& values, double p) {
@@ -168,15 +175,25 @@ int main(int argc, char** argv) {
                  "the server, for its CPU and thread switches per call");
   app.add_option("--redis-pid", options.redis_pid, "the server's Redis, for its CPU per call");
   app.add_option("--label", options.label, "the JSON line's label")->capture_default_str();
+  app.add_option("--connections", options.connections, "connections the calls are spread over")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
-  const auto channel = grpc::CreateChannel(options.target, grpc::InsecureChannelCredentials());
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < options.connections; ++i) {
+    // Why a local subchannel pool: channels to one target share a connection otherwise.
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channels.push_back(
+        grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), arguments));
+  }
   // Why a brief run first: connections and the server's first limiters are made then.
   Options brief = options;
   brief.seconds = std::min(0.2, options.seconds);
-  Load(brief, channel).run();
+  Load(brief, channels).run();
 
-  Load load(options, channel);
+  Load load(options, channels);
   const int self = static_cast<int>(getpid());
   const double cpu_before = cpu_seconds(options.server_pid);
   const double redis_before = cpu_seconds(options.redis_pid);

@@ -86,6 +86,14 @@ std::string ratelimit_field(const QuotaPolicy& binding, const Decision& decision
 std::vector<HeaderField> ratelimit_fields(const Policy& policy, const Decision& decision,
                                           const RateLimitFieldOptions& options = {});
 
+/// ratelimit_fields() for limits already described as quota policies, in Policy::limits order
+/// (options.names is not used): what a caller that keeps them (quota_policy() once per limit)
+/// calls per response. Throws InvalidArgument when the decision's binding limit is not one of
+/// `quotas`.
+std::vector<HeaderField> ratelimit_fields(std::span<const QuotaPolicy> quotas,
+                                          const Decision& decision,
+                                          const RateLimitFieldOptions& options = {});
+
 /// `duration` in whole seconds, rounded up, and 0 if negative: delay-seconds, as Retry-After
 /// and t take them.
 std::int64_t whole_seconds_up(std::chrono::microseconds duration);

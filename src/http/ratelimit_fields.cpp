@@ -14,19 +14,34 @@ using std::chrono::microseconds;
 /// of microseconds many times over.
 constexpr std::int64_t longest_window_seconds = 1'000'000'000;
 
-/// A String item (RFC 9651 §4.1.6): printable ASCII in double quotes, with " and \ escaped.
-std::string sf_string(std::string_view text) {
-  std::string out = "\"";
+/// Throws InvalidArgument unless `text` is printable ASCII: what a String item can hold.
+void check_sf_string(std::string_view text) {
   for (const char c : text) {
     if (c < 0x20 || c > 0x7e) {
       throw InvalidArgument("a quota policy name must be printable ASCII, got '" +
                             std::string(text) + "'");
     }
+  }
+}
+
+/// Appends `text` as a String item (RFC 9651 §4.1.6): printable ASCII in double quotes, with "
+/// and \ escaped.
+void append_sf_string(std::string& out, std::string_view text) {
+  check_sf_string(text);
+  out += '"';
+  for (const char c : text) {
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }
   out += '"';
-  return out;
+}
+
+/// Appends `;<key>=<value>`: an Integer parameter.
+void append_parameter(std::string& out, char key, std::int64_t value) {
+  out += ';';
+  out += key;
+  out += '=';
+  out += std::to_string(value);
 }
 
 /// Base64 with padding (RFC 4648 §4), as Byte Sequences use it (RFC 9651 §4.1.8).
@@ -66,7 +81,7 @@ bool knows_quota(const Decision& decision) {
 }  // namespace
 
 QuotaPolicy quota_policy(std::string name, const Limit& limit) {
-  sf_string(name);  // validates the name
+  check_sf_string(name);
   const std::int64_t period_us = limit.rate.period.count();
   const std::int64_t permits = limit.rate.permits;
   if (period_us <= 0 || permits <= 0) {
@@ -97,19 +112,20 @@ std::string ratelimit_policy_field(std::span<const QuotaPolicy> quotas) {
   std::string out;
   for (const QuotaPolicy& quota : quotas) {
     if (!out.empty()) out += ", ";
-    out += sf_string(quota.name) + ";q=" + std::to_string(quota.quota) +
-           ";w=" + std::to_string(quota.window_seconds);
+    append_sf_string(out, quota.name);
+    append_parameter(out, 'q', quota.quota);
+    append_parameter(out, 'w', quota.window_seconds);
   }
   return out;
 }
 
 std::string ratelimit_field(const QuotaPolicy& binding, const Decision& decision,
                             std::string_view partition) {
-  const std::int64_t reset =
-      whole_seconds_up(decision.allowed ? decision.reset_after : decision.retry_after);
-  std::string out = sf_string(binding.name) +
-                    ";r=" + std::to_string(std::max<std::int64_t>(decision.remaining, 0)) +
-                    ";t=" + std::to_string(reset);
+  std::string out;
+  append_sf_string(out, binding.name);
+  append_parameter(out, 'r', std::max<std::int64_t>(decision.remaining, 0));
+  append_parameter(
+      out, 't', whole_seconds_up(decision.allowed ? decision.reset_after : decision.retry_after));
   if (!partition.empty()) out += ";pk=" + partition_key(partition);
   return out;
 }
@@ -117,25 +133,33 @@ std::string ratelimit_field(const QuotaPolicy& binding, const Decision& decision
 std::vector<HeaderField> ratelimit_fields(const Policy& policy, const Decision& decision,
                                           const RateLimitFieldOptions& options) {
   std::vector<QuotaPolicy> quotas;
+  quotas.reserve(policy.limits.size());
   for (std::size_t i = 0; i < policy.limits.size(); ++i) {
     const Limit& limit = policy.limits[i];
     quotas.push_back(
         quota_policy(i < options.names.size() ? options.names[i] : to_string(limit.rate), limit));
   }
+  return ratelimit_fields(quotas, decision, options);
+}
+
+std::vector<HeaderField> ratelimit_fields(std::span<const QuotaPolicy> quotas,
+                                          const Decision& decision,
+                                          const RateLimitFieldOptions& options) {
   if (decision.binding >= quotas.size()) {
     throw InvalidArgument("ratelimit_fields: the decision's binding limit " +
                           std::to_string(decision.binding) + " is not one of the policy's " +
                           std::to_string(quotas.size()));
   }
   const QuotaPolicy& binding = quotas[decision.binding];
-  std::vector<HeaderField> fields{{"RateLimit-Policy", ratelimit_policy_field(quotas)}};
-  if (knows_quota(decision)) {
-    fields.push_back({"RateLimit", ratelimit_field(binding, decision, options.partition)});
-  }
+  const bool known = knows_quota(decision);
+  std::vector<HeaderField> fields;
+  fields.reserve(2 + (decision.allowed ? 0 : 1) + (options.x_ratelimit && known ? 3 : 0));
+  fields.push_back({"RateLimit-Policy", ratelimit_policy_field(quotas)});
+  if (known) fields.push_back({"RateLimit", ratelimit_field(binding, decision, options.partition)});
   if (!decision.allowed) {
     fields.push_back({"Retry-After", std::to_string(whole_seconds_up(decision.retry_after))});
   }
-  if (options.x_ratelimit && knows_quota(decision)) {
+  if (options.x_ratelimit && known) {
     const std::int64_t reset =
         whole_seconds_up(decision.allowed ? decision.reset_after : decision.retry_after);
     fields.push_back({"X-RateLimit-Limit", std::to_string(binding.quota)});

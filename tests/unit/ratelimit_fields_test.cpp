@@ -100,6 +100,25 @@ TEST(RateLimitFields, ABindingLimitOutsideThePolicyIsRefused) {
   EXPECT_THROW(ratelimit_fields(Policy{Limit::gcra("1/s")}, admitted(0, 1s, 1)), InvalidArgument);
 }
 
+TEST(RateLimitFields, QuotasKeptByTheCallerGiveTheSameFieldsAsThePolicy) {
+  const Policy policy{Limit::fixed_window("1000/day"), Limit::gcra("10/s")};
+  const std::vector<QuotaPolicy> quotas = {quota_policy("daily", policy.limits[0]),
+                                           quota_policy("rate", policy.limits[1])};
+  for (const Decision& decision : {admitted(9, 1'200ms, 1), denied(500ms, 0)}) {
+    const RateLimitFieldOptions named{.names = {"daily", "rate"}, .x_ratelimit = true};
+    EXPECT_EQ(ratelimit_fields(quotas, decision, {.x_ratelimit = true}),
+              ratelimit_fields(policy, decision, named));
+  }
+  EXPECT_THROW(ratelimit_fields(quotas, admitted(0, 1s, 2)), InvalidArgument);
+}
+
+TEST(RateLimitFields, AQuoteOrABackslashInANameIsEscaped) {
+  const QuotaPolicy quota = quota_policy(R"(say "hi" \ bye)", Limit::gcra("10/s"));
+  const std::vector<QuotaPolicy> quotas = {quota};
+  EXPECT_EQ(ratelimit_policy_field(quotas), R"("say \"hi\" \\ bye";q=10;w=1)");
+  EXPECT_EQ(ratelimit_field(quota, admitted(4, 300ms)), R"("say \"hi\" \\ bye";r=4;t=1)");
+}
+
 TEST(RateLimitFields, WholeSecondsRoundUpAndNeverGoBelowZero) {
   EXPECT_EQ(whole_seconds_up(0us), 0);
   EXPECT_EQ(whole_seconds_up(1us), 1);

@@ -343,33 +343,32 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
 
 void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& answer) const {
   if (!options_.ratelimit_headers && !options_.x_ratelimit_headers) return;
-  redlimit::Policy policy;
-  redlimit::RateLimitFieldOptions fields;
+  std::vector<redlimit::QuotaPolicy> quotas;
   std::optional<redlimit::Decision> binding;
-  for (std::size_t i = 0; i < applied.size(); ++i) {
-    const Applied& one = applied[i];
-    if (!one.decision) continue;
-    redlimit::Decision decision = *one.decision;
-    decision.allowed = answer.statuses[i].code == Code::ok;
-    decision.binding = policy.limits.size();
-    policy.limits.push_back(one.limit->limit());
-    fields.names.push_back(one.limit->name.empty() ? one.limit->full_key : one.limit->name);
-    const bool binds =
-        !binding ||
-        (decision.allowed ? binding->allowed && decision.remaining < binding->remaining
-                          : binding->allowed || decision.retry_after > binding->retry_after);
-    if (binds) binding = decision;
-  }
-  if (!binding) return;
-  fields.x_ratelimit = options_.x_ratelimit_headers;
   try {
-    for (redlimit::HeaderField& field : redlimit::ratelimit_fields(policy, *binding, fields)) {
-      const bool ietf = !field.name.starts_with("X-");
-      if (ietf ? options_.ratelimit_headers : options_.x_ratelimit_headers)
-        answer.response_headers_to_add.push_back({std::move(field.name), std::move(field.value)});
+    for (std::size_t i = 0; i < applied.size(); ++i) {
+      const Applied& one = applied[i];
+      if (!one.decision) continue;
+      redlimit::Decision decision = *one.decision;
+      decision.allowed = answer.statuses[i].code == Code::ok;
+      decision.binding = quotas.size();
+      quotas.push_back(redlimit::quota_policy(
+          one.limit->name.empty() ? one.limit->full_key : one.limit->name, one.limit->limit()));
+      const bool binds =
+          !binding ||
+          (decision.allowed ? binding->allowed && decision.remaining < binding->remaining
+                            : binding->allowed || decision.retry_after > binding->retry_after);
+      if (binds) binding = decision;
     }
   } catch (const redlimit::InvalidArgument&) {
-    // A limit name the fields cannot carry (not printable ASCII): the answer goes without them.
+    return;  // a limit name the fields cannot carry (not printable ASCII): no fields
+  }
+  if (!binding) return;
+  const redlimit::RateLimitFieldOptions fields{.x_ratelimit = options_.x_ratelimit_headers};
+  for (redlimit::HeaderField& field : redlimit::ratelimit_fields(quotas, *binding, fields)) {
+    const bool ietf = !field.name.starts_with("X-");
+    if (ietf ? options_.ratelimit_headers : options_.x_ratelimit_headers)
+      answer.response_headers_to_add.push_back({std::move(field.name), std::move(field.value)});
   }
 }
 

@@ -1,5 +1,9 @@
 #include "grpc_service.hpp"
 
+#include <google/protobuf/arena.h>
+
+#include <cstddef>
+
 #include "proto_translation.hpp"
 #include "redlimit/errors.hpp"
 
@@ -13,6 +17,18 @@ using envoy::service::ratelimit::v3::RateLimitService;
 /// The calls each queue has requested at any time: a Redis batch's (ClientOptions::max_batch
 /// by default), so that the calls of one turn of the loop do not wait for requests.
 constexpr int requested_calls = 64;
+
+/// The bytes of a call's own arena block: a request of a few descriptors and its answer fit.
+constexpr std::size_t message_block_bytes = 2048;
+
+/// An arena whose first block is `block` (message_block_bytes), grown by the heap when a call's
+/// messages outgrow it.
+google::protobuf::ArenaOptions arena_options(char* block) {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = block;
+  options.initial_block_size = message_block_bytes;
+  return options;
+}
 
 /// Where a worker's calls come from.
 struct CallSource {
@@ -28,7 +44,7 @@ class GrpcCall final : public QueueTag {
   /// Requests the next call from `source`.
   static void request(const CallSource& source) {
     auto* call = new GrpcCall(source);
-    source.service.RequestShouldRateLimit(&call->context_, &call->request_, &call->responder_,
+    source.service.RequestShouldRateLimit(&call->context_, call->request_, &call->responder_,
                                           &source.queue, &source.queue, call);
   }
 
@@ -50,7 +66,7 @@ class GrpcCall final : public QueueTag {
     request(source_);
     RateLimitCall call;
     try {
-      call = call_from(request_);
+      call = call_from(*request_);
     } catch (...) {
       finish(status_of(std::current_exception()));
       return;
@@ -61,7 +77,7 @@ class GrpcCall final : public QueueTag {
                               finish(status_of(error));
                               return;
                             }
-                            fill(response_, answer);
+                            fill(*response_, answer);
                             finish(grpc::Status::OK);
                           });
   }
@@ -73,7 +89,7 @@ class GrpcCall final : public QueueTag {
   void finish(const grpc::Status& status) {
     finishing_ = true;
     if (status.ok()) {
-      responder_.Finish(response_, status, this);
+      responder_.Finish(*response_, status, this);
     } else {
       responder_.FinishWithError(status, this);
     }
@@ -81,8 +97,12 @@ class GrpcCall final : public QueueTag {
 
   CallSource source_;
   grpc::ServerContext context_;
-  RateLimitRequest request_;
-  RateLimitResponse response_;
+  /// Why an arena with a block of its own: the messages' parts (descriptors, entries, statuses,
+  /// headers and their strings) come out of this call's one allocation, not one each.
+  alignas(std::max_align_t) char first_block_[message_block_bytes];
+  google::protobuf::Arena arena_{arena_options(first_block_)};
+  RateLimitRequest* request_ = google::protobuf::Arena::CreateMessage<RateLimitRequest>(&arena_);
+  RateLimitResponse* response_ = google::protobuf::Arena::CreateMessage<RateLimitResponse>(&arena_);
   grpc::ServerAsyncResponseWriter<RateLimitResponse> responder_{&context_};
   bool finishing_ = false;
 };
