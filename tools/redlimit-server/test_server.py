@@ -6,10 +6,11 @@ against a private redis-server (REDLIMIT_URL, from scripts/with-redis).
 usage: test_server.py <redlimit-server> <protoc> <proto-dir>
 
 Checks descriptors and nesting, hits_addend (the request's and a descriptor's), limit overrides,
-shadow mode, all-or-nothing domains, the response headers, reloading (a good configuration is
-taken, a bad one leaves the last good one), errors (a bad call, a bad configuration at start),
-/healthcheck, /metrics and /json, that two server processes share a limit exactly, and that the
-server rides out a Redis restart and a stop with calls in flight.
+shadow mode, all-or-nothing domains, the response headers, a call larger than the message block
+a call starts with, reloading (a good configuration is taken, a bad one leaves the last good
+one), errors (a bad call, a bad configuration at start), /healthcheck, /metrics and /json, that
+two server processes share a limit exactly, and that the server rides out a Redis restart and a
+stop with calls in flight.
 """
 
 import concurrent.futures
@@ -219,6 +220,19 @@ def test_headers(server):
           f"RateLimit: {headers}")
     check(headers.get("X-RateLimit-Limit") == "3" and headers.get("X-RateLimit-Remaining") == "2",
           f"X-RateLimit-*: {headers}")
+
+
+def test_a_call_larger_than_its_first_message_block_is_answered_whole(server):
+    """A call's messages start in a 2 KiB block of its own; a larger one grows from the heap."""
+    accounts = [one([("account", f"large-{i:02d}-" + "x" * 100)]) for i in range(40)]
+    answer = server.ask("api", *accounts)
+    check(answer.overall_code == OK and len(answer.statuses) == 40
+          and all(s.limit_remaining == 9 and s.current_limit.name == "per_account"
+                  for s in answer.statuses),
+          f"40 descriptors of 110 bytes each, 9 of 10 left on each: {answer}")
+    headers = {h.key: h.value for h in answer.response_headers_to_add}
+    check(headers.get("RateLimit-Policy", "").count('"per_account";q=10;w=3600') == 40,
+          f"RateLimit-Policy lists the 40 limits: {headers}")
 
 
 def test_errors(server):
@@ -457,6 +471,7 @@ def main():
         test_override(server)
         test_shadow_and_together(server)
         test_headers(server)
+        test_a_call_larger_than_its_first_message_block_is_answered_whole(server)
         test_errors(server)
         test_http(server)
         test_two_servers_share_a_limit(config_dir)
