@@ -9,9 +9,9 @@
 namespace redlimit_server {
 namespace {
 
-/// Decides `call`, counts it, and hands the outcome to `done`; `deciding` counts it meanwhile.
-redlimit::Task<void> answer(Decider& decider, ServerStats* stats, std::size_t& deciding,
-                            RateLimitCall call, Worker::Done done) {
+/// Decides `call`, counts it, and hands the outcome to `done`.
+redlimit::Task<void> answer(Decider& decider, ServerStats* stats, RateLimitCall call,
+                            Worker::Done done) {
   const std::string domain = stats != nullptr ? call.domain : std::string();
   const bool configured = stats != nullptr && decider.knows(domain);
   std::exception_ptr error;
@@ -28,7 +28,6 @@ redlimit::Task<void> answer(Decider& decider, ServerStats* stats, std::size_t& d
                                                            : CallEnd::ok);
   }
   done(error, std::move(answer));
-  --deciding;
 }
 
 /// The completion queue's events taken at most between two turns of the loop.
@@ -139,9 +138,7 @@ void Worker::take_batch() {
 }
 
 void Worker::decide(RateLimitCall call, Done done) {
-  ++deciding_;
-  redlimit::spawn(loop_,
-                  answer(*decider_, stats_.get(), deciding_, std::move(call), std::move(done)));
+  deciding_.add(answer(*decider_, stats_.get(), std::move(call), std::move(done)));
 }
 
 QueueState Worker::queue_state() const noexcept {
@@ -186,7 +183,7 @@ void Worker::serve_queue() {
     if (status == grpc::CompletionQueue::SHUTDOWN) return;
     run_ready(loop_);
     if (!watch) continue;
-    if (closing_ && deciding_ == 0) {
+    if (closing_ && deciding_.running() == 0) {
       // Why the watch goes first: its alarm may not be set on a queue shut down.
       watch.reset();
       queue_shut_ = true;

@@ -17,6 +17,7 @@
 
 #include "decider.hpp"
 #include "redlimit/client.hpp"
+#include "redlimit/task_group.hpp"
 #include "server_stats.hpp"
 
 namespace redlimit_server {
@@ -118,8 +119,10 @@ class Worker {
   Decider* decider_ = nullptr;
   redlimit::Client* client_ = nullptr;
   uv_loop_t* loop_ = nullptr;
-  bool closing_ = false;      ///< the loop's thread only
-  std::size_t deciding_ = 0;  ///< the calls being decided (the loop's thread only)
+  bool closing_ = false;  ///< the loop's thread only
+  /// The calls being decided (the loop's thread only). Why a group, not spawn(): a call starts
+  /// at once, in the turn that took it, with no timer of its own.
+  redlimit::TaskGroup deciding_;
   grpc::ServerCompletionQueue* queue_ = nullptr;  ///< set by serve()'s job (the loop's thread)
   bool queue_shut_ = false;                       ///< the loop's thread only
   /// Wakes the thread from the queue when the loop has work (set by the LoopWatch's thread,
