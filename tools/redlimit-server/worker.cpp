@@ -1,5 +1,7 @@
 #include "worker.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <optional>
 
 #include "loop_watch.hpp"
@@ -21,13 +23,18 @@ redlimit::Task<void> answer(Decider& decider, ServerStats* stats, RateLimitCall 
   } catch (...) {
     error = std::current_exception();
   }
-  if (stats != nullptr) {
-    stats->count(domain, configured,
-                 error                                     ? CallEnd::error
-                 : answer.overall_code == Code::over_limit ? CallEnd::over_limit
-                                                           : CallEnd::ok);
+  // Why caught here: the worker's group never rethrows what its calls let escape.
+  try {
+    if (stats != nullptr) {
+      stats->count(domain, configured,
+                   error                                     ? CallEnd::error
+                   : answer.overall_code == Code::over_limit ? CallEnd::over_limit
+                                                             : CallEnd::ok);
+    }
+    done(error, std::move(answer));
+  } catch (const std::exception& e) {
+    spdlog::error("redlimit-server: a call's answer could not be handed over: {}", e.what());
   }
-  done(error, std::move(answer));
 }
 
 /// The completion queue's events taken at most between two turns of the loop.
