@@ -84,7 +84,7 @@ class Load {
   Load(const Options& options, const std::vector<std::shared_ptr<grpc::Channel>>& channels)
       : options_(options) {
     for (const auto& channel : channels)
-      stubs_.push_back(RateLimitService::NewStub(channel));
+      clients_.push_back(RateLimitService::NewStub(channel));
   }
 
   void run() {
@@ -121,7 +121,7 @@ class Load {
     entry->set_value(std::to_string(std::minstd_rand(static_cast<std::uint32_t>(seed))() %
                                     static_cast<std::uint32_t>(options_.keys)));
     call->started = Clock::now();
-    stubs_[next_stub_.fetch_add(1) % stubs_.size()]->async()->ShouldRateLimit(
+    clients_[next_client_.fetch_add(1) % clients_.size()]->async()->ShouldRateLimit(
         &call->context, &call->request, &call->response,
         [this, call](grpc::Status status) { finish(call, status); });
   }
@@ -146,13 +146,13 @@ class Load {
   }
 
   const Options& options_;
-  std::vector<std::unique_ptr<RateLimitService::Stub>> stubs_;
+  std::vector<std::unique_ptr<RateLimitService::Stub>> clients_;
   Clock::time_point deadline_;
   std::mutex mutex_;
   std::condition_variable ended_;
   int running_ = 0;
   std::atomic<std::uint64_t> next_seed_{1'000'003};
-  std::atomic<std::size_t> next_stub_{0};  ///< the calls take the connections in turn
+  std::atomic<std::size_t> next_client_{0};  ///< the calls take the connections in turn
 };
 
 double percentile(std::vector<double>& values, double p) {
