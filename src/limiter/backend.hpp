@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "algorithms/adjustments.hpp"
@@ -19,6 +20,8 @@
 #include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
+
+class Backend;
 
 enum class Operation { acquire, peek };
 
@@ -180,6 +183,103 @@ struct ClaimsReservation {
 /// Its `claim` names it, and `allowed` is whether every decision was.
 Decision binding_decision(std::span<const Decision> decisions);
 
+// ---- The operations a backend runs, as values: each holds what it is asked and, once run, its
+// result. Why values: a capability is one more operation, not one more method of every backend,
+// and a caller can hand a backend several at once (Backend::run()).
+
+/// Decides `request` (try_acquire(), peek()). Why a reference: the caller keeps the request, and
+/// a copy per layer would copy the key per decision.
+struct DecideOp {
+  const DecideRequest& request;
+  Decision result{};
+};
+
+/// Adjusts the request's key under every limit of its policy, all or nothing
+/// (lua/shapes/adjust.lua): `amount` is the permits, or the block's duration in us;
+/// `taken_at_us`, give_back's time of the take (else 0). The request's operation and permits
+/// are not used.
+struct AdjustOp {
+  const DecideRequest& request;
+  Adjustment adjustment = Adjustment::refund;
+  std::int64_t amount = 0;
+  std::int64_t taken_at_us = 0;
+  AdjustOutcome result{};
+};
+
+/// Forgets the state of every limit of `policy` for `key_base`.
+struct ResetOp {
+  std::shared_ptr<const CompiledPolicy> policy;
+  std::string key_base;
+};
+
+/// The time to live of the state under `key` (a key base and a limit's suffix); none when there
+/// is none, or in process.
+struct TtlOp {
+  std::string key;
+  std::optional<std::chrono::milliseconds> result{};
+};
+
+/// Reserves the request's permits if they fit within `max_wait_us`.
+struct ReserveOp {
+  DecideRequest request;
+  std::int64_t max_wait_us = 0;
+  Reservation result{};
+};
+
+/// Runs `operation` on the reservation `ticket` of the request's permits on its key.
+struct ReservationOp {
+  ReservationOperation operation = ReservationOperation::cancel;
+  DecideRequest request;
+  CancelTicket ticket;
+  ReservationReply result{};
+};
+
+/// Runs `operation` on the request's lease (semaphores: they share nothing with the decide
+/// scripts).
+struct LeaseOp {
+  LeaseOperation operation = LeaseOperation::grant;
+  LeaseRequest request;
+  LeaseReply result{};
+};
+
+// Several claims, run by the first claim's backend: claim i is requests[i] on backends[i]; their
+// limiters use this backend's Client, or are all in process.
+
+/// Decides every request at once, all or nothing: Decision::claim and binding name the binding
+/// request and its limit. StalePolicy (with its claim) when a key holds a newer policy's state.
+struct DecideClaimsOp {
+  std::span<Backend* const> backends;
+  std::span<const DecideRequest> requests;
+  Operation operation = Operation::acquire;
+  ClaimsDecision result{};
+};
+
+/// Reserves every request's permits at one slot, the latest of their keys' earliest, if that is
+/// within `max_wait_us()` (what is left of the call's max_wait when asked), on every key or none;
+/// each policy is a single limit that can be reserved on. A reservation waiting longer than
+/// Backend::lease_us() is registered under its owner's lease. StalePolicy as DecideClaimsOp.
+struct ReserveClaimsOp {
+  std::span<Backend* const> backends;
+  std::span<const DecideRequest> requests;
+  std::function<std::int64_t()> max_wait_us;
+  ClaimsReservation result{};
+};
+
+/// ReserveClaimsOp of requests one backend decides in one atomic step (in Redis, one hash slot's
+/// keys), no earlier than `earliest_slot_us` (0: none); `earliest_only`: the slot, or the
+/// denial, as it would be decided, with nothing written and no claims.
+struct ReserveGroupOp {
+  std::span<const DecideRequest> requests;
+  std::int64_t max_wait_us = 0;
+  std::int64_t earliest_slot_us = 0;
+  bool earliest_only = false;
+  ClaimsReservation result{};
+};
+
+/// An operation for Backend::run().
+using BackendOp = std::variant<DecideOp, AdjustOp, ResetOp, TtlOp, ReserveOp, ReservationOp,
+                               LeaseOp, DecideClaimsOp, ReserveClaimsOp, ReserveGroupOp>;
+
 /// Runs the algorithms: in Redis (RedisBackend) or in process (LocalBackend). Requests arrive
 /// validated.
 class Backend {
@@ -187,63 +287,43 @@ class Backend {
   using NoticeHandler = std::function<void(const CancelNotice&)>;
 
   virtual ~Backend() = default;
-  /// `request` must stay valid until the task ends (co_await it at once). Why a reference: the
-  /// caller keeps the request, and a copy per layer would copy the key per decision.
-  virtual Task<Decision> decide(const DecideRequest& request) = 0;
-  /// Adjusts the request's key under every limit of its policy, all or nothing
-  /// (lua/shapes/adjust.lua): `amount` is the permits, or the block's duration in us;
-  /// `taken_at_us`, give_back's time of the take (else 0). The request's operation and permits
-  /// are not used; `request` as for decide().
-  virtual Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
-                                     std::int64_t amount, std::int64_t taken_at_us) = 0;
-  /// Forgets the state of every limit of `policy` for `key_base`.
-  virtual Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) = 0;
-  /// The time to live of the state under `key` (a key base and a limit's suffix); none when
-  /// there is none, or in process.
-  virtual Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) = 0;
-  /// Reserves the request's permits if they fit within `max_wait_us`.
-  virtual Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) = 0;
-  /// Runs `operation` on the reservation `ticket` of the request's permits on its key.
-  virtual Task<ReservationReply> run_reservation(ReservationOperation operation,
-                                                 DecideRequest request, CancelTicket ticket) = 0;
+  /// Runs every operation of `ops`, each to its result; several together, as Together runs
+  /// tasks (in Redis their script calls coalesce), then throws the first error. `ops` stays
+  /// valid until the task ends (co_await it at once).
+  virtual Task<void> run(std::span<BackendOp> ops) = 0;
+
+  // ---- One operation, run alone: its result. A frame more than run(): the decision path
+  // calls run().
+  Task<Decision> decide(const DecideRequest& request);
+  Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
+                             std::int64_t amount, std::int64_t taken_at_us);
+  Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base);
+  Task<std::optional<std::chrono::milliseconds>> ttl(std::string key);
+  Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us);
+  Task<ReservationReply> run_reservation(ReservationOperation operation, DecideRequest request,
+                                         CancelTicket ticket);
+  Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request);
+  Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
+                                     std::span<const DecideRequest> requests, Operation operation);
+  Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
+                                         std::span<const DecideRequest> requests,
+                                         std::function<std::int64_t()> max_wait_us);
+  Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
+                                        std::int64_t max_wait_us, std::int64_t earliest_slot_us,
+                                        bool earliest_only);
+
   /// Calls `handler` for cancellations on the request's reservation key (by any process), and
   /// `on_confirmed` whenever notices may have gone unheard until then (its subscription
   /// confirmed, the first time or after a reconnect), until unwatch(id). Neither may resume
   /// coroutines inline.
   virtual std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
                               std::function<void()> on_confirmed) = 0;
-  /// Ends a watch() or a watch_releases().
-  virtual void unwatch(std::uint64_t id) = 0;
-
-  // ---- semaphores: they share nothing with the decide scripts.
-  /// Runs `operation` on the request's lease.
-  virtual Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) = 0;
   /// Calls `handler` at each release of permits of the semaphore key `key` (by any process), and
   /// whenever a release may have gone unheard (its subscription confirmed, the first time or
   /// after a reconnect), until unwatch(id). The handler must not resume coroutines inline.
   virtual std::uint64_t watch_releases(std::string key, std::function<void()> handler) = 0;
-
-  // ---- several claims, asked of the first claim's backend: claim i is requests[i] on
-  // backends[i]; their limiters use this backend's Client, or are all in process.
-  /// Decides every request at once, all or nothing: Decision::claim and binding name the binding
-  /// request and its limit. StalePolicy (with its claim) when a key holds a newer policy's state.
-  virtual Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
-                                             std::span<const DecideRequest> requests,
-                                             Operation operation) = 0;
-  /// Reserves every request's permits at one slot, the latest of their keys' earliest, if that
-  /// is within `max_wait_us()` (what is left of the call's max_wait when asked), on every key or
-  /// none; each policy is a single limit that can be reserved on. A reservation waiting longer
-  /// than lease_us() is registered under its owner's lease. StalePolicy as decide_claims().
-  virtual Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
-                                                 std::span<const DecideRequest> requests,
-                                                 std::function<std::int64_t()> max_wait_us) = 0;
-  /// reserve_claims() of requests this backend decides in one atomic step (in Redis, one hash
-  /// slot's keys), no earlier than `earliest_slot_us` (0: none); `earliest_only`: the slot, or
-  /// the denial, as it would be decided, with nothing written and no claims.
-  virtual Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
-                                                std::int64_t max_wait_us,
-                                                std::int64_t earliest_slot_us,
-                                                bool earliest_only) = 0;
+  /// Ends a watch() or a watch_releases().
+  virtual void unwatch(std::uint64_t id) = 0;
   /// The owner lease of the reservations that wait longer than it, in us; 0 in process.
   virtual std::int64_t lease_us() const noexcept = 0;
 
@@ -251,6 +331,18 @@ class Backend {
   /// for); null in process, where calls complete without suspending.
   virtual BackgroundTasks* background() noexcept = 0;
 };
+
+/// Backend::run() of a backend whose `perform(op)` runs one operation (a Task<void> that sets
+/// its result): one alone is perform's own task (no frame more: a decision's budget), several run
+/// together.
+template <class Perform>
+Task<void> run_each(std::span<BackendOp> ops, Perform perform) {
+  if (ops.size() == 1) return std::visit(perform, ops.front());
+  return run_together(ops, [perform](BackendOp& op) mutable { return std::visit(perform, op); });
+}
+
+/// Runs `one(op)` for every operation of `ops` together.
+Task<void> run_together(std::span<BackendOp> ops, std::function<Task<void>(BackendOp&)> one);
 
 /// Gives back one claim's part of a call over several (in a Together with the others of its
 /// slot): its reservation `ticket` cancelled, or with none, what its take at `taken_at_us` still

@@ -167,49 +167,54 @@ Reservation LocalBackend::reserve_now(const DecideRequest& request, std::int64_t
           .reserved_at_us = now};
 }
 
-Task<ClaimsReservation> LocalBackend::reserve_group(std::span<const DecideRequest> requests,
-                                                    std::int64_t max_wait_us,
-                                                    std::int64_t earliest_slot_us,
-                                                    bool earliest_only) {
+Task<void> LocalBackend::run(std::span<BackendOp> ops) {
+  return run_each(ops, [this](auto& op) { return perform(op); });
+}
+
+Task<void> LocalBackend::perform(ReserveGroupOp& op) {
+  const std::span<const DecideRequest> requests = op.requests;
   const std::int64_t now = now_of(requests.front());
   const ReserveAllOutcome outcome = reserve_at_one_slot(
       requests.size(), now,
       [&](std::size_t c, std::int64_t not_before_us, bool dry) {
-        return reserve_outcome(requests[c], now, max_wait_us, not_before_us, dry);
+        return reserve_outcome(requests[c], now, op.max_wait_us, not_before_us, dry);
       },
-      earliest_slot_us, earliest_only);
+      op.earliest_slot_us, op.earliest_only);
   const DecideRequest& binding = requests[outcome.binding];
   if (outcome.decision.stale_version != 0)
     throw StalePolicy(outcome.decision.stale_version, binding.claim);
-  ClaimsReservation out{.decision = decision_of(outcome.decision, binding),
-                        .wait_us = outcome.wait_us,
-                        .slot_us = outcome.slot_us};
+  ClaimsReservation& out = op.result;
+  out = {.decision = decision_of(outcome.decision, binding),
+         .wait_us = outcome.wait_us,
+         .slot_us = outcome.slot_us};
   out.decision.claim = binding.claim;
   for (std::size_t i = 0; i < outcome.claims.size(); ++i) {
     const ReserveOutcome& part = outcome.claims[i];
     const LimitSpec& spec = requests[i].policy->limits().front().spec;
     out.claims.push_back({.ticket = ticket_of(part.slot, spec.a, spec.b, part.book)});
   }
-  co_return out;
+  co_return;
 }
 
-Task<Decision> LocalBackend::decide(const DecideRequest& request) {
-  co_return decide_now(request);
+Task<void> LocalBackend::perform(DecideOp& op) {
+  op.result = decide_now(op.request);
+  co_return;
 }
 
-Task<AdjustOutcome> LocalBackend::adjust(const DecideRequest& request, Adjustment adjustment,
-                                         std::int64_t amount, std::int64_t taken_at_us) {
+Task<void> LocalBackend::perform(AdjustOp& op) {
+  const DecideRequest& request = op.request;
   const std::int64_t now = now_of(request);
   Entry& entry = entry_for(request, now);
-  AdjustOutcome outcome = adjust_policy(request.policy->specs(), entry.states, now, adjustment,
-                                        amount, request.policy->change(), taken_at_us);
-  store(request, entry, outcome.applied, outcome.ttl_us, now);
-  if (outcome.stale_version != 0) throw StalePolicy(outcome.stale_version);
-  co_return outcome;
+  op.result = adjust_policy(request.policy->specs(), entry.states, now, op.adjustment, op.amount,
+                            request.policy->change(), op.taken_at_us);
+  store(request, entry, op.result.applied, op.result.ttl_us, now);
+  if (op.result.stale_version != 0) throw StalePolicy(op.result.stale_version);
+  co_return;
 }
 
-Task<Reservation> LocalBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
-  co_return reserve_now(request, max_wait_us);
+Task<void> LocalBackend::perform(ReserveOp& op) {
+  op.result = reserve_now(op.request, op.max_wait_us);
+  co_return;
 }
 
 CancelVerdict LocalBackend::cancel_now(const DecideRequest& request, const CancelTicket& ticket) {
@@ -233,21 +238,21 @@ CancelVerdict LocalBackend::cancel_now(const DecideRequest& request, const Cance
   return CancelVerdict::returned;
 }
 
-Task<ReservationReply> LocalBackend::run_reservation(ReservationOperation operation,
-                                                     DecideRequest request, CancelTicket ticket) {
-  ReservationReply reply;
-  if (operation == ReservationOperation::cancel) {
-    reply.verdict = cancel_now(request, ticket);
-  } else if (operation != ReservationOperation::renew) {
+Task<void> LocalBackend::perform(ReservationOp& op) {
+  const DecideRequest& request = op.request;
+  ReservationReply& reply = op.result;
+  if (op.operation == ReservationOperation::cancel) {
+    reply.verdict = cancel_now(request, op.ticket);
+  } else if (op.operation != ReservationOperation::renew) {
     const std::int64_t now = now_of(request);
     Entry& entry = entry_for(request, now);
     // Why a copy: an entry created here is erased before the answer (an ask stores nothing).
     const std::optional<LimitState> state = entry.states[0];
     store(request, entry, false, {}, now);
     reply.lease_held = true;
-    reply.where = reservation_standing(state, ticket);
+    reply.where = reservation_standing(state, op.ticket);
   }
-  co_return reply;
+  co_return;
 }
 
 // Why `on_confirmed` is never called: in process, every notice is heard as it is made.
@@ -262,25 +267,34 @@ void LocalBackend::unwatch(std::uint64_t id) {
   release_watchers_.erase(id);
 }
 
-Task<void> LocalBackend::reset(std::shared_ptr<const CompiledPolicy>, std::string key_base) {
-  if (const auto it = entries_.find(key_base); it != entries_.end()) {
+Task<void> LocalBackend::perform(ResetOp& op) {
+  if (const auto it = entries_.find(op.key_base); it != entries_.end()) {
     if (it->second.expiry) by_expiry_.erase(*it->second.expiry);
     entries_.erase(it);
   }
   co_return;
 }
 
-Task<std::optional<std::chrono::milliseconds>> LocalBackend::ttl(std::string) {
-  co_return std::nullopt;
+Task<void> LocalBackend::perform(TtlOp&) {
+  co_return;
 }
 
-Task<LeaseReply> LocalBackend::run_lease(LeaseOperation operation, LeaseRequest request) {
+Task<void> LocalBackend::perform(LeaseOp& op) {
+  const LeaseRequest& request = op.request;
   const std::int64_t now = now_of(request);
-  if (operation == LeaseOperation::grant) co_return leases_.grant(request, now);
-  if (operation == LeaseOperation::renew) co_return leases_.renew(request, now);
-  const LeaseReply reply = leases_.release(request, now);
-  if (reply.granted) notify(release_watchers_, request.key);
-  co_return reply;
+  switch (op.operation) {
+    case LeaseOperation::grant:
+      op.result = leases_.grant(request, now);
+      break;
+    case LeaseOperation::renew:
+      op.result = leases_.renew(request, now);
+      break;
+    case LeaseOperation::release:
+      op.result = leases_.release(request, now);
+      if (op.result.granted) notify(release_watchers_, request.key);
+      break;
+  }
+  co_return;
 }
 
 std::uint64_t LocalBackend::watch_releases(std::string key, std::function<void()> handler) {

@@ -24,35 +24,11 @@ class LocalBackend final : public Backend {
   using Clock = std::function<std::int64_t()>;
 
   explicit LocalBackend(Clock clock = system_clock);
-  Task<Decision> decide(const DecideRequest& request) override;
-  Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
-                             std::int64_t amount, std::int64_t taken_at_us) override;
-  Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
-  Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
-  Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
-  /// Why no leases in process: no other process shares the state, and a dead process takes its
-  /// reservations with it. None is registered, so none is renewed (renew answers 0), and
-  /// confirm is locate.
-  Task<ReservationReply> run_reservation(ReservationOperation operation, DecideRequest request,
-                                         CancelTicket ticket) override;
+  Task<void> run(std::span<BackendOp> ops) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
                       std::function<void()> on_confirmed) override;
-  void unwatch(std::uint64_t id) override;
-
-  // ---- semaphores (LeaseTable); each completes without suspending.
-  Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) override;
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
-
-  // ---- several claims (local_claims.cpp): claim after claim, each on its limiter's backend.
-  Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
-                                     std::span<const DecideRequest> requests,
-                                     Operation operation) override;
-  Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
-                                         std::span<const DecideRequest> requests,
-                                         std::function<std::int64_t()> max_wait_us) override;
-  Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
-                                        std::int64_t max_wait_us, std::int64_t earliest_slot_us,
-                                        bool earliest_only) override;
+  void unwatch(std::uint64_t id) override;
   std::int64_t lease_us() const noexcept override { return 0; }
   BackgroundTasks* background() noexcept override { return nullptr; }
 
@@ -85,6 +61,22 @@ class LocalBackend final : public Backend {
     std::optional<std::multimap<std::int64_t, const std::string*>::iterator> expiry;
   };
 
+  // ---- each operation (Backend::run()); every one completes without suspending, but the
+  // claims (local_claims.cpp), which run claim after claim on each limiter's backend.
+  Task<void> perform(DecideOp& op);
+  Task<void> perform(AdjustOp& op);
+  Task<void> perform(ResetOp& op);
+  Task<void> perform(TtlOp& op);
+  Task<void> perform(ReserveOp& op);
+  /// Why no leases in process: no other process shares the state, and a dead process takes its
+  /// reservations with it. None is registered, so none is renewed (renew answers 0), and
+  /// confirm is locate.
+  Task<void> perform(ReservationOp& op);
+  /// Semaphores: LeaseTable.
+  Task<void> perform(LeaseOp& op);
+  Task<void> perform(DecideClaimsOp& op);
+  Task<void> perform(ReserveClaimsOp& op);
+  Task<void> perform(ReserveGroupOp& op);
   /// Gives back the reservation `ticket` (run_reservation()'s cancel).
   CancelVerdict cancel_now(const DecideRequest& request, const CancelTicket& ticket);
   /// The reservation's outcome at `now`, at `not_before_us` (0: its earliest slot), stale

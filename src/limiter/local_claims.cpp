@@ -10,32 +10,13 @@
 
 namespace redlimit::detail {
 
-Decision binding_decision(std::span<const Decision> decisions) {
-  const bool all_allowed = std::ranges::all_of(decisions, &Decision::allowed);
-  std::size_t binding = 0;
-  for (std::size_t i = 1; i < decisions.size(); ++i) {
-    const Decision& candidate = decisions[i];
-    const Decision& best = decisions[binding];
-    if (all_allowed
-            ? candidate.remaining < best.remaining
-            : !candidate.allowed && (best.allowed || candidate.retry_after > best.retry_after)) {
-      binding = i;
-    }
-  }
-  Decision out = decisions[binding];
-  out.allowed = all_allowed;
-  out.claim = binding;
-  return out;
-}
-
-Task<ClaimsDecision> LocalBackend::decide_claims(std::span<Backend* const> backends,
-                                                 std::span<const DecideRequest> requests,
-                                                 Operation operation) {
+Task<void> LocalBackend::perform(DecideClaimsOp& op) {
+  const std::span<Backend* const> backends = op.backends;
   // Why every claim peeked first: time passing only frees permits, so when every claim's peek
   // allows, every take does.
-  std::vector<DecideRequest> asked(requests.begin(), requests.end());
+  std::vector<DecideRequest> asked(op.requests.begin(), op.requests.end());
   const Operation steps[] = {Operation::peek, Operation::acquire};
-  ClaimsDecision out;
+  ClaimsDecision& out = op.result;
   for (const Operation step : steps) {
     std::vector<Decision> decisions;
     for (std::size_t i = 0; i < asked.size(); ++i) {
@@ -44,15 +25,14 @@ Task<ClaimsDecision> LocalBackend::decide_claims(std::span<Backend* const> backe
       decisions.push_back(decided);
     }
     out.decision = binding_decision(decisions);
-    if (!out.decision.allowed || operation == Operation::peek) break;
+    if (!out.decision.allowed || op.operation == Operation::peek) break;
   }
-  co_return out;
 }
 
-Task<ClaimsReservation> LocalBackend::reserve_claims(std::span<Backend* const> backends,
-                                                     std::span<const DecideRequest> requests,
-                                                     std::function<std::int64_t()> max_wait_us) {
-  const std::int64_t max_wait = max_wait_us();
+Task<void> LocalBackend::perform(ReserveClaimsOp& op) {
+  const std::span<Backend* const> backends = op.backends;
+  const std::span<const DecideRequest> requests = op.requests;
+  const std::int64_t max_wait = op.max_wait_us();
   // Why one time for every claim: reserve_at_one_slot() reads it once.
   const std::int64_t now = now_of(requests.front());
   std::vector<DecideRequest> at_now(requests.begin(), requests.end());
@@ -75,12 +55,13 @@ Task<ClaimsReservation> LocalBackend::reserve_claims(std::span<Backend* const> b
     }
   }
   if (denial) {
-    ClaimsReservation denied{.decision = *denial};
-    co_return denied;
+    op.result = {.decision = *denial};
+    co_return;
   }
   // Every claim reserved at that slot (none: at once); the one that set it binds, else the first
   // of the fewest remaining.
-  ClaimsReservation out{.wait_us = wait, .slot_us = now + wait};
+  ClaimsReservation& out = op.result;
+  out = {.wait_us = wait, .slot_us = now + wait};
   std::vector<Decision> reserved;
   for (std::size_t i = 0; i < at_now.size(); ++i) {
     ClaimsReservation part = co_await backends[i]->reserve_group(
@@ -92,14 +73,13 @@ Task<ClaimsReservation> LocalBackend::reserve_claims(std::span<Backend* const> b
         co_await backends[before]->run_reservation(ReservationOperation::cancel, requests[before],
                                                    out.claims[before].ticket);
       }
-      ClaimsReservation refused{.decision = part.decision};
-      co_return refused;
+      op.result = {.decision = part.decision};
+      co_return;
     }
     out.claims.push_back(part.claims.front());
     reserved.push_back(part.decision);
   }
   out.decision = setter ? reserved[*setter] : binding_decision(reserved);
-  co_return out;
 }
 
 }  // namespace redlimit::detail

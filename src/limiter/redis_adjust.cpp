@@ -32,13 +32,12 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
 
 }  // namespace
 
-Task<AdjustOutcome> RedisBackend::adjust(const DecideRequest& request, Adjustment adjustment,
-                                         std::int64_t amount, std::int64_t taken_at_us) {
-  GeneralScriptCall call({&request, 1}, adjustment_name(adjustment), amount);
-  if (adjustment == Adjustment::give_back) call.add_number(taken_at_us);
+Task<void> RedisBackend::perform(AdjustOp& op) {
+  GeneralScriptCall call({&op.request, 1}, adjustment_name(op.adjustment), op.amount);
+  if (op.adjustment == Adjustment::give_back) call.add_number(op.taken_at_us);
   const Reply reply =
       co_await calls_.eval(scripts::adjust, call.keys(), call.args(), client_.command_deadline());
-  co_return adjust_outcome_from_reply(reply, request.policy->limits().size());
+  op.result = adjust_outcome_from_reply(reply, op.request.policy->limits().size());
 }
 
 }  // namespace redlimit::detail

@@ -228,8 +228,12 @@ Decision decision_from_lean_reply(const Reply& reply) {
   return redis_decision(fields, 0);
 }
 
-// Why not a coroutine: it only picks one, and a layer more would cost a frame per decision.
-Task<Decision> RedisBackend::decide(const DecideRequest& request) {
+Task<void> RedisBackend::run(std::span<BackendOp> ops) {
+  return run_each(ops, [this](auto& op) { return perform(op); });
+}
+
+Task<void> RedisBackend::perform(DecideOp& op) {
+  const DecideRequest& request = op.request;
   // Why scripts of their own: try_acquire on a single limit is the most common call, and a lean
   // script costs Redis 0.4-0.9 x what the general one does (docs/performance.md).
   if (const scripts::ScriptSource* lean = lean_decide_script(request)) {
@@ -237,14 +241,14 @@ Task<Decision> RedisBackend::decide(const DecideRequest& request) {
     const bool reclaiming = lease_us() > 0 && request.operation == Operation::acquire &&
                             request.now_us == 0 &&
                             can_reserve(request.policy->limits().front().limit.algorithm);
-    return decide_with_lean_script(*lean, request, reclaiming);
+    return decide_with_lean_script(*lean, op, reclaiming);
   }
-  return decide_with_general_script(request);
+  return decide_generally(op);
 }
 
-Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource& script,
-                                                     const DecideRequest& request,
-                                                     bool reclaiming) {
+Task<void> RedisBackend::decide_with_lean_script(const scripts::ScriptSource& script, DecideOp& op,
+                                                 bool reclaiming) {
+  const DecideRequest& request = op.request;
   const CompiledLimit& limit = request.policy->limits().front();
   const JoinedKey key(request.key_base.view(), limit.key_suffix);
   const std::array<std::string_view, 1> keys = {key.view()};
@@ -255,57 +259,60 @@ Task<Decision> RedisBackend::decide_with_lean_script(const scripts::ScriptSource
       permits,        now, epoch[0], epoch[1], epoch[2], limit.fields[1], limit.fields[2],
       limit.fields[3]};
   Reply reply = co_await calls_.eval(script, keys, args, client_.command_deadline());
-  Decision decision = decision_from_lean_reply(reply);
+  Decision& decision = op.result;
+  decision = decision_from_lean_reply(reply);
   decision.policy_version = request.policy->epoch().version;
   reuse_reply_text(std::move(reply.str));
   // Why only a denial longer than a lease: a shorter backlog holds no registered reservation.
   // Why a frame of its own: a denial that long is rare, and a decision costs one frame less.
   if (reclaiming && !decision.allowed && decision.retry_after.count() > lease_us()) {
-    co_return co_await reclaim_and_decide(script, request, decision);
+    co_await reclaim_and_decide(script, op);
   }
-  co_return decision;
 }
 
 Task<Decision> RedisBackend::decide_with_general_script(const DecideRequest& request) {
+  DecideOp op{request};
+  co_await decide_generally(op);
+  co_return op.result;
+}
+
+Task<void> RedisBackend::decide_generally(DecideOp& op) {
+  const DecideRequest& request = op.request;
   const GeneralScriptCall call(
       {&request, 1}, request.operation == Operation::acquire ? "acquire" : "peek", request.permits);
   const Reply reply =
       co_await calls_.eval(scripts::decide, call.keys(), call.args(), client_.command_deadline());
-  Decision decision = decision_from_reply(reply, request.policy->limits().size());
-  decision.policy_version = request.policy->epoch().version;
-  co_return decision;
+  op.result = decision_from_reply(reply, request.policy->limits().size());
+  op.result.policy_version = request.policy->epoch().version;
 }
 
-Task<void> RedisBackend::reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) {
+Task<void> RedisBackend::perform(ResetOp& op) {
   ScriptCall call;
-  for (const CompiledLimit& limit : policy->limits())
-    call.add_key(key_base + limit.key_suffix);
-  if (can_reserve(policy->limits().front().limit.algorithm)) {
+  for (const CompiledLimit& limit : op.policy->limits())
+    call.add_key(op.key_base + limit.key_suffix);
+  if (can_reserve(op.policy->limits().front().limit.algorithm)) {
     for (std::string& side : side_keys(std::string(call.keys().front())))
       call.add_key(std::move(side));
   }
   co_await calls_.eval(scripts::reset, call.keys(), call.args(), client_.command_deadline());
 }
 
-Task<std::optional<std::chrono::milliseconds>> RedisBackend::ttl(std::string key) {
-  std::vector<std::string> argv = {"PTTL", std::move(key)};
+Task<void> RedisBackend::perform(TtlOp& op) {
+  std::vector<std::string> argv = {"PTTL", op.key};
   const Reply reply = co_await client_.command(std::move(argv));
   // PTTL: -2 when the key does not exist; every key redlimit writes has a TTL (never -1).
   const std::int64_t ms = reply.as_integer();
-  if (ms < 0) co_return std::nullopt;
-  co_return std::chrono::milliseconds(ms);
+  if (ms >= 0) op.result = std::chrono::milliseconds(ms);
 }
 
-Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_wait_us) {
-  // Why copied first: the request (and the policy it keeps alive) moves into the call.
-  const LimitSpec spec = request.policy->limits().front().spec;
-  const std::int64_t version = request.policy->epoch().version;
-  const std::array<std::int64_t, 2> numbers = {max_wait_us, lease_us()};
-  const Reply reply = co_await run_reserve_script("reserve", std::move(request), numbers);
+Task<void> RedisBackend::perform(ReserveOp& op) {
+  const LimitSpec& spec = op.request.policy->limits().front().spec;
+  const std::array<std::int64_t, 2> numbers = {op.max_wait_us, lease_us()};
+  const Reply reply = co_await run_reserve_script("reserve", op.request, numbers);
   const auto& fields = reply_fields(reply, 13, "reserve");
-  Reservation out;
+  Reservation& out = op.result;
   out.decision = decision_from_fields(fields, 2, 0);
-  out.decision.policy_version = version;
+  out.decision.policy_version = op.request.policy->epoch().version;
   out.reserved_at_us = fields[1].as_integer();
   out.wait_us = fields[6].as_integer();
   out.slot = {fields[7].as_integer(), fields[8].as_integer()};
@@ -313,16 +320,15 @@ Task<Reservation> RedisBackend::reserve(DecideRequest request, std::int64_t max_
   out.den = spec.a;
   out.d = spec.b;
   out.lease_expiry_us = fields[12].as_integer();
-  co_return out;
 }
 
-Task<Decision> RedisBackend::reclaim_and_decide(const scripts::ScriptSource& script,
-                                                const DecideRequest& request, Decision denied) {
+Task<void> RedisBackend::reclaim_and_decide(const scripts::ScriptSource& script, DecideOp& op) {
+  const DecideRequest& request = op.request;
   using Clock = std::chrono::steady_clock;
   const auto now = Clock::now();
   std::string key = reservation_key(request);
   if (const auto next = next_reclaim_.find(key); next != next_reclaim_.end() && now < next->second)
-    co_return denied;
+    co_return;
   // Why a bounded map: one entry per denied key; the lapsed ones go when it grows.
   if (next_reclaim_.size() >= 4096)
     std::erase_if(next_reclaim_, [now](const auto& entry) { return entry.second <= now; });
@@ -335,8 +341,7 @@ Task<Decision> RedisBackend::reclaim_and_decide(const scripts::ScriptSource& scr
   } catch (const Error&) {
     // The denial stands: Redis answered it; the next denial after a third of a lease retries.
   }
-  if (given_back == 0) co_return denied;
-  co_return co_await decide_with_lean_script(script, request, false);
+  if (given_back != 0) co_await decide_with_lean_script(script, op, false);
 }
 
 std::int64_t RedisBackend::lease_us() const noexcept {
@@ -345,7 +350,7 @@ std::int64_t RedisBackend::lease_us() const noexcept {
       .count();
 }
 
-Task<Reply> RedisBackend::run_reserve_script(std::string operation, DecideRequest request,
+Task<Reply> RedisBackend::run_reserve_script(std::string operation, const DecideRequest& request,
                                              std::span<const std::int64_t> numbers) {
   ReserveScriptCall call({&request, 1}, operation);
   for (const std::int64_t number : numbers)
@@ -354,25 +359,26 @@ Task<Reply> RedisBackend::run_reserve_script(std::string operation, DecideReques
                                  client_.command_deadline());
 }
 
-Task<ReservationReply> RedisBackend::run_reservation(ReservationOperation operation,
-                                                     DecideRequest request, CancelTicket ticket) {
+Task<void> RedisBackend::perform(ReservationOp& op) {
+  const ReservationOperation operation = op.operation;
+  const CancelTicket& ticket = op.ticket;
   // In the script's words and numbering.
   constexpr std::array<const char*, 4> names = {"cancel", "renew", "confirm", "locate"};
   constexpr std::array verdicts = {CancelVerdict::due, CancelVerdict::returned,
                                    CancelVerdict::refused, CancelVerdict::already_returned};
   const char* const name = names[static_cast<std::size_t>(operation)];
-  const std::size_t claim = request.claim;
+  const std::size_t claim = op.request.claim;
   const std::array<std::int64_t, 2> renewal = {ticket.version, lease_us()};
   const std::array<std::int64_t, 7> located = ticket_numbers(ticket);
   const std::span<const std::int64_t> numbers(operation == ReservationOperation::renew
                                                   ? std::span<const std::int64_t>(renewal)
                                                   : std::span<const std::int64_t>(located));
-  const Reply reply = co_await run_reserve_script(name, std::move(request), numbers);
+  const Reply reply = co_await run_reserve_script(name, op.request, numbers);
   const auto& fields = reply.as_array();
   const auto unexpected = [name] {
     return ProtocolError(std::string("the ") + name + " script returned an unexpected reply");
   };
-  ReservationReply out;
+  ReservationReply& out = op.result;
   switch (operation) {
     case ReservationOperation::cancel: {
       if (fields.size() != 2) throw unexpected();
@@ -397,7 +403,6 @@ Task<ReservationReply> RedisBackend::run_reservation(ReservationOperation operat
       break;
     }
   }
-  co_return out;
 }
 
 std::uint64_t RedisBackend::watch(const DecideRequest& request, NoticeHandler handler,

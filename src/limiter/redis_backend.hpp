@@ -25,36 +25,15 @@ class RedisBackend final : public Backend {
   explicit RedisBackend(CommandDispatcher& client,
                         std::optional<std::chrono::microseconds> lease = std::nullopt)
       : client_(client), calls_(script_executor_of(client)), lease_(lease) {}
-  Task<Decision> decide(const DecideRequest& request) override;
-  /// What decide() runs for peeks and policies of several limits, for any request: the
+  Task<void> run(std::span<BackendOp> ops) override;
+  /// What a decision runs for peeks and policies of several limits, for any request: the
   /// differential test mixes it with the lean scripts on one key.
   Task<Decision> decide_with_general_script(const DecideRequest& request);
-  Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
-                             std::int64_t amount, std::int64_t taken_at_us) override;
-  Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) override;
-  Task<std::optional<std::chrono::milliseconds>> ttl(std::string key) override;
-  Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us) override;
-  Task<ReservationReply> run_reservation(ReservationOperation operation, DecideRequest request,
-                                         CancelTicket ticket) override;
   std::uint64_t watch(const DecideRequest& request, NoticeHandler handler,
                       std::function<void()> on_confirmed) override;
-  void unwatch(std::uint64_t id) override;
-
-  // ---- semaphores (lua/semaphore.lua; redis_backend_leases.cpp)
-  Task<LeaseReply> run_lease(LeaseOperation operation, LeaseRequest request) override;
+  /// Semaphores: lua/semaphore.lua (redis_backend_leases.cpp).
   std::uint64_t watch_releases(std::string key, std::function<void()> handler) override;
-
-  // ---- several claims (redis_claims.cpp, redis_claims_reserving.cpp): one script call per
-  // hash slot, the protocols across a cluster's slots.
-  Task<ClaimsDecision> decide_claims(std::span<Backend* const> backends,
-                                     std::span<const DecideRequest> requests,
-                                     Operation operation) override;
-  Task<ClaimsReservation> reserve_claims(std::span<Backend* const> backends,
-                                         std::span<const DecideRequest> requests,
-                                         std::function<std::int64_t()> max_wait_us) override;
-  Task<ClaimsReservation> reserve_group(std::span<const DecideRequest> requests,
-                                        std::int64_t max_wait_us, std::int64_t earliest_slot_us,
-                                        bool earliest_only) override;
+  void unwatch(std::uint64_t id) override;
   /// The lease given at construction, else ClientOptions::reservation_lease.
   std::int64_t lease_us() const noexcept override;
   BackgroundTasks* background() noexcept override { return &client_.background(); }
@@ -62,20 +41,36 @@ class RedisBackend final : public Backend {
   CommandDispatcher& dispatcher() noexcept { return client_; }
 
  private:
+  // ---- each operation (Backend::run()). Several claims (redis_claims.cpp,
+  // redis_claims_reserving.cpp): one script call per hash slot, the protocols across a
+  // cluster's slots. Semaphores: redis_backend_leases.cpp.
+  /// Why not a coroutine: it only picks the script, and a layer more would cost a frame per
+  /// decision.
+  Task<void> perform(DecideOp& op);
+  Task<void> perform(AdjustOp& op);
+  Task<void> perform(ResetOp& op);
+  Task<void> perform(TtlOp& op);
+  Task<void> perform(ReserveOp& op);
+  Task<void> perform(ReservationOp& op);
+  Task<void> perform(LeaseOp& op);
+  Task<void> perform(DecideClaimsOp& op);
+  Task<void> perform(ReserveClaimsOp& op);
+  Task<void> perform(ReserveGroupOp& op);
   /// The reserve script's answer to `operation` on the request's key, `numbers` following its
   /// limit's fields: "reserve" (the longest wait, us), "renew" (the reservation's version) or
   /// "reclaim" (0), then lease_us(); "cancel", "confirm" or "locate": a reservation's
   /// ticket_numbers().
-  Task<Reply> run_reserve_script(std::string operation, DecideRequest request,
+  Task<Reply> run_reserve_script(std::string operation, const DecideRequest& request,
                                  std::span<const std::int64_t> numbers);
   /// A decision of a single limit by its lean script. `reclaiming` (a try_acquire of a single
   /// bucket limit): a denial longer than an owner lease goes on to reclaim_and_decide().
-  Task<Decision> decide_with_lean_script(const scripts::ScriptSource& script,
-                                         const DecideRequest& request, bool reclaiming);
-  /// After `denied`: gives back the key's lapsed reservations (at most once per third of a
-  /// lease per key) and, if that returned any, asks again.
-  Task<Decision> reclaim_and_decide(const scripts::ScriptSource& script,
-                                    const DecideRequest& request, Decision denied);
+  Task<void> decide_with_lean_script(const scripts::ScriptSource& script, DecideOp& op,
+                                     bool reclaiming);
+  /// decide_with_general_script() of `op`.
+  Task<void> decide_generally(DecideOp& op);
+  /// After the denial in `op.result`: gives back the key's lapsed reservations (at most once per
+  /// third of a lease per key) and, if that returned any, asks again.
+  Task<void> reclaim_and_decide(const scripts::ScriptSource& script, DecideOp& op);
 
   CommandDispatcher& client_;
   ScriptExecutor& calls_;  ///< what its script calls go through (batching, unless turned off)

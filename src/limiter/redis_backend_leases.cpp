@@ -8,11 +8,12 @@
 
 namespace redlimit::detail {
 
-Task<LeaseReply> RedisBackend::run_lease(LeaseOperation operation, LeaseRequest request) {
+Task<void> RedisBackend::perform(LeaseOp& op) {
+  const LeaseRequest& request = op.request;
   const std::array<std::string_view, 1> keys = {request.key};
-  const std::string_view name = operation == LeaseOperation::grant   ? "acquire"
-                                : operation == LeaseOperation::renew ? "renew"
-                                                                     : "release";
+  // In the script's words, in LeaseOperation's order.
+  constexpr std::array<std::string_view, 3> names = {"acquire", "renew", "release"};
+  const std::string_view name = names[static_cast<std::size_t>(op.operation)];
   const std::string now = request.now_us != 0 ? std::to_string(request.now_us) : std::string();
   const std::string capacity = std::to_string(request.capacity);
   const std::string permits = std::to_string(request.permits);
@@ -23,11 +24,10 @@ Task<LeaseReply> RedisBackend::run_lease(LeaseOperation operation, LeaseRequest 
       co_await calls_.eval(scripts::semaphore, keys, args, client_.command_deadline());
   const auto& fields = reply.as_array();
   if (fields.size() < 2) throw ProtocolError("the semaphore script returned too few fields");
-  LeaseReply out;
+  LeaseReply& out = op.result;
   out.granted = fields[0].as_integer() >= 1;
   out.now_us = fields[1].as_integer();
   if (fields.size() >= 3) out.expires_or_free_at_us = fields[2].as_integer();
-  co_return out;
 }
 
 std::uint64_t RedisBackend::watch_releases(std::string key, std::function<void()> handler) {

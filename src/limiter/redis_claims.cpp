@@ -136,15 +136,13 @@ std::vector<std::vector<std::size_t>> slot_groups(std::span<const DecideRequest>
   return groups;
 }
 
-Task<ClaimsDecision> RedisBackend::decide_claims(std::span<Backend* const>,
-                                                 std::span<const DecideRequest> requests,
-                                                 Operation operation) {
-  const auto groups = slot_groups(requests, client_.is_cluster());
-  if (groups.size() > 1) co_return co_await decide_across_slots(*this, requests, groups, operation);
-  // Why named first: g++ 12 mishandles a co_await inside a braced initializer.
-  Decision decision = co_await decide_in_one_call(client_, requests, operation);
-  ClaimsDecision decided{.decision = std::move(decision)};
-  co_return decided;
+Task<void> RedisBackend::perform(DecideClaimsOp& op) {
+  const auto groups = slot_groups(op.requests, client_.is_cluster());
+  if (groups.size() > 1) {
+    op.result = co_await decide_across_slots(*this, op.requests, groups, op.operation);
+  } else {
+    op.result.decision = co_await decide_in_one_call(client_, op.requests, op.operation);
+  }
 }
 
 std::vector<DecideRequest> requests_of(std::span<const DecideRequest> requests,

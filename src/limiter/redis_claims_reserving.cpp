@@ -133,21 +133,22 @@ Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
 
 }  // namespace
 
-Task<ClaimsReservation> RedisBackend::reserve_claims(std::span<Backend* const>,
-                                                     std::span<const DecideRequest> requests,
-                                                     std::function<std::int64_t()> max_wait_us) {
-  const auto groups = slot_groups(requests, client_.is_cluster());
-  if (groups.size() > 1)
-    co_return co_await reserve_across_slots(*this, requests, groups, max_wait_us);
-  co_return co_await reserve_group(requests, max_wait_us(), 0, false);
+Task<void> RedisBackend::perform(ReserveClaimsOp& op) {
+  const auto groups = slot_groups(op.requests, client_.is_cluster());
+  if (groups.size() > 1) {
+    op.result = co_await reserve_across_slots(*this, op.requests, groups, op.max_wait_us);
+    co_return;
+  }
+  ReserveGroupOp group{op.requests, op.max_wait_us()};
+  co_await perform(group);
+  op.result = std::move(group.result);
 }
 
-Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideRequest> requests,
-                                                    std::int64_t max_wait_us,
-                                                    std::int64_t earliest_slot_us,
-                                                    bool earliest_only) {
+Task<void> RedisBackend::perform(ReserveGroupOp& op) {
+  const std::span<const DecideRequest> requests = op.requests;
+  const bool earliest_only = op.earliest_only;
   ReserveScriptCall call(requests, earliest_only ? "earliest_all" : "reserve_all");
-  call.add_number(max_wait_us);
+  call.add_number(op.max_wait_us);
   call.add_number(lease_us());
   call.add_number(static_cast<std::int64_t>(requests.size()));
   for (const DecideRequest& request : requests) {  // its permits, policy epoch and limit
@@ -157,7 +158,7 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
     for (const std::string& field : request.policy->limits().front().fields)
       call.add_argument(field);
   }
-  call.add_number(earliest_slot_us);
+  call.add_number(op.earliest_slot_us);
   const Reply reply =
       co_await calls_.eval(scripts::reserve, call.keys(), call.args(), client_.command_deadline());
   const auto& fields = reply.as_array();
@@ -174,7 +175,7 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
   }
   const std::size_t binding =
       reply_index(fields[2].as_integer(), requests.size(), "reserve", "claim");
-  ClaimsReservation out;
+  ClaimsReservation& out = op.result;
   out.decision = decision_from_fields(fields, 3, 0);
   out.decision.claim = requests[binding].claim;
   out.decision.policy_version = requests[binding].policy->epoch().version;
@@ -188,7 +189,6 @@ Task<ClaimsReservation> RedisBackend::reserve_group(std::span<const DecideReques
     out.claims.push_back({.ticket = ticket_of({out.slot_us, 0}, spec.a, spec.b, book),
                           .lease_expiry_us = fields[at + 3].as_integer()});
   }
-  co_return out;
 }
 
 }  // namespace redlimit::detail
