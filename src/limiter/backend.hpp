@@ -344,11 +344,13 @@ Task<void> run_each(std::span<BackendOp> ops, Perform perform) {
 /// Runs `one(op)` for every operation of `ops` together.
 Task<void> run_together(std::span<BackendOp> ops, std::function<Task<void>(BackendOp&)> one);
 
-/// Gives back one claim's part of a call over several (in a Together with the others of its
-/// slot): its reservation `ticket` cancelled, or with none, what its take at `taken_at_us` still
-/// holds. Why errors are dropped: a part that cannot be given back stays taken until its slot
-/// (under-admission, never over). `request` outlives the task.
-Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
-                           std::optional<CancelTicket> ticket, std::int64_t taken_at_us);
+/// What gives back one claim's part of a call over several: its reservation `ticket` cancelled,
+/// or with none, what its take at `taken_at_us` still holds. `request` outlives the operation.
+BackendOp give_back_op(const DecideRequest& request, std::optional<CancelTicket> ticket,
+                       std::int64_t taken_at_us);
+
+/// Runs `give_backs` (give_back_op()s) on `backend`, all at once. Why errors are dropped: a part
+/// that cannot be given back stays taken until its slot (under-admission, never over).
+Task<void> give_back_claims(Backend& backend, std::vector<BackendOp> give_backs);
 
 }  // namespace redlimit::detail

@@ -193,14 +193,15 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
 
 }  // namespace
 
-Task<void> give_back_claim(Backend& backend, const DecideRequest& request,
-                           std::optional<CancelTicket> ticket, std::int64_t taken_at_us) {
+BackendOp give_back_op(const DecideRequest& request, std::optional<CancelTicket> ticket,
+                       std::int64_t taken_at_us) {
+  if (ticket) return ReservationOp{ReservationOperation::cancel, request, *ticket};
+  return AdjustOp{request, Adjustment::give_back, request.permits, taken_at_us};
+}
+
+Task<void> give_back_claims(Backend& backend, std::vector<BackendOp> give_backs) {
   try {
-    if (ticket) {
-      co_await backend.run_reservation(ReservationOperation::cancel, request, *ticket);
-    } else {
-      co_await backend.adjust(request, Adjustment::give_back, request.permits, taken_at_us);
-    }
+    co_await backend.run(give_backs);
   } catch (...) {
   }
 }

@@ -10,7 +10,6 @@
 #include "policy/stale_policy.hpp"
 #include "redis/key_slot.hpp"
 #include "redlimit/errors.hpp"
-#include "runtime/together.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -82,15 +81,13 @@ Task<ClaimsDecision> decide_across_slots(RedisBackend& backend,
     }
   }
   if (operation == Operation::acquire && (denial || error)) {
-    // Why Together: every give-back goes out at once (one round trip), and none outlives this
-    // frame if the caller abandons the call.
-    std::vector<Task<void>> give_backs;
+    // Why at once: one round trip, and none outlives this frame if the caller abandons the call.
+    std::vector<BackendOp> give_backs;
     for (std::size_t g = 0; g < decided.size(); ++g) {
       for (const std::size_t i : groups[g])
-        give_backs.push_back(
-            give_back_claim(backend, requests[i], std::nullopt, decided[g].server_time_us));
+        give_backs.push_back(give_back_op(requests[i], std::nullopt, decided[g].server_time_us));
     }
-    co_await Together(std::move(give_backs));
+    co_await give_back_claims(backend, std::move(give_backs));
   }
   if (error) std::rethrow_exception(error);
   if (denial) {

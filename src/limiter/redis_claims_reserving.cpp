@@ -9,26 +9,22 @@
 #include "lua_scripts.hpp"
 #include "policy/stale_policy.hpp"
 #include "redlimit/errors.hpp"
-#include "runtime/together.hpp"
 
 namespace redlimit::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Gives back what one hash slot's claims hold of `reserved`, all at once: a part whose slot is
-/// ahead is cancelled (the waiters behind it move up); one taken at once gives back what its
-/// take still holds (nothing when a request was reserved behind it).
-Task<void> give_back_slot(Backend& backend, std::span<const DecideRequest> requests,
-                          const std::vector<std::size_t>& group,
-                          const ClaimsReservation& reserved) {
-  std::vector<Task<void>> give_backs;
+/// Appends to `give_backs` what gives back one hash slot's claims' hold of `reserved`: a part
+/// whose slot is ahead is cancelled (the waiters behind it move up); one taken at once gives back
+/// what its take still holds (nothing when a request was reserved behind it).
+void give_back_slot(std::vector<BackendOp>& give_backs, std::span<const DecideRequest> requests,
+                    const std::vector<std::size_t>& group, const ClaimsReservation& reserved) {
   for (std::size_t k = 0; k < group.size(); ++k) {
     std::optional<CancelTicket> ticket;
     if (reserved.wait_us > 0) ticket = reserved.claims[k].ticket;
-    give_backs.push_back(give_back_claim(backend, requests[group[k]], ticket, reserved.slot_us));
+    give_backs.push_back(give_back_op(requests[group[k]], ticket, reserved.slot_us));
   }
-  co_await Together(std::move(give_backs));
 }
 
 /// The reservations of every slot, agreeing on one, as one: its claims in the requests' order,
@@ -97,7 +93,9 @@ Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
       if (parts[g]) {
         // Earlier than the slot a later hash slot's claims set (traffic since they were asked):
         // used there, its permits would be late for the place the key gave them.
-        co_await give_back_slot(backend, requests, groups[g], *parts[g]);
+        std::vector<BackendOp> give_backs;
+        give_back_slot(give_backs, requests, groups[g], *parts[g]);
+        co_await give_back_claims(backend, std::move(give_backs));
         parts[g].reset();
       }
       std::optional<ClaimsReservation> reserved;
@@ -122,9 +120,12 @@ Task<ClaimsReservation> reserve_across_slots(RedisBackend& backend,
     }
   }
   if (denial || error) {
+    // Why every slot's at once: one round trip, not one per slot.
+    std::vector<BackendOp> give_backs;
     for (std::size_t g = 0; g < groups.size(); ++g) {
-      if (parts[g]) co_await give_back_slot(backend, requests, groups[g], *parts[g]);
+      if (parts[g]) give_back_slot(give_backs, requests, groups[g], *parts[g]);
     }
+    co_await give_back_claims(backend, std::move(give_backs));
     if (error) std::rethrow_exception(error);
     co_return *denial;
   }

@@ -233,8 +233,8 @@ Task<std::optional<FracTime>> claim_at_wake(std::span<WaitingPart> parts) {
   std::vector<Task<void>> give_backs;
   for (const WaitingPart& part : parts) {
     if (!part.stands) continue;
-    give_backs.push_back(
-        give_back_claim(*part.backend, *part.reserved, std::nullopt, part.waiter.slot.ceil_us()));
+    give_backs.push_back(give_back_claims(
+        *part.backend, {give_back_op(*part.reserved, std::nullopt, part.waiter.slot.ceil_us())}));
   }
   co_await Together(std::move(give_backs));
   co_return std::nullopt;
