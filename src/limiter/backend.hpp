@@ -332,6 +332,9 @@ class Backend {
   virtual BackgroundTasks* background() noexcept = 0;
 };
 
+/// Runs `one(op)` for every operation of `ops` together.
+Task<void> run_together(std::span<BackendOp> ops, std::function<Task<void>(BackendOp&)> one);
+
 /// Backend::run() of a backend whose `perform(op)` runs one operation (a Task<void> that sets
 /// its result): one alone is perform's own task (no frame more: a decision's budget), several run
 /// together.
@@ -340,9 +343,6 @@ Task<void> run_each(std::span<BackendOp> ops, Perform perform) {
   if (ops.size() == 1) return std::visit(perform, ops.front());
   return run_together(ops, [perform](BackendOp& op) mutable { return std::visit(perform, op); });
 }
-
-/// Runs `one(op)` for every operation of `ops` together.
-Task<void> run_together(std::span<BackendOp> ops, std::function<Task<void>(BackendOp&)> one);
 
 /// What gives back one claim's part of a call over several: its reservation `ticket` cancelled,
 /// or with none, what its take at `taken_at_us` still holds. `request` outlives the operation.
