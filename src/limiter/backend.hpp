@@ -293,7 +293,8 @@ class Backend {
   virtual Task<void> run(std::span<BackendOp> ops) = 0;
 
   // ---- One operation, run alone: its result. A frame more than run(): the decision path
-  // calls run().
+  // calls run(). What they take by reference stays valid until the task ends (co_await it at
+  // once).
   Task<Decision> decide(const DecideRequest& request);
   Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
                              std::int64_t amount, std::int64_t taken_at_us);
