@@ -61,8 +61,8 @@ class LocalBackend final : public Backend {
     std::optional<std::multimap<std::int64_t, const std::string*>::iterator> expiry;
   };
 
-  // ---- each operation (Backend::run()); every one completes without suspending, but the
-  // claims (local_claims.cpp), which run claim after claim on each limiter's backend.
+  // ---- each operation (Backend::run()). Each completes without suspending, except the claims'
+  // (local_claims.cpp), which run claim after claim on each limiter's backend.
   Task<void> perform(DecideOp& op);
   Task<void> perform(AdjustOp& op);
   Task<void> perform(ResetOp& op);
@@ -77,7 +77,7 @@ class LocalBackend final : public Backend {
   Task<void> perform(DecideClaimsOp& op);
   Task<void> perform(ReserveClaimsOp& op);
   Task<void> perform(ReserveGroupOp& op);
-  /// Gives back the reservation `ticket` (run_reservation()'s cancel).
+  /// Gives back the reservation `ticket` (a ReservationOp's cancel).
   CancelVerdict cancel_now(const DecideRequest& request, const CancelTicket& ticket);
   /// The reservation's outcome at `now`, at `not_before_us` (0: its earliest slot), stale
   /// included; `dry`: decided only, nothing stored (reserve_group()'s reserve_at_one_slot()).
