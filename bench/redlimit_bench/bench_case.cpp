@@ -9,6 +9,8 @@
 #include "allocation_counter.hpp"
 #include "decide_command.hpp"
 #include "latencies.hpp"
+#include "policy/key_format.hpp"
+#include "redis/key_slot.hpp"
 #include "server_stats.hpp"
 
 namespace {
@@ -39,13 +41,16 @@ struct XorShift {
   }
 };
 
+/// Decides keys drawn uniformly from `keys` indices, or from `indices` when it is not empty.
 redlimit::Task<void> worker(redlimit::Limiter& limiter, Clock::time_point end, int keys,
-                            std::uint64_t seed, Tally* tally) {
+                            const std::vector<std::uint64_t>& indices, std::uint64_t seed,
+                            Tally* tally) {
   XorShift random{seed * 0x9E3779B97F4A7C15ULL + 1};
   // Why one clock reading per decision: the end of one is the start of the next.
   auto started = Clock::now();
   while (started < end) {
-    const std::string key = bench_key(random.next() % static_cast<std::uint64_t>(keys));
+    const std::uint64_t drawn = random.next() % static_cast<std::uint64_t>(keys);
+    const std::string key = bench_key(indices.empty() ? drawn : indices[drawn]);
     try {
       const redlimit::Decision d = co_await limiter.try_acquire(key);
       if (d.allowed) ++tally->allowed;
@@ -64,6 +69,19 @@ const char* const bench_prefix = "rlbench";
 
 redlimit::Policy bench_policy(redlimit::Algorithm algorithm) {
   return redlimit::Policy::of({algorithm, {1000, std::chrono::seconds(1)}, 1000});
+}
+
+std::vector<std::uint64_t> indices_in_slots(const std::string& name, int count, std::uint16_t first,
+                                            std::uint16_t last) {
+  namespace detail = redlimit::detail;
+  const std::string escaped = detail::escape_key_part(name);
+  std::vector<std::uint64_t> indices;
+  for (std::uint64_t index = 0; indices.size() < static_cast<std::size_t>(count); ++index) {
+    const std::uint16_t slot =
+        detail::key_slot(detail::key_base(bench_prefix, escaped, bench_key(index)).str());
+    if (slot >= first && slot <= last) indices.push_back(index);
+  }
+  return indices;
 }
 
 std::string bench_key(std::uint64_t index) {
@@ -89,6 +107,9 @@ redlimit::Task<BenchResult> run_case(uv_loop_t* loop, redlimit::ClientOptions co
     co_await clients.back()->connect();
     co_await limiters.back()->try_acquire(bench_key(0));  // loads the script
   }
+  const std::vector<std::uint64_t> indices =
+      config.slots ? indices_in_slots(name, config.keys, config.slots->first, config.slots->second)
+                   : std::vector<std::uint64_t>{};
 
   Tally tally;
   tally.latencies.reserve(static_cast<std::size_t>(config.seconds * 200'000));
@@ -102,7 +123,7 @@ redlimit::Task<BenchResult> run_case(uv_loop_t* loop, redlimit::ClientOptions co
     redlimit::TaskGroup workers;
     for (int i = 0; i < config.in_flight; ++i) {
       workers.add(worker(*limiters[static_cast<std::size_t>(i % config.connections)], end,
-                         config.keys, static_cast<std::uint64_t>(i), &tally));
+                         config.keys, indices, static_cast<std::uint64_t>(i), &tally));
     }
     co_await workers.join();
   }

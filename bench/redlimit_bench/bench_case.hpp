@@ -2,8 +2,11 @@
 // One measured case: try_acquire with `in_flight` coroutines over `keys` keys (1: one hot key)
 // on `connections` clients, for a fixed time.
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "redlimit/redlimit.hpp"
 
@@ -15,6 +18,9 @@ struct BenchCase {
   double seconds = 2;
   /// ClientOptions::max_batch (1: every decision its own script call).
   int max_batch = 64;
+  /// Only keys of these cluster slots (first, last): the keys are the first `keys` indices
+  /// whose key falls there, so that one cluster node serves them all. None: every index.
+  std::optional<std::pair<std::uint16_t, std::uint16_t>> slots;
 };
 
 struct BenchResult {
@@ -40,6 +46,11 @@ extern const char* const bench_prefix;
 /// The policy every case uses: 1000 permits per second per key (burst 1000), so that random
 /// keys are mostly allowed and the hot key mostly denied.
 redlimit::Policy bench_policy(redlimit::Algorithm algorithm);
+
+/// The indices of the first `count` keys of limiter `name` whose cluster slot is in
+/// [first, last] (the slot of the key's hash tag, as a cluster routes its decisions).
+std::vector<std::uint64_t> indices_in_slots(const std::string& name, int count, std::uint16_t first,
+                                            std::uint16_t last);
 
 /// The key of index i: "k" and 12 digits, as redis-benchmark's __rand_int__ writes them (and
 /// short enough to need no heap allocation).

@@ -6,6 +6,7 @@
 // usage: redlimit_bench [--url URL [--tls-ca FILE]] [--algorithms gcra,...|all]
 //                       [--in-flight 1,16,256,1024]
 //                       [--keys 100000,1] [--connections 1] [--seconds 2] [--json]
+//                       [--slots FIRST-LAST]
 //        redlimit_bench [--url URL] --print-evalsha
 //        (URL defaults to $REDLIMIT_URL; scripts/with-redis starts a private server)
 #include <CLI/CLI.hpp>
@@ -83,16 +84,16 @@ redlimit::Task<void> print_evalsha(redlimit::Client& client) {
 redlimit::Task<std::vector<BenchResult>> run_all(
     uv_loop_t* loop, redlimit::Client& admin, redlimit::ClientOptions connection,
     std::vector<redlimit::Algorithm> algorithms, std::vector<int> in_flight, std::vector<int> keys,
-    std::vector<int> connections, std::vector<int> max_batches, double seconds, bool json_only) {
+    std::vector<int> connections, std::vector<int> max_batches, double seconds,
+    std::optional<std::pair<std::uint16_t, std::uint16_t>> slots, bool json_only) {
   std::vector<BenchResult> results;
   for (const redlimit::Algorithm algorithm : algorithms) {
     for (const int key_count : keys) {
       for (const int flying : in_flight) {
         for (const int conns : connections) {
           for (const int batch : max_batches) {
-            results.push_back(
-                co_await run_case(loop, connection, admin,
-                                  BenchCase{algorithm, flying, key_count, conns, seconds, batch}));
+            const BenchCase config{algorithm, flying, key_count, conns, seconds, batch, slots};
+            results.push_back(co_await run_case(loop, connection, admin, config));
             print_json(results.back());
           }
         }
@@ -124,6 +125,17 @@ std::vector<redlimit::Algorithm> parse_algorithms(const std::vector<std::string>
   return chosen;
 }
 
+/// The slots of "FIRST-LAST" (two cluster slots, FIRST <= LAST); nullopt for "" or any other
+/// text.
+std::optional<std::pair<std::uint16_t, std::uint16_t>> parse_slots(const std::string& text) {
+  unsigned first = 0, last = 0;
+  char end = 0;
+  if (std::sscanf(text.c_str(), "%u-%u%c", &first, &last, &end) != 2 || first > last ||
+      last >= 16384)
+    return std::nullopt;
+  return std::pair{static_cast<std::uint16_t>(first), static_cast<std::uint16_t>(last)};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,6 +152,7 @@ int main(int argc, char** argv) {
   bool evalsha = false;
   int replicas = 0;
   std::string tls_ca;
+  std::string slots;
   app.add_option("--url", url, "Redis URL (default: $REDLIMIT_URL)");
   app.add_option("--tls-ca", tls_ca,
                  "rediss:// URLs: the CA file the server's certificate is "
@@ -162,6 +175,12 @@ int main(int argc, char** argv) {
   app.add_option("--replicas", replicas,
                  "ClientOptions::replicas: admissions answered once this many replicas hold them")
       ->check(CLI::Range(0, 16));
+  app.add_option("--slots", slots,
+                 "FIRST-LAST: only keys of these cluster slots (the first --keys of them), as "
+                 "one node serves")
+      ->check([](const std::string& text) {
+        return parse_slots(text) ? std::string() : "expected FIRST-LAST within 0-16383";
+      });
   app.add_flag("--json", json_only, "only the JSON lines, no table");
   app.add_flag("--print-evalsha", evalsha,
                "load the script of a gcra decision, print its command for redis-benchmark");
@@ -179,7 +198,7 @@ int main(int argc, char** argv) {
     } else {
       const auto results = redlimit::run(
           &loop, run_all(&loop, admin, connection, parse_algorithms(algorithms), in_flight, keys,
-                         connections, max_batches, seconds, json_only));
+                         connections, max_batches, seconds, parse_slots(slots), json_only));
       for (const BenchResult& r : results)
         if (r.errors > 0) status = 1;
     }
