@@ -1,9 +1,11 @@
 // null_rls_server: Envoy's RateLimitService answering every call OK at once, deciding nothing:
 // the gRPC ceiling that bench/server-compare measures redlimit-server against (the same
 // messages, the same gRPC library, no rate limiting), on gRPC's callback API or on its
-// asynchronous API with completion queues served by threads of their own.
+// asynchronous API with completion queues served by threads of their own. Its answer is a code
+// per descriptor, or with --full-answer the fields redlimit-server fills for the benchmark's
+// limit (its current limit, remaining and reset, and the two IETF header fields), constant.
 //
-// usage: null_rls_server [--listen HOST:PORT] [--queues N]
+// usage: null_rls_server [--listen HOST:PORT] [--queues N] [--full-answer]
 //        (prints "null_rls_server: serving grpc=PORT")
 #include <grpcpp/grpcpp.h>
 
@@ -21,13 +23,37 @@ using envoy::service::ratelimit::v3::RateLimitRequest;
 using envoy::service::ratelimit::v3::RateLimitResponse;
 using envoy::service::ratelimit::v3::RateLimitService;
 
+/// Whether answers carry what redlimit-server answers (--full-answer), not a code alone.
+bool full_answer = false;
+
+/// Answers OK to every descriptor of `request`.
+void answer(const RateLimitRequest& request, RateLimitResponse& response) {
+  response.set_overall_code(RateLimitResponse::OK);
+  for (int i = 0; i < request.descriptors_size(); ++i) {
+    RateLimitResponse::DescriptorStatus& status = *response.add_statuses();
+    status.set_code(RateLimitResponse::OK);
+    if (!full_answer) continue;
+    // As redlimit-server answers bench/server-compare's limit: 100 per minute, one used.
+    status.mutable_current_limit()->set_requests_per_unit(100);
+    status.mutable_current_limit()->set_unit(RateLimitResponse::RateLimit::MINUTE);
+    status.set_limit_remaining(99);
+    status.mutable_duration_until_reset()->set_seconds(50);
+    status.mutable_duration_until_reset()->set_nanos(257'275'000);
+  }
+  if (!full_answer) return;
+  auto* policy = response.add_response_headers_to_add();
+  policy->set_key("RateLimit-Policy");
+  policy->set_value("\"bench.user\";q=100;w=60");
+  auto* fields = response.add_response_headers_to_add();
+  fields->set_key("RateLimit");
+  fields->set_value("\"bench.user\";r=99;t=51");
+}
+
 class NullService final : public envoy::service::ratelimit::v3::RateLimitService::CallbackService {
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const RateLimitRequest* request,
                                             RateLimitResponse* response) override {
-    response->set_overall_code(RateLimitResponse::OK);
-    for (int i = 0; i < request->descriptors_size(); ++i)
-      response->add_statuses()->set_code(RateLimitResponse::OK);
+    answer(*request, *response);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -48,9 +74,7 @@ class NullCall {
       return;
     }
     new NullCall(service_, queue_);
-    response_.set_overall_code(RateLimitResponse::OK);
-    for (int i = 0; i < request_.descriptors_size(); ++i)
-      response_.add_statuses()->set_code(RateLimitResponse::OK);
+    answer(request_, response_);
     answered_ = true;
     responder_.Finish(response_, grpc::Status::OK, this);
   }
@@ -76,6 +100,9 @@ int main(int argc, char** argv) {
                  "0: gRPC's callback API; N: its asynchronous API, N completion queues each "
                  "served by a thread of its own")
       ->capture_default_str();
+  app.add_flag("--full-answer", full_answer,
+               "answer with the fields redlimit-server fills for bench/server-compare's limit, "
+               "not a code alone");
   CLI11_PARSE(app, argc, argv);
   NullService callback_service;
   RateLimitService::AsyncService async_service;
