@@ -6,7 +6,7 @@
 // usage: redlimit_bench [--url URL [--tls-ca FILE]] [--algorithms gcra,...|all]
 //                       [--in-flight 1,16,256,1024]
 //                       [--keys 100000,1] [--connections 1] [--seconds 2] [--json]
-//                       [--slots FIRST-LAST]
+//                       [--slots FIRST-LAST] [--max-batches-in-flight N]
 //        redlimit_bench [--url URL] --print-evalsha
 //        (URL defaults to $REDLIMIT_URL; scripts/with-redis starts a private server)
 #include <CLI/CLI.hpp>
@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   bool json_only = false;
   bool evalsha = false;
   int replicas = 0;
+  std::size_t batches_in_flight = redlimit::ClientOptions{}.max_batches_in_flight;
   std::string tls_ca;
   std::string slots;
   app.add_option("--url", url, "Redis URL (default: $REDLIMIT_URL)");
@@ -172,6 +173,10 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1024));
   app.add_option("--seconds", seconds, "length of each case")->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--max-batches-in-flight", batches_in_flight,
+                 "ClientOptions::max_batches_in_flight: batches of one server in flight at once "
+                 "(0: no limit)")
+      ->capture_default_str();
   app.add_option("--replicas", replicas,
                  "ClientOptions::replicas: admissions answered once this many replicas hold them")
       ->check(CLI::Range(0, 16));
@@ -191,6 +196,7 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     redlimit::ClientOptions connection{.url = url, .replicas = replicas};
+    connection.max_batches_in_flight = batches_in_flight;
     connection.tls.ca_file = tls_ca;
     redlimit::Client admin(&loop, connection);
     if (evalsha) {

@@ -89,9 +89,17 @@ struct ClientOptions {
   /// go to Redis as one script call of at most this many, each decided as if sent alone, in
   /// the order queued; one queued alone goes alone. No timer: only what is already queued when the
   /// loop is about to poll, or, as soon as the callers a batch resumed have queued this many in a
-  /// row for one server, those at once. 1: every call alone. From 1 to max_batch_limit; anything
-  /// else is a ConfigError at construction.
+  /// row for one server, those at once (while max_batches_in_flight batches of that server are
+  /// in flight, they wait for one of those to end). 1: every call alone. From 1 to
+  /// max_batch_limit; anything else is a ConfigError at construction.
   std::size_t max_batch = 64;
+  /// Batches (see max_batch) of one server in flight at once. While this many are, the calls
+  /// queued for that server wait until one of them ends, then go together: fewer, larger
+  /// script calls, each of which costs Redis less per call it holds than several small ones.
+  /// A full batch (max_batch calls) goes at once. A call waits only while it can: its deadline
+  /// (command_timeout) is never earlier than the end of a batch sent before it. 0: no limit,
+  /// every loop iteration sends what it queued.
+  std::size_t max_batches_in_flight = 2;
   /// Where this client and the limiters made from it count what they do; null: a Metrics of
   /// its own (Client::metrics()).
   std::shared_ptr<Metrics> metrics{};

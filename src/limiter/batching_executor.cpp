@@ -59,17 +59,19 @@ void place_in(std::vector<HeldCall*>& calls) {
 ScriptExecutor& script_executor_of(CommandDispatcher& client) {
   if (client.options().max_batch == 1) return client;
   return client.decorated([](CommandDispatcher& dispatcher) -> std::unique_ptr<ExecutorDecorator> {
-    return std::make_unique<BatchingExecutor>(dispatcher.loop(), dispatcher,
-                                              dispatcher.options().max_batch,
-                                              &scripts::batch_across_slots);
+    return std::make_unique<BatchingExecutor>(
+        dispatcher.loop(), dispatcher, dispatcher.options().max_batch,
+        dispatcher.options().max_batches_in_flight, &scripts::batch_across_slots);
   });
 }
 
 BatchingExecutor::BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher,
-                                   std::size_t max_batch, const scripts::ScriptSource* across_slots)
+                                   std::size_t max_batch, std::size_t max_in_flight,
+                                   const scripts::ScriptSource* across_slots)
     : loop_(loop),
       dispatcher_(dispatcher),
       max_batch_(max_batch),
+      max_in_flight_(max_in_flight),
       across_slots_(dispatcher.is_cluster() ? across_slots : nullptr) {}
 
 BatchingExecutor::Group BatchingExecutor::group_of(const HeldCall& call) {
@@ -79,6 +81,24 @@ BatchingExecutor::Group BatchingExecutor::group_of(const HeldCall& call) {
     }
   }
   return {.server = nullptr, .slot = call.slot};
+}
+
+bool BatchingExecutor::behind_waiting(const Group& group) {
+  return std::ranges::any_of(waiting_, [this, &group](const HeldCall* call) {
+    return call != nullptr && group_of(*call) == group;
+  });
+}
+
+bool BatchingExecutor::saturated(const Group& group, Clock::time_point deadline) const {
+  if (max_in_flight_ == 0) return false;
+  std::size_t count = 0;
+  Clock::time_point first_end = Clock::time_point::max();
+  for (const InFlight& batch : in_flight_) {
+    if (batch.group != group) continue;
+    ++count;
+    first_end = std::min(first_end, batch.ends_by);
+  }
+  return count >= max_in_flight_ && deadline >= first_end;
 }
 
 void BatchingExecutor::stop_batching_across_slots(const std::string& error) {
@@ -125,6 +145,9 @@ void BatchingExecutor::on_idle(void* self) {
 void BatchingExecutor::flush() {
   const std::shared_ptr<bool> alive = alive_;
   flushing_now_ = true;
+  // Why in front: the calls that waited were queued before the others, and go in that order.
+  queued_.insert(queued_.begin(), waiting_.begin(), waiting_.end());
+  waiting_.clear();
   // Why a loop: a call queued while this runs (by a caller resumed here) goes in this
   // iteration too; the idle handle does not run again in it.
   while (!queued_.empty()) {
@@ -154,15 +177,23 @@ void BatchingExecutor::flush() {
       const Group group = group_of(*flushing_[from]);
       std::size_t to = from;
       std::size_t count = 0;
+      Clock::time_point earliest = Clock::time_point::max();
       while (to < flushing_.size() && count < max_batch_ &&
              (flushing_[to] == nullptr || group == group_of(*flushing_[to]))) {
-        if (flushing_[to] != nullptr) ++count;
+        if (flushing_[to] != nullptr) {
+          ++count;
+          earliest = std::min(earliest, flushing_[to]->deadline);
+        }
         ++to;
       }
-      if (count == 1) {
+      // Why a full batch goes at once: it is as large as a batch gets. Why it still waits
+      // behind calls of its group that wait: calls on one key apply in the order queued.
+      if (behind_waiting(group) || (count < max_batch_ && saturated(group, earliest))) {
+        keep_waiting(from, to);
+      } else if (count == 1) {
         send_alone(flushing_[from]);
       } else {
-        start_batch(from, to);
+        start_batch(from, to, group);
       }
       if (!*alive) return;  // a resumed caller destroyed the client
       from = to;
@@ -170,7 +201,12 @@ void BatchingExecutor::flush() {
     flushing_.clear();
   }
   flushing_now_ = false;
-  idle_->stop();
+  // Why it may go on: a batch that ended during this flush (refused at once) lets calls that
+  // wait go at the next idle phase; else only the end of a batch in flight does.
+  const bool may_go = std::ranges::any_of(waiting_, [this](const HeldCall* call) {
+    return call != nullptr && !saturated(group_of(*call), call->deadline);
+  });
+  if (!may_go) idle_->stop();
   // Why last: what close() does once resumed may end with the client destroyed.
   if (flush_ended_) flush_ended_->set();
 }
@@ -182,17 +218,32 @@ void BatchingExecutor::send_alone(HeldCall* call) {
   call->waiter.resume();
 }
 
-void BatchingExecutor::start_batch(std::size_t from, std::size_t to) {
+void BatchingExecutor::keep_waiting(std::size_t from, std::size_t to) {
+  for (std::size_t i = from; i < to; ++i) {
+    if (HeldCall* call = std::exchange(flushing_[i], nullptr)) {
+      call->list = &waiting_;
+      call->index = waiting_.size();
+      waiting_.push_back(call);
+    }
+  }
+}
+
+void BatchingExecutor::start_batch(std::size_t from, std::size_t to, const Group& group) {
   std::vector<HeldCall*> calls;
   calls.reserve(to - from);
+  Clock::time_point ends_by = Clock::time_point::min();
   for (std::size_t i = from; i < to; ++i) {
     if (HeldCall* call = std::exchange(flushing_[i], nullptr)) {
       call->list = nullptr;
       calls.push_back(call);
+      ends_by = std::max(ends_by, call->deadline);
     }
   }
-  ++batches_in_flight_;
-  dispatcher_.background().start_upkeep_now(run_batch(std::move(calls)));
+  // Why its calls' latest deadline: each of them is answered by its own deadline, also when
+  // the batch splits and they go again alone.
+  const std::uint64_t id = next_batch_id_++;
+  in_flight_.push_back({.id = id, .group = group, .ends_by = ends_by});
+  dispatcher_.background().start_upkeep_now(run_batch(std::move(calls), id));
 }
 
 Task<void> BatchingExecutor::send_again_alone(HeldCall** place) {
@@ -213,7 +264,7 @@ Task<void> BatchingExecutor::send_again_alone(HeldCall** place) {
   }
 }
 
-Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
+Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64_t id) {
   // Why first, before any suspension: from here a call whose frame goes clears its place.
   for (HeldCall*& call : calls)
     call->in_batch = &call;
@@ -333,7 +384,12 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls) {
   }
   // Why before the callers resume: a resumed caller may destroy the client, and this object
   // with it; from here on only the calls, which clear their place when destroyed, are touched.
-  if (*alive && --batches_in_flight_ == 0 && batches_ended_) batches_ended_->set();
+  if (*alive) {
+    std::erase_if(in_flight_, [id](const InFlight& batch) { return batch.id == id; });
+    // Why: the calls that waited for a batch of their group to end go at the next idle phase.
+    if (!waiting_.empty()) idle_->start();
+    if (in_flight_.empty() && batches_ended_) batches_ended_->set();
+  }
   // Every call still to answer: the held ones, or all when none was held.
   resume_calls(calls, held, any_held, alive);
 }
@@ -363,14 +419,16 @@ Task<void> BatchingExecutor::close() {
     flush_ended_ = std::make_unique<Completion>();
     co_await flush_ended_->wait();
   }
-  // What is still queued goes alone.
+  // What is still queued, or waits, goes alone (in the order queued).
+  queued_.insert(queued_.begin(), waiting_.begin(), waiting_.end());
+  waiting_.clear();
   flushing_.swap(queued_);
   place_in(flushing_);
   for (std::size_t i = 0; i < flushing_.size(); ++i) {
     if (HeldCall* call = flushing_[i]) send_alone(call);
   }
   flushing_.clear();
-  if (batches_in_flight_ > 0) {
+  if (!in_flight_.empty()) {
     batches_ended_ = std::make_unique<Completion>();
     co_await batches_ended_->wait();
   }

@@ -39,6 +39,8 @@ ScriptExecutor& script_executor_of(CommandDispatcher& client);
 /// libuv runs idle handles right before the prepare phase in which the connections write
 /// (redis/uv_glue.cpp), and an active idle handle keeps the poll from blocking, so coalescing
 /// adds no latency. A full batch queued by the callers a batch resumes goes at once (run_batch).
+/// While `max_in_flight` batches of a group are in flight, its calls that are not a full batch
+/// wait for one of them to end (ClientOptions::max_batches_in_flight).
 ///
 /// Each call keeps its own reply or error: a call whose script raised an error fails alone; a
 /// batch Redis could not answer fails each of its calls with the same error. Calls Redis ran
@@ -47,9 +49,10 @@ ScriptExecutor& script_executor_of(CommandDispatcher& client);
 /// CROSSSLOT), and the calls of a batch across slots on keys its node would not serve alone.
 class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holder {
  public:
-  /// Batches across the slots of one cluster node with `across_slots` (null: per slot only).
+  /// Batches across the slots of one cluster node with `across_slots` (null: per slot only);
+  /// at most `max_in_flight` batches of one group in flight at once (0: no limit).
   BatchingExecutor(uv_loop_t* loop, CommandDispatcher& dispatcher, std::size_t max_batch,
-                   const scripts::ScriptSource* across_slots);
+                   std::size_t max_in_flight, const scripts::ScriptSource* across_slots);
   BatchingExecutor(const BatchingExecutor&) = delete;
   BatchingExecutor& operator=(const BatchingExecutor&) = delete;
 
@@ -77,9 +80,23 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
     bool operator==(const Group&) const = default;
   };
   Group group_of(const HeldCall& call);
-  /// Sends the calls in flushing_[from, to) (one group, non-null ones) as one batch.
-  void start_batch(std::size_t from, std::size_t to);
-  Task<void> run_batch(std::vector<HeldCall*> calls);
+  /// A batch sent and not ended yet: its group, and when it ends at the latest (the latest
+  /// deadline of its calls).
+  struct InFlight {
+    std::uint64_t id;
+    Group group;
+    Clock::time_point ends_by;
+  };
+  /// Whether calls of `group` queued before wait for a batch of it to end.
+  bool behind_waiting(const Group& group);
+  /// Whether max_in_flight_ batches of `group` are in flight, one of which ends by `deadline`.
+  bool saturated(const Group& group, Clock::time_point deadline) const;
+  /// Moves the calls in flushing_[from, to) to waiting_.
+  void keep_waiting(std::size_t from, std::size_t to);
+  /// Sends the calls in flushing_[from, to) (`group`, non-null ones) as one batch.
+  void start_batch(std::size_t from, std::size_t to, const Group& group);
+  /// Runs the batch of `calls`, in flight_ under `id`.
+  Task<void> run_batch(std::vector<HeldCall*> calls, std::uint64_t id);
   /// Sends the call at `place` (a batch's, which Redis did not run) alone and gives it its
   /// reply or error, unless it went meanwhile (`*place` null).
   Task<void> send_again_alone(HeldCall** place);
@@ -95,10 +112,16 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   uv_loop_t* loop_;
   CommandDispatcher& dispatcher_;
   std::size_t max_batch_;
+  std::size_t max_in_flight_;  ///< batches of one group in flight at once (0: no limit)
   /// The batch script across slots; null when batches are per slot.
   const scripts::ScriptSource* across_slots_;
   std::vector<HeldCall*> queued_;    ///< in the order queued; null where a call's frame went
   std::vector<HeldCall*> flushing_;  ///< what flush() is sending
+  /// Calls waiting for a batch of their group to end, in the order queued; null where a call's
+  /// frame went. They go before the calls queued since, in the flush that the end starts.
+  std::vector<HeldCall*> waiting_;
+  std::vector<InFlight> in_flight_;
+  std::uint64_t next_batch_id_ = 0;
   std::unique_ptr<Idle> idle_;
   bool closed_ = false;
   bool flushing_now_ = false;  ///< flush() runs (close() then waits for it to end)
@@ -108,7 +131,6 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   std::size_t tail_run_ = 0;
   /// Why: a caller resumed here may destroy the client, and this object with it.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
-  std::size_t batches_in_flight_ = 0;
   std::unique_ptr<Completion> batches_ended_;  ///< while close() waits for batches in flight
   std::unique_ptr<Completion> flush_ended_;    ///< while close() waits for flush() to end
 };

@@ -178,7 +178,7 @@ TEST_F(BatchCluster, AServerThatRefusesTheScriptAcrossSlotsKeepsBatchesPerSlot) 
   options.max_batch = 1;  // the client's own calls alone: the one-by-one answers
   Client client(loop(), options);
   run(loop(), client.connect());
-  BatchingExecutor executor(loop(), client.dispatcher(), 64, &refused);
+  BatchingExecutor executor(loop(), client.dispatcher(), 64, 2, &refused);
   // Two rounds of two calls per key, each round in one turn: batched, and one by one.
   constexpr int calls = 2;
   auto round = [&](ScriptExecutor& through, const std::string& prefix,

@@ -602,6 +602,69 @@ TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
     EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(999 - i)) << "call " << i;
 }
 
+/// Starts three calls on "{k}" in each of `turns` loop turns (`answers` holds 3 per turn), the
+/// loop run once after each turn's calls (they are queued, and sent unless they wait).
+std::vector<test::StartedTask> three_calls_a_turn(uv_loop_t* loop, RedisBackend& backend,
+                                                  std::shared_ptr<const CompiledPolicy> policy,
+                                                  std::vector<Answer>& answers) {
+  std::vector<test::StartedTask> tasks;
+  for (std::size_t turn = 0; turn * 3 < answers.size(); ++turn) {
+    for (std::size_t i = turn * 3; i < turn * 3 + 3; ++i)
+      tasks.push_back(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+    uv_run(loop, UV_RUN_NOWAIT);
+  }
+  return tasks;
+}
+
+/// Runs the loop until every task of `tasks` is done.
+void run_until_done(uv_loop_t* loop, const std::vector<test::StartedTask>& tasks) {
+  while (!std::ranges::all_of(tasks, [](const test::StartedTask& task) { return task.done(); }))
+    uv_run(loop, UV_RUN_ONCE);
+}
+
+TEST_F(Batch, CallsQueuedWhileTwoBatchesAreInFlightWaitForOneToEndAndGoTogether) {
+  Client client(loop(), options(64));
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(1000);
+  Answer first;
+  run(loop(), decide_into(backend, policy, "{k}", &first));  // connected
+  ASSERT_EQ(first.text, "allowed 1 remaining 999");
+  const long long before = server_.script_calls();
+  server_.pause();  // the first two batches stay in flight
+  std::vector<Answer> answers(12);
+  const std::vector<test::StartedTask> tasks = three_calls_a_turn(loop(), backend, policy, answers);
+  server_.resume();
+  run_until_done(loop(), tasks);
+  EXPECT_EQ(server_.script_calls() - before, 3) << "two batches of 3, then the 6 that waited";
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(998 - i)) << "call " << i;
+  run(loop(), client.close());
+}
+
+TEST_F(Batch, CallsThatWaitBehindBatchesRedisDoesNotAnswerEndUnavailableByTheirDeadlines) {
+  ClientOptions stalled = options(64);
+  stalled.command_timeout = 200ms;
+  Client client(loop(), stalled);
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(1000);
+  Answer first;
+  run(loop(), decide_into(backend, policy, "{k}", &first));  // connected
+  ASSERT_EQ(first.text, "allowed 1 remaining 999");
+  server_.pause();
+  std::vector<Answer> answers(12);
+  const std::vector<test::StartedTask> tasks = three_calls_a_turn(loop(), backend, policy, answers);
+  run_until_done(loop(), tasks);
+  server_.resume();
+  // Timed out, lost with the connection a time-out dropped, or refused at once by the breaker
+  // the time-outs before them opened.
+  const std::vector<std::string> unavailable = {
+      typeid(TimeoutError).name(), typeid(ConnectionError).name(), typeid(CircuitOpen).name()};
+  for (std::size_t i = 0; i < answers.size(); ++i)
+    EXPECT_TRUE(std::ranges::find(unavailable, answers[i].text) != unavailable.end())
+        << "call " << i << ": " << answers[i].text;
+  run(loop(), client.close());
+}
+
 /// The words of a batch EVALSHA of decide_gcra calls on `keys`, each given as its 8 arguments,
 /// or as "=" (repeat the call before).
 std::vector<std::string> raw_gcra_batch(const std::vector<std::string>& keys,
