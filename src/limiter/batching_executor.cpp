@@ -83,10 +83,9 @@ BatchingExecutor::Group BatchingExecutor::group_of(const HeldCall& call) {
   return {.server = nullptr, .slot = call.slot};
 }
 
-bool BatchingExecutor::behind_waiting(const Group& group) {
-  return std::ranges::any_of(waiting_, [this, &group](const HeldCall* call) {
-    return call != nullptr && group_of(*call) == group;
-  });
+bool BatchingExecutor::behind_waiting(const Group& group) const {
+  return std::ranges::any_of(
+      waiting_groups_, [&group](const WaitingGroup& waiting) { return waiting.group == group; });
 }
 
 bool BatchingExecutor::saturated(const Group& group, Clock::time_point deadline) const {
@@ -145,9 +144,7 @@ void BatchingExecutor::on_idle(void* self) {
 void BatchingExecutor::flush() {
   const std::shared_ptr<bool> alive = alive_;
   flushing_now_ = true;
-  // Why in front: the calls that waited were queued before the others, and go in that order.
-  queued_.insert(queued_.begin(), waiting_.begin(), waiting_.end());
-  waiting_.clear();
+  requeue_waiting();
   // Why a loop: a call queued while this runs (by a caller resumed here) goes in this
   // iteration too; the idle handle does not run again in it.
   while (!queued_.empty()) {
@@ -189,7 +186,7 @@ void BatchingExecutor::flush() {
       // Why a full batch goes at once: it is as large as a batch gets. Why it still waits
       // behind calls of its group that wait: calls on one key apply in the order queued.
       if (behind_waiting(group) || (count < max_batch_ && saturated(group, earliest))) {
-        keep_waiting(from, to);
+        keep_waiting(from, to, group, earliest);
       } else if (count == 1) {
         send_alone(flushing_[from]);
       } else {
@@ -203,8 +200,8 @@ void BatchingExecutor::flush() {
   flushing_now_ = false;
   // Why it may go on: a batch that ended during this flush (refused at once) lets calls that
   // wait go at the next idle phase; else only the end of a batch in flight does.
-  const bool may_go = std::ranges::any_of(waiting_, [this](const HeldCall* call) {
-    return call != nullptr && !saturated(group_of(*call), call->deadline);
+  const bool may_go = std::ranges::any_of(waiting_groups_, [this](const WaitingGroup& waiting) {
+    return !saturated(waiting.group, waiting.earliest);
   });
   if (!may_go) idle_->stop();
   // Why last: what close() does once resumed may end with the client destroyed.
@@ -218,7 +215,8 @@ void BatchingExecutor::send_alone(HeldCall* call) {
   call->waiter.resume();
 }
 
-void BatchingExecutor::keep_waiting(std::size_t from, std::size_t to) {
+void BatchingExecutor::keep_waiting(std::size_t from, std::size_t to, const Group& group,
+                                    Clock::time_point earliest) {
   for (std::size_t i = from; i < to; ++i) {
     if (HeldCall* call = std::exchange(flushing_[i], nullptr)) {
       call->list = &waiting_;
@@ -226,6 +224,21 @@ void BatchingExecutor::keep_waiting(std::size_t from, std::size_t to) {
       waiting_.push_back(call);
     }
   }
+  const auto known = std::ranges::find_if(
+      waiting_groups_, [&group](const WaitingGroup& waiting) { return waiting.group == group; });
+  if (known == waiting_groups_.end()) {
+    waiting_groups_.push_back({.group = group, .earliest = earliest});
+  } else {
+    known->earliest = std::min(known->earliest, earliest);
+  }
+}
+
+void BatchingExecutor::requeue_waiting() {
+  // Why no place needs setting here: the caller places the list it sends before anything can
+  // resume a caller (and so destroy a call's frame).
+  queued_.insert(queued_.begin(), waiting_.begin(), waiting_.end());
+  waiting_.clear();
+  waiting_groups_.clear();
 }
 
 void BatchingExecutor::start_batch(std::size_t from, std::size_t to, const Group& group) {
@@ -420,8 +433,7 @@ Task<void> BatchingExecutor::close() {
     co_await flush_ended_->wait();
   }
   // What is still queued, or waits, goes alone (in the order queued).
-  queued_.insert(queued_.begin(), waiting_.begin(), waiting_.end());
-  waiting_.clear();
+  requeue_waiting();
   flushing_.swap(queued_);
   place_in(flushing_);
   for (std::size_t i = 0; i < flushing_.size(); ++i) {

@@ -88,11 +88,15 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
     Clock::time_point ends_by;
   };
   /// Whether calls of `group` queued before wait for a batch of it to end.
-  bool behind_waiting(const Group& group);
+  bool behind_waiting(const Group& group) const;
   /// Whether max_in_flight_ batches of `group` are in flight, one of which ends by `deadline`.
   bool saturated(const Group& group, Clock::time_point deadline) const;
-  /// Moves the calls in flushing_[from, to) to waiting_.
-  void keep_waiting(std::size_t from, std::size_t to);
+  /// Moves the calls in flushing_[from, to) (`group`; the earliest of their deadlines is
+  /// `earliest`) to waiting_.
+  void keep_waiting(std::size_t from, std::size_t to, const Group& group,
+                    Clock::time_point earliest);
+  /// Moves the waiting calls in front of the queued ones (the order they were queued in).
+  void requeue_waiting();
   /// Sends the calls in flushing_[from, to) (`group`, non-null ones) as one batch.
   void start_batch(std::size_t from, std::size_t to, const Group& group);
   /// Runs the batch of `calls`, in flight_ under `id`.
@@ -120,6 +124,12 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   /// Calls waiting for a batch of their group to end, in the order queued; null where a call's
   /// frame went. They go before the calls queued since, in the flush that the end starts.
   std::vector<HeldCall*> waiting_;
+  /// The groups of the calls in waiting_, each with the earliest deadline of its calls there.
+  struct WaitingGroup {
+    Group group;
+    Clock::time_point earliest;
+  };
+  std::vector<WaitingGroup> waiting_groups_;
   std::vector<InFlight> in_flight_;
   std::uint64_t next_batch_id_ = 0;
   std::unique_ptr<Idle> idle_;
