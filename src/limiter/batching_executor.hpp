@@ -99,7 +99,7 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   void requeue_waiting();
   /// Sends the calls in flushing_[from, to) (`group`, non-null ones) as one batch.
   void start_batch(std::size_t from, std::size_t to, const Group& group);
-  /// Runs the batch of `calls`, in flight_ under `id`.
+  /// Runs the batch of `calls`, in in_flight_ under `id`.
   Task<void> run_batch(std::vector<HeldCall*> calls, std::uint64_t id);
   /// Sends the call at `place` (a batch's, which Redis did not run) alone and gives it its
   /// reply or error, unless it went meanwhile (`*place` null).

@@ -602,7 +602,7 @@ TEST_F(Batch, CloseCompletesCallsQueuedAndInFlight) {
     EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(999 - i)) << "call " << i;
 }
 
-/// Starts three calls on "{k}" in each of `turns` loop turns (`answers` holds 3 per turn), the
+/// Starts three calls on "{k}" a loop turn, one per element of `answers` (a multiple of 3), the
 /// loop run once after each turn's calls (they are queued, and sent unless they wait).
 std::vector<test::StartedTask> three_calls_a_turn(uv_loop_t* loop, RedisBackend& backend,
                                                   std::shared_ptr<const CompiledPolicy> policy,

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -183,6 +185,19 @@ void RedisServer::kill() {
 
 void RedisServer::pause() {
   ::kill(pid_, SIGSTOP);
+  // Why waited for: kill() returns before the server stops, and a test that sends a command
+  // next expects it unanswered.
+  const std::string stat = "/proc/" + std::to_string(pid_) + "/stat";
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::ifstream in(stat);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // The state follows the command name in parentheses: "pid (comm) T ...".
+    const std::size_t close = text.rfind(')');
+    if (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'T') return;
+    std::this_thread::sleep_for(1ms);
+  }
+  throw std::runtime_error("redis-server " + std::to_string(pid_) + " did not stop");
 }
 void RedisServer::resume() {
   ::kill(pid_, SIGCONT);

@@ -33,7 +33,8 @@ class RedisServer {
   void stop();
   /// SIGKILL, then waits for the process to exit.
   void kill();
-  /// SIGSTOP / SIGCONT: the server keeps its sockets but does not answer.
+  /// SIGSTOP / SIGCONT: the server keeps its sockets but does not answer. pause() returns once
+  /// the server is stopped.
   void pause();
   void resume();
   /// Starts again on the same port (after stop() or kill()).
