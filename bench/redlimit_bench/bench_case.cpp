@@ -67,8 +67,8 @@ redlimit::Task<void> worker(redlimit::Limiter& limiter, Clock::time_point end, i
 
 const char* const bench_prefix = "rlbench";
 
-redlimit::Policy bench_policy(redlimit::Algorithm algorithm) {
-  return redlimit::Policy::of({algorithm, {1000, std::chrono::seconds(1)}, 1000});
+redlimit::Policy bench_policy(redlimit::Algorithm algorithm, std::chrono::milliseconds period) {
+  return redlimit::Policy::of({algorithm, {1000, period}, 1000});
 }
 
 std::vector<std::uint64_t> indices_in_slots(const std::string& name, int count, std::uint16_t first,
@@ -102,7 +102,7 @@ redlimit::Task<BenchResult> run_case(uv_loop_t* loop, redlimit::ClientOptions co
   for (int i = 0; i < config.connections; ++i) {
     clients.push_back(std::make_unique<redlimit::Client>(loop, connection));
     limiters.push_back(std::make_unique<redlimit::Limiter>(
-        *clients.back(), bench_policy(config.algorithm),
+        *clients.back(), bench_policy(config.algorithm, config.period),
         redlimit::LimiterOptions{.name = name, .prefix = bench_prefix, .deny_cache = false}));
     co_await clients.back()->connect();
     co_await limiters.back()->try_acquire(bench_key(0));  // loads the script
@@ -151,9 +151,9 @@ redlimit::Task<BenchResult> run_case(uv_loop_t* loop, redlimit::ClientOptions co
   }
   std::vector<std::string> sample;
   for (std::uint64_t i = 0; i < std::min<std::uint64_t>(20, config.keys); ++i)
-    sample.push_back(
-        decide_command(bench_policy(config.algorithm), bench_prefix, name, bench_key(i))
-            .arguments[1]);
+    sample.push_back(decide_command(bench_policy(config.algorithm, config.period), bench_prefix,
+                                    name, bench_key(i))
+                         .arguments[1]);
   result.key_bytes = co_await mean_key_bytes(admin, std::move(sample));
   for (auto& client : clients)
     co_await client->close();

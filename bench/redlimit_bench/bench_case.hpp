@@ -2,6 +2,7 @@
 // One measured case: try_acquire with `in_flight` coroutines over `keys` keys (1: one hot key)
 // on `connections` clients, for a fixed time.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +22,8 @@ struct BenchCase {
   /// Only keys of these cluster slots (first, last): the keys are the first `keys` indices
   /// whose key falls there, so that one cluster node serves them all. None: every index.
   std::optional<std::pair<std::uint16_t, std::uint16_t>> slots;
+  /// The policy's period: 1000 permits per period per key (bench_policy()).
+  std::chrono::milliseconds period{1000};
 };
 
 struct BenchResult {
@@ -43,9 +46,12 @@ struct BenchResult {
 /// The prefix of every key the benchmark writes.
 extern const char* const bench_prefix;
 
-/// The policy every case uses: 1000 permits per second per key (burst 1000), so that random
-/// keys are mostly allowed and the hot key mostly denied.
-redlimit::Policy bench_policy(redlimit::Algorithm algorithm);
+/// The policy every case uses: 1000 permits per `period` per key (burst 1000), so that random
+/// keys are mostly allowed and the hot key mostly denied. With the default second, a random
+/// key's state lasts about a millisecond after its decision, so most decisions find none; a
+/// period of 1000 s keeps each key's state for seconds after every decision.
+redlimit::Policy bench_policy(redlimit::Algorithm algorithm,
+                              std::chrono::milliseconds period = std::chrono::seconds(1));
 
 /// The indices of the first `count` keys of limiter `name` whose cluster slot is in
 /// [first, last] (the slot of the key's hash tag, as a cluster routes its decisions).

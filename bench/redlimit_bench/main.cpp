@@ -6,8 +6,8 @@
 // usage: redlimit_bench [--url URL [--tls-ca FILE]] [--algorithms gcra,...|all]
 //                       [--in-flight 1,16,256,1024]
 //                       [--keys 100000,1] [--connections 1] [--seconds 2] [--json]
-//                       [--slots FIRST-LAST] [--max-batches-in-flight N]
-//        redlimit_bench [--url URL] --print-evalsha
+//                       [--slots FIRST-LAST] [--max-batches-in-flight N] [--period-ms MS]
+//        redlimit_bench [--url URL] [--period-ms MS] --print-evalsha
 //        (URL defaults to $REDLIMIT_URL; scripts/with-redis starts a private server)
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -71,8 +71,8 @@ void print_table(const std::vector<BenchResult>& results) {
 
 /// Loads the script a gcra decision runs and prints the gcra decision command for redis-benchmark,
 /// one shell-quoted word per line after "EVALSHA", with __rand_int__ in the key.
-redlimit::Task<void> print_evalsha(redlimit::Client& client) {
-  const DecideCommand command = decide_command(bench_policy(redlimit::Algorithm::gcra),
+redlimit::Task<void> print_evalsha(redlimit::Client& client, std::chrono::milliseconds period) {
+  const DecideCommand command = decide_command(bench_policy(redlimit::Algorithm::gcra, period),
                                                bench_prefix, "bench-gcra", "k__rand_int__");
   co_await client.command("SCRIPT", "LOAD", command.source);
   std::printf("EVALSHA\n%s\n", command.sha1.c_str());
@@ -85,14 +85,16 @@ redlimit::Task<std::vector<BenchResult>> run_all(
     uv_loop_t* loop, redlimit::Client& admin, redlimit::ClientOptions connection,
     std::vector<redlimit::Algorithm> algorithms, std::vector<int> in_flight, std::vector<int> keys,
     std::vector<int> connections, std::vector<int> max_batches, double seconds,
-    std::optional<std::pair<std::uint16_t, std::uint16_t>> slots, bool json_only) {
+    std::optional<std::pair<std::uint16_t, std::uint16_t>> slots, std::chrono::milliseconds period,
+    bool json_only) {
   std::vector<BenchResult> results;
   for (const redlimit::Algorithm algorithm : algorithms) {
     for (const int key_count : keys) {
       for (const int flying : in_flight) {
         for (const int conns : connections) {
           for (const int batch : max_batches) {
-            const BenchCase config{algorithm, flying, key_count, conns, seconds, batch, slots};
+            const BenchCase config{algorithm, flying, key_count, conns,
+                                   seconds,   batch,  slots,     period};
             results.push_back(co_await run_case(loop, connection, admin, config));
             print_json(results.back());
           }
@@ -154,6 +156,7 @@ int main(int argc, char** argv) {
   std::size_t batches_in_flight = redlimit::ClientOptions{}.max_batches_in_flight;
   std::string tls_ca;
   std::string slots;
+  std::int64_t period_ms = 1000;
   app.add_option("--url", url, "Redis URL (default: $REDLIMIT_URL)");
   app.add_option("--tls-ca", tls_ca,
                  "rediss:// URLs: the CA file the server's certificate is "
@@ -186,6 +189,11 @@ int main(int argc, char** argv) {
       ->check([](const std::string& text) {
         return parse_slots(text) ? std::string() : "expected FIRST-LAST within 0-16383";
       });
+  app.add_option("--period-ms", period_ms,
+                 "the policy: 1000 permits per this many ms per key, burst 1000 (1000000 keeps "
+                 "every key's state for the run)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000'000}))
+      ->capture_default_str();
   app.add_flag("--json", json_only, "only the JSON lines, no table");
   app.add_flag("--print-evalsha", evalsha,
                "load the script of a gcra decision, print its command for redis-benchmark");
@@ -200,11 +208,12 @@ int main(int argc, char** argv) {
     connection.tls.ca_file = tls_ca;
     redlimit::Client admin(&loop, connection);
     if (evalsha) {
-      redlimit::run(&loop, print_evalsha(admin));
+      redlimit::run(&loop, print_evalsha(admin, std::chrono::milliseconds(period_ms)));
     } else {
       const auto results = redlimit::run(
           &loop, run_all(&loop, admin, connection, parse_algorithms(algorithms), in_flight, keys,
-                         connections, max_batches, seconds, parse_slots(slots), json_only));
+                         connections, max_batches, seconds, parse_slots(slots),
+                         std::chrono::milliseconds(period_ms), json_only));
       for (const BenchResult& r : results)
         if (r.errors > 0) status = 1;
     }
