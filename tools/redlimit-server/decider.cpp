@@ -232,12 +232,17 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
     co_return;
   }
   redlimit::Limiter& limiter = *applied.limiter;
+  const bool over_capacity = applied.hits > capacity(*limit);
   redlimit::Decision decision;
   bool unread = false;
   try {
     if (applied.hits == 0) {
       decision = co_await limiter.peek(applied.key);  // over when no permit is left
-    } else if (applied.hits > capacity(*limit)) {
+    } else if (over_capacity) {
+      // Why counted before the peek: the answer tells the window the hits fill (its end is the
+      // reset, as envoyproxy/ratelimit answers), not the key as it was, idle perhaps.
+      if (counts_over_limit_hits(*limit))
+        co_await penalize_quietly(limiter, applied.key, capacity(*limit));
       decision = co_await limiter.peek(applied.key);
       decision.allowed = limit->shadow_mode;  // over the limit, enforced only if not shadow
       decision.shadow_denied = limit->shadow_mode;
@@ -254,7 +259,8 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
     co_return;
   }
   const bool refused = !decision.allowed || decision.shadow_denied;
-  if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis) {
+  if (refused && !over_capacity && counts_over_limit_hits(*limit) &&
+      decision.source == redlimit::Source::redis) {
     // As envoyproxy/ratelimit counts them: the window is full until its end.
     co_await penalize_quietly(limiter, applied.key,
                               std::min<std::int64_t>(applied.hits, capacity(*limit)));

@@ -118,6 +118,20 @@ TEST_F(DeciderTest, HitsOverTheLimitStillCountAsEnvoyproxyRatelimitCountsThem) {
       << "8 + 5 hits fill the window of 10 until its end";
 }
 
+TEST_F(DeciderTest, MoreHitsThanTheLimitHoldsAreOverUntilTheEndOfTheWindowTheyFill) {
+  // As envoyproxy/ratelimit answers them: counted, then the window's end is the reset, also on a
+  // key that held nothing before.
+  const RateLimitAnswer over = decide("api", {descriptor({{"account", "unused"}})}, 11);
+  EXPECT_EQ(over.overall_code, Code::over_limit);
+  EXPECT_EQ(over.statuses[0].limit_remaining, 0u);
+  EXPECT_GT(over.statuses[0].duration_until_reset, 0us);
+  EXPECT_LE(over.statuses[0].duration_until_reset, 60s);
+  const std::optional<std::string> reset = header(over, "X-RateLimit-Reset");
+  ASSERT_TRUE(reset);
+  EXPECT_NE(*reset, "0") << "the window holds the hits until its end";
+  EXPECT_EQ(decide("api", {descriptor({{"account", "unused"}})}).overall_code, Code::over_limit);
+}
+
 TEST_F(DeciderTest, ALimitAppliesWhereTheLastEntryLands) {
   const RateLimitAnswer shallow = decide("api", {descriptor({{"tenant", "t"}})});
   EXPECT_EQ(shallow.overall_code, Code::ok);

@@ -131,6 +131,10 @@ grpc::Status status_of(const std::exception_ptr& error) {
     std::rethrow_exception(error);
   } catch (const InvalidCall& e) {
     return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+  } catch (const redlimit::InvalidArgument& e) {
+    // Why the caller's: the limits were checked when the configuration was read, so what the
+    // library refuses before any I/O is what the call sent (a descriptor too long for a key).
+    return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
   } catch (const redlimit::Unavailable& e) {
     return {grpc::StatusCode::UNAVAILABLE, e.what()};
   } catch (const std::exception& e) {
