@@ -107,6 +107,9 @@ struct Decider::Applied {
   std::int64_t hits = 1;
   std::shared_ptr<redlimit::Limiter> limiter;  ///< null: decided without Redis
   std::optional<redlimit::Decision> decision;
+  /// Refused, and no wait would let it through: more hits than a bucket holds (a fixed window's
+  /// are counted, and its end is the time to retry after).
+  bool never_fits = false;
   FailureConfig on_failure;  ///< the domain's
 };
 
@@ -271,6 +274,7 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   status.limit_remaining = status.code == Code::ok ? clamp_remaining(decision.remaining) : 0;
   status.duration_until_reset = decision.reset_after;
   applied.decision = decision;
+  applied.never_fits = over_capacity && !counts_over_limit_hits(*limit);
 }
 
 redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
@@ -351,6 +355,7 @@ void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& 
   if (!options_.ratelimit_headers && !options_.x_ratelimit_headers) return;
   std::vector<redlimit::QuotaPolicy> quotas;
   std::optional<redlimit::Decision> binding;
+  bool binding_never_fits = false;
   try {
     for (std::size_t i = 0; i < applied.size(); ++i) {
       const Applied& one = applied[i];
@@ -364,7 +369,10 @@ void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& 
           !binding ||
           (decision.allowed ? binding->allowed && decision.remaining < binding->remaining
                             : binding->allowed || decision.retry_after > binding->retry_after);
-      if (binds) binding = decision;
+      if (binds) {
+        binding = decision;
+        binding_never_fits = one.never_fits;
+      }
     }
   } catch (const redlimit::InvalidArgument&) {
     return;  // a limit name the fields cannot carry (not printable ASCII): no fields
@@ -372,6 +380,9 @@ void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& 
   if (!binding) return;
   const redlimit::RateLimitFieldOptions fields{.x_ratelimit = options_.x_ratelimit_headers};
   for (redlimit::HeaderField& field : redlimit::ratelimit_fields(quotas, *binding, fields)) {
+    // Why none for a call that never fits: "Retry-After: 0" would bring it back at once, and
+    // again.
+    if (binding_never_fits && field.name == "Retry-After") continue;
     const bool ietf = !field.name.starts_with("X-");
     if (ietf ? options_.ratelimit_headers : options_.x_ratelimit_headers)
       answer.response_headers_to_add.push_back({std::move(field.name), std::move(field.value)});

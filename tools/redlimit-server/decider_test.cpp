@@ -34,6 +34,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: blocked
     rate_limit: {unit: second, requests_per_unit: 0}
+  - key: smooth
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: gcra}
 )";
 
 constexpr std::string_view together_text = R"(domain: together
@@ -132,6 +134,17 @@ TEST_F(DeciderTest, MoreHitsThanTheLimitHoldsAreOverUntilTheEndOfTheWindowTheyFi
   EXPECT_EQ(decide("api", {descriptor({{"account", "unused"}})}).overall_code, Code::over_limit);
 }
 
+TEST_F(DeciderTest, MoreHitsThanABucketHoldsAreOverWithoutATimeToRetryAfter) {
+  // No wait lets 6 hits through a burst of 5: "Retry-After: 0" would send the client back at
+  // once, again and again.
+  const RateLimitAnswer over = decide("api", {descriptor({{"smooth", "s"}})}, 6);
+  EXPECT_EQ(over.overall_code, Code::over_limit);
+  EXPECT_EQ(header(over, "Retry-After"), std::nullopt);
+  EXPECT_TRUE(header(over, "RateLimit-Policy")) << "the limit is still told";
+  EXPECT_EQ(decide("api", {descriptor({{"smooth", "s"}})}, 5).overall_code, Code::ok)
+      << "nothing was taken";
+}
+
 TEST_F(DeciderTest, ALimitAppliesWhereTheLastEntryLands) {
   const RateLimitAnswer shallow = decide("api", {descriptor({{"tenant", "t"}})});
   EXPECT_EQ(shallow.overall_code, Code::ok);
@@ -207,7 +220,7 @@ TEST_F(DeciderTest, TheAnswerCarriesTheRateLimitHeaderFields) {
 }
 
 TEST_F(DeciderTest, PublishingWritesEachEnforcedLimitOnceAndTheStoresChangeIsFollowed) {
-  EXPECT_EQ(published_, 6) << "every limit but the unlimited and the 0 one";
+  EXPECT_EQ(published_, 7) << "every limit but the unlimited and the 0 one";
   EXPECT_EQ(redlimit::run(loop(), publish_policies(client_, *config_, "rl")), 0)
       << "nothing changed";
   const auto account = [] { return descriptor({{"account", "c"}}); };
