@@ -46,7 +46,9 @@ struct HttpListenerOptions {
 /// Serves one request per connection (`Connection: close`): reads the request head (at most
 /// 8 KiB; else 431) and a body of Content-Length bytes (at most max_body_bytes; else 413), and
 /// hands them to the handler. A request it cannot read gets 400; a connection that sends no
-/// whole request within 10 s is closed.
+/// whole request within 10 s is closed. After a 400, 413 or 431 it reads on and drops what the
+/// client still sends, until the client closes or 2 s pass, so that a client still sending its
+/// request gets the answer, not a reset connection.
 ///
 /// Not movable; use it on its loop's thread. Destroying it closes it.
 class HttpListener {

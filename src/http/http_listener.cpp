@@ -16,6 +16,8 @@ using detail::UvHandle;
 constexpr std::size_t max_head_bytes = 8 * 1024;
 /// How long a connection may take to send its request.
 constexpr std::uint64_t request_timeout_ms = 10'000;
+/// How long a connection refused before its request was read whole is read on, and dropped.
+constexpr std::uint64_t linger_ms = 2'000;
 
 std::string_view reason_of(int status) {
   switch (status) {
@@ -124,8 +126,13 @@ struct HttpListener::State {
     std::size_t body_length = 0;
     HttpRequest request;
     bool head_only = false;
+    /// Refused before its request was read whole: what comes after is read and dropped until
+    /// the client closes (or linger_ms pass). Why: closed with input unread, the connection
+    /// would be reset, and a client still sending would lose the answer.
+    bool lingering = false;
     std::string response;
     uv_write_t write{};
+    uv_shutdown_t shutdown{};
     char chunk[4096];
 
     explicit Connection(State* owner_) : owner(owner_) {}
@@ -192,19 +199,20 @@ struct HttpListener::State {
       return;
     }
     Connection& c = *connection;
+    if (c.lingering) return;
     c.received.append(buffer->base, static_cast<std::size_t>(read));
     if (c.head_end == std::string::npos) {
       const std::size_t end = c.received.find("\r\n\r\n");
       if (end == std::string::npos && c.received.size() <= max_head_bytes) return;
-      if (end == std::string::npos || end + 4 > max_head_bytes) return respond(c, plain(431));
+      if (end == std::string::npos || end + 4 > max_head_bytes) return refuse(c, 431);
       bool chunked = false;
       if (!parse_head(std::string_view(c.received).substr(0, end + 2), c.request, c.body_length,
                       chunked) ||
           chunked) {
-        return respond(c, plain(400));
+        return refuse(c, 400);
       }
       c.head_only = c.request.method == "HEAD";
-      if (c.body_length > c.owner->options.max_body_bytes) return respond(c, plain(413));
+      if (c.body_length > c.owner->options.max_body_bytes) return refuse(c, 413);
       c.head_end = end + 4;
     }
     if (c.received.size() - c.head_end < c.body_length) return;
@@ -217,10 +225,23 @@ struct HttpListener::State {
     });
   }
 
+  /// Answers `status` to a request refused before it was read whole, and lingers.
+  static void refuse(Connection& connection, int status) {
+    connection.received.clear();
+    connection.lingering = true;
+    if (uv_timer_start(connection.timer.get(), &on_timeout, linger_ms, 0) != 0) {
+      connection.close();
+      return;
+    }
+    respond(connection, plain(status));
+  }
+
   static void respond(Connection& connection, const HttpResponse& response) {
     auto* stream = reinterpret_cast<uv_stream_t*>(connection.tcp.get());
-    uv_read_stop(stream);
-    uv_timer_stop(connection.timer.get());
+    if (!connection.lingering) {
+      uv_read_stop(stream);
+      uv_timer_stop(connection.timer.get());
+    }
     connection.response = response_text(response, connection.head_only);
     uv_buf_t buffer = uv_buf_init(connection.response.data(),
                                   static_cast<unsigned int>(connection.response.size()));
@@ -229,10 +250,16 @@ struct HttpListener::State {
     if (uv_write(&connection.write, stream, &buffer, 1, &on_written) != 0) connection.close();
   }
 
-  static void on_written(uv_write_t* request, int) {
+  static void on_written(uv_write_t* request, int status) {
     // Why the connection is still here: it frees itself only once its handles are freed, and
     // libuv runs a write's callback (UV_ECANCELED on a close) before the handle's close callback.
-    static_cast<Connection*>(request->data)->close();
+    auto* connection = static_cast<Connection*>(request->data);
+    if (status == 0 && connection->lingering && connection->owner != nullptr) {
+      // The answer is followed by the end of the stream; the client's input is read on.
+      auto* stream = reinterpret_cast<uv_stream_t*>(connection->tcp.get());
+      if (uv_shutdown(&connection->shutdown, stream, [](uv_shutdown_t*, int) {}) == 0) return;
+    }
+    connection->close();
   }
 
   static void on_timeout(uv_timer_t* timer) { static_cast<Connection*>(timer->data)->close(); }

@@ -195,6 +195,36 @@ TEST_F(HttpListenerTest, ABodyOverTheLimitIsRefusedUnread) {
   EXPECT_TRUE(replies.at(2).starts_with("HTTP/1.1 400 ")) << "chunked bodies are not read";
 }
 
+TEST_F(HttpListenerTest, AClientStillSendingABodyOverTheLimitGetsThe413) {
+  // Why 16 MiB: more than loopback's socket buffers hold, so the client is still sending when
+  // the answer comes. A server that closed with the body unread would reset the connection: the
+  // send fails, and a client that stops there (Python's http.client does) never reads the 413.
+  const std::size_t body_bytes = 16 << 20;
+  HttpListener listener(loop(), echo, {.max_body_bytes = 4});
+  std::string reply;
+  const int port = listener.port();
+  serve_while(listener, [&] {
+    const int fd = connect_to(port);
+    ASSERT_GE(fd, 0);
+    const std::string head =
+        "POST / HTTP/1.1\r\nContent-Length: " + std::to_string(body_bytes) + "\r\n\r\n";
+    const std::string body(body_bytes, 'x');
+    const std::string request = head + body;
+    std::size_t sent = 0;
+    while (sent < request.size()) {
+      const ssize_t now = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (now <= 0) break;
+      sent += static_cast<std::size_t>(now);
+    }
+    EXPECT_EQ(sent, request.size()) << "the whole body sent";
+    char chunk[4096];
+    for (ssize_t got; (got = recv(fd, chunk, sizeof chunk, 0)) > 0;)
+      reply.append(chunk, static_cast<std::size_t>(got));
+    ::close(fd);
+  });
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 413 ")) << reply;
+}
+
 TEST_F(HttpListenerTest, AHandlerMayAnswerLaterAndAnAnswerForAClosedConnectionIsDropped) {
   std::vector<std::function<void(HttpResponse)>> waiting;
   HttpListener listener(loop(), [&waiting](HttpRequest, std::function<void(HttpResponse)> respond) {
