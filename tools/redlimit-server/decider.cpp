@@ -107,8 +107,7 @@ struct Decider::Applied {
   std::int64_t hits = 1;
   std::shared_ptr<redlimit::Limiter> limiter;  ///< null: decided without Redis
   std::optional<redlimit::Decision> decision;
-  /// Refused, and no wait would let it through: more hits than a bucket holds (a fixed window's
-  /// are counted, and its end is the time to retry after).
+  /// Refused, and no wait would let it through: more hits than the limit holds.
   bool never_fits = false;
   FailureConfig on_failure;  ///< the domain's
 };
@@ -242,10 +241,6 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
     if (applied.hits == 0) {
       decision = co_await limiter.peek(applied.key);  // over when no permit is left
     } else if (over_capacity) {
-      // Why counted before the peek: the answer tells the window the hits fill (its end is the
-      // reset, as envoyproxy/ratelimit answers), not the key as it was, idle perhaps.
-      if (counts_over_limit_hits(*limit))
-        co_await penalize_quietly(limiter, applied.key, capacity(*limit));
       decision = co_await limiter.peek(applied.key);
       decision.allowed = limit->shadow_mode;  // over the limit, enforced only if not shadow
       decision.shadow_denied = limit->shadow_mode;
@@ -262,11 +257,17 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
     co_return;
   }
   const bool refused = !decision.allowed || decision.shadow_denied;
-  if (refused && !over_capacity && counts_over_limit_hits(*limit) &&
-      decision.source == redlimit::Source::redis) {
+  if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis) {
     // As envoyproxy/ratelimit counts them: the window is full until its end.
     co_await penalize_quietly(limiter, applied.key,
                               std::min<std::int64_t>(applied.hits, capacity(*limit)));
+    if (over_capacity) {
+      // Why from the Redis time: the peek saw the key as it was (idle perhaps: no reset); the
+      // hits now fill the aligned window holding that time until its end, the answer's reset.
+      const std::int64_t period = limit->limit().rate.period.count();
+      decision.reset_after = decision.retry_after =
+          microseconds(period - decision.server_time_us % period);
+    }
   }
   // Why shadow-denied is OK: a shadow limit is observed, never enforced (as
   // envoyproxy/ratelimit answers it).
@@ -274,7 +275,7 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   status.limit_remaining = status.code == Code::ok ? clamp_remaining(decision.remaining) : 0;
   status.duration_until_reset = decision.reset_after;
   applied.decision = decision;
-  applied.never_fits = over_capacity && !counts_over_limit_hits(*limit);
+  applied.never_fits = over_capacity;
 }
 
 redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,

@@ -131,10 +131,11 @@ TEST_F(DeciderTest, MoreHitsThanTheLimitHoldsAreOverUntilTheEndOfTheWindowTheyFi
   const std::optional<std::string> reset = header(over, "X-RateLimit-Reset");
   ASSERT_TRUE(reset);
   EXPECT_NE(*reset, "0") << "the window holds the hits until its end";
+  EXPECT_EQ(header(over, "Retry-After"), std::nullopt) << "no wait lets 11 hits through 10";
   EXPECT_EQ(decide("api", {descriptor({{"account", "unused"}})}).overall_code, Code::over_limit);
 }
 
-TEST_F(DeciderTest, MoreHitsThanABucketHoldsAreOverWithoutATimeToRetryAfter) {
+TEST_F(DeciderTest, MoreHitsThanABucketHoldsAreOverWithoutATimeToRetryAfterAndTakeNothing) {
   // No wait lets 6 hits through a burst of 5: "Retry-After: 0" would send the client back at
   // once, again and again.
   const RateLimitAnswer over = decide("api", {descriptor({{"smooth", "s"}})}, 6);
