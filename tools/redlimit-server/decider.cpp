@@ -107,8 +107,6 @@ struct Decider::Applied {
   std::int64_t hits = 1;
   std::shared_ptr<redlimit::Limiter> limiter;  ///< null: decided without Redis
   std::optional<redlimit::Decision> decision;
-  /// Refused, and no wait would let it through: more hits than the limit holds.
-  bool never_fits = false;
   FailureConfig on_failure;  ///< the domain's
 };
 
@@ -275,7 +273,6 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   status.limit_remaining = status.code == Code::ok ? clamp_remaining(decision.remaining) : 0;
   status.duration_until_reset = decision.reset_after;
   applied.decision = decision;
-  applied.never_fits = over_capacity;
 }
 
 redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
@@ -356,7 +353,7 @@ void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& 
   if (!options_.ratelimit_headers && !options_.x_ratelimit_headers) return;
   std::vector<redlimit::QuotaPolicy> quotas;
   std::optional<redlimit::Decision> binding;
-  bool binding_never_fits = false;
+  bool binding_never_fits = false;  ///< more hits than its limit holds: no wait lets them in
   try {
     for (std::size_t i = 0; i < applied.size(); ++i) {
       const Applied& one = applied[i];
@@ -372,7 +369,7 @@ void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& 
                             : binding->allowed || decision.retry_after > binding->retry_after);
       if (binds) {
         binding = decision;
-        binding_never_fits = one.never_fits;
+        binding_never_fits = one.hits > capacity(*one.limit);
       }
     }
   } catch (const redlimit::InvalidArgument&) {
