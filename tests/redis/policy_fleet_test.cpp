@@ -5,11 +5,12 @@
 // another algorithm, a window shrunk, an override added and removed for one key, proportional
 // and reset changes (one run for the buckets, one for the windows). Every key's admitted
 // decisions, merged from all processes, must obey the guarantee (test::check_transitions): the
-// versions used never go back, none is used later than a newer one's since + the propagation
-// bound, and each version's limits hold from its since on, counting what was admitted before as
-// its carry says. A key's history holds only the changes that set its policy, each with its
-// stored version and time: the name's policy for a key without an override; the override's set
-// and removal for the tier key. The measured propagation is printed, not asserted.
+// versions used on one state never go back, none is used later than a newer one's since + the
+// propagation bound, and each version's limits hold from its since on, counting what was
+// admitted before as its carry says. A key's history holds only the changes that set its
+// policy, each with its stored version and time: the name's policy for a key without an
+// override; the override's set and removal for the tier key. The measured propagation is
+// printed, not asserted.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

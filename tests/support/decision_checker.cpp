@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 namespace redlimit::test {
 namespace {
@@ -535,31 +536,47 @@ CheckResult check_era(const Era& era, const StateAtChange& from,
   return {};
 }
 
+/// A limit's state in Redis: its algorithm and its position in the policy (the key's suffix).
+using StateOfLimit = std::pair<Algorithm, std::size_t>;
+
+/// The newest version admitted on a state so far, and when.
+struct LastOnState {
+  std::int64_t version = 0;
+  std::int64_t time_us = 0;
+};
+
 CheckResult version_order(const std::vector<PolicyVersion>& history,
                           const std::vector<VersionedAdmit>& admits,
                           std::chrono::microseconds bound) {
-  std::map<std::int64_t, std::int64_t> since_of;
+  std::map<std::int64_t, const PolicyVersion*> version_of;
   for (const PolicyVersion& version : history)
-    since_of[version.version] = version.since_us;
-  for (std::size_t k = 0; k < admits.size(); ++k) {
-    const VersionedAdmit& admit = admits[k];
+    version_of[version.version] = &version;
+  std::map<StateOfLimit, LastOnState> last_on;
+  for (const VersionedAdmit& admit : admits) {
     const std::string what = "version " + std::to_string(admit.policy_version);
-    const auto known = since_of.find(admit.policy_version);
-    if (known == since_of.end())
+    const auto known = version_of.find(admit.policy_version);
+    if (known == version_of.end())
       return violation(admit.time_us, admit.time_us, admit.permits, 0, what + " is unknown");
-    if (admit.time_us < known->second) {
-      return violation(admit.time_us, known->second, admit.permits, 0,
+    if (admit.time_us < known->second->since_us) {
+      return violation(admit.time_us, known->second->since_us, admit.permits, 0,
                        what + " used before it was stored");
     }
-    if (k > 0 && admit.policy_version < admits[k - 1].policy_version) {
-      return violation(
-          admits[k - 1].time_us, admit.time_us, admit.permits, 0,
-          what + " used after version " + std::to_string(admits[k - 1].policy_version));
+    const std::vector<Limit>& limits = known->second->policy.limits;
+    for (std::size_t position = 0; position < limits.size(); ++position) {
+      LastOnState& last = last_on[{limits[position].algorithm, position}];
+      if (admit.policy_version < last.version) {
+        return violation(last.time_us, admit.time_us, admit.permits, 0,
+                         what + " used after version " + std::to_string(last.version) +
+                             " on the same state (" +
+                             std::string(to_string(limits[position].algorithm)) + ", limit #" +
+                             std::to_string(position) + ")");
+      }
+      last = {admit.policy_version, admit.time_us};
     }
-    for (auto newer = since_of.upper_bound(admit.policy_version); newer != since_of.end();
+    for (auto newer = version_of.upper_bound(admit.policy_version); newer != version_of.end();
          ++newer) {
-      if (admit.time_us > newer->second + bound.count()) {
-        return violation(newer->second, admit.time_us, admit.permits, 0,
+      if (admit.time_us > newer->second->since_us + bound.count()) {
+        return violation(newer->second->since_us, admit.time_us, admit.permits, 0,
                          what + " used later than version " + std::to_string(newer->first) +
                              "'s since + the propagation bound");
       }

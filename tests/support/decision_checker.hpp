@@ -70,7 +70,8 @@ struct PolicyVersion {
 
 /// The transition mode: checks one key's admitted decisions against the history of its policy
 /// (versions in increasing order; the first one starts the key afresh). It fails when
-/// (a) the versions used go back in server-time order, or a version is used before it was stored;
+/// (a) the versions used on one state (a limit's algorithm and position: its key in Redis) go
+///     back in server-time order, or a version is used before it was stored;
 /// (b) an admission later than since_v + `propagation_bound` uses a version older than v;
 /// (c) the admissions made under version v or newer, from since_v on, do not fit version v's
 ///     limits, counting what was admitted before since_v as v's carry says. Per limit position:

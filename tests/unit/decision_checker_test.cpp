@@ -319,6 +319,21 @@ TEST(TransitionChecker, FlagsVersionsGoingBackOrUsedBeforeTheyWereStored) {
   EXPECT_TRUE(check_transitions(history, {{second + 1, 1, 1}, {second + 1, 1, 2}}, bound));
 }
 
+// Each limit's algorithm and position has its own state in Redis, stamped with the versions
+// written to it: a process that has not heard of a change of algorithm yet still decides on the
+// old algorithm's state after another decided on the new one's (policy_fleet's CI run, stop 54).
+TEST(TransitionChecker, VersionsGoBackOnlyOnAnotherAlgorithmsState) {
+  const std::vector<PolicyVersion> history = {
+      {1, policy_of(limit(Algorithm::gcra, {5, 1s}, 5)), 0, Carry::as_is},
+      {2, policy_of(limit(Algorithm::token_bucket, {30, 1s}, 15)), second, Carry::as_is},
+      {3, policy_of(limit(Algorithm::gcra, {10, 1s}, 5)), 2 * second, Carry::as_is}};
+  EXPECT_TRUE(check_transitions(history, {{second + 10, 1, 2}, {second + 20, 1, 1}}, bound));
+  const CheckResult result = check_transitions(
+      history, {{second + 10, 1, 2}, {2 * second + 10, 1, 3}, {2 * second + 20, 1, 1}}, bound);
+  ASSERT_FALSE(result);
+  EXPECT_NE(result.description.find("version 1 used after version 3"), std::string::npos);
+}
+
 TEST(TransitionChecker, StartsAChangedAlgorithmAfresh) {
   const auto history = one_change(limit(Algorithm::gcra, {10, 1s}),
                                   limit(Algorithm::fixed_window, {10, 1s}), second + 1'000);
