@@ -4,7 +4,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include "support/loop_test.hpp"
 
@@ -50,10 +53,22 @@ bool ping(int fd) {
   return true;
 }
 
+/// The second field of a thread's schedstat: its total time ready to run but not running.
+std::chrono::nanoseconds run_delay(const std::string& schedstat) {
+  std::ifstream in(schedstat);
+  std::int64_t on_cpu_ns = 0;
+  std::int64_t run_delay_ns = 0;
+  in >> on_cpu_ns >> run_delay_ns;
+  return std::chrono::nanoseconds(in ? run_delay_ns : 0);
+}
+
 }  // namespace
 
 LatenessProbe::LatenessProbe(std::optional<int> redis_port)
-    : thread_([this, redis_port] { measure(redis_port); }) {}
+    : schedstat_("/proc/" + std::to_string(getpid()) + "/task/" +
+                 std::to_string(syscall(SYS_gettid)) + "/schedstat"),
+      run_delay_at_start_(run_delay(schedstat_)),
+      thread_([this, redis_port] { measure(redis_port); }) {}
 
 LatenessProbe::~LatenessProbe() {
   stopping_ = true;
@@ -98,8 +113,14 @@ std::chrono::microseconds LatenessProbe::worst() const {
   return std::chrono::microseconds(worst_us_.load());
 }
 
+std::chrono::microseconds LatenessProbe::waited_for_a_cpu() const {
+  const auto waited = run_delay(schedstat_) - run_delay_at_start_;
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+      std::max(waited, std::chrono::nanoseconds(0)));
+}
+
 std::chrono::microseconds LatenessProbe::slack() const {
-  return deadline_slack + 2 * worst();
+  return deadline_slack + 2 * worst() + waited_for_a_cpu();
 }
 
 }  // namespace redlimit::test
