@@ -773,7 +773,12 @@ class PolicyStoreClusterTest : public test::LoopTest {
   }
 
   test::RedisCluster cluster_{3, 0};
-  Client client_{loop(), ClientOptions{.url = cluster_.url()}};
+  // Why long timeouts: the test checks that followers follow, not how fast the client connects.
+  // Under the sanitizers, on a busy machine, the first command's connections to the seed and the
+  // three primaries missed the default 250 ms (CI: "no connection within the command's
+  // deadline").
+  Client client_{
+      loop(), ClientOptions{.url = cluster_.url(), .connect_timeout = 5s, .command_timeout = 5s}};
 };
 
 TEST_F(PolicyStoreClusterTest, FollowersOfNamesOnEveryPrimaryFollowTheirChanges) {
