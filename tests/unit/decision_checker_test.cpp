@@ -326,10 +326,11 @@ TEST(TransitionChecker, VersionsGoBackOnlyOnAnotherAlgorithmsState) {
   const std::vector<PolicyVersion> history = {
       {1, policy_of(limit(Algorithm::gcra, {5, 1s}, 5)), 0, Carry::as_is},
       {2, policy_of(limit(Algorithm::token_bucket, {30, 1s}, 15)), second, Carry::as_is},
-      {3, policy_of(limit(Algorithm::gcra, {10, 1s}, 5)), 2 * second, Carry::as_is}};
+      {3, policy_of(limit(Algorithm::gcra, {10, 1s}, 5)), second + 50'000, Carry::as_is}};
   EXPECT_TRUE(check_transitions(history, {{second + 10, 1, 2}, {second + 20, 1, 1}}, bound));
+  // Every use within the propagation bound: only the order on gcra's state is wrong.
   const CheckResult result = check_transitions(
-      history, {{second + 10, 1, 2}, {2 * second + 10, 1, 3}, {2 * second + 20, 1, 1}}, bound);
+      history, {{second + 10, 1, 2}, {second + 50'010, 1, 3}, {second + 50'020, 1, 1}}, bound);
   ASSERT_FALSE(result);
   EXPECT_NE(result.description.find("version 1 used after version 3"), std::string::npos);
 }
