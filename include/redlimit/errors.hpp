@@ -118,7 +118,15 @@ class LeaseExpired : public Error {
 /// limiter works once a policy is stored.
 class PolicyNotFound : public Error {
  public:
-  using Error::Error;
+  /// `store_read`: the store answered, and holds no policy under the name (nor an override for
+  /// the key); false: it could not be read yet (Redis has not answered since the limiter began).
+  explicit PolicyNotFound(const std::string& what, bool store_read = true)
+      : Error(what), store_read_(store_read) {}
+  /// Whether the store answered that it holds no policy, rather than not answering at all.
+  bool store_read() const noexcept { return store_read_; }
+
+ private:
+  bool store_read_;
 };
 
 /// Redis answered with an error reply. code() is its first word: "ERR", "NOSCRIPT", "MOVED",

@@ -82,8 +82,8 @@ Task<std::shared_ptr<const CompiledPolicy>> StoredPolicies::resolve(std::string 
       if (when_unread == WhenUnread::unavailable && unread_error) {
         std::rethrow_exception(unread_error);
       }
-      throw PolicyNotFound("no policy of '" + name_ +
-                           "' could be read from its PolicyStore yet: " + unread);
+      throw PolicyNotFound(
+          "no policy of '" + name_ + "' could be read from its PolicyStore yet: " + unread, false);
     }
     const std::shared_ptr<const CompiledPolicy> policy = followed->for_key(key);
     if (!policy) {

@@ -83,7 +83,8 @@ TEST(ServerConfig, ReadsEnvoyproxyRatelimitsExamplesAsTheyAre) {
   EXPECT_EQ(users.algorithm, redlimit::Algorithm::fixed_window);
   EXPECT_EQ(to_string(users.where), "edge.yaml:21") << "where its rate_limit begins";
   EXPECT_TRUE(domain.root.children.at("bypass").limit->unlimited);
-  EXPECT_EQ(domain.on_failure.kind, redlimit::FailurePolicy::fail_open);
+  EXPECT_EQ(domain.on_failure.kind, std::nullopt)
+      << "without on_failure a call Redis cannot answer fails, as envoyproxy/ratelimit's does";
   EXPECT_FALSE(domain.all_or_nothing);
 }
 

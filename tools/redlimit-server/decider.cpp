@@ -91,10 +91,24 @@ redlimit::Task<void> penalize_quietly(redlimit::Limiter& limiter, const std::str
   }
 }
 
-/// What a domain's failure policy answers when its limit could not be read from the central
-/// store: allow (also for local, whose share needs a limit read at least once) or deny.
-Code answer_on_failure(const FailureConfig& on_failure) {
+/// What a domain's failure policy answers when its limit is not in the central store (`missing`:
+/// Redis answered without it, having lost it, and the server writes it again; else Redis has not
+/// answered yet): allow (also for local, whose share needs a limit read at least once) or deny.
+/// Without one, the call fails while Redis does not answer; a limit Redis lost is allowed, as
+/// envoyproxy/ratelimit counts afresh on a Redis that lost its counts.
+Code answer_on_failure(const FailureConfig& on_failure, bool missing) {
+  if (!on_failure.kind && !missing)
+    throw redlimit::Unavailable("Redis has not answered since the server started", false);
   return on_failure.kind == redlimit::FailurePolicy::fail_closed ? Code::over_limit : Code::ok;
+}
+
+/// Fails the call when `decision` is a failure policy's answer and its domain has none
+/// (FailureConfig::kind): the limiter answered so only because Redis could not.
+void fail_unless_answered(const redlimit::Decision& decision, const FailureConfig& on_failure) {
+  const bool failed = decision.source == redlimit::Source::fail_open ||
+                      decision.source == redlimit::Source::fail_closed;
+  if (failed && !on_failure.kind)
+    throw redlimit::Unavailable("Redis could not answer in time", true);
 }
 
 }  // namespace
@@ -138,8 +152,9 @@ std::shared_ptr<redlimit::Limiter> Decider::limiter_for(const LimitConfig& limit
     limiters_.erase(it);
   }
   redlimit::LimiterOptions options{.name = name, .prefix = options_.prefix};
+  // Why fail_closed without a failure policy: its answers fail the call (fail_unless_answered()).
   options.on_failure = {
-      .kind = domain.on_failure.kind,
+      .kind = domain.on_failure.kind.value_or(redlimit::FailurePolicy::fail_closed),
       .local_share = domain.on_failure.kind == redlimit::FailurePolicy::local_fallback
                          ? domain.on_failure.local_share
                          : 1.0};
@@ -234,7 +249,7 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   redlimit::Limiter& limiter = *applied.limiter;
   const bool over_capacity = applied.hits > capacity(*limit);
   redlimit::Decision decision;
-  bool unread = false;
+  std::optional<bool> missing;  ///< a follower found no limit: whether Redis answered so
   try {
     if (applied.hits == 0) {
       decision = co_await limiter.peek(applied.key);  // over when no permit is left
@@ -246,14 +261,15 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
     } else {
       decision = co_await limiter.try_acquire(applied.key, applied.hits);
     }
-  } catch (const redlimit::PolicyNotFound&) {
-    unread = true;  // a follower that finds no limit in the central store
+  } catch (const redlimit::PolicyNotFound& e) {
+    missing = e.store_read();
   }
-  if (unread) {
+  if (missing) {
     if (options_.on_policy_missing) options_.on_policy_missing();
-    status.code = answer_on_failure(applied.on_failure);
+    status.code = answer_on_failure(applied.on_failure, *missing);
     co_return;
   }
+  fail_unless_answered(decision, applied.on_failure);
   const bool refused = !decision.allowed || decision.shadow_denied;
   if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis) {
     // As envoyproxy/ratelimit counts them: the window is full until its end.
@@ -302,16 +318,16 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
   for (const std::size_t i : together)
     claims.push_back({applied[i].limiter.get(), applied[i].key, applied[i].hits});
   std::optional<redlimit::Decision> decision;
-  bool failed = false;
+  std::optional<bool> missing;  ///< followers found no limits: whether Redis answered so
   try {
     if (!refused) decision = co_await redlimit::try_acquire_all(claims);
-  } catch (const redlimit::PolicyNotFound&) {
-    failed = true;  // followers that find no limits in the central store
+  } catch (const redlimit::PolicyNotFound& e) {
+    missing = e.store_read();
   }
-  if (failed) {
+  if (missing) {
     if (options_.on_policy_missing) options_.on_policy_missing();
     for (const std::size_t i : together) {
-      statuses[i].code = answer_on_failure(applied[i].on_failure);
+      statuses[i].code = answer_on_failure(applied[i].on_failure, *missing);
       statuses[i].current_limit =
           CurrentLimit{.name = applied[i].limit->name,
                        .requests_per_unit = applied[i].limit->requests_per_unit,
@@ -319,6 +335,7 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
     }
     co_return;
   }
+  if (decision) fail_unless_answered(*decision, applied[together.front()].on_failure);
   // Why a peek of each: one decision over the claims tells the binding claim's figures only.
   redlimit::TaskGroup peeks;
   const auto peek = [](Applied* one, DescriptorStatus* status) -> redlimit::Task<void> {

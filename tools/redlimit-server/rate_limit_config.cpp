@@ -108,14 +108,16 @@ class DomainReader {
     FailureConfig out;
     if (const YAML::Node node = root["on_failure"]) {
       const std::string kind = node.IsScalar() ? node.Scalar() : std::string();
-      if (kind == "allow") {
+      if (kind == "error") {
+        out.kind = std::nullopt;
+      } else if (kind == "allow") {
         out.kind = redlimit::FailurePolicy::fail_open;
       } else if (kind == "deny") {
         out.kind = redlimit::FailurePolicy::fail_closed;
       } else if (kind == "local") {
         out.kind = redlimit::FailurePolicy::local_fallback;
       } else {
-        fail(node, "on_failure", "must be allow, deny or local; got '" + kind + "'");
+        fail(node, "on_failure", "must be error, allow, deny or local; got '" + kind + "'");
       }
     }
     if (const YAML::Node node = root["local_share"]) {

@@ -76,7 +76,10 @@ struct DescriptorNode {
 
 /// What a domain does when Redis cannot answer (redlimit's extension `on_failure`).
 struct FailureConfig {
-  redlimit::FailurePolicy::Kind kind = redlimit::FailurePolicy::fail_open;
+  /// The failure policy that answers; none (the default): the call fails (gRPC UNAVAILABLE,
+  /// HTTP 503), as envoyproxy/ratelimit fails it on a Redis error, so that the caller's own
+  /// failure mode decides (Envoy's failure_mode_deny).
+  std::optional<redlimit::FailurePolicy::Kind> kind;
   double local_share = 0;  ///< local_fallback: this server's share of each limit
 
   friend bool operator==(const FailureConfig&, const FailureConfig&) = default;

@@ -352,24 +352,35 @@ def test_limits_lost_from_the_store_are_written_again(server):
 
 
 def test_each_domains_failure_policy_answers_without_redis():
-    """Redis unreachable from the start: each domain's on_failure answers, never an error."""
+    """Redis unreachable from the start: a domain without on_failure fails the call (UNAVAILABLE),
+    as envoyproxy/ratelimit fails it on a Redis error, so that Envoy's failure_mode_deny decides;
+    each domain's on_failure answers in its stead."""
     path = os.path.join(WORK, "unreachable")
     os.mkdir(path)
-    write(os.path.join(path, "open.yaml"),
-          "domain: open\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
-    write(os.path.join(path, "closed.yaml"),
-          "domain: closed\non_failure: deny\ndescriptors:\n"
-          "  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
+    limit = "descriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"
+    write(os.path.join(path, "plain.yaml"), "domain: plain\n" + limit)
+    write(os.path.join(path, "open.yaml"), "domain: open\non_failure: allow\n" + limit)
+    write(os.path.join(path, "closed.yaml"), "domain: closed\non_failure: deny\n" + limit)
     nothing = socket.socket()
     nothing.bind(("127.0.0.1", 0))  # a port nobody listens on while this socket is not listening
     server = Server(path, redis=f"redis://127.0.0.1:{nothing.getsockname()[1]}")
     try:
-        check(server.ask("open", one([("k", "v")])).overall_code == OK,
-              "on_failure allow (the default): OK without Redis")
-        check(server.ask("closed", one([("k", "v")])).overall_code == OVER_LIMIT,
-              "on_failure deny: OVER_LIMIT without Redis")
-    except grpc.RpcError as error:
-        check(False, f"a failure policy's answer was an error instead: {error}")
+        try:
+            answer = server.ask("plain", one([("k", "v")]))
+            check(False, f"without on_failure, an answer without Redis: {answer}")
+        except grpc.RpcError as error:
+            check(error.code() == grpc.StatusCode.UNAVAILABLE,
+                  f"without on_failure, the error without Redis: {error.code()}")
+        status, body = server.http("/json", json.dumps(
+            {"domain": "plain", "descriptors": [{"entries": [{"key": "k", "value": "v"}]}]}).encode())
+        check(status == 503, f"without on_failure, /json without Redis: {status} {body}")
+        try:
+            check(server.ask("open", one([("k", "v")])).overall_code == OK,
+                  "on_failure allow: OK without Redis")
+            check(server.ask("closed", one([("k", "v")])).overall_code == OVER_LIMIT,
+                  "on_failure deny: OVER_LIMIT without Redis")
+        except grpc.RpcError as error:
+            check(False, f"a failure policy's answer was an error instead: {error}")
     finally:
         check(server.stop() == 0, "a server without Redis stops on SIGTERM with status 0")
         nothing.close()
