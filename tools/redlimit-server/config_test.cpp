@@ -209,7 +209,6 @@ TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
   const std::filesystem::path dir = pattern;
   std::ofstream(dir / "a.yaml") << "domain: one\n";
   std::ofstream(dir / "b.yml") << "domain: two\n";
-  std::ofstream(dir / "notes.txt") << "not a configuration\n";
   const RateLimitConfig config = load_config(dir);
   EXPECT_EQ(config.domains.size(), 2u);
   EXPECT_EQ(load_config(dir / "b.yml").domains.count("two"), 1u);
@@ -222,6 +221,31 @@ TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
                                          ":3: domain 'one' is also defined in " +
                                          (dir / "a.yaml").string());
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServerConfig, ADirectoryIsReadAsEnvoyproxyRatelimitReadsIt) {
+  // Every file below it, whatever its name, subdirectories too; not what a name starting with
+  // '.' hides (a Kubernetes ConfigMap's `..data` holds what its links point to).
+  char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::filesystem::path dir = pattern;
+  std::filesystem::create_directories(dir / "team" / "api");
+  std::filesystem::create_directories(dir / "..2026_12_02" / "nested");
+  std::ofstream(dir / "ratelimit") << "domain: plain\n";
+  std::ofstream(dir / "team" / "api" / "limits.conf") << "domain: nested\n";
+  std::ofstream(dir / "..2026_12_02" / "edge.yaml") << "domain: edge\n";
+  std::ofstream(dir / "..2026_12_02" / "nested" / "more.yaml") << "domain: hidden\n";
+  std::ofstream(dir / ".edge.yaml.swp") << "not a configuration\n";
+  std::filesystem::create_directory_symlink("..2026_12_02", dir / "..data");
+  std::filesystem::create_symlink("..data/edge.yaml", dir / "edge.yaml");
+  const RateLimitConfig config = load_config(dir);
+  EXPECT_EQ(config.domains.size(), 3u);
+  EXPECT_EQ(config.domains.count("plain"), 1u) << "a file without an extension";
+  EXPECT_EQ(config.domains.count("nested"), 1u) << "a file in a subdirectory";
+  EXPECT_EQ(config.domains.count("edge"), 1u) << "through its link, once";
+  std::ofstream(dir / "notes.txt") << "not a configuration\n";
+  EXPECT_THROW(load_config(dir), ConfigFileError) << "a file that is not one is an error";
   std::filesystem::remove_all(dir);
 }
 

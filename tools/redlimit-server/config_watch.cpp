@@ -1,8 +1,8 @@
 #include "config_watch.hpp"
 
-#include <algorithm>
 #include <system_error>
-#include <vector>
+
+#include "rate_limit_config.hpp"
 
 namespace redlimit_server {
 namespace {
@@ -30,18 +30,13 @@ bool ConfigWatch::changed() {
 }
 
 std::string ConfigWatch::fingerprint() const {
-  std::error_code error;
-  if (!std::filesystem::is_directory(path_, error)) return describe(path_);
-  std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(path_, error)) {
-    const auto extension = entry.path().extension();
-    if (extension == ".yaml" || extension == ".yml") files.push_back(describe(entry.path()));
-  }
-  // Why sorted: a directory lists its files in no fixed order.
-  std::sort(files.begin(), files.end());
   std::string out;
-  for (const std::string& file : files)
-    out += file;
+  try {
+    for (const std::filesystem::path& file : config_files(path_))
+      out += describe(file);
+  } catch (const ConfigFileError& e) {
+    out = e.what();  // changed when it can be listed again
+  }
   return out;
 }
 

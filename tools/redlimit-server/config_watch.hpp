@@ -7,8 +7,8 @@
 
 namespace redlimit_server {
 
-/// Compares the configuration path's files (the file, or a directory's `*.yaml` and `*.yml`)
-/// with what they were at the last look.
+/// Compares the configuration path's files (config_files()) with what they were at the last
+/// look.
 class ConfigWatch {
  public:
   /// Takes the files as they are now.

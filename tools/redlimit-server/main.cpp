@@ -175,8 +175,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "redlimit-server: the rate limit service for Envoy (envoy.service.ratelimit.v3) and any "
       "gRPC or HTTP client, enforcing envoyproxy/ratelimit's YAML configuration in Redis"};
-  app.add_option("--config", options.config,
-                 "a YAML file, or a directory of them (one domain each); reloaded when changed")
+  app.add_option(
+         "--config", options.config,
+         "a YAML file, or a directory of them (one domain each; every file below it, but names "
+         "starting with '.'); reloaded when changed")
       ->required();
   app.add_option("--redis", options.redis,
                  "the Redis URL: redis://, rediss://, redis-sentinel://, redis-cluster://")

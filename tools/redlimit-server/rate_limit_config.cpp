@@ -285,22 +285,29 @@ DomainConfig parse_domain(std::string_view text, const std::string& file) {
   return DomainReader(file).read(root);
 }
 
-RateLimitConfig load_config(const std::filesystem::path& path) {
-  std::vector<std::filesystem::path> files;
+std::vector<std::filesystem::path> config_files(const std::filesystem::path& path) {
   std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
-      const auto extension = entry.path().extension();
-      if (entry.is_regular_file() && (extension == ".yaml" || extension == ".yml"))
-        files.push_back(entry.path());
+  if (!std::filesystem::is_directory(path, error)) return {path};
+  std::vector<std::filesystem::path> files;
+  // Why links to directories are not followed: a ConfigMap's `..data` is one, to a hidden
+  // directory whose files the links beside it name.
+  std::filesystem::recursive_directory_iterator entry(path, error);
+  for (; !error && entry != std::filesystem::recursive_directory_iterator();
+       entry.increment(error)) {
+    if (entry->path().filename().string().starts_with('.')) {
+      entry.disable_recursion_pending();
+    } else if (entry->is_regular_file(error)) {
+      files.push_back(entry->path());
     }
-    if (error) throw ConfigFileError(path.string() + ": cannot list: " + error.message());
-    std::sort(files.begin(), files.end());
-  } else {
-    files.push_back(path);
   }
+  if (error) throw ConfigFileError(path.string() + ": cannot list: " + error.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+RateLimitConfig load_config(const std::filesystem::path& path) {
   RateLimitConfig config;
-  for (const auto& file : files) {
+  for (const auto& file : config_files(path)) {
     std::ifstream in(file);
     if (!in) throw ConfigFileError(file.string() + ": cannot be read");
     std::ostringstream text;

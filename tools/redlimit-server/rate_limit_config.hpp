@@ -104,8 +104,14 @@ struct RateLimitConfig {
 
 /// One domain's YAML text, read from `file` (for messages). Throws ConfigFileError.
 DomainConfig parse_domain(std::string_view text, const std::string& file);
-/// The configuration in `path`: a YAML file, or a directory of them (`*.yaml`, `*.yml`, in name
-/// order; one domain each). Throws ConfigFileError, also for a domain defined twice.
+/// The files of the configuration in `path`: the file itself, or every file below the directory
+/// (subdirectories too, whatever the names, as envoyproxy/ratelimit's loader reads them) but
+/// where a part of its path below it starts with '.' (a Kubernetes ConfigMap's `..data` holds
+/// what its links point to; editors' swap files), in path order. Throws ConfigFileError when
+/// the directory cannot be listed.
+std::vector<std::filesystem::path> config_files(const std::filesystem::path& path);
+/// The configuration in `path` (config_files(): one domain each). Throws ConfigFileError, also
+/// for a domain defined twice.
 RateLimitConfig load_config(const std::filesystem::path& path);
 
 }  // namespace redlimit_server
