@@ -223,11 +223,19 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
     co_await group.join();
   }
   for (std::size_t i = 0; i < applied.size(); ++i) {
-    const bool shadow = applied[i].limit != nullptr && applied[i].limit->shadow_mode;
-    if (answer.statuses[i].code == Code::over_limit && !shadow)
+    DescriptorStatus& status = answer.statuses[i];
+    const LimitConfig* limit = applied[i].limit;
+    if (status.code == Code::over_limit && !(limit != nullptr && limit->shadow_mode))
       answer.overall_code = Code::over_limit;
+    // Why whole seconds: envoyproxy/ratelimit tells a fixed window's reset so, and Envoy's
+    // x-ratelimit-reset reads the seconds alone (0 for most of a window of one second).
+    if (limit != nullptr && status.current_limit && counts_over_limit_hits(*limit)) {
+      status.duration_until_reset =
+          std::chrono::ceil<std::chrono::seconds>(status.duration_until_reset);
+    }
   }
   add_headers(applied, answer);
+  if (options_.limit_headers) add_limit_headers(applied, answer);
   co_return answer;
 }
 
@@ -366,8 +374,39 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
   co_await peeks.join();
 }
 
+void Decider::add_limit_headers(const std::vector<Applied>& applied,
+                                RateLimitAnswer& answer) const {
+  const std::vector<DescriptorStatus>& statuses = answer.statuses;
+  std::optional<std::size_t> picked;
+  std::uint32_t fewest = std::numeric_limits<std::uint32_t>::max();
+  for (std::size_t i = 0; i < statuses.size(); ++i) {
+    if (!statuses[i].current_limit) continue;
+    if (statuses[i].code == Code::over_limit) {
+      picked = i;
+      fewest = 0;
+    } else if (statuses[i].limit_remaining < fewest) {
+      picked = i;
+      fewest = statuses[i].limit_remaining;
+    }
+  }
+  if (!picked) return;
+  const DescriptorStatus& status = statuses[*picked];
+  // Why the window of its unit for a fixed window: envoyproxy/ratelimit tells that one, by the
+  // clock; the other algorithms' reset is their own.
+  const microseconds reset = counts_over_limit_hits(*applied[*picked].limit)
+                                 ? until_window_end(status.current_limit->unit)
+                                 : status.duration_until_reset;
+  const LimitHeaders& names = *options_.limit_headers;
+  answer.response_headers_to_add.push_back(
+      {names.limit, std::to_string(status.current_limit->requests_per_unit)});
+  answer.response_headers_to_add.push_back(
+      {names.remaining, std::to_string(status.limit_remaining)});
+  answer.response_headers_to_add.push_back(
+      {names.reset, std::to_string(redlimit::whole_seconds_up(reset))});
+}
+
 void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& answer) const {
-  if (!options_.ratelimit_headers && !options_.x_ratelimit_headers) return;
+  if (!options_.ratelimit_headers) return;
   std::vector<redlimit::QuotaPolicy> quotas;
   std::optional<redlimit::Decision> binding;
   bool binding_never_fits = false;  ///< more hits than its limit holds: no wait lets them in
@@ -393,14 +432,11 @@ void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& 
     return;  // a limit name the fields cannot carry (not printable ASCII): no fields
   }
   if (!binding) return;
-  const redlimit::RateLimitFieldOptions fields{.x_ratelimit = options_.x_ratelimit_headers};
-  for (redlimit::HeaderField& field : redlimit::ratelimit_fields(quotas, *binding, fields)) {
+  for (redlimit::HeaderField& field : redlimit::ratelimit_fields(quotas, *binding)) {
     // Why none for a call that never fits: "Retry-After: 0" would bring it back at once, and
     // again.
     if (binding_never_fits && field.name == "Retry-After") continue;
-    const bool ietf = !field.name.starts_with("X-");
-    if (ietf ? options_.ratelimit_headers : options_.x_ratelimit_headers)
-      answer.response_headers_to_add.push_back({std::move(field.name), std::move(field.value)});
+    answer.response_headers_to_add.push_back({std::move(field.name), std::move(field.value)});
   }
 }
 

@@ -23,12 +23,22 @@ class InvalidCall : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// The names of envoyproxy/ratelimit's three response headers (its LIMIT_LIMIT_HEADER,
+/// LIMIT_REMAINING_HEADER and LIMIT_RESET_HEADER).
+struct LimitHeaders {
+  std::string limit = "RateLimit-Limit";
+  std::string remaining = "RateLimit-Remaining";
+  std::string reset = "RateLimit-Reset";
+};
+
 /// What every answer adds besides the statuses.
 struct DeciderOptions {
   /// The IETF RateLimit-Policy and RateLimit fields (and Retry-After when over the limit).
   bool ratelimit_headers = true;
-  /// envoyproxy/ratelimit's X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset.
-  bool x_ratelimit_headers = false;
+  /// envoyproxy/ratelimit's three headers (its LIMIT_RESPONSE_HEADERS_ENABLED), as it writes
+  /// them: the current limit, what is left of it, and the seconds to its window's end, of the
+  /// last descriptor over its limit, else of the first with the fewest left.
+  std::optional<LimitHeaders> limit_headers;
   /// The first part of every Redis key (LimiterOptions::prefix).
   std::string prefix = "rl";
   /// The configured limits are followed in the central PolicyStore (publish_policies() writes
@@ -79,7 +89,10 @@ class Decider {
   redlimit::Task<void> decide_one(Applied& applied, DescriptorStatus& status);
   redlimit::Task<void> decide_together(std::vector<Applied>& applied,
                                        std::vector<DescriptorStatus>& statuses);
+  /// The IETF RateLimit fields (ratelimit_headers), of the binding descriptor.
   void add_headers(const std::vector<Applied>& applied, RateLimitAnswer& answer) const;
+  /// envoyproxy/ratelimit's headers (limit_headers), of the descriptor it picks.
+  void add_limit_headers(const std::vector<Applied>& applied, RateLimitAnswer& answer) const;
 
   redlimit::Client& client_;
   std::shared_ptr<const RateLimitConfig> config_;

@@ -88,8 +88,12 @@ class DeciderTest : public redlimit::test::LoopTest {
   std::shared_ptr<const RateLimitConfig> config_ = config_of({config_text, together_text});
   // Why published first: the limiters follow the central store (DeciderOptions's default).
   const int published_ = redlimit::run(loop(), publish_policies(client_, *config_, "rl"));
-  std::unique_ptr<Decider> decider_ =
-      std::make_unique<Decider>(client_, config_, DeciderOptions{.x_ratelimit_headers = true});
+  // Why these names: as --x-ratelimit-headers names them.
+  std::unique_ptr<Decider> decider_ = std::make_unique<Decider>(
+      client_, config_,
+      DeciderOptions{.limit_headers = LimitHeaders{.limit = "X-RateLimit-Limit",
+                                                   .remaining = "X-RateLimit-Remaining",
+                                                   .reset = "X-RateLimit-Reset"}});
 };
 
 TEST_F(DeciderTest, AFixedWindowOfTheUnitCountsDownThenIsOverTheLimit) {
@@ -218,6 +222,37 @@ TEST_F(DeciderTest, TheAnswerCarriesTheRateLimitHeaderFields) {
             R"("api.remote_address";r=1;t)");
   EXPECT_EQ(header(answer, "X-RateLimit-Limit"), "3");
   EXPECT_EQ(header(answer, "X-RateLimit-Remaining"), "1");
+}
+
+TEST_F(DeciderTest, EnvoyproxyRatelimitsHeadersTellTheDescriptorItPicks) {
+  // As its LIMIT_RESPONSE_HEADERS_ENABLED answers: RateLimit-Limit, -Remaining and -Reset (by
+  // default), of the last descriptor over its limit, else of the first with the fewest left.
+  decider_ =
+      std::make_unique<Decider>(client_, config_, DeciderOptions{.limit_headers = LimitHeaders{}});
+  const auto both = [] {
+    return std::vector{descriptor({{"remote_address", "p"}}), descriptor({{"account", "p"}})};
+  };
+  decide("api", {descriptor({{"account", "p"}})}, 9);
+  const RateLimitAnswer fewest = decide("api", both());
+  EXPECT_EQ(header(fewest, "RateLimit-Limit"), "10") << "1 left of 10, 2 of 3";
+  EXPECT_EQ(header(fewest, "RateLimit-Remaining"), "0");
+  const std::string reset = header(fewest, "RateLimit-Reset").value_or("none");
+  EXPECT_TRUE(reset >= "1" && reset <= "60" && reset.size() <= 2) << reset;
+  decide("api", {descriptor({{"remote_address", "p"}})}, 1);
+  const RateLimitAnswer over = decide("api", both());
+  ASSERT_EQ(over.overall_code, Code::over_limit);
+  EXPECT_EQ(header(over, "RateLimit-Limit"), "10") << "both over: the last one";
+  EXPECT_EQ(header(over, "RateLimit-Remaining"), "0");
+  const RateLimitAnswer first_over = decide("api", {both()[1], both()[0]});
+  EXPECT_EQ(header(first_over, "RateLimit-Limit"), "3");
+}
+
+TEST_F(DeciderTest, AFixedWindowsResetIsInWholeSecondsAsEnvoyproxyRatelimitTellsIt) {
+  const RateLimitAnswer answer = decide("api", {descriptor({{"remote_address", "s"}})});
+  const std::chrono::microseconds reset = answer.statuses[0].duration_until_reset;
+  EXPECT_EQ(reset % 1s, 0us) << reset.count() << " us";
+  EXPECT_GE(reset, 1s);
+  EXPECT_LE(reset, 60s);
 }
 
 TEST_F(DeciderTest, PublishingWritesEachEnforcedLimitOnceAndTheStoresChangeIsFollowed) {

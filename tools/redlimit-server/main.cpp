@@ -36,6 +36,8 @@ struct ServerOptions {
   std::string grpc_listen = "0.0.0.0:8081";
   std::string http_listen = "0.0.0.0:8080";
   unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  bool limit_response_headers = false;
+  redlimit_server::LimitHeaders limit_headers;
   bool x_ratelimit_headers = false;
   bool no_ratelimit_headers = false;
   std::string prefix = "rl";
@@ -90,8 +92,16 @@ int serve(ServerOptions options) {
   worker_options.client.metrics = metrics;
   worker_options.stats = stats;
   worker_options.client.command_timeout = std::chrono::milliseconds(options.command_timeout_ms);
+  if (options.x_ratelimit_headers) {
+    options.limit_headers = {.limit = "X-RateLimit-Limit",
+                             .remaining = "X-RateLimit-Remaining",
+                             .reset = "X-RateLimit-Reset"};
+  }
+  std::optional<redlimit_server::LimitHeaders> limit_headers;
+  if (options.limit_response_headers || options.x_ratelimit_headers)
+    limit_headers = options.limit_headers;
   worker_options.decider = {.ratelimit_headers = !options.no_ratelimit_headers,
-                            .x_ratelimit_headers = options.x_ratelimit_headers,
+                            .limit_headers = std::move(limit_headers),
                             .prefix = options.prefix,
                             .central_policies = !options.no_central_policies,
                             .on_policy_missing = [missing] { missing->store(true); }};
@@ -191,8 +201,26 @@ int main(int argc, char** argv) {
   app.add_option("--workers", options.workers, "worker threads, each with its own Redis client")
       ->check(CLI::Range(1u, 256u))
       ->capture_default_str();
+  CLI::Option* limit_response_headers = app.add_flag(
+      "--limit-response-headers", options.limit_response_headers,
+      "also answer envoyproxy/ratelimit's headers (its LIMIT_RESPONSE_HEADERS_ENABLED): the "
+      "limit, what is left and the seconds to the reset, of the last descriptor over its limit, "
+      "else of the one with the fewest left");
+  app.add_option("--limit-limit-header", options.limit_headers.limit,
+                 "the name of the first (its LIMIT_LIMIT_HEADER)")
+      ->needs(limit_response_headers)
+      ->capture_default_str();
+  app.add_option("--limit-remaining-header", options.limit_headers.remaining,
+                 "the name of the second (its LIMIT_REMAINING_HEADER)")
+      ->needs(limit_response_headers)
+      ->capture_default_str();
+  app.add_option("--limit-reset-header", options.limit_headers.reset,
+                 "the name of the third (its LIMIT_RESET_HEADER)")
+      ->needs(limit_response_headers)
+      ->capture_default_str();
   app.add_flag("--x-ratelimit-headers", options.x_ratelimit_headers,
-               "also answer envoyproxy/ratelimit's X-RateLimit-Limit, -Remaining and -Reset");
+               "the same headers, named X-RateLimit-Limit, -Remaining and -Reset")
+      ->excludes(limit_response_headers);
   app.add_flag("--no-ratelimit-headers", options.no_ratelimit_headers,
                "answer without the IETF RateLimit-Policy and RateLimit fields");
   app.add_option("--prefix", options.prefix, "the first part of every Redis key")
