@@ -176,8 +176,12 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
   const std::shared_ptr<const RateLimitConfig> config = config_;
   const auto found = config->domains.find(call.domain);
   std::vector<std::optional<MatchedLimit>> matched;
-  for (const DescriptorCall& descriptor : call.descriptors)
-    matched.push_back(match_limit(*config, call.domain, descriptor.entries));
+  // Why none for a descriptor with the caller's limit: as envoyproxy/ratelimit's, that limit is
+  // one of its own, which replaces nothing (and has no name to be replaced by).
+  for (const DescriptorCall& descriptor : call.descriptors) {
+    matched.push_back(descriptor.limit ? std::nullopt
+                                       : match_limit(*config, call.domain, descriptor.entries));
+  }
   apply_replaces(matched);
 
   std::vector<Applied> applied(call.descriptors.size());
@@ -250,7 +254,7 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   status.current_limit = CurrentLimit{
       .name = limit->name, .requests_per_unit = limit->requests_per_unit, .unit = limit->unit};
   if (applied.limiter == nullptr) {  // 0 requests per unit: every hit is over the limit
-    status.code = Code::over_limit;
+    status.code = limit->shadow_mode ? Code::ok : Code::over_limit;
     status.duration_until_reset = until_window_end(limit->unit);
     co_return;
   }
@@ -313,9 +317,11 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
           one.hits <= capacity(*one.limit)) {
         together.push_back(i);
       } else {
-        refused = refused ||
-                  (one.limiter == nullptr && one.limit != nullptr && !one.limit->unlimited) ||
-                  (one.limiter != nullptr && one.hits > capacity(*one.limit));
+        // Over its limit whatever the others hold (a shadow one is never enforced).
+        const bool over = one.limit != nullptr && !one.limit->unlimited &&
+                          !one.limit->shadow_mode &&
+                          (one.limiter == nullptr || one.hits > capacity(*one.limit));
+        refused = refused || over;
         alone.add(decide_one(applied[i], statuses[i]));
       }
     }

@@ -38,7 +38,7 @@ struct DeciderOptions {
   /// envoyproxy/ratelimit's three headers (its LIMIT_RESPONSE_HEADERS_ENABLED), as it writes
   /// them: the current limit, what is left of it, and the seconds to its window's end, of the
   /// last descriptor over its limit, else of the first with the fewest left.
-  std::optional<LimitHeaders> limit_headers;
+  std::optional<LimitHeaders> limit_headers{};
   /// The first part of every Redis key (LimiterOptions::prefix).
   std::string prefix = "rl";
   /// The configured limits are followed in the central PolicyStore (publish_policies() writes

@@ -189,6 +189,63 @@ TEST_F(DeciderTest, AShadowLimitIsDecidedButNeverEnforced) {
   EXPECT_FALSE(header(over, "Retry-After")) << "nothing to wait for";
 }
 
+TEST_F(DeciderTest, AShadowLimitOfNoRequestsIsNeverEnforcedEither) {
+  decider_ = std::make_unique<Decider>(client_,
+                                       config_of({R"(domain: quiet
+descriptors:
+  - key: closed
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 0}
+)",
+                                                  R"(domain: both
+all_or_nothing: true
+descriptors:
+  - key: closed
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+)"}),
+                                       DeciderOptions{.central_policies = false});
+  const RateLimitAnswer answer = decide("quiet", {descriptor({{"closed", "x"}})});
+  EXPECT_EQ(answer.statuses[0].code, Code::ok) << "as envoyproxy/ratelimit answers a shadow limit";
+  EXPECT_EQ(answer.overall_code, Code::ok);
+  const RateLimitAnswer together =
+      decide("both", {descriptor({{"closed", "x"}}), descriptor({{"user", "x"}})});
+  EXPECT_EQ(together.overall_code, Code::ok);
+  EXPECT_EQ(together.statuses[1].limit_remaining, 4u) << "nor does it refuse the others";
+}
+
+TEST_F(DeciderTest, ADescriptorWithTheCallersLimitReplacesNothing) {
+  // envoyproxy/ratelimit's override is a limit of its own, without the configured one's
+  // `replaces`.
+  decider_ = std::make_unique<Decider>(client_, config_of({R"(domain: rep
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1, name: per_user}
+  - key: vip
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1000
+      name: vip
+      replaces: [{name: per_user}]
+)"}),
+                                       DeciderOptions{.central_policies = false});
+  const auto call = [] {
+    DescriptorCall vip = descriptor({{"vip", "a"}});
+    vip.limit = LimitOverride{.requests_per_unit = 50, .unit = TimeUnit::minute};
+    return std::vector{vip, descriptor({{"user", "a"}})};
+  };
+  EXPECT_EQ(decide("rep", call()).overall_code, Code::ok);
+  const RateLimitAnswer second = decide("rep", call());
+  EXPECT_EQ(second.statuses[1].code, Code::over_limit) << "per_user is not replaced";
+  EXPECT_EQ(decide("rep", {descriptor({{"vip", "b"}}), descriptor({{"user", "b"}})})
+                .statuses[1]
+                .current_limit,
+            std::nullopt)
+      << "without the caller's limit, vip replaces per_user";
+}
+
 TEST_F(DeciderTest, ACallOfNoHitsIsOverTheLimitOnlyWhenNothingIsLeft) {
   const auto address = [](std::uint64_t hits) {
     return descriptor({{"remote_address", "10.0.0.7"}}, hits);
