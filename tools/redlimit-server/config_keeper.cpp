@@ -10,6 +10,15 @@
 
 namespace redlimit_server {
 
+RateLimitConfig load_and_warn(const std::filesystem::path& path) {
+  RateLimitConfig config = load_config(path);
+  for (const auto& [name, domain] : config.domains) {
+    for (const std::string& ignored : domain.ignored)
+      spdlog::warn("redlimit-server: {}", ignored);
+  }
+  return config;
+}
+
 struct ConfigKeeper::Write {
   enum State { running, written, failed };
   std::shared_ptr<const RateLimitConfig> config;
@@ -54,7 +63,7 @@ bool ConfigKeeper::publish_first() {
 void ConfigKeeper::look() {
   if (watch_.changed()) {
     try {
-      pending_ = std::make_shared<const RateLimitConfig>(load_config(path_));
+      pending_ = std::make_shared<const RateLimitConfig>(load_and_warn(path_));
     } catch (const std::exception& e) {
       spdlog::error("redlimit-server: configuration not reloaded, the last good one stays: {}",
                     e.what());

@@ -17,6 +17,10 @@
 
 namespace redlimit_server {
 
+/// Loads the configuration in `path` (load_config()), and logs a warning for each field it
+/// ignored. Throws as load_config() does.
+RateLimitConfig load_and_warn(const std::filesystem::path& path);
+
 /// Keeps the workers' configuration: each look() reads the files again when they changed, writes
 /// the limits of a configuration read to the central store (from the first worker's Client,
 /// without blocking the caller's loop), and hands it to every worker once they are written. A

@@ -203,6 +203,25 @@ TEST(ServerConfig, ErrorsNameTheFileTheLineAndTheField) {
   EXPECT_TRUE(error_of("domain: [d\n").starts_with("bad.yaml:")) << error_of("domain: [d\n");
 }
 
+TEST(ServerConfig, AFieldEnvoyproxyRatelimitKnowsIsIgnoredOutOfItsPlaceAsItIgnoresIt) {
+  // It checks every level's keys against one list of every field, so a file with a field in the
+  // wrong place runs there: it runs here too, with a warning that names the place.
+  const DomainConfig domain = parse_domain(R"(domain: d
+descriptors:
+  - key: a
+    rate_limit:
+      shadow_mode: true
+      unit: second
+      requests_per_unit: 5
+)",
+                                           "moved.yaml");
+  ASSERT_TRUE(domain.root.children.at("a").limit);
+  EXPECT_FALSE(domain.root.children.at("a").limit->shadow_mode);
+  EXPECT_EQ(domain.ignored,
+            std::vector<std::string>{"moved.yaml:5: 'shadow_mode' is not a field of rate_limit: "
+                                     "ignored, as envoyproxy/ratelimit ignores it there"});
+}
+
 TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
   char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);

@@ -78,7 +78,7 @@ int serve(ServerOptions options) {
   std::shared_ptr<const redlimit_server::RateLimitConfig> config;
   try {
     config = std::make_shared<const redlimit_server::RateLimitConfig>(
-        redlimit_server::load_config(options.config));
+        redlimit_server::load_and_warn(options.config));
   } catch (const std::exception& e) {
     spdlog::error("redlimit-server: {}", e.what());
     return 2;

@@ -37,6 +37,7 @@ class DomainReader {
       domain.all_or_nothing = boolean(node, "all_or_nothing");
     domain.on_failure = failure(root);
     read_descriptors(root["descriptors"], domain.name + ".", domain.root);
+    domain.ignored = std::move(ignored_);
     return domain;
   }
 
@@ -51,13 +52,33 @@ class DomainReader {
     return Location{file_, mark.is_null() ? 0 : mark.line + 1};
   }
 
-  /// Refuses any key of `map` not in `known`, as envoyproxy/ratelimit does.
+  /// Refuses any key of `map` not in `known`, as envoyproxy/ratelimit does, but one of its
+  /// fields out of its place: it checks every level against one list of every field, so a file
+  /// with one runs there. That one is ignored (DomainConfig::ignored).
   void check_keys(const YAML::Node& map, std::string_view owner,
                   std::initializer_list<std::string_view> known) {
+    constexpr std::array envoyproxy_fields = {"domain",
+                                              "key",
+                                              "value",
+                                              "descriptors",
+                                              "rate_limit",
+                                              "unit",
+                                              "requests_per_unit",
+                                              "unlimited",
+                                              "shadow_mode",
+                                              "name",
+                                              "replaces",
+                                              "detailed_metric"};
     for (const auto& item : map) {
       const std::string key = item.first.Scalar();
-      if (std::find(known.begin(), known.end(), key) == known.end())
-        fail(item.first, "'" + key + "'", "is not a field of " + std::string(owner));
+      if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+      const std::string what = "is not a field of " + std::string(owner);
+      if (std::find(envoyproxy_fields.begin(), envoyproxy_fields.end(), key) ==
+          envoyproxy_fields.end()) {
+        fail(item.first, "'" + key + "'", what);
+      }
+      ignored_.push_back(to_string(where(item.first)) + ": '" + key + "' " + what +
+                         ": ignored, as envoyproxy/ratelimit ignores it there");
     }
   }
 
@@ -223,6 +244,7 @@ class DomainReader {
   std::string file_;
   redlimit::Algorithm default_algorithm_ = redlimit::Algorithm::fixed_window;
   std::int64_t default_burst_ = 0;
+  std::vector<std::string> ignored_;  ///< see check_keys()
 };
 
 }  // namespace

@@ -95,6 +95,9 @@ struct DomainConfig {
   bool all_or_nothing = false;
   FailureConfig on_failure;
   Location where;
+  /// The fields out of their place that were ignored (as envoyproxy/ratelimit ignores them), each
+  /// with its file and line: for a warning.
+  std::vector<std::string> ignored;
 };
 
 /// Every domain the server knows.
