@@ -195,6 +195,8 @@ TEST(ServerConfig, ErrorsNameTheFileTheLineAndTheField) {
                      "requests_per_unit: -1}\n"),
             "bad.yaml:4: requests_per_unit must be a whole number from 0 to 4294967295");
   EXPECT_EQ(error_of("descriptors: []\n"), "bad.yaml:1: domain cannot be empty");
+  EXPECT_EQ(error_of("domain: d\ndescriptors:\n  - key: a\n    key: b\n"),
+            "bad.yaml:4: 'key' is given twice (YAML readers differ on which one counts)");
   EXPECT_EQ(error_of("domain: d\non_failure: local\n"),
             "bad.yaml:2: on_failure: local needs local_share, in (0, 1]");
   EXPECT_EQ(error_of("domain: d\nalgorithm: leaky\n"),

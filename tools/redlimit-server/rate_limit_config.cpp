@@ -69,8 +69,14 @@ class DomainReader {
                                               "name",
                                               "replaces",
                                               "detailed_metric"};
+    std::set<std::string, std::less<>> seen;
     for (const auto& item : map) {
       const std::string key = item.first.Scalar();
+      // Why an error: which one counts is the reader's choice (yaml-cpp takes the first,
+      // envoyproxy/ratelimit's reader the last).
+      if (!seen.insert(key).second)
+        fail(item.first, "'" + key + "'",
+             "is given twice (YAML readers differ on which one counts)");
       if (std::find(known.begin(), known.end(), key) != known.end()) continue;
       const std::string what = "is not a field of " + std::string(owner);
       if (std::find(envoyproxy_fields.begin(), envoyproxy_fields.end(), key) ==
