@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -16,6 +17,21 @@ using namespace std::chrono_literals;
 
 /// The longest limit name a Limiter and the PolicyStore take.
 constexpr std::size_t max_name_bytes = 128;
+
+/// The name a limit of `full_key` goes by (its limiter's, its policy's in the store, 1 to
+/// max_name_bytes): the key itself, or its first bytes, '~' and the 16 hex digits of its 64-bit
+/// FNV-1a hash, the same on every replica.
+std::string limit_name(const std::string& full_key) {
+  if (full_key.size() <= max_name_bytes) return full_key;
+  std::uint64_t hash = 14'695'981'039'346'656'037ULL;
+  for (const unsigned char c : full_key) {
+    hash ^= c;
+    hash *= 1'099'511'628'211ULL;
+  }
+  std::array<char, 17> hex{};
+  std::snprintf(hex.data(), hex.size(), "%016llx", static_cast<unsigned long long>(hash));
+  return full_key.substr(0, max_name_bytes - 17) + "~" + hex.data();
+}
 
 /// Reads one domain's YAML, naming the file and line of every error.
 class DomainReader {
@@ -175,18 +191,11 @@ class DomainReader {
       const std::string value = text(item, "value", "a descriptor");
       const std::string final_key = value.empty() ? key : key + "_" + value;
       const std::string full_key = parent_key + final_key;
-      // Why: the full key names the limit's limiter and its policy in the store (1 to 128 bytes).
-      if (full_key.size() > max_name_bytes) {
-        fail(item, "descriptor",
-             "'" + full_key.substr(0, 40) + "...' makes a limit name of " +
-                 std::to_string(full_key.size()) + " bytes (domain, keys and values), over " +
-                 std::to_string(max_name_bytes));
-      }
       if (into.children.contains(final_key))
         fail(item, "descriptor", "'" + full_key + "' is defined twice");
       DescriptorNode node;
       if (const YAML::Node limit = item["rate_limit"]) {
-        node.limit = read_limit(limit, full_key);
+        node.limit = read_limit(limit, limit_name(full_key));
         if (const YAML::Node shadow = item["shadow_mode"])
           node.limit->shadow_mode = boolean(shadow, "shadow_mode");
         if (const YAML::Node detailed = item["detailed_metric"])

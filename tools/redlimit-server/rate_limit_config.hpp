@@ -56,7 +56,8 @@ struct LimitConfig {
   /// The descriptor's; accepted, without effect: the library counts per limit, never per value.
   bool detailed_metric = false;
   /// The descriptor's place in the tree, as envoyproxy/ratelimit names it in its stats:
-  /// `<domain>.<key>[_<value>].<key>[_<value>]...`.
+  /// `<domain>.<key>[_<value>].<key>[_<value>]...`; the limit's name (its limiter's, its policy's
+  /// in the store). Over 128 bytes, its first 111, '~' and 16 hex digits of a hash of all of it.
   std::string full_key;
   Location where;
 
