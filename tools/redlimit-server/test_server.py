@@ -222,6 +222,22 @@ def test_headers(server):
           f"X-RateLimit-*: {headers}")
 
 
+def test_envoyproxy_ratelimits_headers(config_dir):
+    """--limit-response-headers: envoyproxy/ratelimit's three headers, under the names given,
+    of the descriptor with the fewest left; reset in whole seconds to the window's end."""
+    server = Server(config_dir, "--limit-response-headers", "--limit-remaining-header", "X-Left")
+    try:
+        answer = server.ask("api", one([("account", "hdr")], hits=4), one([("remote_address", "hdr")]))
+        headers = {h.key: h.value for h in answer.response_headers_to_add}
+        check(headers.get("RateLimit-Limit") == "3" and headers.get("X-Left") == "2"
+              and 1 <= int(headers.get("RateLimit-Reset", "0")) <= 3600,
+              f"envoyproxy/ratelimit's headers: {headers}")
+        check(answer.statuses[0].duration_until_reset.nanos == 0,
+              f"a fixed window's reset in whole seconds: {answer.statuses[0].duration_until_reset}")
+    finally:
+        check(server.stop() == 0, "a server with envoyproxy/ratelimit's headers stops with 0")
+
+
 def test_a_call_larger_than_its_first_message_block_is_answered_whole(server):
     """A call's messages start in a 2 KiB block of its own; a larger one grows from the heap."""
     accounts = [one([("account", f"large-{i:02d}-" + "x" * 100)]) for i in range(40)]
@@ -491,6 +507,7 @@ def main():
         test_override(server)
         test_shadow_and_together(server)
         test_headers(server)
+        test_envoyproxy_ratelimits_headers(config_dir)
         test_a_call_larger_than_its_first_message_block_is_answered_whole(server)
         test_errors(server)
         test_http(server)
