@@ -273,11 +273,18 @@ TEST(ServerConfig, ADirectoryIsReadAsEnvoyproxyRatelimitReadsIt) {
   std::ofstream(dir / ".edge.yaml.swp") << "not a configuration\n";
   std::filesystem::create_directory_symlink("..2026_12_02", dir / "..data");
   std::filesystem::create_symlink("..data/edge.yaml", dir / "edge.yaml");
+  // A ConfigMap's item with a path of its own is a link to a directory under `..data`.
+  std::filesystem::create_directory_symlink("..data/nested", dir / "linked");
+  std::filesystem::create_directory_symlink(".", dir / "team" / "loop");
   const RateLimitConfig config = load_config(dir);
-  EXPECT_EQ(config.domains.size(), 3u);
+  EXPECT_EQ(config.domains.size(), 4u);
   EXPECT_EQ(config.domains.count("plain"), 1u) << "a file without an extension";
-  EXPECT_EQ(config.domains.count("nested"), 1u) << "a file in a subdirectory";
+  EXPECT_EQ(config.domains.count("nested"), 1u) << "a file in a subdirectory, once";
   EXPECT_EQ(config.domains.count("edge"), 1u) << "through its link, once";
+  EXPECT_EQ(config.domains.count("hidden"), 1u) << "through a link to a directory";
+  std::filesystem::create_symlink("gone.yaml", dir / "dangling.yaml");
+  EXPECT_THROW(load_config(dir), ConfigFileError) << "a link to nothing is an error";
+  std::filesystem::remove(dir / "dangling.yaml");
   std::ofstream(dir / "notes.txt") << "not a configuration\n";
   EXPECT_THROW(load_config(dir), ConfigFileError) << "a file that is not one is an error";
   std::filesystem::remove_all(dir);

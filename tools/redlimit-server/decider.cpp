@@ -200,9 +200,9 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
       one.overridden.unit = descriptor.limit->unit;
       // Why named by the domain and the rate, not the entries: the key carries the entries,
       // and a name per value would be a limiter (and a metrics series) per caller.
-      one.overridden.full_key = call.domain + "#" +
-                                std::to_string(descriptor.limit->requests_per_unit) + "/" +
-                                std::string(to_string(descriptor.limit->unit));
+      one.overridden.full_key =
+          limit_name(call.domain + "#" + std::to_string(descriptor.limit->requests_per_unit) + "/" +
+                     std::string(to_string(descriptor.limit->unit)));
       one.limit = &one.overridden;
     } else if (matched[i]) {
       one.limit = matched[i]->limit;

@@ -18,21 +18,6 @@ using namespace std::chrono_literals;
 /// The longest limit name a Limiter and the PolicyStore take.
 constexpr std::size_t max_name_bytes = 128;
 
-/// The name a limit of `full_key` goes by (its limiter's, its policy's in the store, 1 to
-/// max_name_bytes): the key itself, or its first bytes, '~' and the 16 hex digits of its 64-bit
-/// FNV-1a hash, the same on every replica.
-std::string limit_name(const std::string& full_key) {
-  if (full_key.size() <= max_name_bytes) return full_key;
-  std::uint64_t hash = 14'695'981'039'346'656'037ULL;
-  for (const unsigned char c : full_key) {
-    hash ^= c;
-    hash *= 1'099'511'628'211ULL;
-  }
-  std::array<char, 17> hex{};
-  std::snprintf(hex.data(), hex.size(), "%016llx", static_cast<unsigned long long>(hash));
-  return full_key.substr(0, max_name_bytes - 17) + "~" + hex.data();
-}
-
 /// Reads one domain's YAML, naming the file and line of every error.
 class DomainReader {
  public:
@@ -312,6 +297,18 @@ redlimit::Limit LimitConfig::limit() const {
   return redlimit::Limit::fixed_window(rate);
 }
 
+std::string limit_name(const std::string& full_key) {
+  if (full_key.size() <= max_name_bytes) return full_key;
+  std::uint64_t hash = 14'695'981'039'346'656'037ULL;
+  for (const unsigned char c : full_key) {
+    hash ^= c;
+    hash *= 1'099'511'628'211ULL;
+  }
+  std::array<char, 17> hex{};
+  std::snprintf(hex.data(), hex.size(), "%016llx", static_cast<unsigned long long>(hash));
+  return full_key.substr(0, max_name_bytes - 17) + "~" + hex.data();
+}
+
 DomainConfig parse_domain(std::string_view text, const std::string& file) {
   YAML::Node root;
   try {
@@ -323,21 +320,34 @@ DomainConfig parse_domain(std::string_view text, const std::string& file) {
 }
 
 std::vector<std::filesystem::path> config_files(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
   std::error_code error;
-  if (!std::filesystem::is_directory(path, error)) return {path};
-  std::vector<std::filesystem::path> files;
-  // Why links to directories are not followed: a ConfigMap's `..data` is one, to a hidden
-  // directory whose files the links beside it name.
-  std::filesystem::recursive_directory_iterator entry(path, error);
-  for (; !error && entry != std::filesystem::recursive_directory_iterator();
-       entry.increment(error)) {
+  if (!fs::is_directory(path, error)) return {path};
+  const auto unreadable = [](const fs::path& where, const std::error_code& why) {
+    return ConfigFileError(where.string() + ": cannot be read: " + why.message());
+  };
+  std::vector<fs::path> files;
+  // Why links to directories are followed: a ConfigMap's item with a path of its own is one.
+  // Why each directory once: a link may lead back up the tree.
+  std::set<fs::path> directories = {fs::canonical(path, error)};
+  fs::recursive_directory_iterator entry(path, fs::directory_options::follow_directory_symlink,
+                                         error);
+  for (; !error && entry != fs::recursive_directory_iterator(); entry.increment(error)) {
     if (entry->path().filename().string().starts_with('.')) {
       entry.disable_recursion_pending();
-    } else if (entry->is_regular_file(error)) {
+      continue;
+    }
+    std::error_code status_error;
+    const fs::file_status status = entry->status(status_error);
+    if (status_error) throw unreadable(entry->path(), status_error);
+    if (fs::is_directory(status)) {
+      if (!directories.insert(fs::canonical(entry->path(), status_error)).second || status_error)
+        entry.disable_recursion_pending();
+    } else if (fs::is_regular_file(status)) {
       files.push_back(entry->path());
     }
   }
-  if (error) throw ConfigFileError(path.string() + ": cannot list: " + error.message());
+  if (error) throw unreadable(path, error);
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -106,6 +106,11 @@ struct RateLimitConfig {
   std::map<std::string, DomainConfig, std::less<>> domains;
 };
 
+/// The name a limit of `full_key` goes by (its limiter's, its policy's in the store: 1 to 128
+/// bytes): the key itself, or its first 111 bytes, '~' and the 16 hex digits of its 64-bit
+/// FNV-1a hash, the same on every replica.
+std::string limit_name(const std::string& full_key);
+
 /// One domain's YAML text, read from `file` (for messages). Throws ConfigFileError.
 DomainConfig parse_domain(std::string_view text, const std::string& file);
 /// The files of the configuration in `path`: the file itself, or every file below the directory
