@@ -233,7 +233,8 @@ int main(int argc, char** argv) {
                "each replica enforces its own configuration, not the limits written last to "
                "the central store");
   app.add_option("--command-timeout-ms", options.command_timeout_ms,
-                 "each Redis command's deadline; past it the domain's failure policy answers")
+                 "each Redis command's deadline; past it the call fails (UNAVAILABLE), or the "
+                 "domain's on_failure answers")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{60'000}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
