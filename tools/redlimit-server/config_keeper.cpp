@@ -10,8 +10,8 @@
 
 namespace redlimit_server {
 
-RateLimitConfig load_and_warn(const std::filesystem::path& path) {
-  RateLimitConfig config = load_config(path);
+RateLimitConfig load_and_warn(const std::filesystem::path& path, bool merge_domains) {
+  RateLimitConfig config = load_config(path, merge_domains);
   for (const auto& [name, domain] : config.domains) {
     for (const std::string& ignored : domain.ignored)
       spdlog::warn("redlimit-server: {}", ignored);
@@ -27,12 +27,13 @@ struct ConfigKeeper::Write {
   std::string error;  ///< once failed
 };
 
-ConfigKeeper::ConfigKeeper(std::filesystem::path path,
+ConfigKeeper::ConfigKeeper(std::filesystem::path path, bool merge_domains,
                            std::vector<std::unique_ptr<Worker>>& workers, std::string prefix,
                            bool central, std::shared_ptr<const RateLimitConfig> first,
                            std::shared_ptr<std::atomic<bool>> missing)
     : watch_(path),
       path_(std::move(path)),
+      merge_domains_(merge_domains),
       workers_(workers),
       prefix_(std::move(prefix)),
       central_(central),
@@ -63,7 +64,7 @@ bool ConfigKeeper::publish_first() {
 void ConfigKeeper::look() {
   if (watch_.changed()) {
     try {
-      pending_ = std::make_shared<const RateLimitConfig>(load_and_warn(path_));
+      pending_ = std::make_shared<const RateLimitConfig>(load_and_warn(path_, merge_domains_));
     } catch (const std::exception& e) {
       spdlog::error("redlimit-server: configuration not reloaded, the last good one stays: {}",
                     e.what());

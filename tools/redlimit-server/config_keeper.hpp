@@ -19,7 +19,7 @@ namespace redlimit_server {
 
 /// Loads the configuration in `path` (load_config()), and logs a warning for each field it
 /// ignored. Throws as load_config() does.
-RateLimitConfig load_and_warn(const std::filesystem::path& path);
+RateLimitConfig load_and_warn(const std::filesystem::path& path, bool merge_domains);
 
 /// Keeps the workers' configuration: each look() reads the files again when they changed, writes
 /// the limits of a configuration read to the central store (from the first worker's Client,
@@ -29,12 +29,13 @@ RateLimitConfig load_and_warn(const std::filesystem::path& path);
 /// the store (a Redis restart that lost them). Use on one thread (the main loop's).
 class ConfigKeeper {
  public:
-  /// `first` is in force already (the workers were made with it). `central`: limits are
-  /// written to the store (else each worker takes a configuration as soon as it is read).
-  /// `missing` is what the workers set when a limit is missing from the central store
-  /// (DeciderOptions::on_policy_missing).
-  ConfigKeeper(std::filesystem::path path, std::vector<std::unique_ptr<Worker>>& workers,
-               std::string prefix, bool central, std::shared_ptr<const RateLimitConfig> first,
+  /// `path` and `merge_domains` are read as load_config() reads them. `first` is in force
+  /// already (the workers were made with it). `central`: limits are written to the store (else
+  /// each worker takes a configuration as soon as it is read). `missing` is what the workers
+  /// set when a limit is missing from the central store (DeciderOptions::on_policy_missing).
+  ConfigKeeper(std::filesystem::path path, bool merge_domains,
+               std::vector<std::unique_ptr<Worker>>& workers, std::string prefix, bool central,
+               std::shared_ptr<const RateLimitConfig> first,
                std::shared_ptr<std::atomic<bool>> missing);
 
   /// Writes the first configuration's limits and waits for it, at most 30 s: false (logged)
@@ -55,6 +56,7 @@ class ConfigKeeper {
 
   ConfigWatch watch_;
   std::filesystem::path path_;
+  bool merge_domains_;
   std::vector<std::unique_ptr<Worker>>& workers_;
   std::string prefix_;
   bool central_;

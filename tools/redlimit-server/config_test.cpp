@@ -258,6 +258,36 @@ TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ServerConfig, ADomainInSeveralFilesIsMergedWhenAskedAsEnvoyproxyRatelimitMergesIt) {
+  // Its MERGE_DOMAIN_CONFIG: the files' descriptors join one domain; one twice is an error.
+  char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::filesystem::path dir = pattern;
+  std::ofstream(dir / "a.yaml") << "domain: d\ndescriptors:\n  - key: user\n"
+                                   "    rate_limit: {unit: second, requests_per_unit: 1}\n";
+  std::ofstream(dir / "b.yaml") << "domain: d\ndescriptors:\n  - key: team\n"
+                                   "    rate_limit: {unit: minute, requests_per_unit: 2}\n";
+  EXPECT_THROW(load_config(dir), ConfigFileError) << "not asked: a domain twice is an error";
+  const RateLimitConfig merged = load_config(dir, true);
+  ASSERT_EQ(merged.domains.size(), 1u);
+  EXPECT_EQ(merged.domains.at("d").root.children.size(), 2u);
+  EXPECT_EQ(match(merged, {{"team", "x"}}, "d")->limit->requests_per_unit, 2u);
+  std::ofstream(dir / "c.yaml") << "domain: d\ndescriptors:\n  - key: user\n"
+                                   "    rate_limit: {unit: hour, requests_per_unit: 3}\n";
+  try {
+    load_config(dir, true);
+    ADD_FAILURE() << "a descriptor in two files was taken";
+  } catch (const ConfigFileError& e) {
+    EXPECT_EQ(std::string(e.what()), (dir / "c.yaml").string() +
+                                         ":3: descriptor 'd.user' is also defined in " +
+                                         (dir / "a.yaml").string());
+  }
+  std::ofstream(dir / "c.yaml") << "domain: d\non_failure: deny\ndescriptors: []\n";
+  EXPECT_THROW(load_config(dir, true), ConfigFileError)
+      << "the files of one domain differ in redlimit's domain fields";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ServerConfig, ADirectoryIsReadAsEnvoyproxyRatelimitReadsIt) {
   // Every file below it, whatever its name, subdirectories too; not what a name starting with
   // '.' hides (a Kubernetes ConfigMap's `..data` holds what its links point to).

@@ -32,6 +32,7 @@ using redlimit_server::Worker;
 /// What the command line says.
 struct ServerOptions {
   std::string config;
+  bool merge_domain_config = false;
   std::string redis;
   std::string grpc_listen = "0.0.0.0:8081";
   std::string http_listen = "0.0.0.0:8080";
@@ -78,7 +79,7 @@ int serve(ServerOptions options) {
   std::shared_ptr<const redlimit_server::RateLimitConfig> config;
   try {
     config = std::make_shared<const redlimit_server::RateLimitConfig>(
-        redlimit_server::load_and_warn(options.config));
+        redlimit_server::load_and_warn(options.config, options.merge_domain_config));
   } catch (const std::exception& e) {
     spdlog::error("redlimit-server: {}", e.what());
     return 2;
@@ -114,8 +115,8 @@ int serve(ServerOptions options) {
   }
 
   running.keeper = std::make_unique<redlimit_server::ConfigKeeper>(
-      options.config, running.workers, options.prefix, !options.no_central_policies, config,
-      missing);
+      options.config, options.merge_domain_config, running.workers, options.prefix,
+      !options.no_central_policies, config, missing);
   // Why before serving: the limiters follow the central store, which must hold the limits.
   running.keeper->publish_first();
 
@@ -190,6 +191,9 @@ int main(int argc, char** argv) {
          "a YAML file, or a directory of them (one domain each; every file below it, but names "
          "starting with '.'); reloaded when changed")
       ->required();
+  app.add_flag("--merge-domain-config", options.merge_domain_config,
+               "a domain may be defined in several files, whose descriptors join it (as "
+               "envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)");
   app.add_option("--redis", options.redis,
                  "the Redis URL: redis://, rediss://, redis-sentinel://, redis-cluster://")
       ->required();

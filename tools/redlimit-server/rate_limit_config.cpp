@@ -179,6 +179,7 @@ class DomainReader {
       if (into.children.contains(final_key))
         fail(item, "descriptor", "'" + full_key + "' is defined twice");
       DescriptorNode node;
+      node.where = where(item);
       if (const YAML::Node limit = item["rate_limit"]) {
         node.limit = read_limit(limit, limit_name(full_key));
         if (const YAML::Node shadow = item["shadow_mode"])
@@ -297,6 +298,32 @@ redlimit::Limit LimitConfig::limit() const {
   return redlimit::Limit::fixed_window(rate);
 }
 
+namespace {
+
+/// Merges `more`, another file of `into`'s domain, into it, as envoyproxy/ratelimit merges one:
+/// its top-level descriptors join the domain's; one the domain has already is an error.
+void merge_into(DomainConfig& into, DomainConfig more) {
+  const bool same_fields =
+      into.all_or_nothing == more.all_or_nothing && into.on_failure == more.on_failure;
+  if (!same_fields) {
+    throw ConfigFileError(to_string(more.where) + ": domain '" + more.name +
+                          "' has other all_or_nothing or on_failure than in " + into.where.file);
+  }
+  for (auto& [key, node] : more.root.children) {
+    if (const auto it = into.root.children.find(key); it != into.root.children.end()) {
+      throw ConfigFileError(to_string(node.where) + ": descriptor '" + more.name + "." + key +
+                            "' is also defined in " + it->second.where.file);
+    }
+  }
+  for (auto& [key, node] : more.root.children)
+    into.root.children.emplace(key, std::move(node));
+  into.root.wildcard_keys.insert(into.root.wildcard_keys.end(), more.root.wildcard_keys.begin(),
+                                 more.root.wildcard_keys.end());
+  into.ignored.insert(into.ignored.end(), more.ignored.begin(), more.ignored.end());
+}
+
+}  // namespace
+
 std::string limit_name(const std::string& full_key) {
   if (full_key.size() <= max_name_bytes) return full_key;
   std::uint64_t hash = 14'695'981'039'346'656'037ULL;
@@ -352,7 +379,7 @@ std::vector<std::filesystem::path> config_files(const std::filesystem::path& pat
   return files;
 }
 
-RateLimitConfig load_config(const std::filesystem::path& path) {
+RateLimitConfig load_config(const std::filesystem::path& path, bool merge_domains) {
   RateLimitConfig config;
   for (const auto& file : config_files(path)) {
     std::ifstream in(file);
@@ -360,12 +387,16 @@ RateLimitConfig load_config(const std::filesystem::path& path) {
     std::ostringstream text;
     text << in.rdbuf();
     DomainConfig domain = parse_domain(text.str(), file.string());
-    if (const auto it = config.domains.find(domain.name); it != config.domains.end()) {
+    const auto it = config.domains.find(domain.name);
+    if (it == config.domains.end()) {
+      std::string name = domain.name;
+      config.domains.emplace(std::move(name), std::move(domain));
+    } else if (merge_domains) {
+      merge_into(it->second, std::move(domain));
+    } else {
       throw ConfigFileError(to_string(domain.where) + ": domain '" + domain.name +
                             "' is also defined in " + it->second.where.file);
     }
-    std::string name = domain.name;
-    config.domains.emplace(std::move(name), std::move(domain));
   }
   return config;
 }

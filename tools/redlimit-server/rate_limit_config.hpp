@@ -73,6 +73,7 @@ struct DescriptorNode {
   std::map<std::string, DescriptorNode, std::less<>> children;
   /// The children whose `<key>_<value>` ends in '*' (a value prefix), in the file's order.
   std::vector<std::string> wildcard_keys;
+  Location where;  ///< where the descriptor begins (a domain's root: where the file begins)
 };
 
 /// What a domain does when Redis cannot answer (redlimit's extension `on_failure`).
@@ -119,8 +120,11 @@ DomainConfig parse_domain(std::string_view text, const std::string& file);
 /// what its links point to; editors' swap files), in path order. Throws ConfigFileError when
 /// the directory cannot be listed.
 std::vector<std::filesystem::path> config_files(const std::filesystem::path& path);
-/// The configuration in `path` (config_files(): one domain each). Throws ConfigFileError, also
-/// for a domain defined twice.
-RateLimitConfig load_config(const std::filesystem::path& path);
+/// The configuration in `path` (config_files(): one domain each). With `merge_domains` (as
+/// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG), the files of one domain are merged: their
+/// descriptors join it (in path order), and they must agree on redlimit's domain fields. Throws
+/// ConfigFileError, also for a domain defined twice (without `merge_domains`), or a descriptor
+/// in two files of one domain.
+RateLimitConfig load_config(const std::filesystem::path& path, bool merge_domains = false);
 
 }  // namespace redlimit_server

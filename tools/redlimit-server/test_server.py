@@ -238,6 +238,24 @@ def test_envoyproxy_ratelimits_headers(config_dir):
         check(server.stop() == 0, "a server with envoyproxy/ratelimit's headers stops with 0")
 
 
+def test_a_domain_merged_from_several_files():
+    """--merge-domain-config: the descriptors of a domain's files join it."""
+    path = os.path.join(WORK, "merged")
+    os.mkdir(path)
+    write(os.path.join(path, "users.yaml"), "domain: merged\ndescriptors:\n"
+          "  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+    write(os.path.join(path, "teams.yaml"), "domain: merged\ndescriptors:\n"
+          "  - key: team\n    rate_limit: {unit: hour, requests_per_unit: 2}\n")
+    server = Server(path, "--merge-domain-config")
+    try:
+        teams = [server.ask("merged", one([("team", "t")])).overall_code for _ in range(3)]
+        users = [server.ask("merged", one([("user", "u")])).overall_code for _ in range(2)]
+        check(teams == [OK, OK, OVER_LIMIT] and users == [OK, OVER_LIMIT],
+              f"a domain merged from two files: teams {teams}, users {users}")
+    finally:
+        check(server.stop() == 0, "a server of a merged domain stops with 0")
+
+
 def test_a_call_larger_than_its_first_message_block_is_answered_whole(server):
     """A call's messages start in a 2 KiB block of its own; a larger one grows from the heap."""
     accounts = [one([("account", f"large-{i:02d}-" + "x" * 100)]) for i in range(40)]
@@ -508,6 +526,7 @@ def main():
         test_shadow_and_together(server)
         test_headers(server)
         test_envoyproxy_ratelimits_headers(config_dir)
+        test_a_domain_merged_from_several_files()
         test_a_call_larger_than_its_first_message_block_is_answered_whole(server)
         test_errors(server)
         test_http(server)
