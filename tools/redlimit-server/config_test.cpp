@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "descriptor_match.hpp"
 #include "rate_limit_config.hpp"
@@ -61,6 +63,20 @@ std::optional<MatchedLimit> match(const RateLimitConfig& config,
                                   std::string_view domain = "edge_proxy_per_ip") {
   return match_limit(config, domain, entries);
 }
+
+/// A new directory under /tmp, removed with what it holds when the test ends.
+struct ScratchDirectory {
+  ScratchDirectory() {
+    char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path = pattern;
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  ~ScratchDirectory() { std::filesystem::remove_all(path); }
+
+  std::filesystem::path path;
+};
 
 /// The message of the ConfigFileError that parsing `text` raises.
 std::string error_of(std::string_view text) {
@@ -238,9 +254,8 @@ TEST(ServerConfig, ALimitWhoseFullKeyIsTooLongForANameIsNamedByItsHash) {
 }
 
 TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
-  char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::filesystem::path dir = pattern;
+  const ScratchDirectory scratch;
+  const std::filesystem::path& dir = scratch.path;
   std::ofstream(dir / "a.yaml") << "domain: one\n";
   std::ofstream(dir / "b.yml") << "domain: two\n";
   const RateLimitConfig config = load_config(dir);
@@ -255,14 +270,12 @@ TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
                                          ":3: domain 'one' is also defined in " +
                                          (dir / "a.yaml").string());
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ServerConfig, ADomainInSeveralFilesIsMergedWhenAskedAsEnvoyproxyRatelimitMergesIt) {
   // Its MERGE_DOMAIN_CONFIG: the files' descriptors join one domain; one twice is an error.
-  char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::filesystem::path dir = pattern;
+  const ScratchDirectory scratch;
+  const std::filesystem::path& dir = scratch.path;
   std::ofstream(dir / "a.yaml") << "domain: d\ndescriptors:\n  - key: user\n"
                                    "    rate_limit: {unit: second, requests_per_unit: 1}\n";
   std::ofstream(dir / "b.yaml") << "domain: d\ndescriptors:\n  - key: team\n"
@@ -285,15 +298,13 @@ TEST(ServerConfig, ADomainInSeveralFilesIsMergedWhenAskedAsEnvoyproxyRatelimitMe
   std::ofstream(dir / "c.yaml") << "domain: d\non_failure: deny\ndescriptors: []\n";
   EXPECT_THROW(load_config(dir, true), ConfigFileError)
       << "the files of one domain differ in redlimit's domain fields";
-  std::filesystem::remove_all(dir);
 }
 
 TEST(ServerConfig, ADirectoryIsReadAsEnvoyproxyRatelimitReadsIt) {
   // Every file below it, whatever its name, subdirectories too; not what a name starting with
   // '.' hides (a Kubernetes ConfigMap's `..data` holds what its links point to).
-  char pattern[] = "/tmp/redlimit-server-config-XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::filesystem::path dir = pattern;
+  const ScratchDirectory scratch;
+  const std::filesystem::path& dir = scratch.path;
   std::filesystem::create_directories(dir / "team" / "api");
   std::filesystem::create_directories(dir / "..2026_12_02" / "nested");
   std::ofstream(dir / "ratelimit") << "domain: plain\n";
@@ -317,7 +328,6 @@ TEST(ServerConfig, ADirectoryIsReadAsEnvoyproxyRatelimitReadsIt) {
   std::filesystem::remove(dir / "dangling.yaml");
   std::ofstream(dir / "notes.txt") << "not a configuration\n";
   EXPECT_THROW(load_config(dir), ConfigFileError) << "a file that is not one is an error";
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
