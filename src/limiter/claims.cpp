@@ -146,8 +146,9 @@ Task<Attempted> claims_in_force(const std::vector<HeldClaim>& held,
 /// The claims decided by their backends under the policies in force (`waiting`: reserved and
 /// waited for, reserve_and_wait(), or decided to be waited out when they cannot be reserved
 /// on): a follower's claim refused as stale is asked again under its policy read again, until
-/// the call's deadline; when Redis cannot answer, each claim's failure policy answers for it.
-/// None only when `waiting` and the parts were given back or moved: a new place in the queues.
+/// the call's deadline or its stop request; when Redis cannot answer, each claim's failure policy
+/// answers for it. None only when `waiting` and the parts were given back or moved: a new place in
+/// the queues.
 Task<Attempted> run_claims(const std::vector<HeldClaim>& held, Operation operation,
                            const Waiting* waiting) {
   // Why the earliest deadline: a call over the claims stops asking again after StalePolicy when
@@ -164,7 +165,8 @@ Task<Attempted> run_claims(const std::vector<HeldClaim>& held, Operation operati
   const auto name = [&](std::size_t claim) {
     return std::string_view(held.at(claim).enforcer->options().name);
   };
-  StaleRetry retry(deadline, held.size());
+  StaleRetry retry(deadline, held.size(),
+                   waiting != nullptr ? waiting->options.stop : std::stop_token());
   co_return co_await asking_again(std::move(retry), attempt, name);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <stop_token>
 
 #include "limiter/lease_issuer.hpp"
@@ -14,6 +15,7 @@
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
 #include "runtime/logger.hpp"
+#include "runtime/outliving_call.hpp"
 
 namespace redlimit {
 namespace detail {
@@ -86,6 +88,14 @@ Task<void> release_detached(std::shared_ptr<LeaseIssuer> issuer, Backend* backen
   }
 }
 
+/// Releases the lease of a grant whose caller was destroyed before its reply arrived: nobody
+/// holds it. Runs as the client's background work, as the grant did.
+Task<void> release_orphan(std::shared_ptr<LeaseIssuer> issuer, Backend* backend,
+                          LeaseRequest request, spdlog::logger* logger, LeaseReply reply) {
+  if (reply.granted)
+    co_await release_detached(std::move(issuer), backend, std::move(request), logger);
+}
+
 }  // namespace
 
 LeaseIssuer::LeaseIssuer(uv_loop_t* loop, std::shared_ptr<const CommandDispatcher> redis,
@@ -152,7 +162,15 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
   std::exception_ptr error;
   try {
     LeaseRequest asked = request(source, key, lease_id, permits);
-    const LeaseReply reply = co_await backend_->run_lease(LeaseOperation::grant, std::move(asked));
+    Task<LeaseReply> granting = backend_->run_lease(LeaseOperation::grant, asked);
+    if (BackgroundTasks* tasks = backend_->background()) {
+      // Why outliving: a caller destroyed before the reply leaves a lease nobody holds; it is
+      // released when the reply comes.
+      std::function<Task<void>(LeaseReply)> orphaned = std::bind_front(
+          release_orphan, shared_from_this(), backend_.get(), std::move(asked), logger_.get());
+      granting = outliving(*tasks, std::move(granting), std::move(orphaned));
+    }
+    const LeaseReply reply = co_await std::move(granting);
     co_return grant_of(reply, source);
   } catch (...) {
     error = std::current_exception();
@@ -228,6 +246,8 @@ Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcq
   } watch{*backend_, backend_->watch_releases(semaphore, std::move(on_release))};
 
   for (;;) {
+    // Why at every turn: a release heard while a grant was in flight asks again at once.
+    if (options.stop.stop_requested()) throw Cancelled("semaphore acquire cancelled");
     const std::uint64_t releases_before = releases;
     // Why a new id per attempt: a grant whose reply was lost is being released in the
     // background under its id, which must not release a later grant.
@@ -252,7 +272,6 @@ Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcq
     } catch (const Cancelled&) {  // a release notice, or the caller's stop request
     }
     wake = nullptr;
-    if (options.stop.stop_requested()) throw Cancelled("semaphore acquire cancelled");
   }
 }
 

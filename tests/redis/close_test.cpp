@@ -96,6 +96,36 @@ TEST_F(CloseTest, AReservationAbandonedBeforeItsReplyArrivedIsGivenBackWhenItArr
   run(loop(), reconnected.close());
 }
 
+Task<void> acquire_one(Semaphore& semaphore) {
+  static_cast<void>(co_await semaphore.acquire("tenant"));
+}
+
+Task<void> try_acquire_one(Semaphore& semaphore) {
+  static_cast<void>(co_await semaphore.try_acquire("tenant"));
+}
+
+// Found in review (not named by an issue): a semaphore's grant whose caller was destroyed before
+// its reply arrived held its permit for the whole lease TTL, with no lease to release it.
+TEST_F(CloseTest, ASemaphoreGrantAbandonedBeforeItsReplyArrivedIsReleasedWhenItArrives) {
+  for (auto* call : {&acquire_one, &try_acquire_one}) {
+    {
+      Client client(loop(), options());
+      Semaphore semaphore(client, 1, "exports", 20s);
+      run(loop(), semaphore.try_acquire("other"));  // connected, its scripts loaded
+      server_.pause();
+      {
+        test::StartedTask granting = test::start(call(semaphore));
+        run(loop(), sleep_for(loop(), 20ms));  // sent; Redis has not run it
+        EXPECT_FALSE(granting.done());
+      }  // abandoned before the reply
+      server_.resume();
+      run(loop(), client.close());
+    }
+    EXPECT_EQ(server_.integer({"ZCOUNT", "rl:{exports:tenant}:semaphore", "(0", "+inf"}), 0)
+        << "the grant abandoned before its reply holds the permit for the lease TTL";
+  }
+}
+
 Task<void> decide_into(Limiter& limiter, Decision* out) {
   *out = co_await limiter.try_acquire("k");
 }

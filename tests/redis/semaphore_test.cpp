@@ -242,6 +242,33 @@ TEST_F(SemaphoreTest, AStopRequestWhileWaitingThrowsCancelled) {
   run(loop(), holder->release());
 }
 
+Task<void> stop_and_release_while_granting(uv_loop_t* loop, std::stop_source* stop,
+                                           std::optional<Lease>* holder) {
+  co_await sleep_for(loop, 50ms);  // the waiter's grant is held back by the pause
+  stop->request_stop();
+  co_await (*holder)->release();  // runs right after that grant, which it refuses
+}
+
+// Found in review (not named by an issue): a release heard while a grant was in flight sent the
+// next grant at once, without looking at the stop request. Here the subscription's
+// confirmation (which counts as a release heard) comes while the grant waits out a pause of
+// writes, the stop is requested meanwhile, and the permit is free for the grant after it.
+TEST_F(SemaphoreTest, AStopRequestedWhileAGrantIsInFlightIsHeardBeforeAskingAgain) {
+  Semaphore semaphore(client_, 1, "exports", 20s);
+  std::optional<Lease> holder;
+  run(loop(), hold(semaphore, &holder));
+  Outcome outcome;
+  std::stop_source stop;
+  const std::stop_token token = stop.get_token();  // AcquireOptions refers to it
+  AcquireOptions stoppable;
+  stoppable.stop = token;
+  server_.command({"CLIENT", "PAUSE", "300", "WRITE"});
+  run(loop(), both(acquire_tenant(semaphore, stoppable, &outcome),
+                   stop_and_release_while_granting(loop(), &stop, &holder)));
+  EXPECT_EQ(outcome.what, "cancelled");
+  EXPECT_EQ(held("tenant"), 0) << "the stopped call took the permit released meanwhile";
+}
+
 TEST_F(SemaphoreTest, DestroyingALeaseReleasesIt) {
   Semaphore semaphore(client_, 1, "exports", 20s);
   {
