@@ -141,6 +141,10 @@ struct Policy {
 std::string to_string(const Policy& policy);
 /// The text form of one limit, as a policy of it would have.
 std::string to_string(const Limit& limit);
+/// Checks `policy`'s values as a Limiter checks them when it takes the policy, without any I/O
+/// (for a program that reads policies before it makes limiters). Throws InvalidArgument naming
+/// the limit and the value it refuses.
+void check_policy(const Policy& policy);
 
 /// Where a decision came from.
 enum class Source {

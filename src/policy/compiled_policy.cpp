@@ -122,3 +122,11 @@ void CompiledPolicy::check_permits(std::int64_t permits) const {
 }
 
 }  // namespace redlimit::detail
+
+namespace redlimit {
+
+void check_policy(const Policy& policy) {
+  static_cast<void>(detail::CompiledPolicy::compile(policy));
+}
+
+}  // namespace redlimit

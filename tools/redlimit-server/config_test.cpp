@@ -214,6 +214,14 @@ TEST(ServerConfig, ErrorsNameTheFileTheLineAndTheField) {
             "bad.yaml:2: algorithm must be one of gcra, token_bucket, leaky_bucket, "
             "fixed_window, sliding_window_log, sliding_window_counter; got 'leaky'");
   EXPECT_TRUE(error_of("domain: [d\n").starts_with("bad.yaml:")) << error_of("domain: [d\n");
+  // Found in review (not named by an issue): values the library refuses were taken here, and
+  // the limit failed later, when it was written to the store, leaving the limits after it
+  // unwritten (and allowing every call).
+  EXPECT_EQ(error_of("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, "
+                     "requests_per_unit: 20000, algorithm: sliding_window_log}\n"),
+            "bad.yaml:4: rate_limit cannot be enforced: policy.limits[0].rate.permits must be at "
+            "most 10000 for sliding_window_log, which stores one entry per permit (got 20000); "
+            "use sliding_window_counter for larger limits");
 }
 
 TEST(ServerConfig, AFieldEnvoyproxyRatelimitKnowsIsIgnoredOutOfItsPlaceAsItIgnoresIt) {

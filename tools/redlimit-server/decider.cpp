@@ -200,9 +200,9 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
       one.overridden.unit = descriptor.limit->unit;
       // Why named by the domain and the rate, not the entries: the key carries the entries,
       // and a name per value would be a limiter (and a metrics series) per caller.
-      one.overridden.full_key =
-          limit_name(call.domain + "#" + std::to_string(descriptor.limit->requests_per_unit) + "/" +
-                     std::string(to_string(descriptor.limit->unit)));
+      one.overridden.full_key = limit_name(name_part(call.domain) + "#" +
+                                           std::to_string(descriptor.limit->requests_per_unit) +
+                                           "/" + std::string(to_string(descriptor.limit->unit)));
       one.limit = &one.overridden;
     } else if (matched[i]) {
       one.limit = matched[i]->limit;
@@ -328,9 +328,29 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
     co_await alone.join();
   }
   if (together.empty()) co_return;
+  // Why merged: one decision takes each key once, and a descriptor sent twice (Envoy may) counts
+  // its hits twice, as envoyproxy/ratelimit counts them.
   std::vector<redlimit::Claim> claims;
-  for (const std::size_t i : together)
-    claims.push_back({applied[i].limiter.get(), applied[i].key, applied[i].hits});
+  std::vector<std::size_t> claim_of;  ///< per place in `together`: its claim
+  for (const std::size_t i : together) {
+    const Applied& one = applied[i];
+    const auto same = std::find_if(claims.begin(), claims.end(), [&one](const redlimit::Claim& c) {
+      return c.limiter == one.limiter.get() && c.key == one.key;
+    });
+    claim_of.push_back(static_cast<std::size_t>(same - claims.begin()));
+    if (same == claims.end()) {
+      claims.push_back({one.limiter.get(), one.key, one.hits});
+    } else {
+      same->permits += one.hits;
+    }
+  }
+  // A key claimed for more hits than its limit holds is over it, whatever the others hold.
+  std::vector<bool> over_capacity(claims.size());
+  for (std::size_t k = 0; k < together.size(); ++k) {
+    const std::size_t c = claim_of[k];
+    over_capacity[c] = claims[c].permits > capacity(*applied[together[k]].limit);
+    refused = refused || over_capacity[c];
+  }
   std::optional<redlimit::Decision> decision;
   std::optional<bool> missing;  ///< followers found no limits: whether Redis answered so
   try {
@@ -355,7 +375,7 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
   const auto peek = [](Applied* one, DescriptorStatus* status) -> redlimit::Task<void> {
     try {
       const redlimit::Decision state = co_await one->limiter->peek(one->key);
-      status->limit_remaining = clamp_remaining(state.remaining);
+      status->limit_remaining = status->code == Code::ok ? clamp_remaining(state.remaining) : 0;
       status->duration_until_reset = state.reset_after;
       one->decision = state;
     } catch (const redlimit::Error&) {
@@ -368,10 +388,13 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
     status.current_limit = CurrentLimit{.name = one.limit->name,
                                         .requests_per_unit = one.limit->requests_per_unit,
                                         .unit = one.limit->unit};
-    if (decision && !decision->allowed && decision->claim == k) {
+    if (decision && !decision->allowed && decision->claim == claim_of[k]) {
       status.code = Code::over_limit;
       status.duration_until_reset = decision->reset_after;
       one.decision = decision;
+    } else if (over_capacity[claim_of[k]]) {
+      status.code = Code::over_limit;
+      peeks.add(peek(&one, &status));
     } else {
       status.code = Code::ok;
       peeks.add(peek(&one, &status));

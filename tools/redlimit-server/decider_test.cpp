@@ -268,6 +268,31 @@ TEST_F(DeciderTest, AllOrNothingDescriptorsConsumeNothingWhenOneIsOver) {
   EXPECT_EQ(refused.statuses[0].limit_remaining, 4u) << "the refused call took nothing";
 }
 
+// Found in review (not named by an issue): Envoy may send one descriptor twice, and
+// envoyproxy/ratelimit counts both; an all-or-nothing domain failed the call, since one
+// decision over several claims takes each key once.
+TEST_F(DeciderTest, AllOrNothingDescriptorsSentTwiceCountTwiceInOneDecision) {
+  const auto twice = [] {
+    return std::vector{descriptor({{"user", "u"}}), descriptor({{"user", "u"}}, 2)};
+  };
+  const RateLimitAnswer first = decide("together", twice());
+  EXPECT_EQ(first.overall_code, Code::ok);
+  EXPECT_EQ(first.statuses[0].limit_remaining, 2u) << "3 of 5 taken";
+  EXPECT_EQ(first.statuses[1].limit_remaining, 2u);
+  const RateLimitAnswer refused = decide("together", twice());
+  EXPECT_EQ(refused.overall_code, Code::over_limit) << "3 more do not fit in the 2 left";
+  EXPECT_EQ(refused.statuses[0].code, Code::over_limit);
+  EXPECT_EQ(refused.statuses[1].code, Code::over_limit);
+  const RateLimitAnswer one = decide("together", {descriptor({{"user", "u"}})});
+  EXPECT_EQ(one.statuses[0].limit_remaining, 1u) << "the refused call took nothing";
+  const RateLimitAnswer too_many =
+      decide("together", {descriptor({{"user", "v"}}, 3), descriptor({{"user", "v"}}, 3)});
+  EXPECT_EQ(too_many.overall_code, Code::over_limit) << "6 hits on a limit of 5";
+  EXPECT_EQ(too_many.statuses[1].code, Code::over_limit);
+  EXPECT_EQ(decide("together", {descriptor({{"user", "v"}})}).statuses[0].limit_remaining, 4u)
+      << "the call of too many hits took nothing";
+}
+
 TEST_F(DeciderTest, TheAnswerCarriesTheRateLimitHeaderFields) {
   decide("api", {descriptor({{"remote_address", "h"}})});
   const RateLimitAnswer answer =
@@ -358,6 +383,31 @@ TEST_F(DeciderTest, AReloadThatChangesALimitsShadowModeLeavesTheCallsInFlightThe
   ASSERT_TRUE(first && second);
   EXPECT_EQ(first->overall_code, Code::over_limit);
   EXPECT_EQ(second->overall_code, Code::ok) << "a shadow limit is never enforced";
+}
+
+// Found in review (not named by an issue): the names joined the levels with '.', so a key with
+// a dot at the top and a nested key named the same limit, which both then enforced (the last
+// one written to the store).
+TEST_F(DeciderTest, LimitsWhoseKeysHoldDotsAreNotConfusedWithNestedOnes) {
+  const auto config = config_of({R"(domain: dots
+descriptors:
+  - key: a.b
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: hour, requests_per_unit: 1}
+)"});
+  redlimit::run(loop(), publish_policies(client_, *config, "rl"));
+  decider_->replace_config(config);
+  EXPECT_EQ(decide("dots", {descriptor({{"a", "x"}, {"b", "y"}})}).overall_code, Code::ok);
+  const RateLimitAnswer nested = decide("dots", {descriptor({{"a", "x"}, {"b", "y"}})});
+  EXPECT_EQ(nested.overall_code, Code::over_limit) << "a, then b: 1 per hour";
+  ASSERT_TRUE(nested.statuses[0].current_limit);
+  EXPECT_EQ(nested.statuses[0].current_limit->requests_per_unit, 1u);
+  const RateLimitAnswer dotted = decide("dots", {descriptor({{"a.b", "x"}})});
+  EXPECT_EQ(dotted.overall_code, Code::ok);
+  EXPECT_EQ(dotted.statuses[0].limit_remaining, 99u) << "a.b: 100 per hour";
 }
 
 TEST_F(DeciderTest, ACallWithoutDomainOrDescriptorsIsInvalid) {

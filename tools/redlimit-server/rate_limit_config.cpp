@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "redlimit/errors.hpp"
+
 namespace redlimit_server {
 namespace {
 
@@ -37,7 +39,7 @@ class DomainReader {
     if (const YAML::Node node = root["all_or_nothing"])
       domain.all_or_nothing = boolean(node, "all_or_nothing");
     domain.on_failure = failure(root);
-    read_descriptors(root["descriptors"], domain.name + ".", domain.root);
+    read_descriptors(root["descriptors"], name_part(domain.name) + ".", domain.root);
     domain.ignored = std::move(ignored_);
     return domain;
   }
@@ -175,7 +177,7 @@ class DomainReader {
       if (key.empty()) fail(item, "key", "of a descriptor cannot be empty");
       const std::string value = text(item, "value", "a descriptor");
       const std::string final_key = value.empty() ? key : key + "_" + value;
-      const std::string full_key = parent_key + final_key;
+      const std::string full_key = parent_key + name_part(final_key);
       if (into.children.contains(final_key))
         fail(item, "descriptor", "'" + full_key + "' is defined twice");
       DescriptorNode node;
@@ -228,6 +230,14 @@ class DomainReader {
     }
     if (const YAML::Node node = map["algorithm"]) limit.algorithm = algorithm(node);
     if (const YAML::Node node = map["burst"]) limit.burst = count(node, "burst");
+    // Why here: a limit the library refuses would fail only once written to the store.
+    if (!limit.unlimited && limit.requests_per_unit > 0) {
+      try {
+        redlimit::check_policy(redlimit::Policy::of(limit.limit()));
+      } catch (const redlimit::InvalidArgument& e) {
+        fail(map, "rate_limit", std::string("cannot be enforced: ") + e.what());
+      }
+    }
     return limit;
   }
 
@@ -323,6 +333,21 @@ void merge_into(DomainConfig& into, DomainConfig more) {
 }
 
 }  // namespace
+
+std::string name_part(std::string_view part) {
+  if (part.find_first_of(".%") == std::string_view::npos) return std::string(part);
+  std::string out;
+  for (const char c : part) {
+    if (c == '.') {
+      out += "%2E";
+    } else if (c == '%') {
+      out += "%25";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 std::string limit_name(const std::string& full_key) {
   if (full_key.size() <= max_name_bytes) return full_key;

@@ -56,8 +56,9 @@ struct LimitConfig {
   /// The descriptor's; accepted, without effect: the library counts per limit, never per value.
   bool detailed_metric = false;
   /// The descriptor's place in the tree, as envoyproxy/ratelimit names it in its stats:
-  /// `<domain>.<key>[_<value>].<key>[_<value>]...`; the limit's name (its limiter's, its policy's
-  /// in the store). Over 128 bytes, its first 111, '~' and 16 hex digits of a hash of all of it.
+  /// `<domain>.<key>[_<value>].<key>[_<value>]...`, each part as name_part() writes it; the
+  /// limit's name (its limiter's, its policy's in the store). Over 128 bytes, its first 111, '~'
+  /// and 16 hex digits of a hash of all of it.
   std::string full_key;
   Location where;
 
@@ -107,6 +108,9 @@ struct RateLimitConfig {
   std::map<std::string, DomainConfig, std::less<>> domains;
 };
 
+/// One part of a limit's full key (the domain, or one level's `<key>[_<value>]`): the part,
+/// with '.' written "%2E" and '%' "%25" (so that a key holding a dot names no nested limit).
+std::string name_part(std::string_view part);
 /// The name a limit of `full_key` goes by (its limiter's, its policy's in the store: 1 to 128
 /// bytes): the key itself, or its first 111 bytes, '~' and the 16 hex digits of its 64-bit
 /// FNV-1a hash, the same on every replica.
