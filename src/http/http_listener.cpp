@@ -16,7 +16,8 @@ using detail::UvHandle;
 constexpr std::size_t max_head_bytes = 8 * 1024;
 /// How long a connection may take to send its request.
 constexpr std::uint64_t request_timeout_ms = 10'000;
-/// How long a connection refused before its request was read whole is read on, and dropped.
+/// How long a client may take to read its answer, and then to end its input (read on, and
+/// dropped).
 constexpr std::uint64_t linger_ms = 2'000;
 
 std::string_view reason_of(int status) {
@@ -126,10 +127,13 @@ struct HttpListener::State {
     std::size_t body_length = 0;
     HttpRequest request;
     bool head_only = false;
-    /// Refused before its request was read whole: what comes after is read and dropped until
-    /// the client closes (or linger_ms pass). Why: closed with input unread, the connection
-    /// would be reset, and a client still sending would lose the answer.
+    /// Its request read whole, or refused before that: what comes after is read and dropped
+    /// until the client closes (or linger_ms pass after the answer). Why: closed with input
+    /// unread, the connection would be reset, and the client would lose the part of the answer
+    /// it had not read yet.
     bool lingering = false;
+    /// The client ended its input before the answer was written: closed once it is.
+    bool input_ended = false;
     std::string response;
     uv_write_t write{};
     uv_shutdown_t shutdown{};
@@ -194,6 +198,12 @@ struct HttpListener::State {
 
   static void on_read(uv_stream_t* stream, ssize_t read, const uv_buf_t* buffer) {
     auto* connection = static_cast<Connection*>(stream->data);
+    if (read == UV_EOF && connection->owner != nullptr && connection->lingering) {
+      // Why not closed: a client may end its input once it sent the request; its answer comes.
+      uv_read_stop(stream);
+      connection->input_ended = true;
+      return;
+    }
     if (read < 0 || connection->owner == nullptr) {
       connection->close();
       return;
@@ -217,7 +227,8 @@ struct HttpListener::State {
     }
     if (c.received.size() - c.head_end < c.body_length) return;
     c.request.body = c.received.substr(c.head_end, c.body_length);
-    uv_read_stop(stream);
+    c.received = {};
+    c.lingering = true;
     uv_timer_stop(c.timer.get());
     std::weak_ptr<bool> alive = c.alive;
     c.owner->handler(std::move(c.request), [connection, alive](HttpResponse response) {
@@ -229,18 +240,15 @@ struct HttpListener::State {
   static void refuse(Connection& connection, int status) {
     connection.received.clear();
     connection.lingering = true;
-    if (uv_timer_start(connection.timer.get(), &on_timeout, linger_ms, 0) != 0) {
-      connection.close();
-      return;
-    }
     respond(connection, plain(status));
   }
 
+  /// Writes `response`; a client that does not read it within linger_ms is closed.
   static void respond(Connection& connection, const HttpResponse& response) {
     auto* stream = reinterpret_cast<uv_stream_t*>(connection.tcp.get());
-    if (!connection.lingering) {
-      uv_read_stop(stream);
-      uv_timer_stop(connection.timer.get());
+    if (uv_timer_start(connection.timer.get(), &on_timeout, linger_ms, 0) != 0) {
+      connection.close();
+      return;
     }
     connection.response = response_text(response, connection.head_only);
     uv_buf_t buffer = uv_buf_init(connection.response.data(),
@@ -254,10 +262,14 @@ struct HttpListener::State {
     // Why the connection is still here: it frees itself only once its handles are freed, and
     // libuv runs a write's callback (UV_ECANCELED on a close) before the handle's close callback.
     auto* connection = static_cast<Connection*>(request->data);
-    if (status == 0 && connection->lingering && connection->owner != nullptr) {
-      // The answer is followed by the end of the stream; the client's input is read on.
+    if (status == 0 && !connection->input_ended && connection->owner != nullptr) {
+      // The answer is followed by the end of the stream; the client's input is read on until
+      // it ends (or linger_ms pass).
       auto* stream = reinterpret_cast<uv_stream_t*>(connection->tcp.get());
-      if (uv_shutdown(&connection->shutdown, stream, [](uv_shutdown_t*, int) {}) == 0) return;
+      if (uv_timer_start(connection->timer.get(), &on_timeout, linger_ms, 0) == 0 &&
+          uv_shutdown(&connection->shutdown, stream, [](uv_shutdown_t*, int) {}) == 0) {
+        return;
+      }
     }
     connection->close();
   }
