@@ -120,6 +120,7 @@ struct Decider::Applied {
   std::string key;
   std::int64_t hits = 1;
   std::shared_ptr<redlimit::Limiter> limiter;  ///< null: decided without Redis
+  bool unread = false;  ///< its limiter follows the store and had not read its policy yet
   std::optional<redlimit::Decision> decision;
   FailureConfig on_failure;  ///< the domain's
 };
@@ -209,6 +210,7 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
     }
     if (one.limit != nullptr && !one.limit->unlimited && one.limit->requests_per_unit > 0) {
       one.limiter = limiter_for(*one.limit, found->second, !descriptor.limit);
+      one.unread = one.limiter->shared_policy()->limits.empty();
       one.limit = enforced_by(*one.limit, *one.limiter, one.enforced);
     }
   }
@@ -225,6 +227,15 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
     for (std::size_t i = 0; i < applied.size(); ++i)
       group.add(decide_one(applied[i], answer.statuses[i]));
     co_await group.join();
+  }
+  // Why again: a follower's first call reads its policy, which the call was decided under.
+  for (std::size_t i = 0; i < applied.size(); ++i) {
+    Applied& one = applied[i];
+    std::optional<CurrentLimit>& told = answer.statuses[i].current_limit;
+    if (!one.unread || !told) continue;
+    one.limit = enforced_by(*one.limit, *one.limiter, one.enforced);
+    told->requests_per_unit = one.limit->requests_per_unit;
+    told->unit = one.limit->unit;
   }
   for (std::size_t i = 0; i < applied.size(); ++i) {
     DescriptorStatus& status = answer.statuses[i];

@@ -359,6 +359,19 @@ TEST_F(DeciderTest, PublishingWritesEachEnforcedLimitOnceAndTheStoresChangeIsFol
   EXPECT_TRUE(followed) << "the store's change was not followed within 2 s";
 }
 
+// Found in review (not named by an issue): the answer told the limit as the limiter held it
+// before the call; a follower's first call reads the stored limit, and the answer paired the
+// configured requests_per_unit with the remaining count of the stored one.
+TEST_F(DeciderTest, TheFirstCallOfAFollowerTellsTheStoredLimitItWasDecidedUnder) {
+  redlimit::PolicyStore store(client_);
+  redlimit::run(loop(), store.set("api.account",
+                                  redlimit::Policy::of(redlimit::Limit::fixed_window("20/min"))));
+  const RateLimitAnswer answer = decide("api", {descriptor({{"account", "e"}})});
+  ASSERT_TRUE(answer.statuses[0].current_limit);
+  EXPECT_EQ(answer.statuses[0].current_limit->requests_per_unit, 20u) << "the stored limit's";
+  EXPECT_EQ(answer.statuses[0].limit_remaining, 19u);
+}
+
 TEST_F(DeciderTest, AReloadThatChangesALimitsShadowModeLeavesTheCallsInFlightTheirLimiter) {
   const auto account = [] { return descriptor({{"account", "d"}}); };
   EXPECT_EQ(decide("api", {account()}, 10).overall_code, Code::ok);
