@@ -27,11 +27,11 @@ struct ConfigKeeper::Write {
   std::string error;  ///< once failed
 };
 
-ConfigKeeper::ConfigKeeper(std::filesystem::path path, bool merge_domains,
+ConfigKeeper::ConfigKeeper(ConfigWatch watch, std::filesystem::path path, bool merge_domains,
                            std::vector<std::unique_ptr<Worker>>& workers, std::string prefix,
                            bool central, std::shared_ptr<const RateLimitConfig> first,
                            std::shared_ptr<std::atomic<bool>> missing)
-    : watch_(path),
+    : watch_(std::move(watch)),
       path_(std::move(path)),
       merge_domains_(merge_domains),
       workers_(workers),

@@ -30,10 +30,11 @@ RateLimitConfig load_and_warn(const std::filesystem::path& path, bool merge_doma
 class ConfigKeeper {
  public:
   /// `path` and `merge_domains` are read as load_config() reads them. `first` is in force
-  /// already (the workers were made with it). `central`: limits are written to the store (else
-  /// each worker takes a configuration as soon as it is read). `missing` is what the workers
+  /// already (the workers were made with it); `watch` took the files before it was read, so
+  /// that a change made since is read at the first look. `central`: limits are written to the store
+  /// (else each worker takes a configuration as soon as it is read). `missing` is what the workers
   /// set when a limit is missing from the central store (DeciderOptions::on_policy_missing).
-  ConfigKeeper(std::filesystem::path path, bool merge_domains,
+  ConfigKeeper(ConfigWatch watch, std::filesystem::path path, bool merge_domains,
                std::vector<std::unique_ptr<Worker>>& workers, std::string prefix, bool central,
                std::shared_ptr<const RateLimitConfig> first,
                std::shared_ptr<std::atomic<bool>> missing);

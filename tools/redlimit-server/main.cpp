@@ -76,6 +76,8 @@ int serve(ServerOptions options) {
                   options.prefix);
     return 2;
   }
+  // Why before the first read: a change made while the server starts is read at the first look.
+  redlimit_server::ConfigWatch watch(options.config);
   std::shared_ptr<const redlimit_server::RateLimitConfig> config;
   try {
     config = std::make_shared<const redlimit_server::RateLimitConfig>(
@@ -115,8 +117,8 @@ int serve(ServerOptions options) {
   }
 
   running.keeper = std::make_unique<redlimit_server::ConfigKeeper>(
-      options.config, options.merge_domain_config, running.workers, options.prefix,
-      !options.no_central_policies, config, missing);
+      std::move(watch), options.config, options.merge_domain_config, running.workers,
+      options.prefix, !options.no_central_policies, config, missing);
   // Why before serving: the limiters follow the central store, which must hold the limits.
   running.keeper->publish_first();
 
