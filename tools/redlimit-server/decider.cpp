@@ -13,7 +13,8 @@ namespace {
 using std::chrono::microseconds;
 
 /// A descriptor's entries as a limiter key: `key=value` pairs joined by '|', with '\', '|' and
-/// '=' escaped, so that two descriptors share a key only when their entries are the same.
+/// '=' escaped, so that two descriptors share a key only when their entries are the same (no
+/// entries: "|").
 std::string key_of(const std::vector<DescriptorEntry>& entries) {
   std::string key;
   const auto append = [&key](const std::string& text) {
@@ -28,7 +29,8 @@ std::string key_of(const std::vector<DescriptorEntry>& entries) {
     key += '=';
     append(entry.value);
   }
-  return key;
+  // Why '|' for no entries: a key is not empty, and an entry writes at least its '='.
+  return key.empty() ? "|" : key;
 }
 
 /// The most permits one call of `limit` can take.

@@ -180,6 +180,15 @@ TEST_F(DeciderTest, TheCallersOverrideReplacesTheConfiguredLimit) {
   EXPECT_EQ(second.statuses[0].current_limit->requests_per_unit, 1u);
 }
 
+// Found in review (not named by an issue): a descriptor of no entries with the caller's limit
+// failed the call (an empty key); envoyproxy/ratelimit counts it as any other.
+TEST_F(DeciderTest, TheCallersOverrideOfADescriptorWithoutEntriesIsCounted) {
+  DescriptorCall bare = descriptor({});
+  bare.limit = LimitOverride{1, TimeUnit::minute};
+  EXPECT_EQ(decide("api", {bare}).overall_code, Code::ok);
+  EXPECT_EQ(decide("api", {bare}).overall_code, Code::over_limit);
+}
+
 TEST_F(DeciderTest, AShadowLimitIsDecidedButNeverEnforced) {
   EXPECT_EQ(decide("api", {descriptor({{"trial", "x"}})}).overall_code, Code::ok);
   const RateLimitAnswer over = decide("api", {descriptor({{"trial", "x"}})});
