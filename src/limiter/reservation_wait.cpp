@@ -311,10 +311,12 @@ Task<WaitEnd> sleep_until_due(uv_loop_t* loop, std::span<WaitingPart> parts,
     for (WaitingPart& part : parts) {
       if (!part.waiter.unheard || part.upkeep->locating) continue;
       part.waiter.unheard = false;
+      // Why the client's upkeep: as for the renewals below. In process every notice is heard as
+      // the cancellation is made, and nothing is asked.
+      BackgroundTasks* const tasks = part.backend->background();
+      if (tasks == nullptr) continue;
       part.upkeep->locating = true;
-      // Why the client's upkeep: as for the renewals below. Only a part watched in Redis is
-      // marked unheard, so its backend has a client.
-      part.backend->background()->start_upkeep(locate_beside(part.call(), part.upkeep));
+      tasks->start_upkeep(locate_beside(part.call(), part.upkeep));
     }
     const bool renewing = std::any_of(parts.begin(), parts.end(), renewable);
     if (renewing && current >= next_renewal) {

@@ -105,6 +105,9 @@ void WaiterRegistry::apply(Waiter& waiter, const CancelNotice& notice) {
   // Only cancellations on the same incarnation of the key that came after this reservation (and
   // after the notices already taken), of a reservation ahead of it.
   if (notice.epoch != waiter.ticket.epoch || notice.cancels <= waiter.heard) return;
+  // Why: every returned cancellation is published, numbered; a number skipped is a notice
+  // missed (not kept, or lost), which may have moved the waiter.
+  if (notice.cancels > waiter.heard + 1) mark_unheard(waiter);
   waiter.heard = notice.cancels;
   if (notice.cancelled >= waiter.ticket.version) return;
   // A shift in another denominator (the policy changed meanwhile) is rounded down.

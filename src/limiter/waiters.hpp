@@ -23,8 +23,9 @@ namespace redlimit::detail {
 /// Notices can be late or lost (the subscription was down, or not yet confirmed when the
 /// reservation was sent, or more arrived before a waiter registered than are kept). A waiter
 /// whose key's subscription is confirmed (the first time, or after a reconnect) after its watch
-/// began is marked `unheard`: it asks Redis where it stands while it sleeps, rather than waking
-/// at a slot that moved. At its wake, Redis tells where it stands
+/// began, or that takes a notice whose number skips one it has not heard of, is marked
+/// `unheard`: it asks Redis where it stands while it sleeps, rather than waking at a slot that
+/// moved. At its wake, Redis tells where it stands
 /// (ReservationOperation::confirm), from its log of cancellations. A notice that arrives before
 /// the reply of a reservation made before it is kept for a while and applied when that waiter
 /// registers.
@@ -41,7 +42,8 @@ class WaiterRegistry {
     Clock::time_point wake;
     std::stop_source* reschedule = nullptr;  ///< requested when `wake` moved earlier, or unheard
     /// Notices may have gone unheard since its reservation (its key's subscription was
-    /// confirmed after its watch began): Redis is to be asked where it stands (Watch::locate()).
+    /// confirmed after its watch began, or a notice's number skipped one): Redis is to be asked
+    /// where it stands (Watch::locate()).
     bool unheard = false;
   };
 

@@ -32,8 +32,8 @@ class Waiters : public test::LoopTest {
   }
 
   /// How far the notices move the waiter behind `ahead` reservations, `cancelled` of them given
-  /// back before it registered, in us.
-  std::int64_t moved_after(int ahead, int cancelled) {
+  /// back before it registered, in us; whether it was marked as having missed some in `unheard`.
+  std::int64_t moved_after(int ahead, int cancelled, bool* unheard) {
     std::vector<Reservation> queue;
     for (int i = 0; i <= ahead; ++i)  // the first takes the burst
       queue.push_back(backend_.reserve_now(request(t0 + i), 3'600'000'000));
@@ -58,6 +58,7 @@ class Waiters : public test::LoopTest {
     waiter.reserved_at_us = mine.reserved_at_us;
     waiter.heard = mine.book.cancels;
     watch->add(&waiter);
+    *unheard = waiter.unheard;
     return mine.slot.us - waiter.slot.us;
   }
 
@@ -67,13 +68,19 @@ class Waiters : public test::LoopTest {
 };
 
 TEST_F(Waiters, AWaiterMovesEarlierByEveryCancellationAheadOfIt) {
-  EXPECT_EQ(moved_after(4, 3), 3'000'000);
+  bool unheard = true;
+  EXPECT_EQ(moved_after(4, 3, &unheard), 3'000'000);
+  EXPECT_FALSE(unheard);
 }
 
-TEST_F(Waiters, AWaiterRegisteredAfterMoreNoticesThanAreKeptMovesOnlyByThoseKept) {
-  const std::int64_t moved = moved_after(70, 70);
+// Found in review (not named by an issue): the waiter was not told that notices were missing,
+// so nobody asked where it stood, and it lost its place (the ask at the wake found it moved).
+TEST_F(Waiters, AWaiterRegisteredAfterMoreNoticesThanAreKeptMovesByThoseKeptAndAsksWhereItStands) {
+  bool unheard = false;
+  const std::int64_t moved = moved_after(70, 70, &unheard);
   EXPECT_GT(moved, 0);
   EXPECT_LT(moved, 70'000'000) << "the notices kept moved it only part of the way";
+  EXPECT_TRUE(unheard) << "the notices it missed are counted: it asks where it stands";
 }
 
 /// `gcra 1/s burst 1`: the burst, three reservations ahead, then the waiter's (4 s on); the
