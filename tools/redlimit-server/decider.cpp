@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "redlimit/errors.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/ratelimit_fields.hpp"
 #include "redlimit/task_group.hpp"
 
@@ -11,6 +12,9 @@ namespace redlimit_server {
 namespace {
 
 using std::chrono::microseconds;
+
+/// The limiters of callers' limits (overrides) a Decider keeps at most.
+constexpr std::size_t callers_limiters = 256;
 
 /// A descriptor's entries as a limiter key: `key=value` pairs joined by '|', with '\', '|' and
 /// '=' escaped, so that two descriptors share a key only when their entries are the same (no
@@ -142,6 +146,7 @@ std::shared_ptr<redlimit::Limiter> Decider::limiter_for(const LimitConfig& limit
   const std::string& name = limit.full_key;
   if (const auto it = limiters_.find(name); it != limiters_.end()) {
     Made& made = it->second;
+    made.used = ++uses_;
     if (made.limit.shadow_mode == limit.shadow_mode && made.on_failure == domain.on_failure) {
       // Why only when it changed: a copy of the limit per call is a noticeable part of its CPU.
       if (!(made.limit.limit() == limit.limit())) {
@@ -152,6 +157,7 @@ std::shared_ptr<redlimit::Limiter> Decider::limiter_for(const LimitConfig& limit
       }
       return made.limiter;
     }
+    if (made.callers) --callers_limiters_;
     limiters_.erase(it);
   }
   redlimit::LimiterOptions options{.name = name, .prefix = options_.prefix};
@@ -162,13 +168,29 @@ std::shared_ptr<redlimit::Limiter> Decider::limiter_for(const LimitConfig& limit
                          ? domain.on_failure.local_share
                          : 1.0};
   options.shadow = limit.shadow_mode;
+  if (!configured) {
+    options.metrics = std::make_shared<redlimit::Metrics>();
+    if (callers_limiters_ == callers_limiters) drop_least_recent_callers();
+    ++callers_limiters_;
+  }
   Made made{follows ? std::make_shared<redlimit::Limiter>(client_, std::move(options))
                     : std::make_shared<redlimit::Limiter>(
                           client_, redlimit::Policy::of(limit.limit()), std::move(options)),
-            limit, domain.on_failure};
+            limit, domain.on_failure, !configured, ++uses_};
   std::shared_ptr<redlimit::Limiter> limiter = made.limiter;
   limiters_.emplace(name, std::move(made));
   return limiter;
+}
+
+void Decider::drop_least_recent_callers() {
+  auto oldest = limiters_.end();
+  for (auto it = limiters_.begin(); it != limiters_.end(); ++it) {
+    if (it->second.callers && (oldest == limiters_.end() || it->second.used < oldest->second.used))
+      oldest = it;
+  }
+  if (oldest == limiters_.end()) return;
+  limiters_.erase(oldest);
+  --callers_limiters_;
 }
 
 redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {

@@ -3,6 +3,7 @@
 /// Decider: answers ShouldRateLimit calls on one worker's loop, with one Limiter per
 /// configured limit, made from the worker's Client.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -77,13 +78,19 @@ class Decider {
   /// The worker's Client.
   redlimit::Client& client() noexcept { return client_; }
 
+  /// How many limiters it keeps now.
+  std::size_t limiters() const noexcept { return limiters_.size(); }
+
  private:
   /// One descriptor as it will be decided.
   struct Applied;
 
   /// The limiter of `limit` (made on first use, under `domain`'s failure policy): a follower of
   /// the central store for a configured limit (with central_policies), else of `limit` itself.
-  /// Shared: a call in flight keeps its limiter though a reload replaces it.
+  /// Shared: a call in flight keeps its limiter though a reload replaces it. A caller's limit
+  /// (not `configured`) counts into no metrics, and only the most recently used
+  /// `callers_limiters` of them are kept: each rate a caller chooses is a limiter, and a metrics
+  /// series per rate would grow without end.
   std::shared_ptr<redlimit::Limiter> limiter_for(const LimitConfig& limit,
                                                  const DomainConfig& domain, bool configured);
   redlimit::Task<void> decide_one(Applied& applied, DescriptorStatus& status);
@@ -101,9 +108,15 @@ class Decider {
     std::shared_ptr<redlimit::Limiter> limiter;
     LimitConfig limit;         ///< what it enforces
     FailureConfig on_failure;  ///< its domain's, when it was made
+    bool callers = false;      ///< made for a caller's limit
+    std::uint64_t used = 0;    ///< uses_ at its last use
   };
+  /// Drops the caller's limiter used least recently.
+  void drop_least_recent_callers();
   /// By limiter name: a configured limit's full key, or an override's domain and rate.
   std::map<std::string, Made, std::less<>> limiters_;
+  std::uint64_t uses_ = 0;            ///< limiter_for() calls so far
+  std::size_t callers_limiters_ = 0;  ///< of limiters_, those made for a caller's limit
 };
 
 }  // namespace redlimit_server

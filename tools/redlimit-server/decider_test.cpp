@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "policy_publisher.hpp"
+#include "redlimit/metrics.hpp"
 #include "redlimit/policy_store.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/task_group.hpp"
@@ -187,6 +188,24 @@ TEST_F(DeciderTest, TheCallersOverrideOfADescriptorWithoutEntriesIsCounted) {
   bare.limit = LimitOverride{1, TimeUnit::minute};
   EXPECT_EQ(decide("api", {bare}).overall_code, Code::ok);
   EXPECT_EQ(decide("api", {bare}).overall_code, Code::over_limit);
+}
+
+// Found in review (not named by an issue): every rate a caller chose was a limiter kept for
+// good, with a metrics series of its own: callers choosing many rates grew the server's memory
+// and /metrics without end.
+TEST_F(DeciderTest, TheCallersLimitsKeepABoundedNumberOfLimitersAndNoMetricsSeries) {
+  const std::size_t series = client_.metrics()->snapshot().limiters.size();
+  for (std::uint32_t rate = 1; rate <= 300; ++rate) {
+    DescriptorCall overridden = descriptor({{"remote_address", "10.0.0.7"}});
+    overridden.limit = LimitOverride{rate, TimeUnit::hour};
+    EXPECT_EQ(decide("api", {overridden}).overall_code, Code::ok);
+  }
+  EXPECT_LE(decider_->limiters(), 256u + 7u) << "the configured limits', and 256 callers'";
+  EXPECT_EQ(client_.metrics()->snapshot().limiters.size(), series);
+  DescriptorCall again = descriptor({{"remote_address", "10.0.0.7"}});
+  again.limit = LimitOverride{300, TimeUnit::hour};
+  EXPECT_EQ(decide("api", {again}).statuses[0].limit_remaining, 298u)
+      << "a kept limiter's key keeps its count";
 }
 
 TEST_F(DeciderTest, AShadowLimitIsDecidedButNeverEnforced) {
