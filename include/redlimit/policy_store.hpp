@@ -18,7 +18,9 @@ class Client;
 struct PolicyRecord {
   Policy policy;
   /// The name's version made by the change that stored it: every change of the name (its
-  /// policy, an override, a removal) makes a larger one, never reused.
+  /// policy, an override, a removal) makes a larger one. A restart that lost the store starts
+  /// them again (unless a key written under a later one moves them past it): with since_us, it
+  /// tells one change from another.
   std::int64_t version = 0;
   /// The Redis time of the change (microseconds since the epoch).
   std::int64_t since_us = 0;

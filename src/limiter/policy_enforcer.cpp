@@ -158,8 +158,9 @@ void PolicyEnforcer::count_late() noexcept {
 bool PolicyEnforcer::superseded(const CompiledPolicy& reserved_under, std::string_view key) const {
   const auto in_force = source_->last(key);
   if (!source_->stored()) return in_force.get() != &reserved_under;
-  // Why by version: a follower compiles each read of the store again.
-  return in_force == nullptr || in_force->epoch().version != reserved_under.epoch().version;
+  // Why by epoch: a follower compiles each read of the store again. Why its time too: the
+  // store's versions start again after a restart that lost them.
+  return in_force == nullptr || in_force->epoch() != reserved_under.epoch();
 }
 
 }  // namespace redlimit::detail

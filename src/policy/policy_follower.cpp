@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <utility>
 
 #include "policy/policy_records.hpp"
@@ -10,6 +11,29 @@
 #include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
+namespace {
+
+std::optional<PolicyEpoch> epoch_of(const std::shared_ptr<const CompiledPolicy>& policy) {
+  if (!policy) return std::nullopt;
+  return policy->epoch();
+}
+
+/// Whether `a` and `b` hold the same changes: the same policies under the same epochs. Why not
+/// the versions alone: the store's versions start again after a restart that lost them, and
+/// another policy may come back under a version a follower holds (its epoch's time differs).
+bool same_epochs(const FollowedPolicies& a, const FollowedPolicies& b) {
+  if (a.version != b.version || epoch_of(a.policy) != epoch_of(b.policy) ||
+      a.per_key.size() != b.per_key.size()) {
+    return false;
+  }
+  for (const auto& [key, policy] : a.per_key) {
+    const auto it = b.per_key.find(key);
+    if (it == b.per_key.end() || it->second->epoch() != policy->epoch()) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 const std::shared_ptr<const CompiledPolicy>& FollowedPolicies::for_key(std::string_view key) const {
   const auto found = per_key.empty() ? per_key.end() : per_key.find(key);
@@ -142,16 +166,10 @@ void PolicyFollower::read_in_background() {
   redis_->background().start(read(shared_from_this()));
 }
 
-void PolicyFollower::on_notice(std::string_view message) {
-  std::int64_t version = 0;
-  for (const char digit : message) {
-    if (digit < '0' || digit > '9') return;  // not a version: a hint only
-    version = version * 10 + (digit - '0');
-    if (version > (std::int64_t{1} << 53)) return;
-  }
-  // Why any other version, a smaller one too: the store's versions start again after a restart
-  // that lost them.
-  read_again(!followed_ || followed_->version != version);
+void PolicyFollower::on_notice(std::string_view) {
+  // Why every notice, one naming the version held too: the store's versions start again after a
+  // restart that lost them, and another policy may come back under that version.
+  read_again(true);
 }
 
 void PolicyFollower::on_subscribed() {
@@ -181,7 +199,6 @@ Task<void> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::st
 }
 
 void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {
-  const bool changed = followed_ && followed_->version != stored.version;
   auto followed = std::make_shared<FollowedPolicies>();
   followed->version = stored.version;
   followed->contact = contact;
@@ -203,6 +220,7 @@ void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact
         key, CompiledPolicy::compile(record.policy,
                                      PolicyEpoch{record.version, record.since_us, Carry::as_is}));
   }
+  const bool changed = followed_ && !same_epochs(*followed_, *followed);
   followed_ = std::move(followed);
   if (on_read_) on_read_(*followed_);
   if (!changed || !on_change_) return;

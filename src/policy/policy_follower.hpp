@@ -100,7 +100,7 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// Waits until no read is in flight, or until `deadline`. A caller destroyed while waiting is
   /// forgotten.
   Task<void> wait_for_read(Clock::time_point deadline);
-  /// Reads again on a change notice naming another version (`message`).
+  /// Reads again on a change notice.
   void on_notice(std::string_view message);
   /// Reads again after the subscription is confirmed (first, or after a reconnect).
   void on_subscribed();
