@@ -186,16 +186,17 @@ void PolicyFollower::read_again(bool now) {
   }
 }
 
-Task<void> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::string key,
-                                   std::int64_t floor) {
-  const std::int64_t version =
-      co_await advance_policies(self->redis_, self->record_key_, key, floor);
-  if (version != 0) {
+Task<std::int64_t> PolicyFollower::advance(std::shared_ptr<PolicyFollower> self, std::string key,
+                                           std::int64_t floor, Clock::time_point deadline) {
+  const Advanced advanced =
+      co_await advance_policies(self->redis_, self->record_key_, key, floor, deadline);
+  if (advanced.done) {
     self->redis_->logger()->warn(
         "the policy store under {} held older versions than key '{}' was written under ({}): it "
         "lost changes (a restart without persistence, or a failover); its versions go on from {}",
-        self->record_key_, key, floor, version);
+        self->record_key_, key, floor, advanced.version);
   }
+  co_return advanced.version;
 }
 
 void PolicyFollower::install(const StoredPolicies& stored, std::uint64_t contact) {

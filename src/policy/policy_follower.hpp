@@ -86,9 +86,10 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
     on_read_ = std::move(on_read);
   }
   /// Has the store give `key`'s policy a version above `floor`, a version its state was written
-  /// under that the store lost; current() then reads it.
-  static Task<void> advance(std::shared_ptr<PolicyFollower> self, std::string key,
-                            std::int64_t floor);
+  /// under that the store lost, by `deadline`; returns the name's version after it, which
+  /// current() then reads.
+  static Task<std::int64_t> advance(std::shared_ptr<PolicyFollower> self, std::string key,
+                                    std::int64_t floor, Clock::time_point deadline);
 
  private:
   /// Reads the record and installs it; again if a notice or confirmation came meanwhile. Wakes

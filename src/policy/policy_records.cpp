@@ -72,12 +72,14 @@ std::string policy_channel(std::string_view record_key) {
 }
 
 Task<Reply> run_policy_script(std::shared_ptr<CommandDispatcher> redis, std::string record_key,
-                              std::string operation, std::string first, std::string second) {
+                              std::string operation, std::string first, std::string second,
+                              std::optional<std::chrono::steady_clock::time_point> deadline) {
   const std::string overrides_key = record_key + ":overrides";
   const std::string removed_key = record_key + ":removed";
   const std::array<std::string_view, 3> keys = {record_key, overrides_key, removed_key};
   const std::array<std::string_view, 3> args = {operation, first, second};
-  co_return co_await redis->eval(scripts::policy_store, keys, args, redis->command_deadline());
+  co_return co_await redis->eval(scripts::policy_store, keys, args,
+                                 deadline.value_or(redis->command_deadline()));
 }
 
 Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
@@ -122,13 +124,14 @@ Task<StoredPolicies> read_policies(std::shared_ptr<CommandDispatcher> redis,
   co_return stored;
 }
 
-Task<std::int64_t> advance_policies(std::shared_ptr<CommandDispatcher> redis,
-                                    std::string record_key, std::string key, std::int64_t floor) {
+Task<Advanced> advance_policies(std::shared_ptr<CommandDispatcher> redis, std::string record_key,
+                                std::string key, std::int64_t floor,
+                                std::chrono::steady_clock::time_point deadline) {
   const Reply reply = co_await run_policy_script(std::move(redis), std::move(record_key), "advance",
-                                                 std::to_string(floor), std::move(key));
+                                                 std::to_string(floor), std::move(key), deadline);
   const auto& parts = reply.as_array();
   if (parts.size() != 3) throw ProtocolError("the policy store's advance returned a bad reply");
-  co_return parts[0].as_integer() == 1 ? parts[1].as_integer() : 0;
+  co_return Advanced{.done = parts[0].as_integer() == 1, .version = parts[1].as_integer()};
 }
 
 }  // namespace redlimit::detail

@@ -57,12 +57,13 @@ Task<std::shared_ptr<const CompiledPolicy>> StoredPolicies::resolve(std::string 
                                                                     WhenUnread when_unread) {
   // Why at most twice: a key written under a version the store lost makes the store advance
   // its versions once; still older after that is a store this release cannot follow.
+  std::int64_t read_at_least = min_version;
   for (bool advanced = false;; advanced = true) {
     std::shared_ptr<const FollowedPolicies> followed;
     std::string unread = "the connection to Redis ended again while it was read";
     std::exception_ptr unread_error;
     try {
-      followed = co_await PolicyFollower::current(follower_, min_version, deadline);
+      followed = co_await PolicyFollower::current(follower_, read_at_least, deadline);
     } catch (const Unavailable& e) {
       unread = e.what();  // Redis cannot answer: never an allow
       unread_error = std::current_exception();
@@ -100,7 +101,9 @@ Task<std::shared_ptr<const CompiledPolicy>> StoredPolicies::resolve(std::string 
                         std::to_string(policy->epoch().version) +
                         " for the key (was the policy record lost while the state remained?)");
     }
-    co_await PolicyFollower::advance(follower_, key, min_version);
+    // Why what it answered: a read as new as min_version (other keys' changes since the loss)
+    // may still be older than the advance.
+    read_at_least = co_await PolicyFollower::advance(follower_, key, min_version, deadline);
   }
 }
 

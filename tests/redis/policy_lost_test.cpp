@@ -150,6 +150,39 @@ TEST_F(PolicyLostTest, AKeyStampedWithALostVersionIsDecidedAtOnceWhenThePolicyIs
   run(loop(), fresh.close());
 }
 
+// Found in review (not named by an issue): as above, with other keys' overrides stored since,
+// so that the name's version is past the key's lost one while the key's own is not. The store
+// advanced, but the follower took the read it had (as new as the version it asked for) for the
+// advanced one, and the call failed with a ConfigError.
+TEST_F(PolicyLostTest, AKeyStampedWithALostVersionIsDecidedWhenOtherKeysChangedSinceTheLoss) {
+  PolicyStore store(client());
+  store_three_versions(store, "gcra 10/min");
+  Limiter limiter(client(), LimiterOptions{.name = "api"});
+  ASSERT_EQ(run(loop(), limiter.try_acquire("k", 4)).policy_version, 3);
+  std::vector<std::pair<std::string, std::string>> states;
+  for (const std::string& key : server_.keys()) {
+    if (key.find(":k}") != std::string::npos)
+      states.emplace_back(key, server_.command({"GET", key}).str);
+  }
+  ASSERT_EQ(states.size(), 1u);
+  restart_empty(client());
+  for (const auto& [key, value] : states)
+    server_.command({"SET", key, value, "PX", "60000"});
+  run(loop(), store.set("api", Policy::parse("gcra 10/min")));
+  for (const char* other : {"a", "b", "c"})
+    run(loop(), store.set_override("api", other, Policy::parse("gcra 20/min")));
+  ASSERT_EQ(run(loop(), store.read("api")).version, 4) << "past the key's lost version 3";
+
+  Client fresh(loop(), ClientOptions{.url = server_.url()});
+  Limiter follower(fresh, LimiterOptions{.name = "api"});
+  Decision decision;
+  EXPECT_NO_THROW(decision = run(loop(), follower.try_acquire("k")));
+  EXPECT_TRUE(decision.allowed);
+  EXPECT_GT(decision.policy_version, 4);
+  EXPECT_EQ(decision.remaining, 5) << "the state is kept: 4 taken before, 1 now";
+  run(loop(), fresh.close());
+}
+
 TEST_F(PolicyLostTest, AFollowerAdmitsNothingOnceItsConnectionIsBackOnAServerThatLostThePolicy) {
   PolicyStore store(client());
   store_three_versions(store, "gcra 100/s");
