@@ -6,6 +6,7 @@
 #include "policy_commands.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limit.hpp"
+#include "redlimit/redis_keys.hpp"
 #include "text_format.hpp"
 #include "top_command.hpp"
 #include "watch_command.hpp"
@@ -29,9 +30,18 @@ const CLI::Validator policy_text(
 const CLI::Validator interval_text(
     [](std::string& text) -> std::string {
       return parse_interval(text) ? std::string()
-                                  : "expected a duration of at least 100ms, e.g. 1s, 500ms, 2m";
+                                  : "expected a duration from 100ms to 24h, e.g. 1s, 500ms, 2m";
     },
     "DURATION", "interval");
+
+/// Accepts a --client-id that ClientOptions::id takes.
+const CLI::Validator client_id_text(
+    [](std::string& text) -> std::string {
+      return redlimit::is_valid_prefix(text)
+                 ? std::string()
+                 : "expected 1 to 64 characters from [A-Za-z0-9_.-] (a ClientOptions::id)";
+    },
+    "ID", "client id");
 
 void add_name(CLI::App* command, CommandArguments& args) {
   command->add_option("NAME", args.name, "the limiter's name (LimiterOptions::name)")->required();
@@ -156,12 +166,15 @@ void add_key_commands(CLI::App& app, CommandArguments& args, Invocation& invocat
   CLI::App* top = app.add_subcommand("top", "the keys nearest their limits, from a SCAN sample");
   add_name(top, args);
   top->add_option("--count", args.count, "rows to show")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000}));
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000}))
+      ->capture_default_str();
   top->add_option("--sample", args.sample, "keys to sample at most")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}));
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
+      ->capture_default_str();
   top->add_option("--scan-limit", args.scan_limit,
                   "Redis keys the SCAN examines at most, the limiter's or not")
-      ->check(CLI::Range(std::size_t{1'000}, std::size_t{100'000'000}));
+      ->check(CLI::Range(std::size_t{1'000}, std::size_t{100'000'000}))
+      ->capture_default_str();
   top->callback([&] {
     invocation.body =
         [global = invocation.global,
@@ -178,7 +191,9 @@ void add_watch_command(CLI::App& app, CommandArguments& args, Invocation& invoca
   CLI::App* watch =
       app.add_subcommand("watch", "decisions per second and denials per limiter, refreshed");
   watch->add_option("NAME", args.names, "the limiters to show (default: all)");
-  watch->add_option("--interval", args.interval, "time between refreshes (at least 100ms)")
+  watch
+      ->add_option("--interval", args.interval,
+                   "time between refreshes, from 100ms to 24h (default: 1s)")
       ->check(interval_text);
   watch->add_flag("--once", args.once, "print one refresh after one interval, and exit");
   watch->callback([&] {
@@ -201,7 +216,8 @@ void add_commands(CLI::App& app, Invocation& invocation) {
   app.add_option("--url", invocation.global.url,
                  "Redis URL (default: $REDLIMIT_URL, else redis://127.0.0.1:6379): "
                  "redis://[user:password@]host[:port][/db], rediss://... (TLS), unix:///path, "
-                 "redis-sentinel://host:port[,...]#name, redis-cluster://host:port[,...]")
+                 "redis-sentinel://host:port[,...]#name, rediss-sentinel://... (TLS), "
+                 "redis-cluster://host:port[,...]")
       ->envname("REDLIMIT_URL");
   app.add_option("--prefix", invocation.global.prefix, "the key prefix (LimiterOptions::prefix)")
       ->capture_default_str();
@@ -216,6 +232,10 @@ void add_commands(CLI::App& app, Invocation& invocation) {
                  "redis-sentinel://: the sentinels' own password (default: "
                  "$REDLIMIT_SENTINEL_PASSWORD)")
       ->envname("REDLIMIT_SENTINEL_PASSWORD");
+  app.add_option("--client-id", invocation.global.client_id,
+                 "inspect, reset: under a scope per_client policy, the client whose state they "
+                 "read (its ClientOptions::id)")
+      ->check(client_id_text);
   add_policy_commands(app, invocation.args, invocation);
   add_override_commands(app, invocation.args, invocation);
   add_key_commands(app, invocation.args, invocation);

@@ -60,6 +60,7 @@ redlimit::ClientOptions client_options(const GlobalOptions& global) {
   options.url = global.url;
   options.tls = global.tls;
   options.sentinel_password = global.sentinel_password;
+  options.id = global.client_id;
   // Why 2 s: a person waits for the answer; a slow link still gets one, a dead one fails soon.
   options.connect_timeout = 2s;
   options.command_timeout = 2s;

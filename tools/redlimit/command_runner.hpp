@@ -24,6 +24,9 @@ struct GlobalOptions {
   /// For a redis-sentinel:// URL: the sentinels' own password (--sentinel-password, else
   /// $REDLIMIT_SENTINEL_PASSWORD); never printed.
   std::string sentinel_password{};
+  /// For a scope per_client policy: the client whose state inspect and reset read
+  /// (--client-id, its ClientOptions::id).
+  std::string client_id{};
 };
 
 /// A command's work on a connected client; returns the exit status (see ExitStatus). `stop` is

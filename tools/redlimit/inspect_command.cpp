@@ -6,6 +6,7 @@
 #include "exit_status.hpp"
 #include "output.hpp"
 #include "redlimit/limiter.hpp"
+#include "redlimit/policy_store.hpp"
 #include "table.hpp"
 #include "text_format.hpp"
 
@@ -76,10 +77,30 @@ void print_states_json(const std::string& name, const std::string& key,
   print_json(json);
 }
 
+/// Whether `key` of `name` is under a per_client policy (each client its own state) while no
+/// --client-id says whose state to read: the command's own is always full.
+redlimit::Task<bool> needs_client_id(redlimit::Client& client, const GlobalOptions& global,
+                                     const std::string& name, const std::string& key) {
+  if (!global.client_id.empty()) co_return false;
+  redlimit::PolicyStore store(client, global.prefix);
+  const redlimit::StoredPolicies stored = co_await store.read(name);
+  const auto override_of_key = stored.overrides.find(key);
+  const std::optional<redlimit::PolicyRecord>& named = stored.policy;
+  const redlimit::Policy* policy = override_of_key != stored.overrides.end()
+                                       ? &override_of_key->second.policy
+                                       : (named ? &named->policy : nullptr);
+  if (policy == nullptr || policy->scope != redlimit::Scope::per_client) co_return false;
+  print_error("the policy of " + printable(name) +
+              " is scope per_client: each client has its own state of a key; name the client "
+              "with --client-id (its ClientOptions::id)");
+  co_return true;
+}
+
 }  // namespace
 
 redlimit::Task<int> inspect_key(redlimit::Client& client, GlobalOptions global, std::string name,
                                 std::string key) {
+  if (co_await needs_client_id(client, global, name, key)) co_return exit_usage;
   redlimit::Limiter limiter(client,
                             redlimit::LimiterOptions{.name = name, .prefix = global.prefix});
   const std::vector<redlimit::LimitState> states = co_await limiter.inspect(key);
@@ -93,6 +114,7 @@ redlimit::Task<int> inspect_key(redlimit::Client& client, GlobalOptions global, 
 
 redlimit::Task<int> reset_key(redlimit::Client& client, GlobalOptions global, std::string name,
                               std::string key) {
+  if (co_await needs_client_id(client, global, name, key)) co_return exit_usage;
   redlimit::Limiter limiter(client,
                             redlimit::LimiterOptions{.name = name, .prefix = global.prefix});
   co_await limiter.reset(key);

@@ -1,12 +1,14 @@
 #include "output.hpp"
 
 #include <cstdio>
+#include <stdexcept>
 
 namespace redlimit_cli {
 
 void print_out(std::string_view text) {
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    throw std::runtime_error("cannot write to the standard output");
+  }
 }
 
 void print_json(const JsonWriter& json) {

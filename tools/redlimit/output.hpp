@@ -7,7 +7,8 @@
 
 namespace redlimit_cli {
 
-/// Writes `text` to stdout as it is, and flushes it (a reader of a pipe sees each refresh).
+/// Writes `text` to stdout as it is, and flushes it (a reader of a pipe sees each refresh);
+/// throws std::runtime_error when it cannot (a full disk, a closed pipe): the command fails.
 void print_out(std::string_view text);
 /// Writes `json`'s document to stdout as one line.
 void print_json(const JsonWriter& json);

@@ -110,6 +110,8 @@ std::optional<std::chrono::milliseconds> parse_interval(std::string_view text) {
     ms_per_unit = 1000;
   } else if (unit == "m") {
     ms_per_unit = 60'000;
+  } else if (unit == "h") {
+    ms_per_unit = 3'600'000;
   } else {
     return std::nullopt;
   }

@@ -1,6 +1,7 @@
 #include "top_command.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "exit_status.hpp"
@@ -35,8 +36,9 @@ std::chrono::microseconds retry_after(const KeyState& key) {
   return longest;
 }
 
+/// Rounded down: 100% only once nothing is left.
 int percent_used(const redlimit::Decision& state) {
-  return static_cast<int>((1.0 - fraction_left(state)) * 100.0 + 0.5);
+  return static_cast<int>(std::floor((1.0 - fraction_left(state)) * 100.0));
 }
 
 redlimit::Task<void> inspect_into(redlimit::Limiter& limiter, KeyState* out) {
