@@ -6,7 +6,8 @@
 --
 -- KEYS[1]  the name's record, a hash: version (only grows), policy (text form), since (Redis
 --          TIME of the policy's change, microseconds), carry (0 as_is, 1 proportional, 2 reset),
---          policy_version (the version that stored the policy)
+--          policy_version (the version that stored the policy), overrides (how many are stored)
+--          and override_scope (theirs while there are any: 1 per_client, 0 overall)
 -- KEYS[2]  the name's overrides, a hash: key -> "<version>:<since>:<policy text>"
 -- KEYS[3]  the overrides removed since the policy was last stored, a hash: key ->
 --          "<version>:<since>" of the removal (the key follows the policy from then on, so its
@@ -20,8 +21,10 @@
 -- read returns {record fields and values, override keys and values, removed keys and values}
 -- (HGETALL of each); the writes return {done (0/1), version, since}: try_set is not done when a
 -- policy is stored, remove_override when the key has no override, advance when the key's
--- version is at least the floor; set (unless its carry is reset) and set_override return
--- {-1, version, 0} and store nothing when the policy would change the stored one's scope.
+-- version is at least the floor; try_set, set and set_override return {-1, version, 0} and
+-- store nothing when the policy would change the scope of the name's policies (the stored
+-- policy's and its overrides', which is one): a set whose carry is reset may change the stored
+-- policy's, unless overrides of the other scope remain.
 --
 -- advance: a follower found a key's state written under a version above the key's version
 -- here, so the store lost changes (a restart without persistence, a failover to a replica that
@@ -58,18 +61,24 @@ local function per_client(text)
   return string.sub(text, -18) == '; scope per_client'
 end
 
--- Whether `text` would change the scope of the stored policy: every key would start afresh
--- under it (the other scope's keys are other keys), so only a reset makes that change.
+-- Whether `text` would change the scope of the stored policy, or that of the overrides: every
+-- key would start afresh under it (the other scope's keys are other keys), so only a reset
+-- makes that change, and only of the stored policy (a key returned from an override of the
+-- other scope would start afresh too).
 local function changes_scope(text)
+  local scope = per_client(text) and '1' or '0'
   local stored = redis.call('HGET', record, 'policy')
-  return stored and per_client(stored) ~= per_client(text)
+  local overrides_scope = redis.call('HGET', record, 'override_scope')
+  return (stored and per_client(stored) ~= (scope == '1')) or
+         (overrides_scope and overrides_scope ~= scope), overrides_scope and overrides_scope ~= scope
 end
 
 local function store(text, carry)
   if carry ~= '0' and carry ~= '1' and carry ~= '2' then
     error('redlimit: carry must be 0, 1 or 2, got ' .. tostring(carry))
   end
-  if carry ~= '2' and changes_scope(text) then return {-1, current_version(), 0} end
+  local changes, overrides_differ = changes_scope(text)
+  if (carry ~= '2' and changes) or overrides_differ then return {-1, current_version(), 0} end
   local reply = changed()
   redis.call('DEL', removed)
   redis.call('HSET', record, 'policy', text, 'since', since, 'carry', carry, 'policy_version',
@@ -83,14 +92,19 @@ if op == 'try_set' then
 elseif op == 'set' then
   return store(ARGV[2], ARGV[3])
 elseif op == 'remove' then
-  redis.call('HDEL', record, 'policy', 'since', 'carry', 'policy_version')
+  redis.call('HDEL', record, 'policy', 'since', 'carry', 'policy_version', 'overrides',
+             'override_scope')
   redis.call('DEL', overrides, removed)
   return changed()
 elseif op == 'set_override' then
   if changes_scope(ARGV[2]) then return {-1, current_version(), 0} end
   local reply = changed()
   redis.call('HDEL', removed, ARGV[3])
-  redis.call('HSET', overrides, ARGV[3], string.format('%d', reply[2]) .. ':' .. since .. ':' .. ARGV[2])
+  if redis.call('HSET', overrides, ARGV[3],
+                string.format('%d', reply[2]) .. ':' .. since .. ':' .. ARGV[2]) == 1 then
+    redis.call('HINCRBY', record, 'overrides', 1)
+  end
+  redis.call('HSET', record, 'override_scope', per_client(ARGV[2]) and '1' or '0')
   return reply
 elseif op == 'advance' then
   local floor = tonumber(ARGV[2])
@@ -125,6 +139,9 @@ elseif op == 'advance' then
   return reply
 elseif op == 'remove_override' then
   if redis.call('HDEL', overrides, ARGV[3]) == 0 then return {0, current_version(), 0} end
+  if redis.call('HINCRBY', record, 'overrides', -1) <= 0 then
+    redis.call('HDEL', record, 'overrides', 'override_scope')
+  end
   local reply = changed()
   redis.call('HSET', removed, ARGV[3], string.format('%d', reply[2]) .. ':' .. since)
   return reply

@@ -75,11 +75,13 @@ class PolicyStore {
   explicit PolicyStore(Client& client, std::string prefix = "rl");
 
   /// Stores `policy` under `name` only if no policy is stored there: true if this call stored
-  /// it. Atomic: of processes racing, exactly one gets true.
+  /// it. Atomic: of processes racing, exactly one gets true. A policy of another Policy::scope
+  /// than the name's overrides is an InvalidArgument.
   Task<bool> try_set(std::string name, Policy policy);
   /// Stores `policy` under `name`, replacing any; keys' state carries over as `carry` says. A
   /// change of Policy::scope starts every key afresh: InvalidArgument, storing nothing, unless
-  /// `carry` is Carry::reset.
+  /// `carry` is Carry::reset and no override of the other scope remains (a key returned from
+  /// one would start afresh too).
   Task<void> set(std::string name, Policy policy, Carry carry = Carry::as_is);
   /// The policy stored under `name`, if any.
   Task<std::optional<Policy>> get(std::string name);
@@ -88,7 +90,8 @@ class PolicyStore {
   /// The name's policy and overrides, read at once.
   Task<StoredPolicies> read(std::string name);
   /// Makes `key` of `name` follow `policy` instead of the name's policy (a tier per key). An
-  /// override of another Policy::scope than the name's policy is an InvalidArgument.
+  /// override of another Policy::scope than the name's policy, or than its other overrides, is
+  /// an InvalidArgument.
   Task<void> set_override(std::string name, std::string key, Policy policy);
   /// Returns `key` to the name's policy: its state carries over as_is from the removal's time.
   Task<void> remove_override(std::string name, std::string key);

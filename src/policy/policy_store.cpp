@@ -16,9 +16,10 @@ std::string validated_text(const Policy& policy) {
 }
 
 [[noreturn]] void throw_scope_change(const std::string& name) {
-  throw InvalidArgument("the policy would change the scope of the one stored under '" + name +
+  throw InvalidArgument("the policy would change the scope of the policies stored under '" + name +
                         "': every key starts afresh under another scope (its keys are other "
-                        "keys), so that change is made only with Carry::reset");
+                        "keys), so that change is made only with Carry::reset, and only once "
+                        "no override of the other scope remains");
 }
 
 /// The script's argument for `carry`: "0" as_is, "1" proportional, "2" reset.
@@ -47,6 +48,7 @@ Task<bool> PolicyStore::try_set(std::string name, Policy policy) {
   detail::check_name("PolicyStore name", name);
   std::string text = validated_text(policy);
   const Reply reply = co_await run_script(*client_, prefix_, name, "try_set", std::move(text), "");
+  if (reply.as_array().at(0).as_integer() == -1) throw_scope_change(name);
   co_return reply.as_array().at(0).as_integer() == 1;
 }
 

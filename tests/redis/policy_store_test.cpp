@@ -118,6 +118,26 @@ TEST_F(PolicyStoreTest, AScopeChangeIsRefusedUnlessItIsAReset) {
   EXPECT_THROW(run(loop(), store.set("api", per_client)), InvalidArgument);
 }
 
+// Found in review (not named by an issue): the rule above looked at the name's policy only, so
+// overrides could be left in the other scope; a key returned from one to the name's policy
+// then started afresh under the other scope, as a change of scope without a reset.
+TEST_F(PolicyStoreTest, TheOverridesKeepTheScopeOfTheNamesPolicy) {
+  PolicyStore store(client());
+  const Policy per_client = Policy::parse("gcra 10/h; scope per_client");
+  const Policy overall = Policy::parse("gcra 10/h");
+  run(loop(), store.set_override("api", "vip", per_client));
+  EXPECT_THROW(run(loop(), store.try_set("api", overall)), InvalidArgument)
+      << "an override of the other scope was stored first";
+  EXPECT_THROW(run(loop(), store.set_override("api", "gold", overall)), InvalidArgument);
+  run(loop(), store.set("api", per_client));
+  EXPECT_THROW(run(loop(), store.set("api", overall, Carry::reset)), InvalidArgument)
+      << "the override of the other scope remains";
+  EXPECT_EQ(run(loop(), store.get("api")), per_client) << "a refused change stores nothing";
+  run(loop(), store.remove_override("api", "vip"));
+  run(loop(), store.set("api", overall, Carry::reset));
+  EXPECT_EQ(run(loop(), store.get("api")), overall) << "no override of the other scope remains";
+}
+
 TEST_F(PolicyStoreTest, AnInvalidPolicyIsRefusedBeforeAnythingIsStored) {
   PolicyStore store(client());
   EXPECT_THROW(run(loop(), store.set("api", Policy::parse("gcra 0/s"))), InvalidArgument);
