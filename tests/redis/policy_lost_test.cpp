@@ -53,6 +53,20 @@ class PolicyLostTest : public test::LoopTest {
     }
     FAIL() << "the client did not reconnect within 10 s";
   }
+  /// Restarts the server empty, then writes back the state of `key` (one Redis key) as the lost
+  /// lifetime left it: as a follower that still held the version it is stamped with would have
+  /// written it after the restart.
+  void restart_keeping_the_state_of(const std::string& key) {
+    std::vector<std::pair<std::string, std::string>> states;
+    for (const std::string& name : server_.keys()) {
+      if (name.find(":" + key + "}") != std::string::npos)
+        states.emplace_back(name, server_.command({"GET", name}).str);
+    }
+    ASSERT_EQ(states.size(), 1u);
+    restart_empty(client());
+    for (const auto& [name, value] : states)
+      server_.command({"SET", name, value, "PX", "60000"});
+  }
   /// Has `limiter` hear versions 1 to 3 of "api" as they are stored.
   void follow_three_versions(PolicyStore& store, Limiter& limiter, const std::string& policy) {
     run(loop(), store.set("api", Policy::parse(policy)));
@@ -118,17 +132,7 @@ TEST_F(PolicyLostTest, AKeyStampedWithALostVersionIsDecidedAtOnceWhenThePolicyIs
   store_three_versions(store, "gcra 10/min");
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   ASSERT_EQ(run(loop(), limiter.try_acquire("k", 4)).policy_version, 3);
-  // The key's state as the lost lifetime left it (stamped with version 3), brought back as a
-  // follower that still held version 3 would have written it after the restart.
-  std::vector<std::pair<std::string, std::string>> states;
-  for (const std::string& key : server_.keys()) {
-    if (key.find(":k}") != std::string::npos)
-      states.emplace_back(key, server_.command({"GET", key}).str);
-  }
-  ASSERT_EQ(states.size(), 1u);
-  restart_empty(client());
-  for (const auto& [key, value] : states)
-    server_.command({"SET", key, value, "PX", "60000"});
+  restart_keeping_the_state_of("k");
   run(loop(), store.set("api", Policy::parse("gcra 10/min")));
 
   // A process started after the restart: it never saw version 3.
@@ -159,15 +163,7 @@ TEST_F(PolicyLostTest, AKeyStampedWithALostVersionIsDecidedWhenOtherKeysChangedS
   store_three_versions(store, "gcra 10/min");
   Limiter limiter(client(), LimiterOptions{.name = "api"});
   ASSERT_EQ(run(loop(), limiter.try_acquire("k", 4)).policy_version, 3);
-  std::vector<std::pair<std::string, std::string>> states;
-  for (const std::string& key : server_.keys()) {
-    if (key.find(":k}") != std::string::npos)
-      states.emplace_back(key, server_.command({"GET", key}).str);
-  }
-  ASSERT_EQ(states.size(), 1u);
-  restart_empty(client());
-  for (const auto& [key, value] : states)
-    server_.command({"SET", key, value, "PX", "60000"});
+  restart_keeping_the_state_of("k");
   run(loop(), store.set("api", Policy::parse("gcra 10/min")));
   for (const char* other : {"a", "b", "c"})
     run(loop(), store.set_override("api", other, Policy::parse("gcra 20/min")));

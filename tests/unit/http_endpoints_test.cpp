@@ -19,9 +19,12 @@
 namespace redlimit {
 namespace {
 
-/// A connection to 127.0.0.1:`port`, or -1; reads give up after 20 s.
-int connect_to(int port) {
+/// A connection to 127.0.0.1:`port`, or -1; reads give up after 20 s. `receive_buffer`: the
+/// socket's receive buffer in bytes (0: the system's).
+int connect_to(int port, int receive_buffer = 0) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (receive_buffer > 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   timeval timeout{.tv_sec = 20, .tv_usec = 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   sockaddr_in address{};
@@ -260,18 +263,10 @@ TEST_F(HttpListenerTest, AClientThatSendsMoreAfterItsRequestStillGetsTheWholeAns
   std::string reply;
   const int port = listener.port();
   serve_while(listener, [&] {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
     // Why a small receive buffer: most of the answer is still on its way when the server
     // closes, which a reset would drop.
-    const int small = 4096;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    timeval timeout{.tv_sec = 20, .tv_usec = 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(port));
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    const int fd = connect_to(port, 4096);
+    ASSERT_GE(fd, 0);
     const std::string request = "GET /big HTTP/1.1\r\n\r\n";
     ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(request.size()));
