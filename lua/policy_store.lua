@@ -61,24 +61,24 @@ local function per_client(text)
   return string.sub(text, -18) == '; scope per_client'
 end
 
--- Whether `text` would change the scope of the stored policy, or that of the overrides: every
--- key would start afresh under it (the other scope's keys are other keys), so only a reset
--- makes that change, and only of the stored policy (a key returned from an override of the
--- other scope would start afresh too).
-local function changes_scope(text)
+-- Whether `text` would change the scope of the stored policy, and whether that of the
+-- overrides: every key would start afresh under it (the other scope's keys are other keys), so
+-- only a reset makes the first change, and nothing the second (a key returned from an override
+-- of the other scope would start afresh too).
+local function scope_changes(text)
   local scope = per_client(text) and '1' or '0'
   local stored = redis.call('HGET', record, 'policy')
-  local overrides_scope = redis.call('HGET', record, 'override_scope')
-  return (stored and per_client(stored) ~= (scope == '1')) or
-         (overrides_scope and overrides_scope ~= scope), overrides_scope and overrides_scope ~= scope
+  local of_overrides = redis.call('HGET', record, 'override_scope')
+  local policy_changes = stored and (per_client(stored) and '1' or '0') ~= scope
+  return policy_changes or false, (of_overrides and of_overrides ~= scope) or false
 end
 
 local function store(text, carry)
   if carry ~= '0' and carry ~= '1' and carry ~= '2' then
     error('redlimit: carry must be 0, 1 or 2, got ' .. tostring(carry))
   end
-  local changes, overrides_differ = changes_scope(text)
-  if (carry ~= '2' and changes) or overrides_differ then return {-1, current_version(), 0} end
+  local of_policy, of_overrides = scope_changes(text)
+  if (carry ~= '2' and of_policy) or of_overrides then return {-1, current_version(), 0} end
   local reply = changed()
   redis.call('DEL', removed)
   redis.call('HSET', record, 'policy', text, 'since', since, 'carry', carry, 'policy_version',
@@ -97,7 +97,8 @@ elseif op == 'remove' then
   redis.call('DEL', overrides, removed)
   return changed()
 elseif op == 'set_override' then
-  if changes_scope(ARGV[2]) then return {-1, current_version(), 0} end
+  local of_policy, of_overrides = scope_changes(ARGV[2])
+  if of_policy or of_overrides then return {-1, current_version(), 0} end
   local reply = changed()
   redis.call('HDEL', removed, ARGV[3])
   if redis.call('HSET', overrides, ARGV[3],

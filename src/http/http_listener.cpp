@@ -134,6 +134,7 @@ struct HttpListener::State {
     bool lingering = false;
     /// The client ended its input before the answer was written: closed once it is.
     bool input_ended = false;
+    bool answered = false;  ///< the answer is written: the client's end of input closes it
     std::string response;
     uv_write_t write{};
     uv_shutdown_t shutdown{};
@@ -198,7 +199,8 @@ struct HttpListener::State {
 
   static void on_read(uv_stream_t* stream, ssize_t read, const uv_buf_t* buffer) {
     auto* connection = static_cast<Connection*>(stream->data);
-    if (read == UV_EOF && connection->owner != nullptr && connection->lingering) {
+    if (read == UV_EOF && connection->owner != nullptr && connection->lingering &&
+        !connection->answered) {
       // Why not closed: a client may end its input once it sent the request; its answer comes.
       uv_read_stop(stream);
       connection->input_ended = true;
@@ -265,6 +267,7 @@ struct HttpListener::State {
     if (status == 0 && !connection->input_ended && connection->owner != nullptr) {
       // The answer is followed by the end of the stream; the client's input is read on until
       // it ends (or linger_ms pass).
+      connection->answered = true;
       auto* stream = reinterpret_cast<uv_stream_t*>(connection->tcp.get());
       if (uv_timer_start(connection->timer.get(), &on_timeout, linger_ms, 0) == 0 &&
           uv_shutdown(&connection->shutdown, stream, [](uv_shutdown_t*, int) {}) == 0) {
