@@ -91,6 +91,8 @@ void parse_tcp(std::string_view rest, Endpoint& endpoint) {
     host = authority.substr(0, colon);
     port = authority.substr(colon + 1);
     if (port.empty()) bad_url("empty port");
+    if (host.find(':') != std::string_view::npos)
+      bad_url("':' in the host (an IPv6 address goes in brackets: [::1]:6379)");
   }
   if (host.empty()) bad_url("missing host");
   endpoint.host = std::string(host);

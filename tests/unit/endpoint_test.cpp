@@ -130,6 +130,9 @@ TEST(RedisUrl, MalformedUrlsAreConfigErrorsNamingTheProblem) {
   EXPECT_NE(config_error_of("unix://relative.sock").find("absolute"), std::string::npos);
   EXPECT_NE(config_error_of("redis://u:p%zz@host").find("percent-escape"), std::string::npos);
   EXPECT_NE(config_error_of("redis://user:@host").find("without a password"), std::string::npos);
+  // Found in review (not named by an issue): taken as host "host:1", and failed only when the
+  // name was looked up.
+  EXPECT_NE(config_error_of("redis://u:pw@host:1:2").find("':' in the host"), std::string::npos);
 }
 
 TEST(RedisUrl, ErrorsNeverQuoteThePassword) {
