@@ -65,16 +65,13 @@ microseconds until_window_end(TimeUnit unit) {
   return length - now % length;
 }
 
-/// `configured` as `limiter` enforces it now: a follower of the central store may already
-/// enforce a limit another replica wrote (its policy read last), which the answer tells. That
-/// one is made in `differing`; else `configured` itself is the answer.
-const LimitConfig* enforced_by(const LimitConfig& configured, const redlimit::Limiter& limiter,
+/// `configured` as a limiter of `policy` (its policy in force) enforces it: a follower of the
+/// central store may already enforce a limit another replica wrote (its policy read last), which
+/// the answer tells. That one is made in `differing`; else `configured` itself is the answer.
+const LimitConfig* enforced_by(const LimitConfig& configured, const redlimit::Policy& policy,
                                LimitConfig& differing) {
-  // Why shared, not policy(): a copy of the policy per call is a noticeable part of its CPU.
-  const std::shared_ptr<const redlimit::Policy> policy = limiter.shared_policy();
-  if (policy->limits.size() != 1 || policy->limits.front() == configured.limit())
-    return &configured;
-  const redlimit::Limit& limit = policy->limits.front();
+  if (policy.limits.size() != 1 || policy.limits.front() == configured.limit()) return &configured;
+  const redlimit::Limit& limit = policy.limits.front();
   differing = configured;
   differing.algorithm = limit.algorithm;
   differing.burst = limit.burst;
@@ -234,8 +231,10 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
     }
     if (one.limit != nullptr && !one.limit->unlimited && one.limit->requests_per_unit > 0) {
       one.limiter = limiter_for(*one.limit, found->second, !descriptor.limit);
-      one.unread = one.limiter->shared_policy()->limits.empty();
-      one.limit = enforced_by(*one.limit, *one.limiter, one.enforced);
+      // Why shared, not policy(): a copy of the policy per call is a noticeable part of its CPU.
+      const std::shared_ptr<const redlimit::Policy> policy = one.limiter->shared_policy();
+      one.unread = policy->limits.empty();
+      one.limit = enforced_by(*one.limit, *policy, one.enforced);
     }
   }
 
@@ -257,7 +256,7 @@ redlimit::Task<RateLimitAnswer> Decider::decide(RateLimitCall call) {
     Applied& one = applied[i];
     std::optional<CurrentLimit>& told = answer.statuses[i].current_limit;
     if (!one.unread || !told) continue;
-    one.limit = enforced_by(*one.limit, *one.limiter, one.enforced);
+    one.limit = enforced_by(*one.limit, *one.limiter->shared_policy(), one.enforced);
     told->requests_per_unit = one.limit->requests_per_unit;
     told->unit = one.limit->unit;
   }
