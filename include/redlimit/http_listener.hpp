@@ -32,7 +32,8 @@ struct HttpResponse {
 };
 
 /// Answers one request by calling `respond` once, on the loop's thread, now or later (a
-/// response for a connection gone meanwhile is dropped).
+/// response for a connection gone meanwhile is dropped). An exception it throws goes to the
+/// error handler (see set_error_handler), and the request, unless answered, gets 500.
 using HttpHandler =
     std::function<void(HttpRequest request, std::function<void(HttpResponse)> respond)>;
 

@@ -11,6 +11,8 @@
 #include "policy/key_format.hpp"
 #include "redis/command_dispatcher.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/task_group.hpp"
+#include "runtime/background_tasks.hpp"
 
 namespace redlimit::detail {
 namespace {
@@ -51,11 +53,13 @@ std::string ttl_ms() {
 
 StatsPublisher::StatsPublisher(std::shared_ptr<CommandDispatcher> redis,
                                std::chrono::milliseconds interval)
-    : loop_(redis->loop()), redis_(std::move(redis)), interval_(interval) {}
+    : loop_(redis->loop()),
+      shared_(std::make_shared<Shared>(Shared{.redis = std::move(redis)})),
+      interval_(interval) {}
 
 void StatsPublisher::add(std::string prefix, std::string name, std::shared_ptr<Metrics> owner,
                          LimiterMetrics& counters) {
-  if (closed_) return;
+  if (closing_) return;
   for (const Source& source : sources_) {
     if (source.counters == &counters && source.prefix == prefix) return;
   }
@@ -70,32 +74,46 @@ void StatsPublisher::add(std::string prefix, std::string name, std::shared_ptr<M
 
 void StatsPublisher::on_timer(void* context) {
   auto& self = *static_cast<StatsPublisher*>(context);
-  if (self.closed_) return;
+  if (self.closing_) return;
   self.timer_->start(static_cast<std::uint64_t>(self.interval_.count()));
   // A slow Redis: the next publication waits for this one.
-  if (self.publication_.running() == 0) self.publication_.add(self.publish());
+  if (!self.shared_->publishing) start_detached(publish_marked(self.shared_, self.sources_));
 }
 
-Task<void> StatsPublisher::publish() {
+Task<void> StatsPublisher::publish_marked(std::shared_ptr<Shared> shared,
+                                          std::vector<Source> sources) {
+  shared->publishing = std::make_unique<Completion>();
+  std::exception_ptr error;
+  try {
+    co_await publish(shared, std::move(sources));
+  } catch (...) {
+    error = std::current_exception();  // out of memory: close() still goes on
+  }
+  // Why moved out before set(): a resumed close() may start the last publication.
+  const std::unique_ptr<Completion> ended = std::move(shared->publishing);
+  ended->set();
+  if (error) std::rethrow_exception(error);
+}
+
+Task<void> StatsPublisher::publish(std::shared_ptr<Shared> shared, std::vector<Source> sources) {
   // Why one deadline, and every name at once: a publication, and so close(), ends within one
   // command timeout however many names there are, also when Redis does not answer.
-  const auto deadline = redis_->command_deadline();
-  // Why copies: add() may append to sources_ while the sends are awaited.
-  const std::vector<Source> sources = sources_;
+  const auto deadline = shared->redis->command_deadline();
   std::vector<char> sent(sources.size(), 0);
   TaskGroup sends;
   for (std::size_t i = 0; i < sources.size(); ++i)
-    sends.add(publish_counts(sources[i], deadline, &sent[i]));
+    sends.add(publish_counts(*shared, sources[i], deadline, &sent[i]));
   co_await sends.join();
   std::map<std::string, std::vector<std::string>> published;  // names, by prefix
   for (std::size_t i = 0; i < sources.size(); ++i) {
     if (sent[i] != 0) published[sources[i].prefix].push_back(sources[i].name);
   }
   for (auto& [prefix, names] : published)
-    co_await publish_names(prefix, std::move(names), deadline);
+    co_await publish_names(*shared, prefix, std::move(names), deadline);
 }
 
-Task<void> StatsPublisher::publish_counts(Source source, Clock::time_point deadline, char* sent) {
+Task<void> StatsPublisher::publish_counts(Shared& shared, Source source, Clock::time_point deadline,
+                                          char* sent) {
   const std::array<std::uint64_t, 4> now = current_counts(*source.counters);
   // The script's arguments: the TTL, then a field and its increment for each count that grew.
   std::vector<std::string> words(1, ttl_ms());
@@ -111,16 +129,17 @@ Task<void> StatsPublisher::publish_counts(Source source, Clock::time_point deadl
   const std::vector<std::string_view> args(words.begin(), words.end());
   std::exception_ptr error;
   try {
-    co_await redis_->eval_own(scripts::fleet_counts, keys, args, deadline);
+    co_await shared.redis->eval_own(scripts::fleet_counts, keys, args, deadline);
     *sent = 1;
-    failing_ = false;
+    shared.failing = false;
   } catch (...) {
     error = std::current_exception();
   }
-  if (error) failed(error);
+  if (error) failed(shared, error);
 }
 
-Task<void> StatsPublisher::publish_names(std::string prefix, std::vector<std::string> names,
+Task<void> StatsPublisher::publish_names(Shared& shared, std::string prefix,
+                                         std::vector<std::string> names,
                                          Clock::time_point deadline) {
   const std::string key = stats_names_key(prefix);
   const std::array<std::string_view, 1> keys{key};
@@ -128,36 +147,41 @@ Task<void> StatsPublisher::publish_names(std::string prefix, std::vector<std::st
   const std::vector<std::string_view> args(names.begin(), names.end());
   std::exception_ptr error;
   try {
-    co_await redis_->eval_own(scripts::fleet_names, keys, args, deadline);
-    failing_ = false;
+    co_await shared.redis->eval_own(scripts::fleet_names, keys, args, deadline);
+    shared.failing = false;
   } catch (...) {
     error = std::current_exception();
   }
-  if (error) failed(error);
+  if (error) failed(shared, error);
 }
 
-void StatsPublisher::failed(const std::exception_ptr& error) {
-  if (std::exchange(failing_, true)) return;
+void StatsPublisher::failed(Shared& shared, const std::exception_ptr& error) {
+  if (std::exchange(shared.failing, true)) return;
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    redis_->logger()->warn(
+    shared.redis->logger()->warn(
         "redlimit: the fleet's decision counts were not sent ({}); they are "
         "dropped until a send succeeds",
         e.what());
   } catch (...) {
-    redis_->logger()->warn(
+    shared.redis->logger()->warn(
         "redlimit: the fleet's decision counts were not sent; they are "
         "dropped until a send succeeds");
   }
 }
 
 Task<void> StatsPublisher::close() {
-  if (closed_) co_return;
-  closed_ = true;
+  if (closing_) {
+    co_await closed_.wait();
+    co_return;
+  }
+  closing_ = true;
   if (timer_) timer_->close();
-  co_await publication_.join();
-  if (!sources_.empty()) co_await publish();
+  if (shared_->publishing) co_await shared_->publishing->wait();
+  if (!sources_.empty()) co_await publish(shared_, sources_);
+  // Why last: a resumed second close() may destroy the client.
+  closed_.set();
 }
 
 }  // namespace redlimit::detail

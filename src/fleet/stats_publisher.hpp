@@ -9,7 +9,7 @@
 
 #include "metrics/instruments.hpp"
 #include "redlimit/task.hpp"
-#include "redlimit/task_group.hpp"
+#include "runtime/completion.hpp"
 #include "runtime/uv_handles.hpp"
 
 namespace redlimit::detail {
@@ -44,30 +44,40 @@ class StatsPublisher {
     std::shared_ptr<Metrics> owner;
     LimiterMetrics* counters;
   };
-  static void on_timer(void* self);
+  /// What a publication shares with its publisher. Why shared: a client destroyed without
+  /// close() destroys the publisher while a publication still awaits Redis.
+  struct Shared {
+    std::shared_ptr<CommandDispatcher> redis;
+    bool failing = false;  ///< the last command failed (its failure was logged)
+    /// While a publication is under way: set when it ends (close() waits for it).
+    std::unique_ptr<Completion> publishing{};
+  };
   using Clock = std::chrono::steady_clock;
-  /// Sends the counts decided since the last publication.
-  Task<void> publish();
+  static void on_timer(void* self);
+  /// publish(), under way in `shared` until it ends.
+  static Task<void> publish_marked(std::shared_ptr<Shared> shared, std::vector<Source> sources);
+  /// Sends the counts of `sources` decided since the last publication.
+  static Task<void> publish(std::shared_ptr<Shared> shared, std::vector<Source> sources);
   /// Sends the counts of `source` that grew since the last publication, by `deadline`; sets
   /// `*sent` when Redis took some.
-  Task<void> publish_counts(Source source, Clock::time_point deadline, char* sent);
+  static Task<void> publish_counts(Shared& shared, Source source, Clock::time_point deadline,
+                                   char* sent);
   /// Records `names` as published under `prefix`, by `deadline`.
-  Task<void> publish_names(std::string prefix, std::vector<std::string> names,
-                           Clock::time_point deadline);
+  static Task<void> publish_names(Shared& shared, std::string prefix,
+                                  std::vector<std::string> names, Clock::time_point deadline);
   /// Logs the first failure after a success (an ACL without HINCRBY fails every interval).
-  void failed(const std::exception_ptr& error);
+  static void failed(Shared& shared, const std::exception_ptr& error);
 
   uv_loop_t* loop_;
-  std::shared_ptr<CommandDispatcher> redis_;
+  std::shared_ptr<Shared> shared_;
   std::chrono::milliseconds interval_;
-  // Why copied by publish() before its sends: add() may append to it while they are awaited.
+  // Why copied for each publication: add() may append to it while its sends are awaited.
   std::vector<Source> sources_;
   // Why made by the first add(): a client without limiters, or whose limiters never decided,
   // opens no handle (and needs no loop iteration to close one).
   std::unique_ptr<Timer> timer_;
-  TaskGroup publication_;  ///< the publication under way, if any (close() joins it)
-  bool failing_ = false;   ///< the last command failed (its failure was logged)
-  bool closed_ = false;
+  bool closing_ = false;
+  Completion closed_;  ///< close() ended (a second close() waits for it)
 };
 
 }  // namespace redlimit::detail

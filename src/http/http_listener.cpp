@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "redlimit/errors.hpp"
+#include "runtime/background_tasks.hpp"
 #include "runtime/uv_handle.hpp"
 
 namespace redlimit {
@@ -233,9 +234,16 @@ struct HttpListener::State {
     c.lingering = true;
     uv_timer_stop(c.timer.get());
     std::weak_ptr<bool> alive = c.alive;
-    c.owner->handler(std::move(c.request), [connection, alive](HttpResponse response) {
-      if (const auto still = alive.lock(); still && *still) respond(*connection, response);
-    });
+    // Why caught: an exception must not unwind through libuv's frames (the loop would be left
+    // mid-iteration); the request is answered 500 unless the handler answered it already.
+    try {
+      c.owner->handler(std::move(c.request), [connection, alive](HttpResponse response) {
+        if (const auto still = alive.lock(); still && *still) respond(*connection, response);
+      });
+    } catch (...) {
+      if (const auto still = alive.lock(); still && *still) respond(c, plain(500));
+      detail::report_error(std::current_exception());
+    }
   }
 
   /// Answers `status` to a request refused before it was read whole, and lingers.

@@ -14,6 +14,7 @@
 #include "redlimit/limiter.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/task_group.hpp"
 #include "support/acl_line.hpp"
 #include "support/loop_test.hpp"
 #include "support/redis_server.hpp"
@@ -128,6 +129,45 @@ TEST_F(FleetCountsTest, EveryDecisionArrivesWhileNamesAppearAndWhenClosingDuring
     EXPECT_EQ(allowed.as_string(), "2") << "n" << i;
   }
   EXPECT_EQ(server_.integer({"ZCARD", "rl:stats:names"}), names);
+}
+
+TEST_F(FleetCountsTest, TwoClosesAtOnceBothWaitUntilTheLastCountsAreSent) {
+  Client client(loop(), {.url = server_.url(), .command_timeout = 5s, .stats_interval = 100ms});
+  Limiter limiter(client, Policy::parse("fixed_window 1/1d"), {.name = "closing"});
+  run(loop(), [&]() -> Task<void> {
+    co_await decide(limiter, 2);  // allowed, then denied and remembered
+    server_.pause();
+    co_await sleep_for(loop(), 150ms);  // the timer fired: a publication waits for Redis
+    co_await decide(limiter, 3);        // denied from the deny cache: not yet published
+    TaskGroup closing;
+    closing.add(client.close());
+    closing.add(client.close());
+    closing.add([this]() -> Task<void> {
+      co_await sleep_for(loop(), 100ms);
+      server_.resume();
+    }());
+    co_await closing.join();
+  }());
+  EXPECT_EQ(server_.command({"HGET", "rl:stats:{closing}", "allowed"}).as_string(), "1");
+  EXPECT_EQ(server_.command({"HGET", "rl:stats:{closing}", "denied"}).as_string(), "4");
+}
+
+TEST_F(FleetCountsTest, AClientDestroyedWithoutCloseDuringAPublicationEndsItQuietly) {
+  auto client = std::make_unique<Client>(
+      loop(), ClientOptions{.url = server_.url(), .command_timeout = 5s, .stats_interval = 100ms});
+  auto limiter = std::make_unique<Limiter>(*client, Policy::parse("fixed_window 1/1d"),
+                                           LimiterOptions{.name = "dropped"});
+  run(loop(), [&]() -> Task<void> {
+    co_await decide(*limiter, 2);
+    server_.pause();
+    co_await sleep_for(loop(), 150ms);  // the timer fired: a publication waits for Redis
+  }());
+  // Against the contract (close() first), but no crash and no handle left open.
+  limiter.reset();
+  client.reset();
+  server_.resume();
+  uv_run(loop(), UV_RUN_DEFAULT);
+  EXPECT_EQ(server_.command({"HGET", "rl:stats:{dropped}", "allowed"}).as_string(), "1");
 }
 
 TEST_F(FleetCountsTest, CountsRedisRefusesAreNotTheApplicationsErrors) {

@@ -308,5 +308,41 @@ TEST_F(HttpListenerTest, AHandlerMayAnswerLaterAndAnAnswerForAClosedConnectionIs
   uv_run(loop(), UV_RUN_DEFAULT);
 }
 
+TEST_F(HttpListenerTest, AHandlerThatThrowsGetsA500AndItsErrorGoesToTheErrorHandler) {
+  std::vector<std::string> reported;
+  const ErrorHandler previous = set_error_handler([&reported](std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      reported.emplace_back(e.what());
+    }
+  });
+  HttpListener listener(loop(), [](HttpRequest request, std::function<void(HttpResponse)> respond) {
+    if (request.target == "/answered") respond({.body = "first\n"});
+    throw std::runtime_error("handler failed on " + request.target);
+  });
+  const auto replies =
+      scrape(listener, {"GET /thrown HTTP/1.1\r\n\r\n", "GET /answered HTTP/1.1\r\n\r\n"});
+  set_error_handler(previous);
+  EXPECT_TRUE(replies.at(0).starts_with("HTTP/1.1 500 ")) << replies[0];
+  EXPECT_TRUE(replies.at(1).ends_with("\r\n\r\nfirst\n")) << "its answer stands: " << replies[1];
+  EXPECT_EQ(reported,
+            (std::vector<std::string>{"handler failed on /thrown", "handler failed on /answered"}));
+}
+
+TEST_F(MetricsEndpointTest, AnExpositionThatThrowsGetsA500AndTheEndpointServesOn) {
+  int scrapes = 0;
+  const ErrorHandler previous = set_error_handler([](std::exception_ptr) {});
+  MetricsEndpoint endpoint(loop(), [&scrapes] {
+    if (++scrapes == 1) throw std::runtime_error("exposition failed");
+    return std::string("up 1\n");
+  });
+  const auto replies =
+      scrape(endpoint, {"GET /metrics HTTP/1.1\r\n\r\n", "GET /metrics HTTP/1.1\r\n\r\n"});
+  set_error_handler(previous);
+  EXPECT_TRUE(replies.at(0).starts_with("HTTP/1.1 500 ")) << replies[0];
+  EXPECT_TRUE(replies.at(1).ends_with("\r\n\r\nup 1\n")) << replies[1];
+}
+
 }  // namespace
 }  // namespace redlimit
