@@ -72,12 +72,17 @@ NextTry SentinelRouter::next_try(const TryOutcome& outcome, std::optional<std::u
     return {};
   }
   if (outcome.reply->type != Reply::Type::error) return {};
+  // Why a recheck for these alone: the server at the primary's address answers as a replica
+  // (demoted, and still named by a sentinel): only a reconnect checks its ROLE again. A lost
+  // connection is made again, and checked, by its session; rechecking it too would drop the
+  // healthy connection, and fail the calls in flight on it, at every lookup.
+  const std::string code = error_code(outcome.reply->str);
+  if (code == "READONLY" || code == "MASTERDOWN") recheck_ = true;
   return pause_if_not_now(*outcome.reply, hops);
 }
 
 void SentinelRouter::suspect_topology() {
   if (primary_at_) troubled_ = primary_at_;
-  recheck_ = true;
   start_lookup();
 }
 

@@ -93,9 +93,9 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   static constexpr std::chrono::milliseconds lookup_interval{100};
   Clock::time_point last_lookup_{};
   std::optional<Endpoint> troubled_;  ///< an address that failed since the last lookup
-  bool recheck_ = false;              ///< READONLY came from the primary: reconnect to check
-  std::uint64_t switches_ = 0;        ///< +switch-master announcements taken
-  bool again_ = false;                ///< a lookup was asked for while one ran
+  bool recheck_ = false;  ///< READONLY or MASTERDOWN came from the primary: reconnect to check
+  std::uint64_t switches_ = 0;  ///< +switch-master announcements taken
+  bool again_ = false;          ///< a lookup was asked for while one ran
   bool looking_ = false;
   bool closing_ = false;
   Completion lookups_done_;  ///< set when no lookup runs after close() began

@@ -19,9 +19,21 @@ std::chrono::milliseconds retry_delay(int retries) {
 
 NextTry SlotRouter::pause_if_not_now(const Reply& reply, Hops& hops) {
   const ErrorReplyKind kind = classify_error_reply(reply.str);
-  if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary) return {};
-  if (error_code(reply.str) != "TRYAGAIN") suspect_topology();
+  const std::string code = error_code(reply.str);
+  // Why BUSY: another client's script runs (this command did not start); it ends, or is
+  // killed, soon. The topology is as it was.
+  const bool busy = code == "BUSY";
+  if (kind != ErrorReplyKind::retry_soon && kind != ErrorReplyKind::stale_primary && !busy) {
+    return {};
+  }
+  if (code != "TRYAGAIN" && !busy) suspect_topology();
   return {.kind = NextTry::Kind::retry, .delay = retry_delay(hops.retries++)};
+}
+
+NextTry SingleNodeRouter::next_try(const TryOutcome& outcome, std::optional<std::uint16_t>,
+                                   Hops& hops) {
+  if (outcome.reply == nullptr || outcome.reply->type != Reply::Type::error) return {};
+  return pause_if_not_now(*outcome.reply, hops);
 }
 
 Task<void> SingleNodeRouter::connect(Clock::time_point deadline) {

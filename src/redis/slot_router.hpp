@@ -89,8 +89,9 @@ class SlotRouter {
 
  protected:
   /// For an error `reply` that says "not now" (TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN,
-  /// READONLY): try again after a pause, suspecting the topology unless it is TRYAGAIN (a slot
-  /// migrating, which it does not change). Any other reply is the answer.
+  /// READONLY, BUSY): try again after a pause, suspecting the topology unless it is TRYAGAIN (a
+  /// slot migrating) or BUSY (a script running), which do not change it. Any other reply is the
+  /// answer.
   NextTry pause_if_not_now(const Reply& reply, Hops& hops);
 };
 
@@ -102,8 +103,10 @@ class SingleNodeRouter final : public SlotRouter {
   Connection& route(std::optional<std::uint16_t>) override { return *connection_; }
   bool is_cluster() const noexcept override { return false; }
   const Connection* owner(std::uint16_t) const noexcept override { return connection_.get(); }
-  /// Every outcome is the answer: one server has nothing else to try.
-  NextTry next_try(const TryOutcome&, std::optional<std::uint16_t>, Hops&) override { return {}; }
+  /// An error reply that says "not now" (LOADING, BUSY...) is tried again after a pause, within
+  /// the deadline; every other outcome is the answer: one server has nothing else to try.
+  NextTry next_try(const TryOutcome& outcome, std::optional<std::uint16_t> slot,
+                   Hops& hops) override;
   void suspect_topology() override {}
   Task<void> connect(Clock::time_point deadline) override;
   Task<void> close() override { return connection_->close(); }

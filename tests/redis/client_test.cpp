@@ -181,6 +181,35 @@ TEST_F(ClientTest, ErrorRepliesRaiseReplyErrorKeepingTheRedisCode) {
   run(loop(), client.close());
 }
 
+TEST_F(ClientTest, ACommandRedisAnswersBusyIsTriedAgainWithinItsDeadline) {
+  server_.command({"CONFIG", "SET", "busy-reply-threshold", "100"});
+  ClientOptions busy_options = options();
+  busy_options.command_timeout = 3s;
+  Client client(loop(), busy_options);
+  run(loop(), client.connect());
+  // Another client's script runs for 1 s; past 100 ms Redis answers BUSY to everything else.
+  std::thread script([this] {
+    server_.command({"EVAL",
+                     "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] "
+                     "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 1e6",
+                     "0"});
+  });
+  Reply reply;
+  std::string error;
+  run(loop(), [&]() -> Task<void> {
+    co_await sleep_for(loop(), 300ms);
+    try {
+      reply = co_await client.command("INCR", "counter");  // BUSY until the script ends
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }());
+  script.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(reply.integer, 1);
+  run(loop(), client.close());
+}
+
 Task<void> expect_mode_commands_refused(Client& client) {
   for (const char* name : {"SUBSCRIBE", "psubscribe", "SSubscribe", "UNSUBSCRIBE", "MONITOR"}) {
     EXPECT_THROW(co_await client.command(name, "news"), InvalidArgument) << name;
