@@ -21,6 +21,7 @@ Task<Decision> PolicyEnforcer::wait_and_acquire(std::shared_ptr<PolicyEnforcer> 
   check_max_wait(options.max_wait);
   check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
+  const BackgroundTasks::WaitingCall waiting(self->backend().background(), options.stop);
   const auto started = Clock::now();
   const auto in_force = [&](const StaleRetry& retry) {
     return self->acquire_in_force(key, permits, options, started, retry);

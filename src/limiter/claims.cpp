@@ -185,6 +185,8 @@ Task<Decision> acquire_all_owned(std::vector<Claim> claims, OwnedAcquireOptions 
   check_max_wait(options.max_wait);
   check_max_lateness(options.max_lateness);
   if (options.stop.stop_requested()) throw Cancelled("acquire_all cancelled before it started");
+  const BackgroundTasks::WaitingCall closing(held.front().enforcer->backend().background(),
+                                             options.stop);
   const Waiting waiting{options, Clock::now()};
   const auto attempt = [&] { return run_claims(held, Operation::acquire, &waiting); };
   const ClaimsDecision decided = co_await waiting_out(held.front().enforcer->loop(), nullptr,

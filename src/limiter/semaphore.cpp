@@ -229,6 +229,7 @@ Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcq
   check_permits(permits, capacity_, "the semaphore");
   check_max_wait(options.max_wait);
   if (options.stop.stop_requested()) throw Cancelled("acquire cancelled before it started");
+  const BackgroundTasks::WaitingCall waiting(backend_->background(), options.stop);
   const auto started = Clock::now();
 
   // Why a notice per waiter: a release anywhere wakes it at once; expiries need the timer.

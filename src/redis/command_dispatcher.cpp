@@ -180,6 +180,9 @@ Task<void> CommandDispatcher::close() {
     co_return;
   }
   close_requested_ = true;
+  // Why before the background work: a call waiting for permits gives its reservations back
+  // as it ends, and those calls must still reach Redis.
+  co_await background_.end_waiting_calls();
   // Why first: a release or refund started before close() must still reach Redis, or its
   // permits stay taken until their TTL; each is bounded by its command deadline.
   co_await background_.wait_all();

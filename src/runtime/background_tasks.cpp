@@ -88,4 +88,25 @@ Task<void> BackgroundTasks::join() {
   }
 }
 
+Task<void> BackgroundTasks::end_waiting_calls() {
+  closing_.request_stop();
+  // Why polled, and only here: a call ends by its frame's destruction, where resuming close()
+  // inline could destroy the client under it. Each ends within a command deadline.
+  while (waiting_calls_ > 0)
+    co_await sleep_for(loop_, std::chrono::milliseconds(1));
+}
+
+BackgroundTasks::WaitingCall::WaitingCall(BackgroundTasks* tasks, std::stop_token& stop) {
+  if (tasks == nullptr || tasks->closing_.stop_requested()) return;
+  tasks_ = tasks;
+  ++tasks_->waiting_calls_;
+  from_caller_.emplace(stop, Forward{&stop_});
+  from_close_.emplace(tasks_->closing_.get_token(), Forward{&stop_});
+  stop = stop_.get_token();
+}
+
+BackgroundTasks::WaitingCall::~WaitingCall() {
+  if (tasks_ != nullptr) --tasks_->waiting_calls_;
+}
+
 }  // namespace redlimit::detail

@@ -5,6 +5,8 @@
 #include <coroutine>
 #include <cstddef>
 #include <exception>
+#include <optional>
+#include <stop_token>
 #include <thread>
 
 #include "redlimit/task.hpp"
@@ -70,6 +72,35 @@ class BackgroundTasks {
   /// One waiter at a time (as wait_all()).
   Task<void> join();
 
+  /// Requested when the client begins to close: a caller's call that waits for permits stops
+  /// then (WaitingCall).
+  std::stop_token closing() const noexcept { return closing_.get_token(); }
+  /// Requests closing(), then resumes once every WaitingCall has ended (each gives its
+  /// reservations back first, while the client still sends commands).
+  Task<void> end_waiting_calls();
+
+  /// Held by a caller's call for as long as it may wait for permits (acquire(), acquire_all(),
+  /// Semaphore::acquire()): its stop token `stop` also stops when the client begins to close,
+  /// and close() waits for the call to end. Nothing when made with no tasks (in process), or
+  /// once the client closes (the call fails as any call on a closed client does).
+  class WaitingCall {
+   public:
+    WaitingCall(BackgroundTasks* tasks, std::stop_token& stop);
+    ~WaitingCall();
+    WaitingCall(const WaitingCall&) = delete;
+    WaitingCall& operator=(const WaitingCall&) = delete;
+
+   private:
+    struct Forward {
+      std::stop_source* target;
+      void operator()() const noexcept { target->request_stop(); }
+    };
+    BackgroundTasks* tasks_ = nullptr;
+    std::stop_source stop_;
+    std::optional<std::stop_callback<Forward>> from_caller_;
+    std::optional<std::stop_callback<Forward>> from_close_;
+  };
+
  private:
   uv_loop_t* loop_;
   std::thread::id owner_thread_;
@@ -77,6 +108,8 @@ class BackgroundTasks {
   TaskGroup upkeep_;
   bool accepting_ = true;
   bool joined_ = false;  ///< join() has begun
+  std::stop_source closing_;
+  std::size_t waiting_calls_ = 0;
 };
 
 }  // namespace redlimit::detail

@@ -4,7 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "redlimit/client.hpp"
+#include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/runtime.hpp"
 #include "redlimit/semaphore.hpp"
@@ -132,6 +138,75 @@ Task<void> decide_into(Limiter& limiter, Decision* out) {
 
 // Why it matters: after a restart or a SCRIPT FLUSH, the decision's EVALSHA meets NOSCRIPT, and
 // the reload that completes it goes out while close() waits for the commands in flight.
+/// What a call ended with: "ok", the name of its error type, or "running".
+struct Ending {
+  std::string how = "running";
+  bool closed_before = false;  ///< close() had returned when it ended
+};
+
+template <class Call>
+Task<void> ending_of(Call call, Ending* ending, const bool* closed) {
+  try {
+    co_await std::move(call);
+    ending->how = "ok";
+  } catch (const Cancelled&) {
+    ending->how = "Cancelled";
+  } catch (const UsageError&) {
+    ending->how = "UsageError";
+  } catch (const Error&) {
+    ending->how = "Error";
+  }
+  ending->closed_before = *closed;
+}
+
+/// Starts `calls`, closes the client once they wait, and records how each ended.
+Task<void> close_while_waiting(uv_loop_t* loop, Client& client, std::vector<Task<void>> calls) {
+  TaskGroup waiting;
+  for (Task<void>& call : calls)
+    waiting.add(std::move(call));
+  co_await sleep_for(loop, 100ms);
+  co_await client.close();
+  co_await waiting.join();
+}
+
+TEST_F(CloseTest, CloseEndsTheCallsWaitingForPermitsCancelledAndGivesTheirReservationsBack) {
+  const Policy reservable = Policy::of({Algorithm::gcra, {1, 10s}, 1, Window::aligned});
+  const Policy windowed = Policy::parse("fixed_window 1/1d anchored");
+  Client client(loop(), options());
+  Limiter gcra(client, reservable, LimiterOptions{.name = "closing-gcra"});
+  Limiter window(client, windowed, LimiterOptions{.name = "closing-window"});
+  Semaphore semaphore(client, 1, "closing-semaphore", 20s);
+  ASSERT_TRUE(run(loop(), gcra.try_acquire("k")).allowed);
+  ASSERT_TRUE(run(loop(), window.try_acquire("k")).allowed);
+  std::optional<Lease> held = run(loop(), semaphore.try_acquire("k"));
+  ASSERT_TRUE(held.has_value());
+  bool closed = false;
+  std::array<Ending, 4> endings;
+  run(loop(), [&]() -> Task<void> {
+    std::vector<Task<void>> calls;
+    calls.push_back(ending_of(gcra.acquire("k"), &endings[0], &closed));
+    calls.push_back(ending_of(window.acquire("k"), &endings[1], &closed));
+    calls.push_back(ending_of(semaphore.acquire("k"), &endings[2], &closed));
+    std::vector<Claim> claims(2);
+    claims[0] = Claim{.limiter = &gcra, .key = "k"};
+    claims[1] = Claim{.limiter = &window, .key = "other"};
+    calls.push_back(ending_of(acquire_all(std::move(claims)), &endings[3], &closed));
+    co_await close_while_waiting(loop(), client, std::move(calls));
+    closed = true;
+  }());
+  for (const Ending& ending : endings) {
+    EXPECT_EQ(ending.how, "Cancelled");
+    EXPECT_FALSE(ending.closed_before) << "close() returned before the call ended";
+  }
+  held.reset();  // its client is closed: its permit comes back at expiry
+  // The reservations were given back: the next permit of "k" is 10 s after the first, not 20 s.
+  Client reader(loop(), options());
+  Limiter again(reader, reservable, LimiterOptions{.name = "closing-gcra"});
+  const Decision next = run(loop(), again.peek("k"));
+  EXPECT_LE(next.retry_after, 10s);
+  run(loop(), reader.close());
+}
+
 TEST_F(CloseTest, ADecisionStartedJustBeforeCloseIsAnsweredEvenIfRedisForgotItsScript) {
   ClientOptions without_stats = options();
   without_stats.stats_interval = 0ms;  // nothing else for close() to send and wait for first
