@@ -142,10 +142,11 @@ TEST_F(FleetCountsTest, TwoClosesAtOnceBothWaitUntilTheLastCountsAreSent) {
     TaskGroup closing;
     closing.add(client.close());
     closing.add(client.close());
-    closing.add([this]() -> Task<void> {
-      co_await sleep_for(loop(), 100ms);
-      server_.resume();
-    }());
+    // Why parameters, not captures: the lambda is gone once add() returns.
+    closing.add([](uv_loop_t* loop, test::RedisServer& server) -> Task<void> {
+      co_await sleep_for(loop, 100ms);
+      server.resume();
+    }(loop(), server_));
     co_await closing.join();
   }());
   EXPECT_EQ(server_.command({"HGET", "rl:stats:{closing}", "allowed"}).as_string(), "1");
