@@ -97,7 +97,11 @@ Task<void> BackgroundTasks::end_waiting_calls() {
 }
 
 BackgroundTasks::WaitingCall::WaitingCall(BackgroundTasks* tasks, std::stop_token& stop) {
-  if (tasks == nullptr || tasks->closing_.stop_requested()) return;
+  // Why not from another thread: the call fails there with UsageError at its first command.
+  if (tasks == nullptr || tasks->closing_.stop_requested() ||
+      std::this_thread::get_id() != tasks->owner_thread_) {
+    return;
+  }
   tasks_ = tasks;
   ++tasks_->waiting_calls_;
   from_caller_.emplace(stop, Forward{&stop_});
