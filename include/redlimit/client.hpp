@@ -179,13 +179,14 @@ class Client {
   /// Connects now instead of on the first command; fails by connect_timeout.
   Task<void> connect();
   /// First ends the calls waiting for permits on this client (Limiter::acquire(), acquire_all(),
-  /// Semaphore::acquire()): each ends with Cancelled, its reservations given back, and close()
-  /// waits for them. Then waits for the library's background work on this client (releases of
-  /// destroyed Leases, refunds of abandoned reservations), so that it reaches Redis; then sends the
-  /// calls already queued, stops accepting commands, waits for those in flight (each is bounded by
-  /// its deadline; a script Redis forgot meanwhile is loaded again for them), disconnects and
-  /// closes every handle. Idempotent. The tasks of connect(), close() and command() keep what
-  /// they need alive: the Client may be destroyed once they are started (a callback-style
+  /// Semaphore::acquire()): each ends with Cancelled, its reservations (or a grant made
+  /// meanwhile) given back, and close() waits for them; such a call started once close() has
+  /// begun ends with Cancelled at once. Then waits for the library's background work on this client
+  /// (releases of destroyed Leases, refunds of abandoned reservations), so that it reaches Redis;
+  /// then sends the calls already queued, stops accepting commands, waits for those in flight (each
+  /// is bounded by its deadline; a script Redis forgot meanwhile is loaded again for them),
+  /// disconnects and closes every handle. Idempotent. The tasks of connect(), close() and command()
+  /// keep what they need alive: the Client may be destroyed once they are started (a callback-style
   /// shutdown: `start(loop, client.close(), done)`, then the Client goes).
   Task<void> close();
   /// Sends one command, e.g. {"SET", "k", "v"}. An error reply raises ReplyError (or

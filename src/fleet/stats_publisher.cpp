@@ -178,10 +178,16 @@ Task<void> StatsPublisher::close() {
   }
   closing_ = true;
   if (timer_) timer_->close();
-  if (shared_->publishing) co_await shared_->publishing->wait();
-  if (!sources_.empty()) co_await publish(shared_, sources_);
+  std::exception_ptr error;
+  try {
+    if (shared_->publishing) co_await shared_->publishing->wait();
+    if (!sources_.empty()) co_await publish(shared_, sources_);
+  } catch (...) {
+    error = std::current_exception();  // out of memory: a second close() still ends
+  }
   // Why last: a resumed second close() may destroy the client.
   closed_.set();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace redlimit::detail

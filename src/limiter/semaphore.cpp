@@ -254,7 +254,15 @@ Task<Lease> LeaseIssuer::acquire(std::string key, std::int64_t permits, OwnedAcq
     // background under its id, which must not release a later grant.
     std::string id = new_lease_id();
     const Grant granted = co_await grant(semaphore, id, permits);
-    if (granted.granted) co_return lease(std::move(semaphore), std::move(id), permits, granted);
+    if (granted.granted) {
+      Lease held = lease(std::move(semaphore), std::move(id), permits, granted);
+      // Why released: a stop requested while the grant was in flight (its client closing,
+      // perhaps) must not end with a lease nobody may be able to release.
+      if (options.stop.stop_requested()) {
+        throw Cancelled("semaphore acquire cancelled; its grant, made meanwhile, is released");
+      }
+      co_return held;
+    }
     const auto waited =
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started);
     if (waited >= options.max_wait) {

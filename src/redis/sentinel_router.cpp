@@ -76,8 +76,11 @@ NextTry SentinelRouter::next_try(const TryOutcome& outcome, std::optional<std::u
   // (demoted, and still named by a sentinel): only a reconnect checks its ROLE again. A lost
   // connection is made again, and checked, by its session; rechecking it too would drop the
   // healthy connection, and fail the calls in flight on it, at every lookup.
-  const std::string code = error_code(outcome.reply->str);
-  if (code == "READONLY" || code == "MASTERDOWN") recheck_ = true;
+  // (Redis 6.2 wraps a script's READONLY in "ERR Error running script": its kind tells it.)
+  if (classify_error_reply(outcome.reply->str) == ErrorReplyKind::stale_primary ||
+      error_code(outcome.reply->str) == "MASTERDOWN") {
+    recheck_ = true;
+  }
   return pause_if_not_now(*outcome.reply, hops);
 }
 

@@ -98,9 +98,10 @@ Task<void> BackgroundTasks::end_waiting_calls() {
 
 BackgroundTasks::WaitingCall::WaitingCall(BackgroundTasks* tasks, std::stop_token& stop) {
   // Why not from another thread: the call fails there with UsageError at its first command.
-  if (tasks == nullptr || tasks->closing_.stop_requested() ||
-      std::this_thread::get_id() != tasks->owner_thread_) {
-    return;
+  if (tasks == nullptr || std::this_thread::get_id() != tasks->owner_thread_) return;
+  // Why refused: close() may already be past the waiting calls it ends and waits for.
+  if (tasks->closing_.stop_requested()) {
+    throw Cancelled("a call that waits for permits cancelled: its client is closing");
   }
   tasks_ = tasks;
   ++tasks_->waiting_calls_;

@@ -81,8 +81,8 @@ class BackgroundTasks {
 
   /// Held by a caller's call for as long as it may wait for permits (acquire(), acquire_all(),
   /// Semaphore::acquire()): its stop token `stop` also stops when the client begins to close,
-  /// and close() waits for the call to end. Nothing when made with no tasks (in process), or
-  /// once the client closes (the call fails as any call on a closed client does).
+  /// and close() waits for the call to end. Throws Cancelled once the client has begun to
+  /// close. Nothing when made with no tasks (in process), or off the loop's thread.
   class WaitingCall {
    public:
     WaitingCall(BackgroundTasks* tasks, std::stop_token& stop);

@@ -207,6 +207,58 @@ TEST_F(CloseTest, CloseEndsTheCallsWaitingForPermitsCancelledAndGivesTheirReserv
   run(loop(), reader.close());
 }
 
+TEST_F(CloseTest, ACallThatWouldWaitStartedWhileTheClientClosesIsCancelledAndReservesNothing) {
+  const Policy reservable = Policy::of({Algorithm::gcra, {1, 10s}, 1, Window::aligned});
+  Client client(loop(), options());
+  Limiter limiter(client, reservable, LimiterOptions{.name = "closing-late"});
+  ASSERT_TRUE(run(loop(), limiter.try_acquire("a")).allowed);
+  ASSERT_TRUE(run(loop(), limiter.try_acquire("b")).allowed);
+  bool closed = false;
+  std::array<Ending, 2> endings;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup calls;
+    calls.add(ending_of(limiter.acquire("a"), &endings[0], &closed));
+    co_await sleep_for(loop(), 100ms);  // "a" waits: close() waits for it to end
+    calls.add([](Client& client, bool* closed) -> Task<void> {
+      co_await client.close();
+      *closed = true;
+    }(client, &closed));
+    calls.add(ending_of(limiter.acquire("b"), &endings[1], &closed));
+    co_await calls.join();
+  }());
+  EXPECT_EQ(endings[0].how, "Cancelled");
+  EXPECT_EQ(endings[1].how, "Cancelled");
+  EXPECT_FALSE(endings[1].closed_before);
+  Client reader(loop(), options());
+  Limiter again(reader, reservable, LimiterOptions{.name = "closing-late"});
+  EXPECT_LE(run(loop(), again.peek("b")).retry_after, 10s) << "b's next slot was reserved";
+  run(loop(), reader.close());
+}
+
+TEST_F(CloseTest, ASemaphoreGrantInFlightWhenCloseBeginsIsReleasedAndItsCallCancelled) {
+  Client client(loop(), options());
+  Semaphore semaphore(client, 1, "closing-grant", 20s);
+  run(loop(), client.connect());
+  bool closed = false;
+  Ending ending;
+  run(loop(), [&]() -> Task<void> {
+    server_.pause();
+    TaskGroup calls;
+    calls.add(ending_of(semaphore.acquire("k"), &ending, &closed));
+    calls.add([](uv_loop_t* loop, test::RedisServer& server) -> Task<void> {
+      co_await sleep_for(loop, 100ms);
+      server.resume();
+    }(loop(), server_));
+    co_await sleep_for(loop(), 20ms);  // the grant waits for its reply
+    co_await client.close();
+    closed = true;
+    co_await calls.join();
+  }());
+  EXPECT_EQ(ending.how, "Cancelled");
+  EXPECT_EQ(server_.integer({"ZCOUNT", "rl:{closing-grant:k}:semaphore", "(0", "+inf"}), 0)
+      << "the grant stays held for the lease TTL";
+}
+
 TEST_F(CloseTest, ADecisionStartedJustBeforeCloseIsAnsweredEvenIfRedisForgotItsScript) {
   ClientOptions without_stats = options();
   without_stats.stats_interval = 0ms;  // nothing else for close() to send and wait for first
