@@ -72,11 +72,8 @@ class BackgroundTasks {
   /// One waiter at a time (as wait_all()).
   Task<void> join();
 
-  /// Requested when the client begins to close: a caller's call that waits for permits stops
-  /// then (WaitingCall).
-  std::stop_token closing() const noexcept { return closing_.get_token(); }
-  /// Requests closing(), then resumes once every WaitingCall has ended (each gives its
-  /// reservations back first, while the client still sends commands).
+  /// Stops every WaitingCall (the client begins to close), then resumes once each has ended
+  /// (each gives its reservations back first, while the client still sends commands).
   Task<void> end_waiting_calls();
 
   /// Held by a caller's call for as long as it may wait for permits (acquire(), acquire_all(),
@@ -107,8 +104,8 @@ class BackgroundTasks {
   TaskGroup work_;
   TaskGroup upkeep_;
   bool accepting_ = true;
-  bool joined_ = false;  ///< join() has begun
-  std::stop_source closing_;
+  bool joined_ = false;       ///< join() has begun
+  std::stop_source closing_;  ///< requested when the client begins to close
   std::size_t waiting_calls_ = 0;
 };
 
