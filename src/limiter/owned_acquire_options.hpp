@@ -4,6 +4,7 @@
 #include <stop_token>
 
 #include "redlimit/acquire_options.hpp"
+#include "runtime/forward_stop.hpp"
 
 namespace redlimit::detail {
 
@@ -25,13 +26,6 @@ struct OwnedAcquireOptions {
   /// Set to true when the call suspends to wait for its permits (a DecisionEventKind::waited);
   /// null when nobody asks.
   bool* slept = nullptr;
-};
-
-/// A stop callback that requests a stop of `target`: the caller's stop, forwarded to the stop
-/// source its waiter sleeps on.
-struct ForwardStop {
-  std::stop_source* target;
-  void operator()() const noexcept { target->request_stop(); }
 };
 
 /// The time since `start`: what a call waited (Decision::waited).

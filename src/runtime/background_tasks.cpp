@@ -105,8 +105,8 @@ BackgroundTasks::WaitingCall::WaitingCall(BackgroundTasks* tasks, std::stop_toke
   }
   tasks_ = tasks;
   ++tasks_->waiting_calls_;
-  from_caller_.emplace(stop, Forward{&stop_});
-  from_close_.emplace(tasks_->closing_.get_token(), Forward{&stop_});
+  from_caller_.emplace(stop, ForwardStop{&stop_});
+  from_close_.emplace(tasks_->closing_.get_token(), ForwardStop{&stop_});
   stop = stop_.get_token();
 }
 

@@ -11,6 +11,7 @@
 
 #include "redlimit/task.hpp"
 #include "redlimit/task_group.hpp"
+#include "runtime/forward_stop.hpp"
 
 namespace redlimit::detail {
 
@@ -88,14 +89,10 @@ class BackgroundTasks {
     WaitingCall& operator=(const WaitingCall&) = delete;
 
    private:
-    struct Forward {
-      std::stop_source* target;
-      void operator()() const noexcept { target->request_stop(); }
-    };
     BackgroundTasks* tasks_ = nullptr;
     std::stop_source stop_;
-    std::optional<std::stop_callback<Forward>> from_caller_;
-    std::optional<std::stop_callback<Forward>> from_close_;
+    std::optional<std::stop_callback<ForwardStop>> from_caller_;
+    std::optional<std::stop_callback<ForwardStop>> from_close_;
   };
 
  private:
