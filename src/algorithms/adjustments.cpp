@@ -198,9 +198,13 @@ const char* adjustment_name(Adjustment adjustment) noexcept {
 AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
                             Adjustment adjustment, std::int64_t amount, PolicyChange change,
-                            std::int64_t taken_at) {
+                            std::int64_t taken_at, std::optional<std::int64_t> reset_at) {
   AdjustOutcome out;
   out.now_us = now;
+  if (adjustment == Adjustment::give_back && reset_at >= taken_at) {
+    out.applied = true;
+    return out;
+  }
   std::vector<LimitAdjustment> adjusted;
   adjusted.reserve(limits.size());
   bool refused = false;

@@ -37,12 +37,15 @@ struct AdjustOutcome {
 
 /// Applies `adjustment` at `now` to every limit's state, as the adjust script does: `amount` is
 /// the permits (refund, give_back, penalize; at most the smallest capacity) or the block's
-/// duration in microseconds; `taken_at` is give_back's time of the take. Every limit is checked
-/// first; the states are written only when every limit applies it. `states[i]` belongs to
-/// `limits[i]`, as for decide_policy().
+/// duration in microseconds; `taken_at` is give_back's time of the take, and `reset_at` the
+/// time of the key's latest reset, if it has one (lua/reset.lua's mark): a give_back of a take
+/// made then or before applies as nothing, since the reset gave everything back. Every limit is
+/// checked first; the states are written only when every limit applies it. `states[i]` belongs
+/// to `limits[i]`, as for decide_policy().
 AdjustOutcome adjust_policy(std::span<const LimitSpec> limits,
                             std::span<std::optional<LimitState>> states, std::int64_t now,
                             Adjustment adjustment, std::int64_t amount, PolicyChange change = {},
-                            std::int64_t taken_at = 0);
+                            std::int64_t taken_at = 0,
+                            std::optional<std::int64_t> reset_at = std::nullopt);
 
 }  // namespace redlimit::detail

@@ -35,8 +35,9 @@ Task<AdjustOutcome> Backend::adjust(const DecideRequest& request, Adjustment adj
   return result_of<AdjustOp>(*this, AdjustOp{request, adjustment, amount, taken_at_us});
 }
 
-Task<void> Backend::reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base) {
-  BackendOp op = ResetOp{std::move(policy), std::move(key_base)};
+Task<void> Backend::reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base,
+                          std::int64_t now_us) {
+  BackendOp op = ResetOp{std::move(policy), std::move(key_base), now_us};
   co_await run({&op, 1});
 }
 

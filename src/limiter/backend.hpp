@@ -206,10 +206,13 @@ struct AdjustOp {
   AdjustOutcome result{};
 };
 
-/// Forgets the state of every limit of `policy` for `key_base`.
+/// Forgets the state of every limit of `policy` for `key_base`, and marks the time of the reset
+/// so that a give-back of a take made before it gives nothing (the reset gave everything back).
+/// `now_us`: the time, for tests only, or 0 for the backend's clock.
 struct ResetOp {
   std::shared_ptr<const CompiledPolicy> policy;
   std::string key_base;
+  std::int64_t now_us = 0;
 };
 
 /// The time to live of the state under `key` (a key base and a limit's suffix); none when there
@@ -298,7 +301,8 @@ class Backend {
   Task<Decision> decide(const DecideRequest& request);
   Task<AdjustOutcome> adjust(const DecideRequest& request, Adjustment adjustment,
                              std::int64_t amount, std::int64_t taken_at_us);
-  Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base);
+  Task<void> reset(std::shared_ptr<const CompiledPolicy> policy, std::string key_base,
+                   std::int64_t now_us = 0);
   Task<std::optional<std::chrono::milliseconds>> ttl(std::string key);
   Task<Reservation> reserve(DecideRequest request, std::int64_t max_wait_us);
   Task<ReservationReply> run_reservation(ReservationOperation operation, DecideRequest request,

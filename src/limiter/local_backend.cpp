@@ -206,7 +206,7 @@ Task<void> LocalBackend::perform(AdjustOp& op) {
   const std::int64_t now = now_of(request);
   Entry& entry = entry_for(request, now);
   op.result = adjust_policy(request.policy->specs(), entry.states, now, op.adjustment, op.amount,
-                            request.policy->change(), op.taken_at_us);
+                            request.policy->change(), op.taken_at_us, entry.reset_at);
   store(request, entry, op.result.applied, op.result.ttl_us, now);
   if (op.result.stale_version != 0) throw StalePolicy(op.result.stale_version);
   co_return;
@@ -268,11 +268,11 @@ void LocalBackend::unwatch(std::uint64_t id) {
 }
 
 Task<void> LocalBackend::perform(ResetOp& op) {
-  if (const auto it = entries_.find(op.key_base); it != entries_.end()) {
-    if (it->second.expiry) by_expiry_.erase(*it->second.expiry);
-    entries_.erase(it);
-  }
-  co_return;
+  const auto it = entries_.find(op.key_base);
+  if (it == entries_.end()) co_return;
+  for (std::optional<LimitState>& state : it->second.states)
+    state.reset();
+  it->second.reset_at = now_of(op);
 }
 
 Task<void> LocalBackend::perform(TtlOp&) {

@@ -59,6 +59,10 @@ class LocalBackend final : public Backend {
     std::vector<Slot> slots;
     /// Its node in by_expiry_; none until the call that created it stores something.
     std::optional<std::multimap<std::int64_t, const std::string*>::iterator> expiry;
+    /// The time of its latest reset (Redis: its reset mark, lua/reset.lua), kept with the entry,
+    /// which lives as long as the mark would: a give-back of a take made then or before gives
+    /// nothing.
+    std::optional<std::int64_t> reset_at;
   };
 
   // ---- each operation (Backend::run()). Each completes without suspending, except the claims'

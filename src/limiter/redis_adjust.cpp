@@ -34,7 +34,10 @@ AdjustOutcome adjust_outcome_from_reply(const Reply& reply, std::size_t limit_co
 
 Task<void> RedisBackend::perform(AdjustOp& op) {
   GeneralScriptCall call({&op.request, 1}, adjustment_name(op.adjustment), op.amount);
-  if (op.adjustment == Adjustment::give_back) call.add_number(op.taken_at_us);
+  if (op.adjustment == Adjustment::give_back) {
+    call.add_number(op.taken_at_us);
+    call.add_key(reset_mark_key(op.request.key_base.view()));
+  }
   const Reply reply =
       co_await calls_.eval(scripts::adjust, call.keys(), call.args(), client_.command_deadline());
   op.result = adjust_outcome_from_reply(reply, op.request.policy->limits().size());

@@ -19,7 +19,8 @@ std::array<std::string, 3> side_keys(const std::string& reservation_key) {
   return {reservation_key + ":cancels", reservation_key + ":leases", reservation_key + ":held"};
 }
 
-std::string now_argument(const DecideRequest& request) {
+template <class Request>
+std::string now_argument(const Request& request) {
   return request.now_us != 0 ? std::to_string(request.now_us) : std::string();
 }
 
@@ -123,6 +124,10 @@ std::array<std::int64_t, 7> ticket_numbers(const CancelTicket& ticket) {
 }
 
 }  // namespace
+
+std::string reset_mark_key(std::string_view key_base) {
+  return std::string(key_base) + ":reset";
+}
 
 const scripts::ScriptSource* lean_decide_script(const DecideRequest& request) {
   const auto& limits = request.policy->limits();
@@ -288,12 +293,14 @@ Task<void> RedisBackend::decide_generally(DecideOp& op) {
 
 Task<void> RedisBackend::perform(ResetOp& op) {
   ScriptCall call;
+  call.add_key(reset_mark_key(op.key_base));
   for (const CompiledLimit& limit : op.policy->limits())
     call.add_key(op.key_base + limit.key_suffix);
   if (can_reserve(op.policy->limits().front().limit.algorithm)) {
-    for (std::string& side : side_keys(std::string(call.keys().front())))
+    for (std::string& side : side_keys(op.key_base + op.policy->limits().front().key_suffix))
       call.add_key(std::move(side));
   }
+  call.add_owned(now_argument(op));
   co_await calls_.eval(scripts::reset, call.keys(), call.args(), client_.command_deadline());
 }
 

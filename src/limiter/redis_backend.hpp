@@ -120,6 +120,10 @@ struct GeneralScriptCall : ScriptCall {
                     std::int64_t amount);
 };
 
+/// The key holding the time of `key_base`'s latest reset (lua/reset.lua), which a give-back
+/// reads (lua/shapes/adjust.lua): `<key base>:reset`, in the key's hash slot.
+std::string reset_mark_key(std::string_view key_base);
+
 /// A call of the reserve script (lua/reserve.lua) for `requests` (one, or the claims of
 /// acquire_all): each one's reservation key, its cancellation log, leases and held keys; then
 /// the operation, and the first request's permits, injected time, policy epoch and limit fields.

@@ -360,7 +360,8 @@ std::int64_t blockable(const CompiledPolicy& policy, std::int64_t duration_us) {
 /// they answer and store.
 Task<void> compare_adjustment(Client& client, RedisBackend& backend, const Sequence& sequence,
                               std::size_t index, std::vector<std::optional<LimitState>>& states,
-                              const std::string& key_base, Tally* tally) {
+                              std::optional<std::int64_t> reset_at, const std::string& key_base,
+                              Tally* tally) {
   const Step& step = sequence.steps[index];
   const Adjustment adjustment = step.kind == Kind::refund      ? Adjustment::refund
                                 : step.kind == Kind::give_back ? Adjustment::give_back
@@ -376,8 +377,9 @@ Task<void> compare_adjustment(Client& client, RedisBackend& backend, const Seque
   } catch (const StalePolicy& stale) {
     script.stale_version = stale.stored_version();
   }
-  const AdjustOutcome model = adjust_policy(sequence.policy->specs(), states, step.now, adjustment,
-                                            amount, sequence.policy->change(), step.taken_at_us);
+  const AdjustOutcome model =
+      adjust_policy(sequence.policy->specs(), states, step.now, adjustment, amount,
+                    sequence.policy->change(), step.taken_at_us, reset_at);
   ++tally->decisions;
   if (model.stale_version != 0) ++tally->stale;
   tally->adjusted += model.applied ? 1 : 0;
@@ -402,7 +404,8 @@ Task<void> compare_adjustment(Client& client, RedisBackend& backend, const Seque
 Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence, Tally* tally) {
   std::vector<std::optional<LimitState>> states(sequence.policy->specs().size());
   std::vector<Granted> granted;
-  HeldReservations held;  // the model's owner leases of the key
+  HeldReservations held;                 // the model's owner leases of the key
+  std::optional<std::int64_t> reset_at;  // the time of the key's latest reset, once marked
   const std::string key_base = "{" + sequence.key + "}";
   for (std::size_t i = 0; i < sequence.steps.size(); ++i) {
     Step& step = sequence.steps[i];
@@ -411,7 +414,13 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
       continue;
     }
     if (step.kind == Kind::reset) {
-      co_await backend.reset(sequence.policy, key_base);
+      co_await backend.reset(sequence.policy, key_base, step.now);
+      // The reset's mark, kept while any of its keys would have lived (none expires in a
+      // sequence: injected times keep keys an hour longer).
+      const bool held_state =
+          reset_at || !held.empty() ||
+          std::ranges::any_of(states, [](const auto& state) { return state.has_value(); });
+      if (held_state) reset_at = step.now;
       for (auto& state : states)
         state.reset();
       held.clear();
@@ -468,7 +477,7 @@ Task<void> run_sequence(Client& client, RedisBackend& backend, Sequence sequence
     }
     if (step.kind == Kind::refund || step.kind == Kind::give_back || step.kind == Kind::penalize ||
         step.kind == Kind::block) {
-      co_await compare_adjustment(client, backend, sequence, i, states, key_base, tally);
+      co_await compare_adjustment(client, backend, sequence, i, states, reset_at, key_base, tally);
       continue;
     }
     if (step.kind == Kind::reserve) {

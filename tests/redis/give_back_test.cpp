@@ -97,5 +97,48 @@ TEST_F(GiveBack, ATakeWithNothingScheduledAfterItGivesBackWhatItStillHolds) {
   }
 }
 
+/// What a take at t0 sees admitted after a reset at t0 + 1 ms: a take at t0 + 2 ms, then the
+/// give-back of the t0 take at t0 + 3 ms, then a take at t0 + 5 ms. (Had the t0 take been made
+/// after the reset, its give-back would free all but 3 ms of it, and the take 3 ms later pass.)
+Task<std::vector<test::Admit>> admits_after_a_reset(Backend& backend, const Limit& limit,
+                                                    std::string key) {
+  const auto policy = CompiledPolicy::compile(Policy::of(limit));
+  const auto request = [&](std::int64_t now) {
+    return DecideRequest(policy, KeyBase(key), Operation::acquire, 1, now);
+  };
+  const Decision before = co_await backend.decide(request(t0));
+  EXPECT_TRUE(before.allowed);
+  co_await backend.reset(policy, key, t0 + 1 * ms);
+  std::vector<test::Admit> admits;
+  if ((co_await backend.decide(request(t0 + 2 * ms))).allowed) admits.push_back({t0 + 2 * ms, 1});
+  co_await backend.adjust(request(t0 + 3 * ms), Adjustment::give_back, 1, t0);
+  if ((co_await backend.decide(request(t0 + 5 * ms))).allowed) admits.push_back({t0 + 5 * ms, 1});
+  co_return admits;
+}
+
+TEST_F(GiveBack, ATakeMadeBeforeAResetGivesNothingBackToTheTakesAfterIt) {
+  // The reset already gave back everything the key held; the take's give-back, arriving later,
+  // must not free the permit a take after the reset holds.
+  const Limit every_algorithm[] = {Limit::gcra({1, 1s}, 1),
+                                   Limit::token_bucket({1, 1s}, 1),
+                                   Limit::leaky_bucket({1, 1s}, 1),
+                                   Limit::fixed_window({1, 1s}),
+                                   Limit::sliding_window_log({1, 1s}),
+                                   Limit::sliding_window_counter({1, 1s})};
+  RedisBackend redis(client_.dispatcher());
+  LocalBackend local;
+  for (const Limit& limit : every_algorithm) {
+    const std::string name(to_string(limit.algorithm));
+    for (Backend* backend : {static_cast<Backend*>(&redis), static_cast<Backend*>(&local)}) {
+      const std::vector<test::Admit> admits = run(
+          loop(), admits_after_a_reset(*backend, limit, "rl:{reset-then-give-back-" + name + "}"));
+      ASSERT_FALSE(admits.empty()) << name << ": the take after the reset was denied";
+      const test::CheckResult check = test::check_admits(limit, admits);
+      EXPECT_TRUE(check) << name << (backend == &redis ? " in Redis: " : " in process: ")
+                         << check.description;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace redlimit::detail

@@ -155,7 +155,8 @@ TEST_F(LimiterTest, PeekReadsWithoutWritingAndResetForgets) {
   run(loop(), limiter.try_acquire("k", 3));
   EXPECT_FALSE(run(loop(), limiter.peek("k")).allowed);
   run(loop(), limiter.reset("k"));
-  EXPECT_TRUE(server_.keys().empty());
+  // Only the reset's mark is left, which a give-back of a take before it reads (lua/reset.lua).
+  EXPECT_EQ(server_.keys(), std::vector<std::string>{"rl:{x:k}:reset"});
   EXPECT_TRUE(run(loop(), limiter.try_acquire("k", 3)).allowed);
 }
 

@@ -139,6 +139,7 @@ TEST(RedisKeys, OtherKeysAreNotStateKeys) {
   EXPECT_EQ(kind("rl:{sms:u1}:gcra:0"), StateKey::Kind::key);
   EXPECT_EQ(kind("rl:{sms:u1}:gcra"), StateKey::Kind::other);
   EXPECT_EQ(kind("rl:{sms:u1}:lease:0"), StateKey::Kind::other);
+  EXPECT_EQ(kind("rl:{sms:u1}:reset"), StateKey::Kind::other);  // Limiter::reset()'s mark
   EXPECT_EQ(kind("rl:{sms:u1}:gcra:x"), StateKey::Kind::other);
   EXPECT_EQ(kind("rl:{sms%@client7:u1}:gcra:0"), StateKey::Kind::other);  // per_client
   EXPECT_EQ(kind("rl:{smsx:u1}:gcra:0"), StateKey::Kind::other);
