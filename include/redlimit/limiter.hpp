@@ -225,9 +225,10 @@ class Limiter {
   /// Every limit's state for `key`, in the policy's order (for a follower: the key's stored
   /// policy, its override if it has one). Consumes nothing, writes nothing.
   Task<std::vector<LimitState>> inspect(std::string key);
-  /// Forgets the state of `key`: it starts again full. Leaves a mark of the reset in Redis
-  /// (`<key's base>:reset`, for as long as the deleted state would have lived), so that a
-  /// give-back of a permit taken before the reset, arriving after it, gives nothing back.
+  /// Forgets the state of `key`: it starts again full. Keeps the time of the reset (in Redis,
+  /// `<key's base>:reset`, for as long as the deleted state would have lived; in process, in
+  /// memory), so that a give-back of a permit taken before the reset, arriving after it, gives
+  /// nothing back.
   Task<void> reset(std::string key);
   /// Gives `permits` of `key` back under every limit of its policy: a request that turned out
   /// not to count (the backend failed, the response was cached). Never beyond the capacity.

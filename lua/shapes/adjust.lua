@@ -59,8 +59,9 @@ local n, until_us, taken_at = permits, now, 0
 if op == 'block' then n, until_us = 1, now + permits end
 if op == 'give_back' then
   taken_at = integer_arg(ARGV[#ARGV], 'time of the take', 0, MAX_EXACT)
-  -- The reset gave back everything the key held then, this take included (a reset in the same
-  -- microsecond may have followed it: nothing given is under-admission only).
+  -- The reset gave back everything the key held then, this take included. A take at the very
+  -- time of the reset may have followed it (a batch decides its calls at one time): nothing
+  -- given back is then under-admission only.
   local reset_at = redis.call('GET', KEYS[#KEYS])
   if reset_at and tonumber(reset_at) >= taken_at then return {1, now} end
 end

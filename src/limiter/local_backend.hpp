@@ -41,7 +41,7 @@ class LocalBackend final : public Backend {
   std::int64_t now_of(const Request& request) const {
     return request.now_us != 0 ? request.now_us : clock_();
   }
-  /// Keys that hold state.
+  /// Keys that hold state, or the time of their reset while it matters (Entry::reset_at).
   std::size_t size() const noexcept { return entries_.size(); }
   static std::int64_t system_clock();
 

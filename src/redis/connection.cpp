@@ -147,17 +147,27 @@ void Connection::on_reply(redisAsyncContext* context, void* reply, void* privdat
   Connection* self = op->connection;
   if (self != nullptr && op->stage == CommandOp::Stage::in_flight) {
     if (reply == nullptr) {
-      const std::string reason = context->err != 0 ? context->errstr : self->session_.lost_reason();
-      self->complete(
-          op, std::make_exception_ptr(ConnectionError(
-                  "redis " + self->name_ + ": connection lost (" + reason + ") before the reply",
-                  true)));
+      self->complete(op, self->lost_before_reply(context));
     } else {
       self->session_.backoff().reset();  // the server answers: failures no longer accumulate
       self->complete_inline(op, std::move(built_reply(reply)));
     }
   }
   CommandOp::release(op);  // hiredis's reference
+}
+
+std::exception_ptr Connection::lost_before_reply(const redisAsyncContext* context) {
+  // Why the first only: hiredis answers the commands in flight in the order sent, and replies
+  // come in that order, so the reply it could not read was the oldest's.
+  if (context->err == REDIS_ERR_PROTOCOL && !garbled_reply_reported_) {
+    garbled_reply_reported_ = true;
+    return std::make_exception_ptr(ProtocolError("redis " + name_ + ": the reply is not RESP (" +
+                                                 context->errstr +
+                                                 "); the connection is dropped and made again"));
+  }
+  const std::string reason = context->err != 0 ? context->errstr : session_.lost_reason();
+  return std::make_exception_ptr(ConnectionError(
+      "redis " + name_ + ": connection lost (" + reason + ") before the reply", true));
 }
 
 void Connection::finish(CommandOp* op) {
@@ -262,6 +272,7 @@ void Connection::notify_if_drained() {
 // ---- connecting
 
 void Connection::session_ready() {
+  garbled_reply_reported_ = false;
   // Why: the server may be another one, or restarted; scripts are loaded again at first use.
   forget_scripts();
   // Why: the handshake was an answer from the server; calls need not wait out the breaker's

@@ -140,6 +140,10 @@ class Connection final : private SessionEvents {
   void complete(CommandOp* op, std::exception_ptr error);
   void complete_inline(CommandOp* op, Reply reply);
   void finish(CommandOp* op);
+  /// What a command in flight gets when hiredis ends its connection (`context`) before its
+  /// reply: the oldest one, whose reply was not RESP, a ProtocolError; the others (and every
+  /// one after a loss) a ConnectionError, maybe executed.
+  std::exception_ptr lost_before_reply(const redisAsyncContext* context);
   void fail_queued(const std::exception_ptr& error);
   void expire_deadlines();
   /// Reads the replies that reached the socket, when a command in flight is past its deadline.
@@ -157,6 +161,8 @@ class Connection final : private SessionEvents {
   /// The sequence when the server was last connected or found without a script: loads up to
   /// it may be gone.
   std::uint64_t scripts_forgotten_at_ = 0;
+  /// The garbled reply of this session was reported (to the oldest command in flight).
+  bool garbled_reply_reported_ = false;
   CircuitBreaker* breaker_ = nullptr;  ///< the dispatcher's, for this server
   /// Why owned here: its WAITs go on this connection, and end with it.
   std::unique_ptr<ReplicaWaits> replica_waits_;

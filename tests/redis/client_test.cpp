@@ -61,9 +61,10 @@ struct Outcomes {
   int ok = 0;
   int connection_errors = 0;
   int timeouts = 0;
+  int protocol_errors = 0;
   int other = 0;
   std::string last_other;
-  int total() const { return ok + connection_errors + timeouts + other; }
+  int total() const { return ok + connection_errors + timeouts + protocol_errors + other; }
 };
 
 template <class... Parts>
@@ -75,6 +76,9 @@ Task<void> record(Client& client, Outcomes* outcomes, Parts... parts) {
     ++outcomes->connection_errors;
   } catch (const TimeoutError&) {
     ++outcomes->timeouts;
+  } catch (const ProtocolError& e) {
+    ++outcomes->protocol_errors;
+    outcomes->last_other = e.what();
   } catch (const std::exception& e) {
     ++outcomes->other;
     outcomes->last_other = e.what();
@@ -357,6 +361,18 @@ TEST_F(ClientTest, AClosedConnectionCompletesEveryPendingCommandWithConnectionEr
   Outcomes outcomes;
   run(loop(), five_commands(client, &outcomes));
   EXPECT_EQ(outcomes.connection_errors, 5) << outcomes.last_other;
+  run(loop(), client.close());
+}
+
+TEST_F(ClientTest, AReplyThatIsNotRespIsAProtocolErrorAndTheCommandsAfterItLoseTheirConnection) {
+  // REDIS-FAULTS F6: the connection is discarded; the garbled reply was the oldest command's.
+  test::FakeRedis peer(test::FakeRedis::Ending::garbage);
+  Client client(loop(), options(peer.url()));
+  Outcomes outcomes;
+  run(loop(), five_commands(client, &outcomes));
+  EXPECT_EQ(outcomes.protocol_errors, 1) << outcomes.last_other;
+  EXPECT_EQ(outcomes.connection_errors, 4) << outcomes.last_other;
+  EXPECT_NE(outcomes.last_other.find("Protocol error"), std::string::npos) << outcomes.last_other;
   run(loop(), client.close());
 }
 

@@ -83,6 +83,11 @@ void FakeRedis::serve(Ending ending) {
     }
   } else if (answered) {
     read_until(peer, "\r\n");
+    const std::string garbage = "?garbage\r\n";
+    if (ending == Ending::garbage &&
+        write(peer, garbage.data(), garbage.size()) == static_cast<ssize_t>(garbage.size())) {
+      read_until(peer, "\n\n");  // never sent: this waits until the client hangs up
+    }
   }
   if (ending == Ending::reset) {
     const linger abort_on_close{1, 0};

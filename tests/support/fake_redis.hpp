@@ -13,6 +13,9 @@ class FakeRedis {
   enum class Ending {
     reset,  ///< reads the next command bytes, then an RST (SO_LINGER 0): "Connection reset by peer"
     close,  ///< reads the next command bytes, then an orderly close (FIN)
+    /// reads the next command bytes, answers them with a line that is not RESP ("?garbage"),
+    /// and closes once the client has hung up
+    garbage,
     /// answers every PING with +PONG until the client has been quiet for 100 ms, then sends an
     /// error reply no command asked for, "-ERR max number of clients reached" (what Redis sends
     /// before it hangs up on one client too many), and closes once the client has hung up
