@@ -5,6 +5,10 @@
 -- (LeaseTable), held to the same answers by SemaphoreTest.TheScriptAndTheInProcessModelAnswerAlike.
 --
 -- KEYS[1]   the semaphore's key
+-- KEYS[2]   its voided leases, KEYS[1] .. ':voided': a sorted set of the lease ids released
+--           while they held no permit, scored by the end of their time to live. Why: a release
+--           sent after a grant timed out may reach Redis before the grant itself (on another
+--           connection); the grant, voided, then grants nothing.
 -- ARGV[1]   'acquire', 'renew' or 'release'
 -- ARGV[2]   now in microseconds for tests, or '' to use the server's TIME
 -- ARGV[3]   the semaphore's capacity (permits held at once)
@@ -14,7 +18,8 @@
 --
 -- acquire returns {granted (0/1), now, expiry_us, held_after} when granted (or when the lease
 -- already holds its permits), else {0, now, free_at_us, held}: free_at is when enough leases
--- expire for this request if nobody releases earlier. renew returns {1, now, expiry} or
+-- expire for this request if nobody releases earlier (for a voided lease, when it stops being
+-- void). renew returns {1, now, expiry} or
 -- {0, now, 0} when the lease has expired or is unknown. release returns {removed, now}, where
 -- removed counts the permits the lease still held (not expired), and, when it removed some,
 -- publishes "<removed>" on KEYS[1] .. ':released'.
@@ -22,8 +27,8 @@
 local TTL_EXTRA_MS = 0
 --!include lib/exact.lua
 
-local key, op = KEYS[1], ARGV[1]
-if #KEYS ~= 1 or #ARGV ~= 6 then error('redlimit: semaphore takes one key and 6 arguments') end
+local key, voided, op = KEYS[1], KEYS[2], ARGV[1]
+if #KEYS ~= 2 or #ARGV ~= 6 then error('redlimit: semaphore takes two keys and 6 arguments') end
 local now_arg = ARGV[2]
 --!include lib/now.lua
 local capacity = integer_arg(ARGV[3], 'capacity', 1, 100000)
@@ -51,11 +56,11 @@ local function chunk_of_members(first, score)
   return args
 end
 
--- The key lives until its latest lease expires.
-local function expire_with_latest()
-  local latest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+-- A sorted set scored by expiry lives until its latest member expires.
+local function expire_with_latest(set)
+  local latest = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
   if latest[2] then
-    redis.call('PEXPIRE', key, ceil_div(tonumber(latest[2]) - now, 1000) + TTL_EXTRA_MS)
+    redis.call('PEXPIRE', set, ceil_div(tonumber(latest[2]) - now, 1000) + TTL_EXTRA_MS)
   end
 end
 
@@ -66,6 +71,8 @@ end
 
 if op == 'acquire' then
   local held = redis.call('ZCOUNT', key, live, '+inf')
+  local void_until = redis.call('ZSCORE', voided, id)
+  if void_until and tonumber(void_until) > now then return {0, now, tonumber(void_until), held} end
   local existing = expiry_of_lease()
   if existing and existing > now then return {1, now, existing, held} end  -- a retried acquire
   if held + permits > capacity then
@@ -79,7 +86,7 @@ if op == 'acquire' then
   for first = 1, permits, CHUNK do
     redis.call('ZADD', key, unpack(chunk_of_members(first, expiry)))
   end
-  expire_with_latest()
+  expire_with_latest(key)
   return {1, now, expiry, held + permits}
 elseif op == 'renew' then
   local existing = expiry_of_lease()
@@ -88,7 +95,7 @@ elseif op == 'renew' then
   for first = 1, permits, CHUNK do
     redis.call('ZADD', key, 'XX', unpack(chunk_of_members(first, expiry)))
   end
-  expire_with_latest()
+  expire_with_latest(key)
   return {1, now, expiry}
 elseif op == 'release' then
   -- Only permits that were still held count: an expired lease gave its permits back already.
@@ -96,8 +103,12 @@ elseif op == 'release' then
   for first = 1, permits, CHUNK do redis.call('ZREM', key, unpack(chunk_of_members(first))) end
   local removed = held_before - redis.call('ZCOUNT', key, live, '+inf')
   if removed > 0 then
-    expire_with_latest()
+    expire_with_latest(key)
     redis.call('PUBLISH', key .. ':released', string.format('%d', removed))
+  else
+    redis.call('ZREMRANGEBYSCORE', voided, '-inf', now)
+    redis.call('ZADD', voided, now + ttl, id)
+    expire_with_latest(voided)
   end
   return {removed, now}
 end

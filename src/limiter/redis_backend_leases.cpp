@@ -10,7 +10,8 @@ namespace redlimit::detail {
 
 Task<void> RedisBackend::perform(LeaseOp& op) {
   const LeaseRequest& request = op.request;
-  const std::array<std::string_view, 1> keys = {request.key};
+  const std::string voided = request.key + ":voided";
+  const std::array<std::string_view, 2> keys = {request.key, voided};
   // In the script's words, in LeaseOperation's order.
   constexpr std::array<std::string_view, 3> names = {"acquire", "renew", "release"};
   const std::string_view name = names[static_cast<std::size_t>(op.operation)];

@@ -34,7 +34,8 @@ bool reply_wrote(const scripts::ScriptSource& script, std::span<const std::strin
     return true;  // cancel, confirm, renew, earliest_all: conservatively
   }
   if (&script == &scripts::semaphore) {
-    // acquire {granted, ...}, renew {held, ...}, release {removed, ...}
+    // acquire {granted, ...}, renew {held, ...}; a release removes permits, or voids the lease
+    if (op == "release") return true;
     return first_integer(reply) != 0;
   }
   if (&script == &scripts::policy_store) return op != "read";

@@ -380,16 +380,17 @@ Task<ClaimsReservation> reserve_parts(std::vector<HeldClaim> held,
 
 /// Gives back `made`, reserved for `held` with `requests` by a waiter destroyed before its reply
 /// arrived, under the policies in force then (one admitted at once stays taken, as a decision's
-/// permits: nobody to give them to).
+/// permits: nobody to give them to). Why nothing on an error: a reservation that may have run
+/// unheard has no ticket to give it back with (as for a waiter still there).
 Task<void> give_back_orphan(std::vector<HeldClaim> held, std::vector<DecideRequest> requests,
-                            ClaimsReservation made) {
-  if (!made.decision.allowed || made.wait_us == 0) co_return;
+                            std::optional<ClaimsReservation> made, std::exception_ptr) {
+  if (!made || !made->decision.allowed || made->wait_us == 0) co_return;
   std::vector<PartCall> parts;
   for (std::size_t i = 0; i < held.size(); ++i) {
     Backend* backend = &held[i].enforcer->backend();
     parts.push_back({held[i].enforcer, backend,
                      held[i].enforcer->give_back_request(requests[i], backend, held[i].key),
-                     made.claims[i].ticket});
+                     made->claims[i].ticket});
   }
   co_await give_back_all(std::move(parts));
 }
@@ -437,8 +438,7 @@ Task<std::optional<ClaimsDecision>> reserve_and_wait(std::span<const HeldClaim> 
     if (BackgroundTasks* tasks = first.backend().background()) {
       // Why outliving: a caller destroyed before the reply leaves a reservation nobody waits
       // on; it is given back when the reply comes (issue 33, bug 8).
-      std::function<Task<void>(ClaimsReservation)> orphaned =
-          std::bind_front(give_back_orphan, claims, copies);
+      Orphaned<ClaimsReservation> orphaned = std::bind_front(give_back_orphan, claims, copies);
       reservation = co_await outliving(
           *tasks, reserve_parts(std::move(claims), std::move(copies), max_wait), orphaned);
     } else {

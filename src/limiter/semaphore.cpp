@@ -89,10 +89,12 @@ Task<void> release_detached(std::shared_ptr<LeaseIssuer> issuer, Backend* backen
 }
 
 /// Releases the lease of a grant whose caller was destroyed before its reply arrived: nobody
-/// holds it. Runs as the client's background work, as the grant did.
+/// holds it, whether the reply granted it or the grant may have run unheard (as grant() does
+/// for a caller still there). Runs as the client's background work, as the grant did.
 Task<void> release_orphan(std::shared_ptr<LeaseIssuer> issuer, Backend* backend,
-                          LeaseRequest request, spdlog::logger* logger, LeaseReply reply) {
-  if (reply.granted)
+                          LeaseRequest request, spdlog::logger* logger,
+                          std::optional<LeaseReply> reply, std::exception_ptr error) {
+  if ((reply && reply->granted) || maybe_granted(error))
     co_await release_detached(std::move(issuer), backend, std::move(request), logger);
 }
 
@@ -166,7 +168,7 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
     if (BackgroundTasks* tasks = backend_->background()) {
       // Why outliving: a caller destroyed before the reply leaves a lease nobody holds; it is
       // released when the reply comes.
-      std::function<Task<void>(LeaseReply)> orphaned = std::bind_front(
+      Orphaned<LeaseReply> orphaned = std::bind_front(
           release_orphan, shared_from_this(), backend_.get(), std::move(asked), logger_.get());
       granting = outliving(*tasks, std::move(granting), std::move(orphaned));
     }

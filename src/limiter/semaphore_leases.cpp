@@ -6,10 +6,23 @@
 
 namespace redlimit::detail {
 
+namespace {
+
+std::string voided_key(const LeaseRequest& request) {
+  return request.key + '\n' + request.lease_id;
+}
+
+}  // namespace
+
 void LeaseTable::evict_expired(std::int64_t now) {
   while (!by_latest_expiry_.empty() && by_latest_expiry_.begin()->first <= now) {
     keys_.erase(by_latest_expiry_.begin()->second);
     by_latest_expiry_.erase(by_latest_expiry_.begin());
+  }
+  while (!voided_by_end_.empty() && voided_by_end_.begin()->first <= now) {
+    const auto found = voided_.find(voided_by_end_.begin()->second);
+    if (found != voided_.end() && found->second <= now) voided_.erase(found);
+    voided_by_end_.erase(voided_by_end_.begin());
   }
 }
 
@@ -36,6 +49,9 @@ void LeaseTable::reindex(KeyMap::iterator key) {
 
 LeaseReply LeaseTable::grant(const LeaseRequest& request, std::int64_t now) {
   Key* key = live(request.key, now);
+  if (const auto voided = voided_.find(voided_key(request)); voided != voided_.end()) {
+    return {.granted = false, .now_us = now, .expires_or_free_at_us = voided->second};
+  }
   std::int64_t held = 0;
   if (key != nullptr) {
     if (const auto existing = key->leases.find(request.lease_id); existing != key->leases.end()) {
@@ -87,6 +103,9 @@ LeaseReply LeaseTable::renew(const LeaseRequest& request, std::int64_t now) {
 LeaseReply LeaseTable::release(const LeaseRequest& request, std::int64_t now) {
   Key* key = live(request.key, now);
   if (key == nullptr || key->leases.erase(request.lease_id) == 0) {
+    const std::int64_t end = now + request.ttl_us;
+    voided_[voided_key(request)] = end;
+    voided_by_end_.emplace(end, voided_key(request));
     return {.granted = false, .now_us = now};
   }
   reindex(keys_.find(request.key));

@@ -18,11 +18,14 @@ namespace redlimit::detail {
 class LeaseTable {
  public:
   /// Grants the lease if its permits fit at `now` or it already holds them; else says when
-  /// enough leases expire for it (expires_or_free_at_us).
+  /// enough leases expire for it (expires_or_free_at_us), or, for a voided lease, when it stops
+  /// being void.
   LeaseReply grant(const LeaseRequest& request, std::int64_t now);
   /// Extends a lease that has not expired to now + ttl.
   LeaseReply renew(const LeaseRequest& request, std::int64_t now);
-  /// Forgets the lease; granted when it still held permits (it had not expired).
+  /// Forgets the lease; granted when it still held permits (it had not expired). A lease that
+  /// held none is void for its time to live: a grant of it arriving later grants nothing (the
+  /// script's `:voided` set).
   LeaseReply release(const LeaseRequest& request, std::int64_t now);
   /// The permits held on `key` at `now`.
   std::int64_t held(std::string_view key, std::int64_t now) const;
@@ -48,6 +51,9 @@ class LeaseTable {
 
   KeyMap keys_;
   std::multimap<std::int64_t, std::string> by_latest_expiry_;  ///< latest expiry -> key
+  /// Voided leases ("<key>\n<lease id>") -> the end of their time to live.
+  std::unordered_map<std::string, std::int64_t> voided_;
+  std::multimap<std::int64_t, std::string> voided_by_end_;  ///< end -> voided_'s key
 };
 
 }  // namespace redlimit::detail

@@ -18,15 +18,17 @@ namespace {
 struct PollGlue {
   UvHandle<uv_poll_t> poll;
   UvHandle<uv_prepare_t> flush;  ///< writes what commands queued, just before the loop polls
-  redisAsyncContext* context;    // null once hiredis has cleaned up
-  int events = 0;                ///< what hiredis wants watched
-  int polled = 0;                ///< what the poll handle watches
+  /// Active while the flush is, so that uv_backend_timeout() is 0 meanwhile (add_write()).
+  UvHandle<uv_idle_t> awake;
+  redisAsyncContext* context;  // null once hiredis has cleaned up
+  int events = 0;              ///< what hiredis wants watched
+  int polled = 0;              ///< what the poll handle watches
   bool guard_sigpipe;
   std::shared_ptr<CloseLatch> latch;
   bool flushing = false;  ///< inside the flush: a write hiredis could not finish needs the poll
   /// The socket took less than write_large_buffer_now() sent: it waits for hiredis's next write.
   bool socket_full = false;
-  int open_handles = 2;
+  int open_handles = 3;
 };
 
 void write_now(PollGlue* glue) {
@@ -77,9 +79,14 @@ void on_poll(uv_poll_t* poll, int status, int events) {
   if (glue->context != nullptr && (ready & UV_WRITABLE)) write_now(glue);
 }
 
+void on_awake(uv_idle_t* awake) {
+  uv_idle_stop(awake);
+}
+
 void on_flush(uv_prepare_t* flush) {
   auto* glue = static_cast<PollGlue*>(flush->data);
   uv_prepare_stop(flush);
+  uv_idle_stop(glue->awake.get());
   if (glue->context == nullptr) return;
   LoopScope scope;
   glue->flushing = true;
@@ -118,11 +125,18 @@ void del_read(void* data) {
 // this way; a connect in progress, or a write the socket could not take whole, waits for the
 // poll as before. A large buffer is written at once (write_large_buffer_now); the flush still
 // runs, for what it left and for hiredis to watch the socket for the reply.
+// Why the idle handle too: uv_backend_timeout() counts idle handles, not prepare ones, and a
+// program that runs the loop a turn at a time inside another event loop (UV_RUN_NOWAIT, then
+// waits on uv_backend_fd() for that long) would otherwise wait for the next timer before the
+// flush runs, when a command was queued after the loop's own prepare phase (from a reply's
+// callback). uv_run() itself computes its wait after the prepare phase, which stops both: it
+// waits as long as without.
 void add_write(void* data) {
   auto* glue = static_cast<PollGlue*>(data);
   if (!glue->flushing && (glue->context->c.flags & REDIS_CONNECTED)) {
     write_large_buffer_now(glue);
     uv_prepare_start(glue->flush.get(), &on_flush);
+    uv_idle_start(glue->awake.get(), &on_awake);
     return;
   }
   glue->events |= UV_WRITABLE;
@@ -148,6 +162,7 @@ void cleanup(void* data) {
   glue->context = nullptr;
   glue->poll.close();
   glue->flush.close();
+  glue->awake.close();
 }
 
 }  // namespace
@@ -156,20 +171,23 @@ bool attach_to_loop(redisAsyncContext* context, uv_loop_t* loop,
                     std::shared_ptr<CloseLatch> latch) {
   auto made = std::unique_ptr<PollGlue>(new PollGlue{.poll = {},
                                                      .flush = {},
+                                                     .awake = {},
                                                      .context = context,
                                                      .guard_sigpipe = !sigpipe_ignored(),
                                                      .latch = std::move(latch)});
   try {
     made->poll.init(loop, &uv_poll_init_socket, context->c.fd);
     made->flush.init(loop, &uv_prepare_init);
+    made->awake.init(loop, &uv_idle_init);
   } catch (const UvError&) {
     return false;  // a handle made closes with `made`, unseen by the latch
   }
   PollGlue* const glue = made.release();  // freed by on_closed, after hiredis's cleanup
-  for (uv_handle_t* handle : {glue->poll.handle(), glue->flush.handle()})
+  for (uv_handle_t* handle : {glue->poll.handle(), glue->flush.handle(), glue->awake.handle()})
     handle->data = glue;
   glue->poll.when_closed(&on_closed, glue);
   glue->flush.when_closed(&on_closed, glue);
+  glue->awake.when_closed(&on_closed, glue);
   glue->latch->opened();
   context->ev.data = glue;
   context->ev.addRead = &add_read;

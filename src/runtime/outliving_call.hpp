@@ -22,11 +22,15 @@ struct OutlivingState {
   std::coroutine_handle<> waiter;  ///< null when nobody waits
 };
 
-/// Runs `call` to its end; hands its outcome to the waiter, or, when the waiter is gone, its
-/// result to `orphaned`.
+/// What is done with the outcome of a call whose caller is gone: its result, or its error (a
+/// call that timed out may have run).
 template <typename T>
-Task<void> carry_on(Task<T> call, std::shared_ptr<OutlivingState<T>> state,
-                    std::function<Task<void>(T)> orphaned) {
+using Orphaned = std::function<Task<void>(std::optional<T> result, std::exception_ptr error)>;
+
+/// Runs `call` to its end; hands its outcome to the waiter, or, when the waiter is gone, to
+/// `orphaned`.
+template <typename T>
+Task<void> carry_on(Task<T> call, std::shared_ptr<OutlivingState<T>> state, Orphaned<T> orphaned) {
   try {
     state->result.emplace(co_await std::move(call));
   } catch (...) {
@@ -34,7 +38,7 @@ Task<void> carry_on(Task<T> call, std::shared_ptr<OutlivingState<T>> state,
   }
   state->ended = true;
   if (state->abandoned) {
-    if (state->result) co_await orphaned(std::move(*state->result));
+    co_await orphaned(std::move(state->result), state->error);
     co_return;
   }
   if (auto waiter = std::exchange(state->waiter, {})) waiter.resume();
@@ -63,10 +67,10 @@ class OutlivingWait {
 
 /// `call`'s result, as `co_await call` gives it, from a call that outlives its caller: it runs
 /// as a task of `tasks` (so Client::close() waits for it), and if the awaiting frame is
-/// destroyed before it ends, `orphaned` gets its result (a reservation whose reply nobody would
+/// destroyed before it ends, `orphaned` gets its outcome (a reservation whose reply nobody would
 /// hear is given back). Once `tasks` accepts no more, the call runs as `co_await call` would.
 template <typename T>
-Task<T> outliving(BackgroundTasks& tasks, Task<T> call, std::function<Task<void>(T)> orphaned) {
+Task<T> outliving(BackgroundTasks& tasks, Task<T> call, Orphaned<T> orphaned) {
   if (!tasks.accepting()) co_return co_await std::move(call);
   auto state = std::make_shared<OutlivingState<T>>();
   tasks.start_now(carry_on(std::move(call), state, std::move(orphaned)));

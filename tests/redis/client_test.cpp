@@ -1,6 +1,7 @@
 #include "redlimit/client.hpp"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -141,6 +142,36 @@ TEST(TestServer, IsTheBinaryTheSuiteWasGiven) {
 TEST_F(ClientTest, CommandsRoundTripWithTypedReplies) {
   Client client(loop(), options());
   run(loop(), round_trip(client));
+  run(loop(), client.close());
+}
+
+/// Sends `count` commands one after the other, each from the resumption of the one before,
+/// counting those answered.
+Task<void> one_after_another(Client& client, int count, int* answered) {
+  for (int i = 0; i < count; ++i) {
+    co_await client.command("INCR", "chained");
+    ++*answered;
+  }
+}
+
+// Found in review (not named by an issue): a program that runs the loop inside another event
+// loop (redlimit-server's gRPC queue) blocks for uv_backend_timeout() between its turns, which
+// does not count the handle that writes the queued commands: a command queued from a reply's
+// callback then waited for the next timer, its own deadline, and failed with TimeoutError.
+TEST_F(ClientTest, ALoopRunOneTurnAtATimeInsideAnotherLoopSendsCommandsQueuedFromReplies) {
+  ClientOptions o = options();
+  o.command_timeout = 2s;
+  Client client(loop(), o);
+  int answered = 0;
+  {
+    test::StartedTask chain = test::start(one_after_another(client, 20, &answered));
+    // The embedding loop: one turn of libuv, then wait on its backend as long as it says.
+    for (uv_run(loop(), UV_RUN_NOWAIT); !chain.done(); uv_run(loop(), UV_RUN_NOWAIT)) {
+      pollfd backend{.fd = uv_backend_fd(loop()), .events = POLLIN, .revents = 0};
+      poll(&backend, 1, uv_backend_timeout(loop()));
+    }
+  }
+  EXPECT_EQ(answered, 20);
   run(loop(), client.close());
 }
 

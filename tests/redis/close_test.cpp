@@ -132,6 +132,34 @@ TEST_F(CloseTest, ASemaphoreGrantAbandonedBeforeItsReplyArrivedIsReleasedWhenItA
   }
 }
 
+// Found in review (not named by an issue): the same grant, timed out after its caller was gone
+// (maybe run by Redis), was never released: only a live caller released a grant that may have
+// happened.
+TEST_F(CloseTest, ASemaphoreGrantAbandonedThenTimedOutIsReleasedOnceRedisMayHaveRunIt) {
+  for (auto* call : {&acquire_one, &try_acquire_one}) {
+    {
+      ClientOptions timing_out = options();
+      timing_out.command_timeout = 300ms;
+      Client client(loop(), timing_out);
+      Semaphore semaphore(client, 1, "exports", 20s);
+      run(loop(), semaphore.try_acquire("other"));  // connected, its scripts loaded
+      server_.pause();
+      {
+        test::StartedTask granting = test::start(call(semaphore));
+        run(loop(), sleep_for(loop(), 20ms));  // sent; Redis has not run it
+        EXPECT_FALSE(granting.done());
+      }                                       // abandoned before the reply
+      // Past its deadline (maybe granted, never heard), not past its release's: resumed, Redis
+      // runs the grant and the release, in either order (the grant may come second: voided).
+      run(loop(), sleep_for(loop(), 330ms));
+      server_.resume();
+      run(loop(), client.close());
+    }
+    EXPECT_EQ(server_.integer({"ZCOUNT", "rl:{exports:tenant}:semaphore", "(0", "+inf"}), 0)
+        << "the grant abandoned, then timed out, holds the permit for the lease TTL";
+  }
+}
+
 Task<void> decide_into(Limiter& limiter, Decision* out) {
   *out = co_await limiter.try_acquire("k");
 }

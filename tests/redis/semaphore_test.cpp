@@ -343,6 +343,31 @@ Task<detail::LeaseReply> ask(detail::Backend& backend, Step step) {
   co_return co_await backend.run_lease(step.op, std::move(step.request));
 }
 
+TEST_F(SemaphoreTest, AGrantThatArrivesAfterItsReleaseGrantsNothingForItsTimeToLive) {
+  // A release sent after a grant timed out may reach Redis first (it goes on the connection
+  // made again); the grant, arriving then, must not hold a permit nobody will release.
+  detail::RedisBackend redis(client_.dispatcher());
+  detail::LocalBackend local;
+  const std::int64_t t0 = 1'700'000'000'000'000;
+  const std::int64_t ttl = 20'000'000;
+  const auto step = [&](detail::LeaseOperation op, std::int64_t now) {
+    return Step{op, detail::LeaseRequest("rl:{late:k}:semaphore", "late", 1, 1, ttl, now)};
+  };
+  for (detail::Backend* backend : {static_cast<detail::Backend*>(&redis),
+                                   static_cast<detail::Backend*>(&local)}) {
+    const std::string where = backend == &redis ? "in Redis" : "in process";
+    EXPECT_FALSE(run(loop(), ask(*backend, step(detail::LeaseOperation::release, t0))).granted);
+    const detail::LeaseReply late =
+        run(loop(), ask(*backend, step(detail::LeaseOperation::grant, t0 + 1000)));
+    EXPECT_FALSE(late.granted) << where;
+    EXPECT_EQ(late.expires_or_free_at_us, t0 + ttl) << where;
+    const detail::LeaseReply after =
+        run(loop(), ask(*backend, step(detail::LeaseOperation::grant, t0 + ttl)));
+    EXPECT_TRUE(after.granted) << where << ": void only for the lease's time to live";
+  }
+  server_.command({"DEL", "rl:{late:k}:semaphore", "rl:{late:k}:semaphore:voided"});
+}
+
 TEST_F(SemaphoreTest, TheScriptAndTheInProcessModelAnswerAlike) {
   detail::RedisBackend redis(client_.dispatcher());
   detail::LocalBackend local;
