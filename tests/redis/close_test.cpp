@@ -148,9 +148,10 @@ TEST_F(CloseTest, ASemaphoreGrantAbandonedThenTimedOutIsReleasedOnceRedisMayHave
         test::StartedTask granting = test::start(call(semaphore));
         run(loop(), sleep_for(loop(), 20ms));  // sent; Redis has not run it
         EXPECT_FALSE(granting.done());
-      }                                       // abandoned before the reply
-      // Past its deadline (maybe granted, never heard), not past its release's: resumed, Redis
-      // runs the grant and the release, in either order (the grant may come second: voided).
+      }
+      // Abandoned before the reply. Then past its deadline (maybe granted, never heard), not past
+      // its release's: resumed, Redis runs the grant and the release, in either order (the grant
+      // may come second: voided).
       run(loop(), sleep_for(loop(), 330ms));
       server_.resume();
       run(loop(), client.close());

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "config_watch.hpp"
 #include "descriptor_match.hpp"
 #include "rate_limit_config.hpp"
 
@@ -278,6 +279,23 @@ TEST(ServerConfig, ADirectoryIsOneDomainPerFileAndADomainTwiceIsAnError) {
                                          ":3: domain 'one' is also defined in " +
                                          (dir / "a.yaml").string());
   }
+}
+
+// Found in review (not named by an issue): a file replaced by another of the same size and
+// time of last write (`cp -p`, `rsync -a`, `tar x`, an edit within the file system's time
+// resolution) was never read again.
+TEST(ServerConfig, AFileReplacedByOneOfTheSameSizeAndWriteTimeIsAChange) {
+  const ScratchDirectory scratch;
+  const std::filesystem::path& dir = scratch.path;
+  const std::string limit = "domain: one\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, ";
+  std::ofstream(dir / "a.yaml") << limit << "requests_per_unit: 30}\n";
+  ConfigWatch watch(dir);
+  EXPECT_FALSE(watch.changed());
+  std::ofstream(dir / "next") << limit << "requests_per_unit: 40}\n";
+  std::filesystem::last_write_time(dir / "next", std::filesystem::last_write_time(dir / "a.yaml"));
+  std::filesystem::rename(dir / "next", dir / "a.yaml");
+  EXPECT_TRUE(watch.changed());
+  EXPECT_FALSE(watch.changed());
 }
 
 TEST(ServerConfig, ADomainInSeveralFilesIsMergedWhenAskedAsEnvoyproxyRatelimitMergesIt) {

@@ -1,20 +1,24 @@
 #include "config_watch.hpp"
 
-#include <system_error>
+#include <sys/stat.h>
+
+#include <string>
 
 #include "rate_limit_config.hpp"
 
 namespace redlimit_server {
 namespace {
 
-/// A file's name, size and time of last write, as one line.
+/// A file's name, inode, size, and times of last write and last change, as one line. Why the
+/// inode and the change time: a file replaced by another (a rename), or written with its old
+/// write time put back (`cp -p`, `rsync -a`), may keep its size and write time.
 std::string describe(const std::filesystem::path& file) {
-  std::error_code error;
-  const auto size = std::filesystem::file_size(file, error);
-  const auto written = std::filesystem::last_write_time(file, error);
-  if (error) return file.string() + " unreadable\n";
-  return file.string() + " " + std::to_string(size) + " " +
-         std::to_string(written.time_since_epoch().count()) + "\n";
+  struct stat status {};
+  if (stat(file.c_str(), &status) != 0) return file.string() + " unreadable\n";
+  return file.string() + " " + std::to_string(status.st_ino) + " " +
+         std::to_string(status.st_size) + " " + std::to_string(status.st_mtim.tv_sec) + "." +
+         std::to_string(status.st_mtim.tv_nsec) + " " + std::to_string(status.st_ctim.tv_sec) +
+         "." + std::to_string(status.st_ctim.tv_nsec) + "\n";
 }
 
 }  // namespace

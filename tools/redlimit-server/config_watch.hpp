@@ -1,6 +1,7 @@
 #pragma once
 /// @file config_watch.hpp
-/// ConfigWatch: tells when the configuration files changed, by their names, sizes and times.
+/// ConfigWatch: tells when the configuration files changed, by their names, inodes, sizes and
+/// times.
 
 #include <filesystem>
 #include <string>

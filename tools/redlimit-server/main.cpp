@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <csignal>
 #include <thread>
 
@@ -178,6 +179,24 @@ int serve(ServerOptions options) {
   return status;
 }
 
+/// HOST:PORT with a port from 0 to 65535. Why checked here: gRPC takes a larger port modulo
+/// 65536 and listens on another one.
+const CLI::Validator host_and_port(
+    [](const std::string& value) -> std::string {
+      const std::size_t colon = value.rfind(':');
+      int port = -1;
+      if (colon != std::string::npos && colon > 0) {
+        const char* first = value.data() + colon + 1;
+        const char* last = value.data() + value.size();
+        const auto [end, error] = std::from_chars(first, last, port);
+        if (error != std::errc() || end != last || first == last) port = -1;
+      }
+      if (port < 0 || port > 65535)
+        return "expected HOST:PORT with a port from 0 to 65535, got '" + value + "'";
+      return {};
+    },
+    "HOST:PORT");
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,9 +219,11 @@ int main(int argc, char** argv) {
                  "the Redis URL: redis://, rediss://, redis-sentinel://, redis-cluster://")
       ->required();
   app.add_option("--grpc-listen", options.grpc_listen, "HOST:PORT for gRPC (port 0: any free)")
+      ->check(host_and_port)
       ->capture_default_str();
   app.add_option("--http-listen", options.http_listen,
                  "HOST:PORT for /healthcheck, /metrics and /json (port 0: any free)")
+      ->check(host_and_port)
       ->capture_default_str();
   app.add_option("--workers", options.workers, "worker threads, each with its own Redis client")
       ->check(CLI::Range(1u, 256u))

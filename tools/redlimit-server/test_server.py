@@ -287,6 +287,10 @@ def test_errors(server):
                             text=True, timeout=30)
     check(result.returncode == 2 and f"{bad}:4: unit" in result.stderr,
           f"a bad configuration at start: exit 2 naming file, line and field: {result}")
+    result = subprocess.run([SERVER, "--config", bad, "--redis", REDIS, "--grpc-listen",
+                             "127.0.0.1:99999"], capture_output=True, text=True, timeout=30)
+    check(result.returncode != 0 and "65535" in result.stderr,
+          f"a port beyond 65535 is refused, not taken modulo 65536: {result}")
 
 
 def test_http(server):
