@@ -126,6 +126,9 @@ struct Decider::Applied {
   bool unread = false;  ///< its limiter follows the store and had not read its policy yet
   std::optional<redlimit::Decision> decision;
   FailureConfig on_failure;  ///< the domain's
+  /// Its hits (with those of the same key in its call, all or nothing) exceed what its limit
+  /// holds: no wait lets them in.
+  bool never_fits = false;
 };
 
 Decider::Decider(redlimit::Client& client, std::shared_ptr<const RateLimitConfig> config,
@@ -294,11 +297,16 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   }
   redlimit::Limiter& limiter = *applied.limiter;
   const bool over_capacity = applied.hits > capacity(*limit);
+  applied.never_fits = over_capacity;
   redlimit::Decision decision;
   std::optional<bool> missing;  ///< a follower found no limit: whether Redis answered so
   try {
     if (applied.hits == 0) {
       decision = co_await limiter.peek(applied.key);  // over when no permit is left
+      if (limit->shadow_mode && !decision.allowed) {  // observed, as a take would be
+        decision.allowed = true;
+        decision.shadow_denied = true;
+      }
     } else if (over_capacity) {
       decision = co_await limiter.peek(applied.key);
       decision.allowed = limit->shadow_mode;  // over the limit, enforced only if not shadow
@@ -317,7 +325,8 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
   }
   fail_unless_answered(decision, applied.on_failure);
   const bool refused = !decision.allowed || decision.shadow_denied;
-  if (refused && counts_over_limit_hits(*limit) && decision.source == redlimit::Source::redis) {
+  if (refused && applied.hits > 0 && counts_over_limit_hits(*limit) &&
+      decision.source == redlimit::Source::redis) {
     // As envoyproxy/ratelimit counts them: the window is full until its end.
     co_await penalize_quietly(limiter, applied.key,
                               std::min<std::int64_t>(applied.hits, capacity(*limit)));
@@ -342,25 +351,25 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
   // What cannot be one decision is decided on its own first: no limit, an unlimited one, a
   // shadow one (observed, never enforced), 0 requests, more hits than the limit holds.
   std::vector<std::size_t> together;
-  bool refused = false;
+  std::vector<std::size_t> alone;
   {
-    redlimit::TaskGroup alone;
+    redlimit::TaskGroup deciding;
     for (std::size_t i = 0; i < applied.size(); ++i) {
       const Applied& one = applied[i];
       if (one.limiter != nullptr && !one.limit->shadow_mode && one.hits >= 1 &&
           one.hits <= capacity(*one.limit)) {
         together.push_back(i);
       } else {
-        // Over its limit whatever the others hold (a shadow one is never enforced).
-        const bool over = one.limit != nullptr && !one.limit->unlimited &&
-                          !one.limit->shadow_mode &&
-                          (one.limiter == nullptr || one.hits > capacity(*one.limit));
-        refused = refused || over;
-        alone.add(decide_one(applied[i], statuses[i]));
+        alone.push_back(i);
+        deciding.add(decide_one(applied[i], statuses[i]));
       }
     }
-    co_await alone.join();
+    co_await deciding.join();
   }
+  // One of them over its limit (no requests, more hits than it holds, or a call of no hits on
+  // a full one; a shadow one is never over) refuses the call, whatever the others hold.
+  bool refused = std::ranges::any_of(
+      alone, [&statuses](std::size_t i) { return statuses[i].code == Code::over_limit; });
   if (together.empty()) co_return;
   // Why merged: one decision takes each key once, and a descriptor sent twice (Envoy may) counts
   // its hits twice, as envoyproxy/ratelimit counts them.
@@ -428,6 +437,7 @@ redlimit::Task<void> Decider::decide_together(std::vector<Applied>& applied,
       one.decision = decision;
     } else if (over_capacity[claim_of[k]]) {
       status.code = Code::over_limit;
+      one.never_fits = true;
       peeks.add(peek(&one, &status));
     } else {
       status.code = Code::ok;
@@ -488,7 +498,7 @@ void Decider::add_headers(const std::vector<Applied>& applied, RateLimitAnswer& 
                             : binding->allowed || decision.retry_after > binding->retry_after);
       if (binds) {
         binding = decision;
-        binding_never_fits = one.hits > capacity(*one.limit);
+        binding_never_fits = one.never_fits;
       }
     }
   } catch (const redlimit::InvalidArgument&) {

@@ -216,6 +216,16 @@ TEST_F(DeciderTest, AShadowLimitIsDecidedButNeverEnforced) {
   EXPECT_FALSE(header(over, "Retry-After")) << "nothing to wait for";
 }
 
+// Found in review (not named by an issue): a call of no hits peeks, and a full shadow limit
+// answered OVER_LIMIT with a Retry-After.
+TEST_F(DeciderTest, AFullShadowLimitAskedWithNoHitsIsNotEnforcedEither) {
+  EXPECT_EQ(decide("api", {descriptor({{"trial", "y"}})}).overall_code, Code::ok);
+  const RateLimitAnswer asked = decide("api", {descriptor({{"trial", "y"}}, 0)});
+  EXPECT_EQ(asked.statuses[0].code, Code::ok) << "as envoyproxy/ratelimit answers a shadow limit";
+  EXPECT_EQ(asked.overall_code, Code::ok);
+  EXPECT_FALSE(header(asked, "Retry-After")) << "nothing to wait for";
+}
+
 TEST_F(DeciderTest, AShadowLimitOfNoRequestsIsNeverEnforcedEither) {
   decider_ = std::make_unique<Decider>(client_,
                                        config_of({R"(domain: quiet
@@ -296,6 +306,17 @@ TEST_F(DeciderTest, AllOrNothingDescriptorsConsumeNothingWhenOneIsOver) {
   EXPECT_EQ(refused.statuses[0].limit_remaining, 4u) << "the refused call took nothing";
 }
 
+// Found in review (not named by an issue): a descriptor of no hits over its limit refused the
+// call, but the others still took their hits.
+TEST_F(DeciderTest, AllOrNothingDescriptorsRefusedByOneOfNoHitsConsumeNothing) {
+  EXPECT_EQ(decide("together", {descriptor({{"global", "h"}})}).overall_code, Code::ok);
+  const RateLimitAnswer refused =
+      decide("together", {descriptor({{"user", "b"}}), descriptor({{"global", "h"}}, 0)});
+  EXPECT_EQ(refused.overall_code, Code::over_limit) << "the global limit is full";
+  EXPECT_EQ(decide("together", {descriptor({{"user", "b"}}, 0)}).statuses[0].limit_remaining, 5u)
+      << "the refused call took nothing";
+}
+
 // Found in review (not named by an issue): Envoy may send one descriptor twice, and
 // envoyproxy/ratelimit counts both; an all-or-nothing domain failed the call, since one
 // decision over several claims takes each key once.
@@ -317,6 +338,7 @@ TEST_F(DeciderTest, AllOrNothingDescriptorsSentTwiceCountTwiceInOneDecision) {
       decide("together", {descriptor({{"user", "v"}}, 3), descriptor({{"user", "v"}}, 3)});
   EXPECT_EQ(too_many.overall_code, Code::over_limit) << "6 hits on a limit of 5";
   EXPECT_EQ(too_many.statuses[1].code, Code::over_limit);
+  EXPECT_FALSE(header(too_many, "Retry-After")) << "no wait lets 6 hits into a limit of 5";
   EXPECT_EQ(decide("together", {descriptor({{"user", "v"}})}).statuses[0].limit_remaining, 4u)
       << "the call of too many hits took nothing";
 }
