@@ -80,16 +80,17 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
   };
   if (!fresh_enough()) {
     const bool waited = self->reading_;
-    co_await self->wait_for_read(deadline);
+    bool read_ended = co_await self->wait_for_read(deadline);
     // Why read again after waiting: the read we waited for may have started before the change
     // a script told us of, or before the contact broke; a read that merely found nothing
-    // stored is recent enough.
+    // stored is recent enough. The next read (one that a notice started as the first ended, or
+    // this one) starts after the call needed it.
     if (!fresh_enough() && !(waited && min_version == 0 && read_since_contact())) {
       self->read_in_background();
-      co_await self->wait_for_read(deadline);
+      read_ended = co_await self->wait_for_read(deadline);
     }
     if (!fresh_enough()) {
-      if (self->reading_) {
+      if (!read_ended) {
         throw TimeoutError("the policies stored under " + self->record_key_ +
                            " were not read by the call's deadline");
       }
@@ -108,11 +109,11 @@ Task<std::shared_ptr<const FollowedPolicies>> PolicyFollower::current(
   co_return self->followed_;
 }
 
-Task<void> PolicyFollower::wait_for_read(Clock::time_point deadline) {
-  // Why a loop: a read may start another as it ends (a notice arrived meanwhile).
-  while (reading_) {
+Task<bool> PolicyFollower::wait_for_read(Clock::time_point deadline) {
+  const std::uint64_t ended = reads_ended_;
+  while (reading_ && reads_ended_ == ended) {
     const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) co_return;
+    if (left <= Clock::duration::zero()) co_return false;
     std::stop_source wake;
     // Why a guard: the caller's frame may be destroyed while waiting; read() must then not wake
     // it. The follower outlives the guard: the caller's frame holds it.
@@ -128,6 +129,7 @@ Task<void> PolicyFollower::wait_for_read(Clock::time_point deadline) {
     } catch (const Cancelled&) {  // the read ended
     }
   }
+  co_return true;
 }
 
 Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
@@ -145,6 +147,7 @@ Task<void> PolicyFollower::read(std::shared_ptr<PolicyFollower> self) {
   self->read_error_ = error;
   self->read_at_ = Clock::now();
   self->reading_ = false;
+  ++self->reads_ended_;
   // A notice that arrived during the read may name a change the read did not see; a change
   // stored before the subscription was confirmed, during the read, was announced to nobody.
   // Why only after a read that succeeded: a notice of a version the store no longer holds (it

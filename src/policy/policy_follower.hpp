@@ -98,9 +98,11 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   /// Starts read() in the client's background work unless one is in flight (or the client is
   /// closed). Reads never run in a call's frame: a call destroyed meanwhile cannot end them.
   void read_in_background();
-  /// Waits until no read is in flight, or until `deadline`. A caller destroyed while waiting is
-  /// forgotten.
-  Task<void> wait_for_read(Clock::time_point deadline);
+  /// Waits until the read in flight ends (true; also when none is), or until `deadline` (false).
+  /// Why that read only, not until none is in flight: a read that a notice came during starts
+  /// the next as it ends, and while changes keep being announced one follows another without
+  /// end. A caller destroyed while waiting is forgotten.
+  Task<bool> wait_for_read(Clock::time_point deadline);
   /// Reads again on a change notice.
   void on_notice(std::string_view message);
   /// Reads again after the subscription is confirmed (first, or after a reconnect).
@@ -117,6 +119,7 @@ class PolicyFollower : public std::enable_shared_from_this<PolicyFollower> {
   std::shared_ptr<const FollowedPolicies> followed_;
   Clock::time_point read_at_{};                  ///< when followed_ was read
   bool reading_ = false;                         ///< a read was started and has not ended
+  std::uint64_t reads_ended_ = 0;                ///< reads that ended, successful or not
   std::vector<std::stop_source*> read_waiters_;  ///< wait_for_read() calls to wake
   std::exception_ptr read_error_;                ///< what the last read threw, if it failed
   bool read_again_ = false;                      ///< a notice or confirmation came during the read

@@ -5,8 +5,10 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <stop_token>
+#include <thread>
 
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
@@ -259,6 +261,68 @@ TEST_F(PolicyStoreTest, AFollowerFollowsAChangeMadeByAnotherClient) {
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - changed)
                   .count());
   EXPECT_EQ(run(loop(), limiter.try_acquire("k")).limit, 1000);
+  run(loop(), other.close());
+}
+
+/// Stores `count` overrides of "api", all at once.
+Task<void> override_many(PolicyStore& store, int count) {
+  TaskGroup group;
+  for (int i = 0; i < count; ++i)
+    group.add(store.set_override("api", "key-" + std::to_string(i), Policy::parse("gcra 5/min")));
+  co_await group.join();
+}
+
+/// Takes a permit of `limiter`'s key "k" into `*decision`.
+Task<void> decide_into(Limiter& limiter, Decision* decision) {
+  *decision = co_await limiter.try_acquire("k");
+}
+
+// Found in review (not named by an issue): each read that a notice arrived during starts the
+// next as it ends, and a call waited until no read was going on: while changes kept being
+// announced, a new follower's first call waited for its deadline, though the first read that
+// ended gave it what it needed.
+TEST_F(PolicyStoreTest, AFirstCallWhileChangesKeepBeingAnnouncedWaitsForOneReadNotForThemAll) {
+  Client other(loop(), ClientOptions{.url = server_.url()});
+  PolicyStore store(other);
+  run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
+  // Why so many overrides: each read takes long enough that notices arrive during every one.
+  run(loop(), override_many(store, 5000));
+  // A deadline the call never reaches here: it ends only once a read ends.
+  Client follower_client(loop(), ClientOptions{.url = server_.url(), .command_timeout = 60s});
+  Limiter first(follower_client, LimiterOptions{.name = "api"});
+  EXPECT_EQ(run(loop(), first.try_acquire("k")).source, Source::redis);  // subscribed
+  // Changes announced without end (as a store changed in a loop announces them), up to a
+  // bound: a notice arrives during every read.
+  constexpr long most_notices = 200'000;
+  std::atomic<long> announced = 0;
+  std::atomic<bool> stop = false;
+  const auto announce = [this, &stop, &announced] {
+    const std::vector<std::vector<std::string>> notices(
+        1000, std::vector<std::string>{"PUBLISH", "rl:policy:{api}:changed", "1"});
+    while (!stop && announced < most_notices) {
+      server_.commands(notices);
+      announced += 1000;
+    }
+  };
+  std::thread announcing[] = {std::thread(announce), std::thread(announce)};
+  while (announced < 1000)
+    run(loop(), sleep_for(loop(), 1ms));
+  Limiter limiter(follower_client, LimiterOptions{.name = "api"});  // a follower of its own
+  Decision decision;
+  {
+    test::StartedTask deciding = test::start(decide_into(limiter, &decision));
+    while (!deciding.done() && announced < most_notices)
+      uv_run(loop(), UV_RUN_NOWAIT);
+    EXPECT_TRUE(deciding.done()) << "the first call still waited after " << most_notices
+                                 << " notices: it waits for the reads to stop";
+    stop = true;
+    for (std::thread& thread : announcing)
+      thread.join();
+    while (!deciding.done())
+      uv_run(loop(), UV_RUN_ONCE);
+  }
+  EXPECT_EQ(decision.source, Source::redis);
+  run(loop(), follower_client.close());
   run(loop(), other.close());
 }
 
