@@ -110,24 +110,34 @@ Task<void> try_acquire_one(Semaphore& semaphore) {
   static_cast<void>(co_await semaphore.try_acquire("tenant"));
 }
 
+/// Sends `call`'s grant to a paused Redis and abandons it before its reply; keeps Redis paused
+/// `then` longer, resumes it and closes the client. Returns the permits "tenant" holds then.
+long long permits_held_after_abandoning_a_grant(uv_loop_t* loop, test::RedisServer& server,
+                                                ClientOptions options,
+                                                Task<void> (*call)(Semaphore&),
+                                                std::chrono::milliseconds then) {
+  {
+    Client client(loop, options);
+    Semaphore semaphore(client, 1, "exports", 20s);
+    run(loop, semaphore.try_acquire("other"));  // connected, its scripts loaded
+    server.pause();
+    {
+      test::StartedTask granting = test::start(call(semaphore));
+      run(loop, sleep_for(loop, 20ms));  // sent; Redis has not run it
+      EXPECT_FALSE(granting.done());
+    }  // abandoned before the reply
+    run(loop, sleep_for(loop, then));
+    server.resume();
+    run(loop, client.close());
+  }
+  return server.integer({"ZCOUNT", "rl:{exports:tenant}:semaphore", "(0", "+inf"});
+}
+
 // Found in review (not named by an issue): a semaphore's grant whose caller was destroyed before
 // its reply arrived held its permit for the whole lease TTL, with no lease to release it.
 TEST_F(CloseTest, ASemaphoreGrantAbandonedBeforeItsReplyArrivedIsReleasedWhenItArrives) {
   for (auto* call : {&acquire_one, &try_acquire_one}) {
-    {
-      Client client(loop(), options());
-      Semaphore semaphore(client, 1, "exports", 20s);
-      run(loop(), semaphore.try_acquire("other"));  // connected, its scripts loaded
-      server_.pause();
-      {
-        test::StartedTask granting = test::start(call(semaphore));
-        run(loop(), sleep_for(loop(), 20ms));  // sent; Redis has not run it
-        EXPECT_FALSE(granting.done());
-      }  // abandoned before the reply
-      server_.resume();
-      run(loop(), client.close());
-    }
-    EXPECT_EQ(server_.integer({"ZCOUNT", "rl:{exports:tenant}:semaphore", "(0", "+inf"}), 0)
+    EXPECT_EQ(permits_held_after_abandoning_a_grant(loop(), server_, options(), call, 0ms), 0)
         << "the grant abandoned before its reply holds the permit for the lease TTL";
   }
 }
@@ -136,27 +146,12 @@ TEST_F(CloseTest, ASemaphoreGrantAbandonedBeforeItsReplyArrivedIsReleasedWhenItA
 // (maybe run by Redis), was never released: only a live caller released a grant that may have
 // happened.
 TEST_F(CloseTest, ASemaphoreGrantAbandonedThenTimedOutIsReleasedOnceRedisMayHaveRunIt) {
+  ClientOptions timing_out = options();
+  timing_out.command_timeout = 300ms;
   for (auto* call : {&acquire_one, &try_acquire_one}) {
-    {
-      ClientOptions timing_out = options();
-      timing_out.command_timeout = 300ms;
-      Client client(loop(), timing_out);
-      Semaphore semaphore(client, 1, "exports", 20s);
-      run(loop(), semaphore.try_acquire("other"));  // connected, its scripts loaded
-      server_.pause();
-      {
-        test::StartedTask granting = test::start(call(semaphore));
-        run(loop(), sleep_for(loop(), 20ms));  // sent; Redis has not run it
-        EXPECT_FALSE(granting.done());
-      }
-      // Abandoned before the reply. Then past its deadline (maybe granted, never heard), not past
-      // its release's: resumed, Redis runs the grant and the release, in either order (the grant
-      // may come second: voided).
-      run(loop(), sleep_for(loop(), 330ms));
-      server_.resume();
-      run(loop(), client.close());
-    }
-    EXPECT_EQ(server_.integer({"ZCOUNT", "rl:{exports:tenant}:semaphore", "(0", "+inf"}), 0)
+    // Past the grant's deadline (maybe granted, never heard), not past its release's: resumed,
+    // Redis runs the grant and the release, in either order (the grant may come second: voided).
+    EXPECT_EQ(permits_held_after_abandoning_a_grant(loop(), server_, timing_out, call, 330ms), 0)
         << "the grant abandoned, then timed out, holds the permit for the lease TTL";
   }
 }
