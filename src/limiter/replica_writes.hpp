@@ -14,8 +14,8 @@ namespace redlimit::detail {
 /// nothing that matters: a denied decision or reservation (a denial may rewrite a state in a
 /// new policy's terms, or give back permits of dead owners: lost, they only under-admit), a
 /// policy's stale refusal, a peek, a reservation's locate, a lease or renewal not granted, a
-/// release that removed nothing, a policy read, and an error. Any other reply, of any other script,
-/// counts as a write.
+/// policy read, and an error (a semaphore's release always writes: it removes permits, or
+/// voids the lease). Any other reply, of any other script, counts as a write.
 bool reply_wrote(const scripts::ScriptSource& script, std::span<const std::string_view> args,
                  const Reply& reply);
 

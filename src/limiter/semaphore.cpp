@@ -47,12 +47,15 @@ SemaphoreOptions validated(SemaphoreOptions options) {
   return options;
 }
 
-/// Whether a grant that failed with `error` may have been made all the same (its reply lost).
+/// Whether a grant that failed with `error` may have been made all the same (its reply lost,
+/// or not readable: the script ran).
 bool maybe_granted(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const Unavailable& e) {
     return e.maybe_executed();
+  } catch (const ProtocolError&) {
+    return true;
   } catch (...) {
     return false;
   }

@@ -145,13 +145,13 @@ bool Connection::dispatch(CommandOp* op, std::span<const std::string_view> argv)
 void Connection::on_reply(redisAsyncContext* context, void* reply, void* privdata) {
   auto* op = static_cast<CommandOp*>(privdata);
   Connection* self = op->connection;
-  if (self != nullptr && op->stage == CommandOp::Stage::in_flight) {
-    if (reply == nullptr) {
-      self->complete(op, self->lost_before_reply(context));
-    } else {
-      self->session_.backoff().reset();  // the server answers: failures no longer accumulate
-      self->complete_inline(op, std::move(built_reply(reply)));
-    }
+  if (self != nullptr && reply == nullptr) {
+    // Why asked also for a command its caller abandoned: the garbled reply may have been its.
+    std::exception_ptr error = self->lost_before_reply(context);
+    if (op->stage == CommandOp::Stage::in_flight) self->complete(op, std::move(error));
+  } else if (self != nullptr && op->stage == CommandOp::Stage::in_flight) {
+    self->session_.backoff().reset();  // the server answers: failures no longer accumulate
+    self->complete_inline(op, std::move(built_reply(reply)));
   }
   CommandOp::release(op);  // hiredis's reference
 }

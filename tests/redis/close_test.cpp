@@ -147,11 +147,11 @@ TEST_F(CloseTest, ASemaphoreGrantAbandonedBeforeItsReplyArrivedIsReleasedWhenItA
 // happened.
 TEST_F(CloseTest, ASemaphoreGrantAbandonedThenTimedOutIsReleasedOnceRedisMayHaveRunIt) {
   ClientOptions timing_out = options();
-  timing_out.command_timeout = 300ms;
+  timing_out.command_timeout = 600ms;
   for (auto* call : {&acquire_one, &try_acquire_one}) {
     // Past the grant's deadline (maybe granted, never heard), not past its release's: resumed,
     // Redis runs the grant and the release, in either order (the grant may come second: voided).
-    EXPECT_EQ(permits_held_after_abandoning_a_grant(loop(), server_, timing_out, call, 330ms), 0)
+    EXPECT_EQ(permits_held_after_abandoning_a_grant(loop(), server_, timing_out, call, 650ms), 0)
         << "the grant abandoned, then timed out, holds the permit for the lease TTL";
   }
 }

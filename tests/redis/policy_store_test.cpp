@@ -293,7 +293,7 @@ TEST_F(PolicyStoreTest, AFirstCallWhileChangesKeepBeingAnnouncedWaitsForOneReadN
   EXPECT_EQ(run(loop(), first.try_acquire("k")).source, Source::redis);  // subscribed
   // Changes announced without end (as a store changed in a loop announces them), up to a
   // bound: a notice arrives during every read.
-  constexpr long most_notices = 200'000;
+  constexpr long most_notices = 1'000'000;
   std::atomic<long> announced = 0;
   std::atomic<bool> stop = false;
   const auto announce = [this, &stop, &announced] {

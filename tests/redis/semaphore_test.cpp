@@ -353,8 +353,8 @@ TEST_F(SemaphoreTest, AGrantThatArrivesAfterItsReleaseGrantsNothingForItsTimeToL
   const auto step = [&](detail::LeaseOperation op, std::int64_t now) {
     return Step{op, detail::LeaseRequest("rl:{late:k}:semaphore", "late", 1, 1, ttl, now)};
   };
-  for (detail::Backend* backend : {static_cast<detail::Backend*>(&redis),
-                                   static_cast<detail::Backend*>(&local)}) {
+  for (detail::Backend* backend :
+       {static_cast<detail::Backend*>(&redis), static_cast<detail::Backend*>(&local)}) {
     const std::string where = backend == &redis ? "in Redis" : "in process";
     EXPECT_FALSE(run(loop(), ask(*backend, step(detail::LeaseOperation::release, t0))).granted);
     const detail::LeaseReply late =

@@ -1,6 +1,9 @@
 #include "decider.hpp"
 
+#include <openssl/sha.h>
+
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "redlimit/errors.hpp"
@@ -16,9 +19,27 @@ using std::chrono::microseconds;
 /// The limiters of callers' limits (overrides) a Decider keeps at most.
 constexpr std::size_t callers_limiters = 256;
 
+/// The longest key a Limiter takes (InvalidArgument beyond).
+constexpr std::size_t longest_limiter_key = 65536;
+
+/// `key` as `#sha256:<64 hex digits>`, which no key_of() text is (it has no '=').
+std::string digest_key(const std::string& key) {
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest.data());
+  constexpr char hex_digits[] = "0123456789abcdef";
+  std::string out = "#sha256:";
+  for (const unsigned char byte : digest) {
+    out += hex_digits[byte >> 4];
+    out += hex_digits[byte & 0xF];
+  }
+  return out;
+}
+
 /// A descriptor's entries as a limiter key: `key=value` pairs joined by '|', with '\', '|' and
 /// '=' escaped, so that two descriptors share a key only when their entries are the same (no
-/// entries: "|").
+/// entries: "|"). Why a digest past a limiter's longest key: a header value of any length
+/// (Envoy allows 60 KiB, which escaping may double) is counted; refused, it would fail the
+/// whole call, which Envoy lets through by default, and every limit of the call with it.
 std::string key_of(const std::vector<DescriptorEntry>& entries) {
   std::string key;
   const auto append = [&key](const std::string& text) {
@@ -34,7 +55,8 @@ std::string key_of(const std::vector<DescriptorEntry>& entries) {
     append(entry.value);
   }
   // Why '|' for no entries: a key is not empty, and an entry writes at least its '='.
-  return key.empty() ? "|" : key;
+  if (key.empty()) return "|";
+  return key.size() > longest_limiter_key ? digest_key(key) : key;
 }
 
 /// The most permits one call of `limit` can take.

@@ -283,6 +283,22 @@ descriptors:
       << "without the caller's limit, vip replaces per_user";
 }
 
+// Found in review (not named by an issue): a descriptor longer than a limiter's key failed the
+// whole call (INVALID_ARGUMENT), which Envoy by default lets through: a long enough header
+// value bypassed every limit of the call.
+TEST_F(DeciderTest, ADescriptorTooLongForALimiterKeyIsCountedUnderItsDigest) {
+  const std::string value(40'000, '=');  // 80,000 bytes escaped
+  std::string other_value = value;
+  other_value.back() = 'x';
+  const auto address = [](const std::string& text) {
+    return std::vector{descriptor({{"remote_address", text}})};
+  };
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(decide("api", address(value)).overall_code, Code::ok) << "hit " << i;
+  EXPECT_EQ(decide("api", address(value)).overall_code, Code::over_limit) << "3 a minute";
+  EXPECT_EQ(decide("api", address(other_value)).overall_code, Code::ok) << "a key of its own";
+}
+
 TEST_F(DeciderTest, ACallOfNoHitsIsOverTheLimitOnlyWhenNothingIsLeft) {
   const auto address = [](std::uint64_t hits) {
     return descriptor({{"remote_address", "10.0.0.7"}}, hits);

@@ -179,10 +179,11 @@ int serve(ServerOptions options) {
   return status;
 }
 
-/// HOST:PORT with a port from 0 to 65535. Why checked here: gRPC takes a larger port modulo
-/// 65536 and listens on another one.
+/// HOST:PORT with a port from 0 to 65535 (or a gRPC `unix:` address). Why checked here: gRPC
+/// takes a larger port modulo 65536 and listens on another one.
 const CLI::Validator host_and_port(
     [](const std::string& value) -> std::string {
+      if (value.starts_with("unix:")) return {};
       const std::size_t colon = value.rfind(':');
       int port = -1;
       if (colon != std::string::npos && colon > 0) {
