@@ -22,6 +22,7 @@
 #include "redlimit/callback.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
+#include "redlimit/semaphore.hpp"
 #include "redlimit/task_group.hpp"
 #include "support/fake_redis.hpp"
 #include "support/loop_test.hpp"
@@ -405,6 +406,20 @@ TEST_F(ClientTest, AReplyThatIsNotRespIsAProtocolErrorAndTheCommandsAfterItLoseT
   EXPECT_EQ(outcomes.connection_errors, 4) << outcomes.last_other;
   EXPECT_NE(outcomes.last_other.find("Protocol error"), std::string::npos) << outcomes.last_other;
   run(loop(), client.close());
+}
+
+// Found in review of the fix above: the script whose reply is garbled ran, so a semaphore's
+// grant that got it may hold a permit; only a lost reply made the grant release its lease.
+TEST_F(ClientTest, ASemaphoreGrantAnsweredByAReplyThatIsNotRespIsReleased) {
+  test::FakeRedis peer(test::FakeRedis::Ending::garbage);
+  ClientOptions o = options(peer.url());
+  o.command_timeout = 200ms;
+  Client client(loop(), o);
+  Semaphore semaphore(client, 1, "exports", 20s);
+  EXPECT_THROW(run(loop(), semaphore.try_acquire("tenant")), ProtocolError);
+  run(loop(), client.close());  // it waits for the release (the peer is gone: it fails)
+  EXPECT_NE(log().find("rl:{exports:tenant}:semaphore: a lease's release"), std::string::npos)
+      << "no release was sent: " << log();
 }
 
 // ---- deadlines
