@@ -60,8 +60,8 @@ class LocalBackend final : public Backend {
     /// Its node in by_expiry_; none until the call that created it stores something.
     std::optional<std::multimap<std::int64_t, const std::string*>::iterator> expiry;
     /// The time of its latest reset (Redis: its reset mark, lua/reset.lua), kept with the entry,
-    /// which lives as long as the mark would: a give-back of a take made then or before gives
-    /// nothing.
+    /// which lives at least as long as the mark would: a give-back of a take made then or before
+    /// gives nothing.
     std::optional<std::int64_t> reset_at;
   };
 
