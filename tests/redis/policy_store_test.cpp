@@ -282,7 +282,9 @@ Task<void> decide_into(Limiter& limiter, Decision* decision) {
 // announced, a new follower's first call waited for its deadline, though the first read that
 // ended gave it what it needed.
 TEST_F(PolicyStoreTest, AFirstCallWhileChangesKeepBeingAnnouncedWaitsForOneReadNotForThemAll) {
-  Client other(loop(), ClientOptions{.url = server_.url()});
+  // Why a long deadline: the overrides below are stored all at once, which a sanitizer build
+  // takes seconds to send and answer.
+  Client other(loop(), ClientOptions{.url = server_.url(), .command_timeout = 60s});
   PolicyStore store(other);
   run(loop(), store.set("api", Policy::parse("gcra 1000/min")));
   // Why so many overrides: each read takes long enough that notices arrive during every one.
