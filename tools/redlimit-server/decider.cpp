@@ -360,6 +360,13 @@ redlimit::Task<void> Decider::decide_one(Applied& applied, DescriptorStatus& sta
           microseconds(period - decision.server_time_us % period);
     }
   }
+  if (decision.reset_after == microseconds::zero() && counts_over_limit_hits(*limit) &&
+      decision.source == redlimit::Source::redis) {
+    // A window never used has nothing to reset; envoyproxy/ratelimit tells the end of the
+    // aligned window holding now all the same.
+    const std::int64_t period = limit->limit().rate.period.count();
+    decision.reset_after = microseconds(period - decision.server_time_us % period);
+  }
   // Why shadow-denied is OK: a shadow limit is observed, never enforced (as
   // envoyproxy/ratelimit answers it).
   status.code = decision.allowed ? Code::ok : Code::over_limit;

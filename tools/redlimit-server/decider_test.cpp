@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "policy_publisher.hpp"
 #include "redlimit/metrics.hpp"
 #include "redlimit/policy_store.hpp"
@@ -283,6 +285,26 @@ descriptors:
       << "without the caller's limit, vip replaces per_user";
 }
 
+// Found in review (not named by an issue): a replaced unlimited limit answered 0 remaining;
+// envoyproxy/ratelimit answers an unlimited limit as unlimited, replaced or not.
+TEST_F(DeciderTest, AnUnlimitedLimitIsNeverReplaced) {
+  decider_ = std::make_unique<Decider>(client_, config_of({R"(domain: rep
+descriptors:
+  - key: internal
+    rate_limit: {unlimited: true, name: free}
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+      replaces: [{name: free}]
+)"}),
+                                       DeciderOptions{.central_policies = false});
+  const RateLimitAnswer answer =
+      decide("rep", {descriptor({{"internal", "a"}}), descriptor({{"user", "a"}})});
+  EXPECT_EQ(answer.statuses[0].limit_remaining, std::numeric_limits<std::uint32_t>::max());
+  EXPECT_EQ(answer.statuses[1].limit_remaining, 4u);
+}
+
 // Found in review (not named by an issue): a descriptor longer than a limiter's key failed the
 // whole call (INVALID_ARGUMENT), which Envoy by default lets through: a long enough header
 // value bypassed every limit of the call.
@@ -306,6 +328,16 @@ TEST_F(DeciderTest, ACallOfNoHitsIsOverTheLimitOnlyWhenNothingIsLeft) {
   EXPECT_EQ(decide("api", {address(0)}).statuses[0].limit_remaining, 3u) << "it takes nothing";
   EXPECT_EQ(decide("api", {address(3)}).overall_code, Code::ok);
   EXPECT_EQ(decide("api", {address(0)}).overall_code, Code::over_limit);
+}
+
+// Found in review (not named by an issue): a call of no hits on a key never used answered a
+// reset of 0; envoyproxy/ratelimit tells the end of the window holding now.
+TEST_F(DeciderTest, ACallOfNoHitsOnAnUnusedKeyTellsTheEndOfTheWindow) {
+  const RateLimitAnswer answer = decide("api", {descriptor({{"remote_address", "idle"}}, 0)});
+  const std::chrono::microseconds reset = answer.statuses[0].duration_until_reset;
+  EXPECT_EQ(answer.statuses[0].limit_remaining, 3u);
+  EXPECT_GE(reset, 1s);
+  EXPECT_LE(reset, 60s);
 }
 
 TEST_F(DeciderTest, AllOrNothingDescriptorsConsumeNothingWhenOneIsOver) {

@@ -44,8 +44,10 @@ void apply_replaces(std::vector<std::optional<MatchedLimit>>& matched) {
   for (const auto& limit : matched) {
     if (limit) replaced.insert(limit->limit->replaces.begin(), limit->limit->replaces.end());
   }
+  // Why never an unlimited one: envoyproxy/ratelimit answers it as unlimited, replaced or not.
   for (auto& limit : matched) {
-    if (limit && !limit->limit->name.empty() && replaced.contains(limit->limit->name))
+    if (limit && !limit->limit->unlimited && !limit->limit->name.empty() &&
+        replaced.contains(limit->limit->name))
       limit.reset();
   }
 }

@@ -32,7 +32,7 @@ std::optional<MatchedLimit> match_limit(const RateLimitConfig& config, std::stri
                                         std::span<const DescriptorEntry> entries);
 
 /// Drops, from the limits matched for one request's descriptors, those that another matched
-/// limit names in its `replaces`.
+/// limit names in its `replaces` (an unlimited one stays: envoyproxy/ratelimit answers it so).
 void apply_replaces(std::vector<std::optional<MatchedLimit>>& matched);
 
 }  // namespace redlimit_server
