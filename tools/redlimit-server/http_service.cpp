@@ -1,13 +1,38 @@
 #include "http_service.hpp"
 
 #include <google/protobuf/util/json_util.h>
+#include <netdb.h>
 
+#include <memory>
 #include <stdexcept>
 
 #include "grpc_service.hpp"
 #include "proto_translation.hpp"
 
 namespace redlimit_server {
+
+namespace {
+
+/// `host` as an IP address: itself when it is one, else the first address of the name. Why
+/// resolved here: an HttpListener takes an address, and --grpc-listen takes a name.
+std::string address_of(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int error = getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0)
+    throw std::invalid_argument("cannot resolve '" + host + "': " + gai_strerror(error));
+  const std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> held(found, freeaddrinfo);
+  char text[NI_MAXHOST];
+  if (getnameinfo(found->ai_addr, found->ai_addrlen, text, sizeof text, nullptr, 0,
+                  NI_NUMERICHOST) != 0) {
+    throw std::invalid_argument("cannot tell the address of '" + host + "'");
+  }
+  return text;
+}
+
+}  // namespace
 
 struct HttpService::Mailbox {
   std::mutex mutex;
@@ -58,7 +83,7 @@ int HttpService::listen(const std::string& host_port) {
       [this](redlimit::HttpRequest request, std::function<void(redlimit::HttpResponse)> respond) {
         handle(std::move(request), std::move(respond));
       },
-      redlimit::HttpListenerOptions{.host = host, .port = port});
+      redlimit::HttpListenerOptions{.host = address_of(host), .port = port});
   return listener_->port();
 }
 

@@ -33,9 +33,9 @@ class HttpService {
   HttpService(const HttpService&) = delete;
   HttpService& operator=(const HttpService&) = delete;
 
-  /// Listens on `host_port` ("HOST:PORT", "[IPv6]:PORT"; port 0: any free); returns the port.
-  /// Throws std::invalid_argument for a malformed address, redlimit::Error when it cannot
-  /// listen.
+  /// Listens on `host_port` ("HOST:PORT", "[IPv6]:PORT"; a host name: its first address; port
+  /// 0: any free); returns the port. Throws std::invalid_argument for a malformed address or a
+  /// name that does not resolve, redlimit::Error when it cannot listen.
   int listen(const std::string& host_port);
   /// Stops listening and closes every connection: a /json call in flight is dropped, and so is
   /// its answer when the worker sends it. Its handles are freed by the loop's next iteration.

@@ -89,12 +89,12 @@ def write(path, text):
 class Server:
     """One redlimit-server process on free ports; its log goes to a file."""
 
-    def __init__(self, config, *args, redis=None):
+    def __init__(self, config, *args, redis=None, http_listen="127.0.0.1:0"):
         self.log_path = tempfile.mktemp(dir=WORK, suffix=".log")
         self.log_file = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [SERVER, "--config", config, "--redis", redis or REDIS, "--grpc-listen", "127.0.0.1:0",
-             "--http-listen", "127.0.0.1:0", "--workers", "2", "--reload-interval-ms", "100",
+             "--http-listen", http_listen, "--workers", "2", "--reload-interval-ms", "100",
              *args],
             stdout=subprocess.PIPE, stderr=self.log_file, text=True)
         line = self.process.stdout.readline()
@@ -124,8 +124,8 @@ class Server:
                 descriptor.hits_addend.value = extra["hits"]
         return self.call(request, timeout=10)
 
-    def http(self, path, body=None):
-        request = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", data=body,
+    def http(self, path, body=None, host="127.0.0.1"):
+        request = urllib.request.Request(f"http://{host}:{self.http_port}{path}", data=body,
                                          method="POST" if body is not None else "GET")
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
@@ -314,6 +314,17 @@ def test_http(server):
         {"entries": [{"key": "account", "value": "v" * 70000}]}]}).encode()
     check(server.http("/json", long_value)[0] == 200,
           "/json: a descriptor longer than a limiter's key is counted under its digest")
+
+
+def test_http_listens_at_a_host_name(config_dir):
+    # Found in review (not named by an issue): --grpc-listen took a name, --http-listen only an
+    # IP address.
+    named = Server(config_dir, http_listen="localhost:0")
+    try:
+        check(named.http("/healthcheck", host="localhost") == (200, "OK\n"),
+              "--http-listen localhost:0 serves /healthcheck")
+    finally:
+        check(named.stop() == 0, "the server listening at a name stops with exit status 0")
 
 
 def test_reload(server, config_path):
@@ -535,6 +546,7 @@ def main():
         test_a_call_larger_than_its_first_message_block_is_answered_whole(server)
         test_errors(server)
         test_http(server)
+        test_http_listens_at_a_host_name(config_dir)
         test_two_servers_share_a_limit(config_dir)
         test_replicas_follow_the_limits_written_last()
         test_each_domains_failure_policy_answers_without_redis()
