@@ -5,6 +5,7 @@
 
 #include <uv.h>
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -42,20 +43,25 @@ struct HttpListenerOptions {
   std::string host = "127.0.0.1";  ///< an IPv4 or IPv6 address (not a name)
   int port = 0;                    ///< 0: a free port, see HttpListener::port()
   std::size_t max_body_bytes = 1 << 20;
+  /// How long the handler may take to answer a request; then the listener answers 503 and
+  /// drops the handler's later answer.
+  std::chrono::milliseconds response_timeout{30'000};
 };
 
 /// Serves one request per connection (`Connection: close`): reads the request head (at most
 /// 8 KiB; else 431) and a body of Content-Length bytes (at most max_body_bytes; else 413), and
 /// hands them to the handler. A request it cannot read gets 400; a connection that sends no
-/// whole request within 10 s is closed. After a 400, 413 or 431 it reads on and drops what the
+/// whole request within 10 s is closed; a request the handler does not answer within
+/// response_timeout gets 503. After a 400, 413 or 431 it reads on and drops what the
 /// client still sends, until the client closes or 2 s pass, so that a client still sending its
 /// request gets the answer, not a reset connection.
 ///
 /// Not movable; use it on its loop's thread. Destroying it closes it.
 class HttpListener {
  public:
-  /// Listens at once. Throws ConfigError for a host that is not an IP address or a port outside
-  /// 0-65535, and Error when it cannot listen (the port is taken).
+  /// Listens at once. Throws ConfigError for a host that is not an IP address, a port outside
+  /// 0-65535 or a response_timeout not above 0, and Error when it cannot listen (the port is
+  /// taken).
   HttpListener(uv_loop_t* loop, HttpHandler handler, HttpListenerOptions options = {});
   ~HttpListener();
   HttpListener(const HttpListener&) = delete;

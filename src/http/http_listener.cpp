@@ -232,7 +232,13 @@ struct HttpListener::State {
     c.request.body = c.received.substr(c.head_end, c.body_length);
     c.received = {};
     c.lingering = true;
-    uv_timer_stop(c.timer.get());
+    // Why before the handler: an answer given at once starts the timer again, for the linger.
+    if (uv_timer_start(c.timer.get(), &on_response_timeout,
+                       static_cast<std::uint64_t>(c.owner->options.response_timeout.count()),
+                       0) != 0) {
+      c.close();
+      return;
+    }
     std::weak_ptr<bool> alive = c.alive;
     // Why caught: an exception must not unwind through libuv's frames (the loop would be left
     // mid-iteration); the request is answered 500 unless the handler answered it already.
@@ -287,6 +293,11 @@ struct HttpListener::State {
 
   static void on_timeout(uv_timer_t* timer) { static_cast<Connection*>(timer->data)->close(); }
 
+  /// The handler did not answer in time: 503, and its answer, if it comes, is dropped.
+  static void on_response_timeout(uv_timer_t* timer) {
+    respond(*static_cast<Connection*>(timer->data), plain(503));
+  }
+
   void close() noexcept {
     listener.close();
     const auto open = std::exchange(connections, {});
@@ -301,6 +312,10 @@ HttpListener::HttpListener(uv_loop_t* loop, HttpHandler handler, HttpListenerOpt
     : state_(std::make_unique<State>()) {
   if (options.port < 0 || options.port > 65535) {
     throw ConfigError("HttpListener: port " + std::to_string(options.port) + " is outside 0-65535");
+  }
+  if (options.response_timeout <= std::chrono::milliseconds::zero()) {
+    throw ConfigError("HttpListener: response_timeout must be positive, not " +
+                      std::to_string(options.response_timeout.count()) + " ms");
   }
   sockaddr_storage address{};
   if (uv_ip4_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in*>(&address)) !=
