@@ -100,7 +100,13 @@ NextTry ClusterRouter::next_try(const TryOutcome& outcome, std::optional<std::ui
   }
   const auto redirect = parse_redirect(reply->str, outcome.target.endpoint().host);
   Connection* next = redirect ? follow(*redirect) : nullptr;
-  if (next == nullptr || ++hops.redirects > max_redirects) return {};
+  if (next == nullptr) return {};
+  if (++hops.redirects > max_redirects) {
+    // Why a pause: nodes that send a call to each other disagree for a moment on who serves
+    // the slot (a failover or a move half told); the slot map read meanwhile may settle it.
+    suspect_topology();
+    return pause(hops);
+  }
   hops.redirected = true;
   return {.kind = NextTry::Kind::resend,
           .target = next,

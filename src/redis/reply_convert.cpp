@@ -53,7 +53,9 @@ bool means_unavailable(const std::exception_ptr& error) {
   } catch (const Unavailable&) {
     return true;
   } catch (const ReplyError& e) {
-    return is_transient(classify_error_reply(e.what()));
+    // Why a redirect too: a call that ends on one never reached the node that serves its slot.
+    const ErrorReplyKind kind = classify_error_reply(e.what());
+    return is_transient(kind) || kind == ErrorReplyKind::redirect;
   } catch (...) {
     return false;
   }

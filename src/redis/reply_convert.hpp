@@ -46,7 +46,8 @@ std::exception_ptr exception_from_error(std::string_view message, std::string_vi
 
 /// True when `error` means Redis could not serve the call (the failure policy applies, the
 /// circuit breaker counts it): an Unavailable (ConnectionError, TimeoutError, Overloaded,
-/// CircuitOpen) or a ReplyError of a transient kind. Anything else (bad arguments,
+/// CircuitOpen), a ReplyError of a transient kind, or a redirect a call ended on (it never
+/// reached the node that serves its slot). Anything else (bad arguments,
 /// permissions, protocol errors) is the caller's to see.
 bool means_unavailable(const std::exception_ptr& error);
 

@@ -27,6 +27,14 @@ NextTry SlotRouter::pause_if_not_now(const Reply& reply, Hops& hops) {
     return {};
   }
   if (code != "TRYAGAIN" && !busy) suspect_topology();
+  return pause(hops);
+}
+
+NextTry SlotRouter::pause(Hops& hops) {
+  // Why the redirects start again: a call of several keys on a migrating slot goes ASK, then
+  // TRYAGAIN after ASKING, until the slot has one owner; each pause routes it afresh, and the
+  // deadline, not the redirects of earlier tries, bounds how long it waits.
+  hops.redirects = 0;
   return {.kind = NextTry::Kind::retry, .delay = retry_delay(hops.retries++)};
 }
 

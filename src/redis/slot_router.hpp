@@ -16,8 +16,9 @@ class EndpointSource;
 
 /// How far one command went through its router's answers.
 struct Hops {
-  int redirects = 0;  ///< MOVED, ASK, and moves off a connection whose node left the slot map
-  int retries = 0;    ///< pauses before trying again
+  /// MOVED, ASK, and moves off a connection whose node left the slot map, since the last pause
+  int redirects = 0;
+  int retries = 0;  ///< pauses before trying again
   /// It went where a MOVED or ASK sent it.
   bool redirected = false;
 };
@@ -52,7 +53,8 @@ class SlotRouter {
  public:
   using Clock = Connection::Clock;
 
-  /// Most redirects one command follows (MOVED and ASK together).
+  /// Most redirects one command follows in a row (MOVED and ASK together); after as many, it
+  /// pauses, the slot map is read again, and it is routed afresh.
   static constexpr int max_redirects = 5;
 
   virtual ~SlotRouter() = default;
@@ -93,6 +95,8 @@ class SlotRouter {
   /// slot migrating) or BUSY (a script running), which do not change it. Any other reply is the
   /// answer.
   NextTry pause_if_not_now(const Reply& reply, Hops& hops);
+  /// Try again after a pause (longer after each), routed afresh.
+  NextTry pause(Hops& hops);
 };
 
 /// Every slot on one server.

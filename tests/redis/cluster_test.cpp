@@ -288,6 +288,74 @@ TEST_F(ClusterTest, ALeastPrivilegeUserFollowsAskRedirectsWhileASlotMigrates) {
   run(loop(), user.close());
 }
 
+/// Ends the migration of `slot` after `delay`: every primary names `to` as its owner (no key
+/// of it was moved, so the source gives it up).
+Task<void> end_migration_after(uv_loop_t* loop, std::chrono::milliseconds delay,
+                               const test::RedisCluster* cluster, int slot, std::size_t to) {
+  co_await sleep_for(loop, delay);
+  cluster->confirm_owner({slot}, to);
+}
+
+/// try_acquire() of `key`, into `out`.
+Task<void> try_acquire_into(Limiter* limiter, std::string key, std::optional<Decision>* out) {
+  *out = co_await limiter->try_acquire(std::move(key));
+}
+
+TEST_F(ClusterTest,
+       ACallOfTwoKeysOnAMigratingSlotWaitsOutTheMigrationWithinItsDeadlineNeverFailingOnASK) {
+  // Slot of a fresh key starts migrating: its owner answers ASK (it holds neither key), and the
+  // importing node answers TRYAGAIN (it holds neither of the call's two keys) until the slot
+  // has one owner again. The call tries again until then, within its deadline.
+  Client patient(loop(), {.url = cluster_.url(), .command_timeout = 10s});
+  Limiter both(patient, Policy{{{Algorithm::gcra, {5, 60s}}, {Algorithm::fixed_window, {3, 60s}}}},
+               {.name = "moving"});
+  const std::string key = key_in_slots("moving", 0, 16383);
+  const int slot = slot_of("moving", key);
+  const auto migration = cluster_.start_migrating(slot);
+  Limiter hasty(client_, both.policy(), {.name = "moving"});
+  const Decision unanswered = run(loop(), hasty.try_acquire(key));
+  EXPECT_EQ(unanswered.source, Source::fail_closed)
+      << "a call whose deadline comes first is answered by the failure policy";
+  std::optional<Decision> decided;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(try_acquire_into(&both, key, &decided));
+    group.add(end_migration_after(loop(), 300ms, &cluster_, slot, migration.to));
+    co_await group.join();
+  }());
+  ASSERT_TRUE(decided);
+  EXPECT_TRUE(decided->allowed);
+  EXPECT_EQ(decided->source, Source::redis);
+  EXPECT_EQ(
+      cluster_.node(migration.to).integer({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}), 2)
+      << "both limits' keys are on the slot's new owner";
+  run(loop(), patient.close());
+}
+
+TEST_F(ClusterTest, NodesThatSendACallToEachOtherGetItAnsweredByTheFailurePolicy) {
+  // The slot's owner gives it to another primary that does not take it (CLUSTER SETSLOT NODE
+  // on the owner alone): each answers MOVED to the other. The call follows a few redirects and
+  // then is unavailable, as Redis is for it: the failure policy answers.
+  Limiter limiter(client_, Policy::of(Limit{Algorithm::gcra, {3, 60s}}),
+                  {.name = "bounced", .on_failure = {.kind = FailurePolicy::fail_open}});
+  const std::string key = key_in_slots("bounced", 0, 16383);
+  const std::string slot = std::to_string(slot_of("bounced", key));
+  const std::size_t owner = cluster_.primary_of_slot(slot_of("bounced", key));
+  const std::size_t other = cluster_.primaries().front() == owner ? cluster_.primaries().back()
+                                                                  : cluster_.primaries().front();
+  ASSERT_EQ(cluster_.node(owner)
+                .command({"CLUSTER", "SETSLOT", slot, "NODE", cluster_.node_id(other)})
+                .str,
+            "OK");
+  const Decision bounced = run(loop(), limiter.try_acquire(key));
+  EXPECT_TRUE(bounced.allowed);
+  EXPECT_EQ(bounced.source, Source::fail_open);
+  ASSERT_EQ(cluster_.node(owner)
+                .command({"CLUSTER", "SETSLOT", slot, "NODE", cluster_.node_id(owner)})
+                .str,
+            "OK");
+}
+
 using test::hammer_binary;
 using test::start_process;
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "redis/reply_convert.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -143,12 +144,25 @@ std::string error_code_of(uv_loop_t* loop, Client& client) {
 
 class ClusterClientTest : public test::LoopTest {};
 
-TEST_F(ClusterClientTest, ARedirectLoopEndsAfterFiveRedirectsWithTheLastRedirect) {
+TEST_F(ClusterClientTest, ARedirectLoopIsFollowedFiveRedirectsAtATimeWithPausesUntilTheDeadline) {
   ScriptedNode node("MOVED 1234 127.0.0.1:PORT");
-  Client client(loop(), {.url = node.url()});
+  Client client(loop(), {.url = node.url(), .command_timeout = 1s});
   run(loop(), client.connect());
-  EXPECT_EQ(error_code_of(loop(), client), "MOVED");
-  EXPECT_EQ(node.errors_sent(), 1 + 5) << "the first try and five redirects";
+  const auto start = std::chrono::steady_clock::now();
+  std::exception_ptr failure;
+  try {
+    run(loop(), client.command("GET", "k"));
+  } catch (const Error&) {
+    failure = std::current_exception();
+  }
+  ASSERT_TRUE(failure) << "a redirect loop never answers";
+  // The last redirect, or the deadline while a try was on its way: Redis was not available.
+  EXPECT_TRUE(detail::means_unavailable(failure)) << detail::describe(failure);
+  EXPECT_LE(test::elapsed_since(start), 1s + test::deadline_slack);
+  // Rounds of a try and five redirects, with backoff of 2, 4, 8 ... 100 ms between rounds: more
+  // than one round within 1 s, and not a busy loop.
+  EXPECT_GE(node.errors_sent(), 2 * 6);
+  EXPECT_LE(node.errors_sent(), 20 * 6);
   run(loop(), client.close());
 }
 

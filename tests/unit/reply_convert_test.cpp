@@ -69,10 +69,19 @@ TEST(ErrorReplies, EveryCodeOfAServerThatCannotServeNowIsTransient) {
     EXPECT_TRUE(is_transient(classify_error_reply(message))) << message;
     EXPECT_TRUE(means_unavailable(exception_from_error(message))) << message;
   }
-  for (const char* message : {"MOVED 1 h:1", "ASK 1 h:1", "NOSCRIPT x", "NOPERM x", "ERR x",
-                              "WRONGTYPE x", "CROSSSLOT x"}) {
+  for (const char* message : {"NOSCRIPT x", "NOPERM x", "ERR x", "WRONGTYPE x", "CROSSSLOT x"}) {
     EXPECT_FALSE(is_transient(classify_error_reply(message))) << message;
     EXPECT_FALSE(means_unavailable(exception_from_error(message))) << message;
+  }
+}
+
+// A call that ends on a redirect (its redirects ran out until its deadline) never reached the
+// node that serves its slot: unavailable for the failure policy, yet no failure of the node
+// that answered, for its circuit breaker.
+TEST(ErrorReplies, ACallEndingOnARedirectIsUnavailableButNoServerFailure) {
+  for (const char* message : {"MOVED 1 h:1", "ASK 1 h:1"}) {
+    EXPECT_FALSE(is_transient(classify_error_reply(message))) << message;
+    EXPECT_TRUE(means_unavailable(exception_from_error(message))) << message;
   }
 }
 
