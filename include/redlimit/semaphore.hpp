@@ -33,8 +33,9 @@ class LeaseIssuer;
 /// Destroying a held lease releases it in the background (in process: at once); Client::close()
 /// waits for that release (bounded by its command deadline) before it closes the connections, so a
 /// lease destroyed just before close() has given its permits back. A background release that
-/// Redis cannot answer is logged as a warning (the permits come back at expiry); its other
-/// errors go to the error handler (set_error_handler). Use it on the loop's thread. A lease keeps
+/// Redis cannot answer is tried again, with backoff, until Redis answers, the lease would have
+/// expired or the client closes; giving up is logged as a warning (the permits come back at
+/// expiry). Its other errors go to the error handler (set_error_handler). Use it on the loop's thread. A lease keeps
 /// its Client's connections alive (shared), but after Client::close() has finished it can no longer
 /// release: its permits then come back at expiry.
 class Lease {

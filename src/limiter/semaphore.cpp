@@ -11,6 +11,7 @@
 #include "limiter/unavailability.hpp"
 #include "policy/key_format.hpp"
 #include "policy/validation.hpp"
+#include "redis/backoff.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/runtime.hpp"
@@ -74,31 +75,58 @@ Grant grant_of(const LeaseReply& reply, Source source) {
   return out;
 }
 
-/// Releases a lease in the background. When Redis cannot answer, that is logged, not reported
-/// as a failure: the lease's permits come back at its expiry, as for a holder that died.
-Task<void> release_detached(std::shared_ptr<LeaseIssuer> issuer, Backend* backend,
+/// Releases a lease in the background. When Redis cannot answer, the release is tried again
+/// with backoff until it can, the lease would have expired, or the client closes; giving up is
+/// logged, not reported as a failure: the lease's permits come back at its expiry, as for a
+/// holder that died.
+Task<void> release_detached(std::shared_ptr<LeaseIssuer> issuer, uv_loop_t* loop, Backend* backend,
                             LeaseRequest request, spdlog::logger* logger) {
   (void)issuer;  // keeps the backend and the logger alive until this ends
-  const std::string key = request.key;
-  try {
-    co_await backend->run_lease(LeaseOperation::release, std::move(request));
-  } catch (...) {
-    if (!means_unavailable(std::current_exception())) throw;
-    logger->warn(
-        "{}: a lease's release did not reach Redis ({}); its permits come back when it "
-        "expires",
-        key, describe(std::current_exception()));
+  // Why a bound: by then the lease has expired, and its permits are back.
+  const auto expired_at =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(request.ttl_us);
+  BackgroundTasks* const tasks = backend->background();
+  const std::stop_token closing = tasks != nullptr ? tasks->closing() : std::stop_token{};
+  Backoff backoff(std::chrono::milliseconds(50), std::chrono::seconds(1),
+                  std::hash<std::string>{}(request.lease_id));
+  for (;;) {
+    std::exception_ptr error;
+    try {
+      // Why a copy each time: a release is idempotent, and one that may have run is sent again.
+      co_await backend->run_lease(LeaseOperation::release, request);
+      co_return;
+    } catch (...) {
+      if (!means_unavailable(std::current_exception())) throw;
+      error = std::current_exception();
+    }
+    const auto pause = backoff.next();
+    bool stopped =
+        closing.stop_requested() || std::chrono::steady_clock::now() + pause >= expired_at;
+    if (!stopped) {
+      try {
+        co_await sleep_for(loop, pause, closing);
+      } catch (const Cancelled&) {
+        stopped = true;
+      }
+    }
+    if (stopped) {
+      logger->warn(
+          "{}: a lease's release did not reach Redis ({}); its permits come back when it "
+          "expires",
+          request.key, describe(error));
+      co_return;
+    }
   }
 }
 
 /// Releases the lease of a grant whose caller was destroyed before its reply arrived: nobody
 /// holds it, whether the reply granted it or the grant may have run unheard (as grant() does
 /// for a caller still there). Runs as the client's background work, as the grant did.
-Task<void> release_orphan(std::shared_ptr<LeaseIssuer> issuer, Backend* backend,
+Task<void> release_orphan(std::shared_ptr<LeaseIssuer> issuer, uv_loop_t* loop, Backend* backend,
                           LeaseRequest request, spdlog::logger* logger,
                           std::optional<LeaseReply> reply, std::exception_ptr error) {
   if ((reply && reply->granted) || maybe_granted(error))
-    co_await release_detached(std::move(issuer), backend, std::move(request), logger);
+    co_await release_detached(std::move(issuer), loop, backend, std::move(request), logger);
 }
 
 }  // namespace
@@ -171,8 +199,9 @@ Task<Grant> LeaseIssuer::grant(const std::string& key, const std::string& lease_
     if (BackgroundTasks* tasks = backend_->background()) {
       // Why outliving: a caller destroyed before the reply leaves a lease nobody holds; it is
       // released when the reply comes.
-      Orphaned<LeaseReply> orphaned = std::bind_front(
-          release_orphan, shared_from_this(), backend_.get(), std::move(asked), logger_.get());
+      Orphaned<LeaseReply> orphaned =
+          std::bind_front(release_orphan, shared_from_this(), loop_, backend_.get(),
+                          std::move(asked), logger_.get());
       granting = outliving(*tasks, std::move(granting), std::move(orphaned));
     }
     const LeaseReply reply = co_await std::move(granting);
@@ -198,7 +227,7 @@ void LeaseIssuer::release_in_background(Source source, std::string key, std::str
                                         std::int64_t permits) {
   Backend* const backend = backend_for(source);
   if (backend == nullptr) return;
-  Task<void> task = release_detached(shared_from_this(), backend,
+  Task<void> task = release_detached(shared_from_this(), loop_, backend,
                                      request(source, std::move(key), std::move(lease_id), permits),
                                      logger_.get());
   // Why the client's background work: Client::close() lets the release reach Redis first.

@@ -73,6 +73,9 @@ class BackgroundTasks {
   /// One waiter at a time (as wait_all()).
   Task<void> join();
 
+  /// Stopped when the client begins to close: work that tries again stops trying then.
+  std::stop_token closing() const noexcept { return closing_.get_token(); }
+
   /// Stops every WaitingCall (the client begins to close), then resumes once each has ended
   /// (each gives its reservations back first, while the client still sends commands).
   Task<void> end_waiting_calls();
