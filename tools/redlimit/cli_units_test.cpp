@@ -152,6 +152,22 @@ TEST(UrlRedaction, TheSentinelsPasswordIsScrubbedToo) {
   EXPECT_EQ(Redactor("redis-sentinel://pw@s1#m", "pw-longer")("pw-longer and pw"), "*** and ***");
 }
 
+// Found in review (not named by an issue): a short password was replaced wherever its bytes
+// appeared, which garbled the text and gave the password away ("***27.0.0.***" for "1").
+TEST(UrlRedaction, AShortPasswordIsScrubbedWhereItStandsAloneAndNowhereElse) {
+  const Redactor one("redis://:1@127.0.0.1:6319");
+  EXPECT_EQ(one("cannot connect to redis://127.0.0.1:6319"),
+            "cannot connect to redis://127.0.0.1:6319");
+  EXPECT_EQ(one("redis://:1@127.0.0.1:6319/0 refused"), "redis://:***@127.0.0.1:6319/0 refused");
+  EXPECT_EQ(one("WRONGPASS 1"), "WRONGPASS ***");
+  const Redactor letter("redis://:a@db");
+  EXPECT_EQ(letter("Redis at db did not answer: cannot connect"),
+            "Redis at db did not answer: cannot connect");
+  EXPECT_EQ(letter("password 'a' refused"), "password '***' refused");
+  // From 8 bytes on, a password is scrubbed wherever it appears.
+  EXPECT_EQ(Redactor("redis://:longpass@db")("xlongpassx"), "x***x");
+}
+
 TEST(DecisionRates, RatesAreTheDifferencesPerSecond) {
   const CountsByName before{{"sms", {.allowed = 100, .denied = 10}}};
   const CountsByName after{{"sms", {.allowed = 180, .denied = 30, .shadow_denied = 4}}};

@@ -53,6 +53,37 @@ std::string percent_decoded(std::string_view text) {
   return out;
 }
 
+/// Secrets shorter than this are replaced only where they stand alone (see stands_alone).
+constexpr std::size_t short_secret = 8;
+
+/// Whether `c` may end a word a password is: space, a quote, or URL or list punctuation.
+bool separates(char c) {
+  constexpr std::string_view separators = " \t\r\n\"':@/,;()=";
+  return separators.find(c) != std::string_view::npos;
+}
+
+/// Whether `length` bytes at `at` of `text` are a word of their own (see separates).
+bool stands_alone(std::string_view text, std::size_t at, std::size_t length) {
+  const std::size_t end = at + length;
+  return (at == 0 || separates(text[at - 1])) && (end == text.size() || separates(text[end]));
+}
+
+/// Replaces `secret` in `text` by "***": anywhere when it is long; where it stands alone when
+/// it is short (a password "1" must not turn "127.0.0.1" into "***27.0.0.***", which garbles
+/// the text and gives the password away).
+void replace_secret(std::string& text, std::string_view secret) {
+  if (secret.empty()) return;
+  constexpr std::string_view mask = "***";
+  for (auto at = text.find(secret); at != std::string::npos;) {
+    if (secret.size() < short_secret && !stands_alone(text, at, secret.size())) {
+      at = text.find(secret, at + 1);
+      continue;
+    }
+    text.replace(at, secret.size(), mask);
+    at = text.find(secret, at + mask.size());
+  }
+}
+
 void replace_all(std::string& text, std::string_view from, std::string_view to) {
   if (from.empty()) return;
   for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
@@ -92,7 +123,7 @@ std::string Redactor::operator()(std::string_view text) const {
   std::sort(longest_first.begin(), longest_first.end(),
             [](const std::string* a, const std::string* b) { return a->size() > b->size(); });
   for (const std::string* secret : longest_first)
-    replace_all(out, *secret, "***");
+    replace_secret(out, *secret);
   return out;
 }
 

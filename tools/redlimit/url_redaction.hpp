@@ -15,7 +15,8 @@ std::string redact_url(std::string_view url);
 /// Removes one URL's password from any text the command prints (an error message may quote
 /// the URL, or a library may quote the password): the URL becomes redact_url(url), and the
 /// password, as written in the URL and percent-decoded, becomes "***"; so does `other_secret`
-/// (the sentinels' password), if not empty.
+/// (the sentinels' password), if not empty. A password shorter than 8 bytes is replaced only
+/// where it stands alone, between spaces, quotes or URL punctuation (":1@", not "127.0.0.1").
 class Redactor {
  public:
   explicit Redactor(std::string_view url, std::string_view other_secret = {});
