@@ -12,6 +12,12 @@ namespace redlimit {
 /// [A-Za-z0-9_.-].
 bool is_valid_prefix(std::string_view prefix);
 
+/// True for a limiter name limiters accept (LimiterOptions::name): 1 to 128 bytes.
+bool is_valid_name(std::string_view name);
+
+/// True for a key a limiter's calls accept: 1 to 65,536 bytes.
+bool is_valid_key(std::string_view key);
+
 /// The SCAN MATCH pattern of the Redis keys that hold the state of limiter `name`'s keys
 /// (`<prefix>:{<escaped name>:*`, glob characters escaped; a per_client scope's keys are not
 /// matched). It may match a few other keys of that limiter: parse_state_key() tells them apart.

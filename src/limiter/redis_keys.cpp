@@ -50,6 +50,14 @@ bool is_valid_prefix(std::string_view prefix) {
   return detail::is_valid_prefix(prefix);
 }
 
+bool is_valid_name(std::string_view name) {
+  return !name.empty() && name.size() <= detail::max_name_bytes;
+}
+
+bool is_valid_key(std::string_view key) {
+  return !key.empty() && key.size() <= detail::max_key_bytes;
+}
+
 std::string state_keys_pattern(std::string_view prefix, std::string_view name) {
   return glob_literal(state_key_start(prefix, name)) + "*";
 }

@@ -16,6 +16,8 @@ namespace redlimit::detail {
 inline constexpr std::size_t max_escaped_key = 128;
 /// The largest key a limiter accepts, in bytes.
 inline constexpr std::size_t max_key_bytes = 65536;
+/// The longest name a limiter or semaphore accepts, in bytes.
+inline constexpr std::size_t max_name_bytes = 128;
 
 /// True for a key prefix of 1 to 64 characters from [A-Za-z0-9_.-].
 bool is_valid_prefix(std::string_view prefix);

@@ -8,9 +8,9 @@
 namespace redlimit::detail {
 
 void check_name(std::string_view field, std::string_view name) {
-  if (name.empty() || name.size() > 128) {
-    throw InvalidArgument(std::string(field) + " must be 1 to 128 bytes, got " +
-                          std::to_string(name.size()));
+  if (name.empty() || name.size() > max_name_bytes) {
+    throw InvalidArgument(std::string(field) + " must be 1 to " + std::to_string(max_name_bytes) +
+                          " bytes, got " + std::to_string(name.size()));
   }
 }
 

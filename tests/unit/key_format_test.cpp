@@ -159,5 +159,16 @@ TEST(RedisKeys, APrefixIsOneTo64NameCharacters) {
   EXPECT_FALSE(redlimit::is_valid_prefix(std::string(65, 'p')));
 }
 
+TEST(RedisKeys, ANameIsOneTo128BytesAndAKeyOneTo65536) {
+  EXPECT_TRUE(redlimit::is_valid_name("sms"));
+  EXPECT_TRUE(redlimit::is_valid_name(std::string(128, 'n')));
+  EXPECT_FALSE(redlimit::is_valid_name(""));
+  EXPECT_FALSE(redlimit::is_valid_name(std::string(129, 'n')));
+  EXPECT_TRUE(redlimit::is_valid_key("user:42 with spaces"));
+  EXPECT_TRUE(redlimit::is_valid_key(std::string(65536, 'k')));
+  EXPECT_FALSE(redlimit::is_valid_key(""));
+  EXPECT_FALSE(redlimit::is_valid_key(std::string(65537, 'k')));
+}
+
 }  // namespace
 }  // namespace redlimit::detail

@@ -43,12 +43,32 @@ const CLI::Validator client_id_text(
     },
     "ID", "client id");
 
+/// Accepts a NAME a limiter takes. Why checked here: a command must refuse it before it reads
+/// Redis (an empty name would SCAN, or be reported as not found).
+const CLI::Validator name_text(
+    [](std::string& text) -> std::string {
+      return redlimit::is_valid_name(text) ? std::string()
+                                           : "expected 1 to 128 bytes (a LimiterOptions::name)";
+    },
+    "NAME", "limiter name");
+
+/// Accepts a KEY a limiter's calls take.
+const CLI::Validator key_text(
+    [](std::string& text) -> std::string {
+      return redlimit::is_valid_key(text) ? std::string() : "expected 1 to 65536 bytes";
+    },
+    "KEY", "key");
+
 void add_name(CLI::App* command, CommandArguments& args) {
-  command->add_option("NAME", args.name, "the limiter's name (LimiterOptions::name)")->required();
+  command->add_option("NAME", args.name, "the limiter's name (LimiterOptions::name)")
+      ->required()
+      ->check(name_text);
 }
 
 void add_key(CLI::App* command, CommandArguments& args) {
-  command->add_option("KEY", args.key, "the key, as the application passes it")->required();
+  command->add_option("KEY", args.key, "the key, as the application passes it")
+      ->required()
+      ->check(key_text);
 }
 
 void add_policy(CLI::App* command, CommandArguments& args) {

@@ -406,6 +406,19 @@ TEST_F(CommandTest, TopListsTheKeysNearestTheirLimitsFirst) {
   EXPECT_EQ(table.out.find("five"), std::string::npos);
 }
 
+// Found in review (not named by an issue): the share used was computed in floating point and
+// rounded down below its true value (1 of 10 used showed 9%).
+TEST_F(CommandTest, TopShowsTheShareOfTheLimitUsedExactly) {
+  ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 10/min anchored"}).status, exit_ok);
+  redlimit::Limiter limiter = follower("api");
+  take(limiter, "one", 1);
+  take(limiter, "two", 2);
+  const Outcome table = redlimit({"top", "api"});
+  EXPECT_EQ(table.status, exit_ok);
+  EXPECT_TRUE(has(table.out, " 10%")) << table.out;
+  EXPECT_TRUE(has(table.out, " 20%")) << table.out;
+}
+
 TEST_F(CommandTest, TopOfANameWithGlobCharactersSamplesOnlyItsOwnKeys) {
   ASSERT_EQ(redlimit({"policy", "set", "a*", "fixed_window 10/min anchored"}).status, exit_ok);
   ASSERT_EQ(redlimit({"policy", "set", "ab", "fixed_window 10/min anchored"}).status, exit_ok);
@@ -528,6 +541,21 @@ TEST_F(CommandTest, AnUnreachableRedisExits3) {
     const Outcome outcome = run_command(args);
     EXPECT_EQ(outcome.status, exit_unavailable) << command[0] << ": " << outcome.err;
     EXPECT_TRUE(has(outcome.err, "did not answer")) << command[0] << ": " << outcome.err;
+  }
+}
+
+// Found in review (not named by an issue): these read Redis before they checked their name or
+// key, so an empty one was reported as Redis not answering (3) or as not found (1).
+TEST_F(CommandTest, AnEmptyNameOrKeyIsAUsageErrorBeforeAnyIo) {
+  const std::string url = "redis://127.0.0.1:" + std::to_string(redlimit::test::free_port());
+  for (const std::vector<std::string>& command : {std::vector<std::string>{"top", ""},
+                                                  {"inspect", "sms", ""},
+                                                  {"reset", "sms", ""},
+                                                  {"override", "remove", "sms", ""}}) {
+    std::vector<std::string> args{"--url", url};
+    args.insert(args.end(), command.begin(), command.end());
+    const Outcome outcome = run_command(args);
+    EXPECT_EQ(outcome.status, exit_usage) << command[0] << ": " << outcome.err;
   }
 }
 
