@@ -17,34 +17,6 @@
 namespace redlimit::detail {
 namespace {
 
-/// The counts as they are now, by FleetCount.
-std::array<std::uint64_t, 4> current_counts(const LimiterMetrics& counters) {
-  std::array<std::uint64_t, 4> out{};
-  for (std::size_t allowed = 0; allowed < 2; ++allowed) {
-    for (std::size_t source = 0; source < source_count; ++source) {
-      const std::uint64_t count = counters.decisions[allowed][source].value();
-      out[static_cast<std::size_t>(allowed == 1 ? FleetCount::allowed : FleetCount::denied)] +=
-          count;
-      const auto from = static_cast<Source>(source);
-      if (from == Source::fallback || from == Source::fail_open || from == Source::fail_closed) {
-        out[static_cast<std::size_t>(FleetCount::failure_policy)] += count;
-      }
-    }
-  }
-  out[static_cast<std::size_t>(FleetCount::shadow_denied)] = counters.shadow_denials.value();
-  return out;
-}
-
-/// Moves `published` up to `now` and returns how much it grew; 0 when it was already there or
-/// beyond. Why compare-exchange: clients on other threads sharing the counters publish them
-/// too, and a value written back lower would make the next publication add the same twice.
-std::uint64_t take_growth(std::atomic<std::uint64_t>& published, std::uint64_t now) {
-  std::uint64_t before = published.load(std::memory_order_relaxed);
-  while (now > before && !published.compare_exchange_weak(before, now, std::memory_order_relaxed)) {
-  }
-  return now > before ? now - before : 0;
-}
-
 std::string ttl_ms() {
   return std::to_string(std::chrono::milliseconds(fleet_counts_ttl).count());
 }
@@ -57,19 +29,20 @@ StatsPublisher::StatsPublisher(std::shared_ptr<CommandDispatcher> redis,
       shared_(std::make_shared<Shared>(Shared{.redis = std::move(redis)})),
       interval_(interval) {}
 
-void StatsPublisher::add(std::string prefix, std::string name, std::shared_ptr<Metrics> owner,
-                         LimiterMetrics& counters) {
-  if (closing_) return;
+FleetTally& StatsPublisher::add(std::string prefix, std::string name) {
   for (const Source& source : sources_) {
-    if (source.counters == &counters && source.prefix == prefix) return;
+    if (source.prefix == prefix && source.name == name) return *source.tally;
   }
-  sources_.push_back(Source{std::move(prefix), std::move(name), std::move(owner), &counters});
+  sources_.push_back(Source{std::move(prefix), std::move(name), std::make_shared<FleetTally>()});
+  FleetTally& tally = *sources_.back().tally;
+  if (closing_) return tally;  // counted, never sent: the client has closed
   if (!timer_) {
     timer_ = std::make_unique<Timer>(loop_, &on_timer, this, nullptr);
     // Why unref: publishing alone must not keep the loop running.
     timer_->unref();
     timer_->start(static_cast<std::uint64_t>(interval_.count()));
   }
+  return tally;
 }
 
 void StatsPublisher::on_timer(void* context) {
@@ -114,11 +87,12 @@ Task<void> StatsPublisher::publish(std::shared_ptr<Shared> shared, std::vector<S
 
 Task<void> StatsPublisher::publish_counts(Shared& shared, Source source, Clock::time_point deadline,
                                           char* sent) {
-  const std::array<std::uint64_t, 4> now = current_counts(*source.counters);
+  FleetTally& tally = *source.tally;
   // The script's arguments: the TTL, then a field and its increment for each count that grew.
   std::vector<std::string> words(1, ttl_ms());
-  for (std::size_t field = 0; field < now.size(); ++field) {
-    const std::uint64_t growth = take_growth(source.counters->published[field], now[field]);
+  for (std::size_t field = 0; field < tally.decided.size(); ++field) {
+    const std::uint64_t growth = tally.decided[field] - tally.published[field];
+    tally.published[field] = tally.decided[field];
     if (growth == 0) continue;
     words.emplace_back(fleet_count_fields[field]);
     words.push_back(std::to_string(growth));

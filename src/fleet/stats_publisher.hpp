@@ -2,12 +2,13 @@
 
 #include <uv.h>
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "metrics/instruments.hpp"
 #include "redlimit/task.hpp"
 #include "runtime/completion.hpp"
 #include "runtime/uv_handles.hpp"
@@ -15,6 +16,13 @@
 namespace redlimit::detail {
 
 class CommandDispatcher;
+
+/// The decisions of one client's limiters of one prefix and name, by FleetCount, and how much
+/// of them was added to the fleet's counts so far. Used on the client's loop thread only.
+struct FleetTally {
+  std::array<std::uint64_t, 4> decided{};
+  std::array<std::uint64_t, 4> published{};
+};
 
 /// Adds a client's decision counts to the fleet's, in Redis, every interval: per limiter name,
 /// one call of lua/fleet_counts.lua adds what was decided since the last time (allowed, denied,
@@ -29,11 +37,12 @@ class StatsPublisher {
   StatsPublisher(const StatsPublisher&) = delete;
   StatsPublisher& operator=(const StatsPublisher&) = delete;
 
-  /// Publishes `counters`, those of limiter `name`, under `prefix` from now on (`owner` keeps
-  /// them alive). Adding the same again does nothing. The first call starts the timer: call it
-  /// on the loop's thread, once there is something to publish.
-  void add(std::string prefix, std::string name, std::shared_ptr<Metrics> owner,
-           LimiterMetrics& counters);
+  /// The tally of this client's limiters `name` under `prefix`, published from now on: the
+  /// same for every limiter of that prefix and name, and alive as long as this publisher. Why
+  /// per client and prefix, not the name's LimiterMetrics: those are the process's, which may
+  /// have limiters of the name under other prefixes or on clients of other servers. The first
+  /// call starts the timer: call it on the loop's thread, once there is something to publish.
+  FleetTally& add(std::string prefix, std::string name);
   /// Waits for a publication under way, publishes what was decided since, then stops.
   Task<void> close();
 
@@ -41,8 +50,8 @@ class StatsPublisher {
   struct Source {
     std::string prefix;
     std::string name;
-    std::shared_ptr<Metrics> owner;
-    LimiterMetrics* counters;
+    /// Why shared: a publication under way keeps it alive, past a client destroyed unclosed.
+    std::shared_ptr<FleetTally> tally;
   };
   /// What a publication shares with its publisher. Why shared: a client destroyed without
   /// close() destroys the publisher while a publication still awaits Redis.

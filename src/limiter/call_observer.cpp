@@ -1,5 +1,6 @@
 #include "limiter/call_observer.hpp"
 
+#include "fleet/fleet_schema.hpp"
 #include "redlimit/errors.hpp"
 
 namespace redlimit {
@@ -60,6 +61,12 @@ void CallObserver::decided(Decision& decision, std::string_view key, std::int64_
                           !from_failure_policy(decision.source) &&
                           decision.retry_after <= *max_wait;
   if (would_wait) decision.allowed = true;
+  if (fleet_ != nullptr) {
+    ++fleet_->decided[static_cast<std::size_t>(decision.allowed ? FleetCount::allowed
+                                                                : FleetCount::denied)];
+    if (from_failure_policy(decision.source))
+      ++fleet_->decided[static_cast<std::size_t>(FleetCount::failure_policy)];
+  }
   if (metrics_ != nullptr) {
     metrics_->decisions[decision.allowed ? 1 : 0][static_cast<std::size_t>(decision.source)].add();
     if (max_wait) {
@@ -71,6 +78,7 @@ void CallObserver::decided(Decision& decision, std::string_view key, std::int64_
     decision.allowed = true;
     decision.shadow_denied = true;
     if (metrics_ != nullptr) metrics_->shadow_denials.add();
+    if (fleet_ != nullptr) ++fleet_->decided[static_cast<std::size_t>(FleetCount::shadow_denied)];
   }
   if (!listener_) return;
   DecisionEventKind kind = DecisionEventKind::allowed;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string_view>
 
+#include "fleet/stats_publisher.hpp"
 #include "metrics/instruments.hpp"
 #include "redlimit/limiter.hpp"
 #include "redlimit/metrics.hpp"
@@ -29,10 +30,13 @@ class CallObserver {
   /// Whether the listener wants the caller's key (it is kept for it).
   bool wants_key() const noexcept { return static_cast<bool>(listener_); }
   LimiterMetrics* metrics() const noexcept { return metrics_; }
+  /// Counts each decision from now on into `tally` too (null: not), for the fleet's counts;
+  /// `tally` must outlive this observer.
+  void count_for_fleet(FleetTally* tally) noexcept { fleet_ = tally; }
 
   /// A call ended with `decision` (of acquire() with `max_wait`, which suspended to wait for
-  /// its permits when `slept`; of try_acquire() without): counts it, applies shadow mode, tells
-  /// the listener.
+  /// its permits when `slept`; of try_acquire() without): counts it (and into the fleet's
+  /// tally), applies shadow mode, tells the listener.
   ///
   /// Shadow mode: a denial becomes an admission with `shadow_denied`, except, for acquire()
   /// (which decides once), a denial it would have waited out (retry_after within max_wait, not
@@ -48,6 +52,7 @@ class CallObserver {
             const Decision* decision) const;
 
   LimiterMetrics* metrics_;
+  FleetTally* fleet_ = nullptr;
   bool shadow_;
   std::string name_;
   DecisionListener listener_;

@@ -165,8 +165,8 @@ Decision PolicyEnforcer::finish(ObservedCall& call, const std::exception_ptr& er
     observer_.failed(error, key, permits);
     std::rethrow_exception(error);
   }
-  observer_.decided(*decision, key, permits, max_wait, slept);
   if (!counts_published_) publish_counts();
+  observer_.decided(*decision, key, permits, max_wait, slept);
   return *decision;
 }
 

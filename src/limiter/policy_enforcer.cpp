@@ -66,15 +66,13 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
 
 void PolicyEnforcer::publish_counts() {
   counts_published_ = true;
-  if (stats_ == nullptr || observer_.metrics() == nullptr) return;
-  stats_->add(options_.prefix, options_.name,
-              options_.metrics ? options_.metrics : redis_->metrics(), *observer_.metrics());
+  if (stats_ != nullptr) observer_.count_for_fleet(&stats_->add(options_.prefix, options_.name));
 }
 
 void PolicyEnforcer::observe(Decision decision, std::string_view key, std::int64_t permits) {
   if (!observer_.active()) return;
-  observer_.decided(decision, key, permits, std::nullopt, false);
   if (!counts_published_) publish_counts();
+  observer_.decided(decision, key, permits, std::nullopt, false);
 }
 
 std::shared_ptr<const CompiledPolicy> PolicyEnforcer::fallback_policy_for(

@@ -60,10 +60,6 @@ struct LimiterMetrics {
   Histogram wait_seconds;
   Gauge in_flight;
   Gauge waiters;
-  /// What has been added to the fleet's counts in Redis so far, by FleetCount (see
-  /// StatsPublisher): each publication takes the difference, so that clients sharing these
-  /// counters never add the same decisions twice.
-  std::array<std::atomic<std::uint64_t>, 4> published{};
 
   /// The bounds of wait_seconds: 1 ms to 60 s.
   static const std::array<double, 14> wait_bounds;

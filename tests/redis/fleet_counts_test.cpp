@@ -61,6 +61,30 @@ TEST_F(FleetCountsTest, ClientsAddTheirDecisionCountsUpInRedis) {
   EXPECT_TRUE(server_.keys_without_ttl().empty());
 }
 
+// Found in review (not named by an issue): the fleet's counts were taken from the process's
+// counters of a name, so limiters of one name under two prefixes, or on clients of two Redis
+// servers sharing one Metrics, sent all their decisions to whichever published first.
+TEST_F(FleetCountsTest, EachClientSendsItsOwnDecisionsUnderEachPrefixOfAName) {
+  test::RedisServer other_server;
+  const auto shared = std::make_shared<Metrics>();
+  Client client(loop(), {.url = server_.url(), .metrics = shared, .stats_interval = 100ms});
+  Client elsewhere(loop(), {.url = other_server.url(), .metrics = shared, .stats_interval = 100ms});
+  const Policy roomy = Policy::parse("fixed_window 100/1d");
+  Limiter first(client, roomy, {.name = "x", .prefix = "p1"});
+  Limiter second(client, roomy, {.name = "x", .prefix = "p2"});
+  Limiter remote(elsewhere, roomy, {.name = "x", .prefix = "p1"});
+  run(loop(), [&]() -> Task<void> {
+    co_await decide(first, 5);
+    co_await decide(second, 3);
+    co_await decide(remote, 2);
+    co_await client.close();
+    co_await elsewhere.close();
+  }());
+  EXPECT_EQ(server_.command({"HGET", "p1:stats:{x}", "allowed"}).as_string(), "5");
+  EXPECT_EQ(server_.command({"HGET", "p2:stats:{x}", "allowed"}).as_string(), "3");
+  EXPECT_EQ(other_server.command({"HGET", "p1:stats:{x}", "allowed"}).as_string(), "2");
+}
+
 TEST_F(FleetCountsTest, TheNamesAndCountsReadBackAreThoseDecided) {
   Client client(loop(), {.url = server_.url(), .stats_interval = 100ms});
   Limiter sms(client, Policy::parse("fixed_window 2/1d"), {.name = "sms"});
