@@ -206,7 +206,10 @@ Task<CommandResult> CommandDispatcher::send_asking(Connection& connection,
   // Why both sends before either await: ASKING applies to the very next command on its
   // connection, and sends go out in call order.
   auto [ask, command] = connection.send_asking(argv, deadline, follow_up);
-  if (round != nullptr) *round = replica_waits(connection).cover(deadline);
+  // Why not when done already: it failed before it was sent (a closed client), and no WAIT
+  // covers what was never written.
+  if (round != nullptr && !command.await_ready())
+    *round = replica_waits(connection).cover(deadline);
   CommandResult asked = co_await std::move(ask);
   if (asked.reply.type == Reply::Type::error) co_return asked;  // e.g. no +asking in the ACL
   co_return co_await std::move(command);
@@ -265,7 +268,8 @@ Task<Reply> CommandDispatcher::execute(std::optional<std::uint16_t> slot, Comman
             CommandAwaiter sent = target->send(command, deadline, follow_up);
             // Why before awaiting the call: WAIT covers what its connection wrote before it,
             // and right behind the call it costs no round trip of its own.
-            if (replicated) round = replica_waits(*target).cover(deadline);
+            // Why not when done already: as in send_asking().
+            if (replicated && !sent.await_ready()) round = replica_waits(*target).cover(deadline);
             result = co_await std::move(sent);
           }
           if (!reloads_after(script, result, reloads, *target)) break;
