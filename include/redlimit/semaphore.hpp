@@ -35,9 +35,9 @@ class LeaseIssuer;
 /// lease destroyed just before close() has given its permits back. A background release that
 /// Redis cannot answer is tried again, with backoff, until Redis answers, the lease would have
 /// expired or the client closes; giving up is logged as a warning (the permits come back at
-/// expiry). Its other errors go to the error handler (set_error_handler). Use it on the loop's thread. A lease keeps
-/// its Client's connections alive (shared), but after Client::close() has finished it can no longer
-/// release: its permits then come back at expiry.
+/// expiry). Its other errors go to the error handler (set_error_handler). Use it on the loop's
+/// thread. A lease keeps its Client's connections alive (shared), but after Client::close() has
+/// finished it can no longer release: its permits then come back at expiry.
 class Lease {
  public:
   Lease(Lease&& other) noexcept;
