@@ -314,12 +314,11 @@ TEST_F(HttpListenerTest, AHandlerThatDoesNotAnswerInTimeGetsA503AndItsLaterAnswe
   EXPECT_THROW(HttpListener(loop(), echo, {.response_timeout = std::chrono::milliseconds(0)}),
                ConfigError);
   std::vector<std::function<void(HttpResponse)>> waiting;
-  HttpListener listener(
-      loop(),
-      [&waiting](HttpRequest, std::function<void(HttpResponse)> respond) {
-        waiting.push_back(std::move(respond));
-      },
-      {.response_timeout = std::chrono::milliseconds(50)});
+  HttpListener listener(loop(),
+                        [&waiting](HttpRequest, std::function<void(HttpResponse)> respond) {
+                          waiting.push_back(std::move(respond));
+                        },
+                        {.response_timeout = std::chrono::milliseconds(50)});
   const auto replies = scrape(listener, {"GET / HTTP/1.1\r\n\r\n"});
   EXPECT_TRUE(replies.at(0).starts_with("HTTP/1.1 503 ")) << replies[0];
   ASSERT_EQ(waiting.size(), 1u);
