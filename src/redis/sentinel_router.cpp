@@ -177,7 +177,11 @@ Task<std::optional<Endpoint>> SentinelRouter::ask_sentinels(std::optional<Endpoi
       failure = std::current_exception();
     }
     if (!answer) continue;
-    if (avoid && same_server(*answer, *avoid)) {
+    // Why the old primary passed over too: after a switch, the calls in flight on it fail as
+    // the client moves, and their lookup avoids the new primary; a sentinel that has not heard
+    // of the switch yet would send the client back, to write where nobody reads.
+    if ((avoid && same_server(*answer, *avoid)) ||
+        (switched_from_ && same_server(*answer, *switched_from_))) {
       if (!fallback) fallback = std::move(answer);
       continue;
     }
@@ -227,6 +231,11 @@ void SentinelRouter::on_switch(std::string_view message) {
   Endpoint primary = config_.primary;
   primary.host = host;
   primary.port = *number;
+  if (const std::optional<int> old_number = port_of(old_port)) {
+    switched_from_ = config_.primary;
+    switched_from_->host = old_host;
+    switched_from_->port = *old_number;
+  }
   ++switches_;
   found(std::move(primary), false);
 }

@@ -95,7 +95,11 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   std::optional<Endpoint> troubled_;  ///< an address that failed since the last lookup
   bool recheck_ = false;  ///< READONLY or MASTERDOWN came from the primary: reconnect to check
   std::uint64_t switches_ = 0;  ///< +switch-master announcements taken
-  bool again_ = false;          ///< a lookup was asked for while one ran
+  /// The address the last +switch-master moved the primary away from: an answer naming it
+  /// comes from a sentinel that has not heard of the switch, and is taken only if no sentinel
+  /// names another.
+  std::optional<Endpoint> switched_from_;
+  bool again_ = false;  ///< a lookup was asked for while one ran
   bool looking_ = false;
   bool closing_ = false;
   Completion lookups_done_;  ///< set when no lookup runs after close() began

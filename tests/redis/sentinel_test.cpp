@@ -280,6 +280,39 @@ TEST_F(SentinelTest, AConnectionLostToAPrimaryThatDidNotMoveIsMadeAgainOnce) {
   run(loop(), client.close());
 }
 
+// Found in review (not named by an issue): after a +switch-master, the calls in flight on the
+// old primary failed as the client moved, and the lookup they started passed over the new
+// primary (the address that had just "failed") for a sentinel that had not heard of the switch:
+// the client went back to the old primary, which still answered as one, and wrote there.
+TEST_F(SentinelTest, AfterASwitchTheClientNeverGoesBackToTheOldPrimaryAStaleSentinelNames) {
+  test::RedisServer old_primary;
+  test::RedisServer new_primary;
+  test::FakeSentinel announcing(old_primary.port());
+  test::FakeSentinel stale(old_primary.port());
+  Client client(loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(announcing.port()) +
+                                ",127.0.0.1:" + std::to_string(stale.port()) + "#mymaster"});
+  run(loop(), client.connect());
+  long long old_calls_settled = 0;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup load;
+    std::array<int, 16> failed{};
+    const auto end = Clock::now() + 2500ms;
+    for (int& count : failed)
+      load.add([](Client& client, Clock::time_point end, int& count) -> Task<void> {
+        count = co_await increments(client, end);
+      }(client, end, count));
+    co_await sleep_for(loop(), 300ms);
+    announcing.switch_primary(new_primary.port());  // with calls in flight on the old primary
+    co_await sleep_for(loop(), 1s);                 // the switch taken, its lookups ended
+    old_calls_settled = old_primary.command_calls("incr");
+    co_await load.join();
+  }());
+  EXPECT_GT(new_primary.command_calls("incr"), 0);
+  EXPECT_EQ(old_primary.command_calls("incr"), old_calls_settled)
+      << "the client went back to the old primary";
+  run(loop(), client.close());
+}
+
 /// One decision of the in-process load: when it completed, and whether Redis made it.
 struct Outcome {
   Clock::time_point at;

@@ -7,7 +7,9 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace redlimit::test {
@@ -67,7 +69,14 @@ void FakeSentinel::name_primary(int port) {
   primary_port_ = port;
 }
 
-std::string FakeSentinel::answer(std::string& received) {
+void FakeSentinel::switch_primary(int port) {
+  const int before = primary_port_.exchange(port);
+  const std::lock_guard lock(announcement_mutex_);
+  announcement_ =
+      "mymaster 127.0.0.1 " + std::to_string(before) + " 127.0.0.1 " + std::to_string(port);
+}
+
+std::string FakeSentinel::answer(std::string& received, bool& subscribed) {
   std::string out;
   while (auto command = command_at(received)) {
     const std::vector<std::string>& args = command->first;
@@ -79,6 +88,7 @@ std::string FakeSentinel::answer(std::string& received) {
       ++questions_;
       out += "*2\r\n" + bulk("127.0.0.1") + bulk(std::to_string(primary_port_.load()));
     } else if (name == "SUBSCRIBE" && args.size() == 2) {
+      subscribed = true;
       out += "*3\r\n" + bulk("subscribe") + bulk(args[1]) + ":1\r\n";
     } else {
       out += "-ERR the fake sentinel does not do " + name + "\r\n";
@@ -89,7 +99,21 @@ std::string FakeSentinel::answer(std::string& received) {
 
 void FakeSentinel::serve() {
   std::map<int, std::string> peers;  // fd -> bytes received, not yet a whole command
+  std::set<int> subscribed;          // the peers that sent SUBSCRIBE
   while (!stopping_) {
+    std::string announcement;
+    {
+      const std::lock_guard lock(announcement_mutex_);
+      announcement = std::exchange(announcement_, {});
+    }
+    if (!announcement.empty()) {
+      const std::string message =
+          "*3\r\n" + bulk("message") + bulk("+switch-master") + bulk(announcement);
+      for (const auto& [fd, unused] : peers) {
+        // A peer gone is closed by the read below.
+        if (subscribed.count(fd) != 0) static_cast<void>(write(fd, message.data(), message.size()));
+      }
+    }
     std::vector<pollfd> fds{{listener_, POLLIN, 0}};
     for (const auto& [fd, unused] : peers)
       fds.push_back({fd, POLLIN, 0});
@@ -105,14 +129,18 @@ void FakeSentinel::serve() {
       if (n <= 0) {
         close(fds[i].fd);
         peers.erase(fds[i].fd);
+        subscribed.erase(fds[i].fd);
         continue;
       }
       std::string& received = peers[fds[i].fd];
       received.append(buffer, static_cast<std::size_t>(n));
-      const std::string out = answer(received);
+      bool subscribing = false;
+      const std::string out = answer(received, subscribing);
+      if (subscribing) subscribed.insert(fds[i].fd);
       if (!out.empty() && write(fds[i].fd, out.data(), out.size()) < 0) {
         close(fds[i].fd);
         peers.erase(fds[i].fd);
+        subscribed.erase(fds[i].fd);
       }
     }
   }

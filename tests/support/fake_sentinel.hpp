@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -20,20 +21,27 @@ class FakeSentinel {
 
   /// Names 127.0.0.1:`port` from now on.
   void name_primary(int port);
+  /// Names 127.0.0.1:`port` from now on and announces it on +switch-master, as the primary
+  /// "mymaster" moved from the port it named before, to every connection subscribed to it.
+  void switch_primary(int port);
   /// SENTINEL get-master-addr-by-name questions answered so far.
   int questions() const { return questions_.load(); }
   int port() const { return port_; }
 
  private:
   void serve();
-  /// The answers to the whole commands at the start of `received` (removed from it).
-  std::string answer(std::string& received);
+  /// The answers to the whole commands at the start of `received` (removed from it); sets
+  /// `subscribed` if one of them was SUBSCRIBE.
+  std::string answer(std::string& received, bool& subscribed);
 
   int listener_ = -1;
   int port_ = 0;
   std::atomic<int> primary_port_;
   std::atomic<int> questions_{0};
   std::atomic<bool> stopping_{false};
+  /// The +switch-master message switch_primary() asked for, until serve() sends it.
+  std::mutex announcement_mutex_;
+  std::string announcement_;
   std::thread thread_;
 };
 
