@@ -254,6 +254,17 @@ Task<int> increments(Client& client, Clock::time_point end) {
   co_return failed;
 }
 
+/// Adds to `load` one caller per element of `failed`, each sending INCRs through `client` one
+/// after another until `end` and counting its failures there.
+template <std::size_t callers>
+void add_increments(TaskGroup& load, Client& client, Clock::time_point end,
+                    std::array<int, callers>& failed) {
+  for (int& count : failed)
+    load.add([](Client& client, Clock::time_point end, int& count) -> Task<void> {
+      count = co_await increments(client, end);
+    }(client, end, count));
+}
+
 TEST_F(SentinelTest, AConnectionLostToAPrimaryThatDidNotMoveIsMadeAgainOnce) {
   test::RedisServer primary;
   test::FakeSentinel sentinel(primary.port());
@@ -266,10 +277,7 @@ TEST_F(SentinelTest, AConnectionLostToAPrimaryThatDidNotMoveIsMadeAgainOnce) {
     std::array<int, 16> failed{};
     // Why a time, not a count: the lookups came every 100 ms for as long as calls kept failing.
     const auto end = Clock::now() + 1500ms;
-    for (int& count : failed)
-      load.add([](Client& client, Clock::time_point end, int& count) -> Task<void> {
-        count = co_await increments(client, end);
-      }(client, end, count));
+    add_increments(load, client, end, failed);
     co_await sleep_for(loop(), 50ms);
     primary.command({"CLIENT", "KILL", "TYPE", "normal"});  // once, with calls in flight
     co_await load.join();
@@ -297,10 +305,7 @@ TEST_F(SentinelTest, AfterASwitchTheClientNeverGoesBackToTheOldPrimaryAStaleSent
     TaskGroup load;
     std::array<int, 16> failed{};
     const auto end = Clock::now() + 2500ms;
-    for (int& count : failed)
-      load.add([](Client& client, Clock::time_point end, int& count) -> Task<void> {
-        count = co_await increments(client, end);
-      }(client, end, count));
+    add_increments(load, client, end, failed);
     co_await sleep_for(loop(), 300ms);
     announcing.switch_primary(new_primary.port());  // with calls in flight on the old primary
     co_await sleep_for(loop(), 1s);                 // the switch taken, its lookups ended
