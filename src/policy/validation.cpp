@@ -4,11 +4,12 @@
 
 #include "policy/key_format.hpp"
 #include "redlimit/errors.hpp"
+#include "redlimit/redis_keys.hpp"
 
 namespace redlimit::detail {
 
 void check_name(std::string_view field, std::string_view name) {
-  if (name.empty() || name.size() > max_name_bytes) {
+  if (!redlimit::is_valid_name(name)) {
     throw InvalidArgument(std::string(field) + " must be 1 to " + std::to_string(max_name_bytes) +
                           " bytes, got " + std::to_string(name.size()));
   }
