@@ -105,13 +105,16 @@ void SentinelRouter::start_lookup() {
   }
   looking_ = true;
   // Why here: the announcements matter from the first lookup on, and a subscription (re)made
-  // may have missed a switch, so it looks again.
-  if (!announcements_) {
-    announcements_ =
-        std::make_unique<Subscriber>(loop_, config_.sentinels, sentinel_settings_, logger_);
-    announcements_->subscribe(
-        std::string(switch_channel), [this](std::string_view message) { on_switch(message); },
-        [this] { start_lookup(); });
+  // may have missed a switch, so it looks again. Why every sentinel: a sentinel that stalls
+  // keeps its connection open, and a subscription to it alone would hear of no switch.
+  if (announcements_.empty()) {
+    for (const Endpoint& sentinel : config_.sentinels) {
+      auto& announcements = announcements_.emplace_back(std::make_unique<Subscriber>(
+          loop_, std::vector<Endpoint>{sentinel}, sentinel_settings_, logger_));
+      announcements->subscribe(
+          std::string(switch_channel), [this](std::string_view message) { on_switch(message); },
+          [this] { start_lookup(); });
+    }
   }
   tasks_.start_upkeep(look_up());
 }
@@ -265,7 +268,8 @@ Task<void> SentinelRouter::close() {
   stop_.request_stop();
   if (looking_) co_await lookups_done_.wait();
   co_await primary_->close();
-  if (announcements_) co_await announcements_->close();
+  for (const auto& announcements : announcements_)
+    co_await announcements->close();
   for (const auto& sentinel : sentinels_)
     co_await sentinel->close();
 }

@@ -22,7 +22,8 @@ namespace redlimit::detail {
 /// Every slot on the primary that Redis Sentinel names (redis-sentinel:// URLs). The primary is
 /// found by asking the sentinels in order (SENTINEL get-master-addr-by-name; the first that
 /// answers) before the first connection, again whenever a connection to it fails or is lost,
-/// and at once when a sentinel announces +switch-master. The connections to it (commands and
+/// and at once when any sentinel announces +switch-master (each is listened to: one that stalls
+/// must not hide a switch the others announce). The connections to it (commands and
 /// pub/sub) check its ROLE at each connect, and move when it moves (see EndpointSource).
 class SentinelRouter final : public SlotRouter, private EndpointSource {
  public:
@@ -83,11 +84,12 @@ class SentinelRouter final : public SlotRouter, private EndpointSource {
   std::shared_ptr<spdlog::logger> logger_;
   std::string name_;  ///< "sentinel primary '<master>'", for logs and errors
   std::vector<std::unique_ptr<Connection>> sentinels_;
-  std::unique_ptr<Subscriber> announcements_;  ///< +switch-master, from any sentinel
-  std::vector<Session*> sessions_;             ///< sessions whose server is the primary
-  std::optional<Endpoint> primary_at_;         ///< where the primary was last found
-  Backoff backoff_;                            ///< between lookup rounds no sentinel answered
-  std::stop_source stop_;                      ///< close(): a lookup's backoff sleep ends
+  /// +switch-master, one subscription per sentinel (made at the first lookup).
+  std::vector<std::unique_ptr<Subscriber>> announcements_;
+  std::vector<Session*> sessions_;      ///< sessions whose server is the primary
+  std::optional<Endpoint> primary_at_;  ///< where the primary was last found
+  Backoff backoff_;                     ///< between lookup rounds no sentinel answered
+  std::stop_source stop_;               ///< close(): a lookup's backoff sleep ends
   /// Lookups start at most this often: every failed command of every caller suspects the
   /// primary, and one lookup answers them all.
   static constexpr std::chrono::milliseconds lookup_interval{100};

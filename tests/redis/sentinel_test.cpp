@@ -318,6 +318,39 @@ TEST_F(SentinelTest, AfterASwitchTheClientNeverGoesBackToTheOldPrimaryAStaleSent
   run(loop(), client.close());
 }
 
+// Found in review (not named by an issue): the client listened for +switch-master on one
+// sentinel, the first that accepted, and nothing told it that this sentinel had stalled (a
+// process stopped, a host that hangs): a switch the others announced never reached it, and it
+// kept writing to the old primary until that one was demoted (about 10 s with real sentinels).
+TEST_F(SentinelTest, AStalledSentinelDoesNotHideASwitchTheOthersAnnounce) {
+  test::RedisServer old_primary;
+  test::RedisServer new_primary;
+  test::FakeSentinel stalling(old_primary.port());
+  test::FakeSentinel announcing(old_primary.port());
+  Client client(loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(stalling.port()) +
+                                ",127.0.0.1:" + std::to_string(announcing.port()) + "#mymaster"});
+  run(loop(), client.connect());
+  // Why a pause: the lookup a subscription starts once confirmed has ended, so a lookup
+  // running by chance (which would reach the second sentinel) does not move the client.
+  run(loop(), sleep_for(loop(), 500ms));
+  stalling.stall();
+  announcing.switch_primary(new_primary.port());
+  run(loop(), [&]() -> Task<void> {
+    // Why a bound this long: the old primary still answers as one, so only the announcement (or
+    // a lookup, which asks the stalled sentinel first) moves the client; 10 s is the time a real
+    // sentinel takes to demote the old primary, after which a READONLY would move it anyway.
+    const auto give_up = Clock::now() + 10s;
+    while (new_primary.command_calls("incr") == 0 && Clock::now() < give_up) {
+      co_await client.command("INCR", "calls");
+      co_await sleep_for(loop(), 10ms);
+    }
+  }());
+  EXPECT_GT(new_primary.command_calls("incr"), 0)
+      << "the switch was not taken: " << old_primary.command_calls("incr")
+      << " calls went to the old primary";
+  run(loop(), client.close());
+}
+
 /// One decision of the in-process load: when it completed, and whether Redis made it.
 struct Outcome {
   Clock::time_point at;

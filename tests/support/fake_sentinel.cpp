@@ -5,10 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -101,6 +103,10 @@ void FakeSentinel::serve() {
   std::map<int, std::string> peers;  // fd -> bytes received, not yet a whole command
   std::set<int> subscribed;          // the peers that sent SUBSCRIBE
   while (!stopping_) {
+    if (stalled_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
     std::string announcement;
     {
       const std::lock_guard lock(announcement_mutex_);

@@ -24,6 +24,9 @@ class FakeSentinel {
   /// Names 127.0.0.1:`port` from now on and announces it on +switch-master, as the primary
   /// "mymaster" moved from the port it named before, to every connection subscribed to it.
   void switch_primary(int port);
+  /// From now on reads, answers and accepts nothing, and announces nothing, keeping its
+  /// connections open: a sentinel stopped by SIGSTOP, or one whose host stalls.
+  void stall() { stalled_ = true; }
   /// SENTINEL get-master-addr-by-name questions answered so far.
   int questions() const { return questions_.load(); }
   int port() const { return port_; }
@@ -39,6 +42,7 @@ class FakeSentinel {
   std::atomic<int> primary_port_;
   std::atomic<int> questions_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> stalled_{false};
   /// The +switch-master message switch_primary() asked for, until serve() sends it.
   std::mutex announcement_mutex_;
   std::string announcement_;
