@@ -78,6 +78,13 @@ void FakeSentinel::switch_primary(int port) {
       "mymaster 127.0.0.1 " + std::to_string(before) + " 127.0.0.1 " + std::to_string(port);
 }
 
+void FakeSentinel::stall() {
+  stalled_ = true;
+  // Why a wait: serve() may be in a poll() begun before, and would answer what it reads there.
+  while (!stall_seen_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 std::string FakeSentinel::answer(std::string& received, bool& subscribed) {
   std::string out;
   while (auto command = command_at(received)) {
@@ -104,6 +111,7 @@ void FakeSentinel::serve() {
   std::set<int> subscribed;          // the peers that sent SUBSCRIBE
   while (!stopping_) {
     if (stalled_) {
+      stall_seen_ = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }

@@ -26,7 +26,8 @@ class FakeSentinel {
   void switch_primary(int port);
   /// From now on reads, answers and accepts nothing, and announces nothing, keeping its
   /// connections open: a sentinel stopped by SIGSTOP, or one whose host stalls.
-  void stall() { stalled_ = true; }
+  /// Returns once the serving thread has stalled: no question asked before is answered after.
+  void stall();
   /// SENTINEL get-master-addr-by-name questions answered so far.
   int questions() const { return questions_.load(); }
   int port() const { return port_; }
@@ -43,6 +44,7 @@ class FakeSentinel {
   std::atomic<int> questions_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stalled_{false};
+  std::atomic<bool> stall_seen_{false};  ///< serve() has stopped answering
   /// The +switch-master message switch_primary() asked for, until serve() sends it.
   std::mutex announcement_mutex_;
   std::string announcement_;
