@@ -294,6 +294,19 @@ Task<void> acquire_all_until(uv_loop_t* loop, Limiter* global, Limiter* per_user
   }
 }
 
+/// Whether the tests of acquire_all() across slots below check how much of the global limit
+/// was used. Not under the sanitizers (-O0), where a call across slots costs several times as
+/// much: on a starved machine (a seventh of a core) its round trips before it waits spent much
+/// of its max_wait; the overload test admitted 43 to 127 of 160, too few to tell the bug it
+/// reproduces apart (50 of 160, optimized, on an idle machine), and the other 40 to 82 of 81.
+/// The optimized build, at a tenth of a core, admitted 149 to 152 of 160. Their exactness is
+/// checked in both.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool checks_use_of_the_limit = false;
+#else
+constexpr bool checks_use_of_the_limit = true;
+#endif
+
 TEST_F(ClaimsCluster, WaitingInAcquireAllAcrossSlotsNeverExceedsTheGlobalLimit) {
   // 12 coroutines over 4 users, each waiting up to 300 ms for its user's key and the global key
   // (in other hash slots) for 2 s. Every admission of the global key, at the Redis time that
@@ -317,7 +330,9 @@ TEST_F(ClaimsCluster, WaitingInAcquireAllAcrossSlotsNeverExceedsTheGlobalLimit) 
   std::printf("[ across slots ] %zu admitted, %d denied\n", admits.size(), denied);
   const test::CheckResult check = test::check_admits(global_limit, admits);
   EXPECT_TRUE(check) << check.description;
-  EXPECT_GT(admits.size(), 40u) << "the global limit's 40/s was used";
+  if (checks_use_of_the_limit) {
+    EXPECT_GT(admits.size(), 40u) << "the global limit's 40/s was used";
+  }
 }
 
 TEST_F(ClaimsCluster, AcquireAllAcrossSlotsStillUsesTheLimitUnderOverload) {
@@ -351,7 +366,9 @@ TEST_F(ClaimsCluster, AcquireAllAcrossSlotsStillUsesTheLimitUnderOverload) {
               admits.size(), denied);
   const test::CheckResult check = test::check_admits(global_limit, admits);
   EXPECT_TRUE(check) << check.description;
-  EXPECT_GT(admits.size(), 80u) << "less than half the global limit's capacity was used";
+  if (checks_use_of_the_limit) {
+    EXPECT_GT(admits.size(), 80u) << "less than half the global limit's capacity was used";
+  }
 }
 
 }  // namespace
