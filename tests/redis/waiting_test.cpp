@@ -98,7 +98,8 @@ Outcomes run_waiters(test::RedisServer& server, std::int64_t max_wait_ms, bool c
       } else if (kind == "denied") {
         std::int64_t retry = 0;
         std::int64_t waited = 0;
-        in >> retry >> waited;
+        std::string source;
+        in >> retry >> waited >> source;
         outcomes.denied.emplace_back(retry, waited);
       } else if (kind == "cancelled") {
         std::string index;
