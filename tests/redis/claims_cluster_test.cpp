@@ -155,6 +155,42 @@ TEST_F(ClaimsCluster, ConcurrentDecisionsAcrossSlotsNeitherOverAdmitNorLosePermi
   EXPECT_EQ(run(loop(), global.peek("all")).remaining, 0);
 }
 
+/// try_acquire() of one permit of `key`, into `out`.
+Task<void> try_acquire_into(Limiter* limiter, std::string key, std::optional<Decision>* out) {
+  *out = co_await limiter->try_acquire(std::move(key));
+}
+
+/// try_acquire_all() of one permit of each claim, into `out`.
+Task<void> try_acquire_all_into(std::vector<Claim> claims, std::optional<Decision>* out) {
+  *out = co_await try_acquire_all(std::move(claims));
+}
+
+TEST_F(ClaimsCluster, AGiveBackAcrossSlotsClearsTheDenialItsProcessRemembers) {
+  // The user's key takes its one permit, a try_acquire() of that key sent right behind the
+  // take is denied (and the denial remembered until the window's end), the global key denies,
+  // and the take goes back: the user's next try_acquire() must reach Redis, where the permit
+  // is free again, not be denied by the remembered denial for the rest of the minute.
+  Limiter per_user(client(), Policy::of(minute_window(1)), {.name = "per-user"});
+  Limiter global(client(), Policy::of(minute_window(1)), {.name = "global"});
+  const std::string user = users_apart_from_global(1).front();
+  ASSERT_TRUE(run(loop(), global.try_acquire("all")).allowed);
+  std::optional<Decision> all;
+  std::optional<Decision> behind;
+  run(loop(), [&]() -> Task<void> {
+    TaskGroup group;
+    group.add(try_acquire_all_into({{&per_user, user}, {&global, "all"}}, &all));
+    group.add(try_acquire_into(&per_user, user, &behind));
+    co_await group.join();
+  }());
+  ASSERT_TRUE(all && behind);
+  EXPECT_FALSE(all->allowed);
+  EXPECT_EQ(all->claim, 1u) << "the global key denied";
+  ASSERT_FALSE(behind->allowed) << "not sent behind the take: the scenario did not happen";
+  EXPECT_EQ(run(loop(), per_user.peek(user)).remaining, 1) << "the take was given back";
+  const Decision after = run(loop(), per_user.try_acquire(user));
+  EXPECT_TRUE(after.allowed) << "denied by " << to_string(after.source);
+}
+
 /// acquire() of one permit of `key` after `delay`, into `out`. Why functions, not lambdas: a
 /// coroutine lambda's captures die with its closure, before the coroutine ends.
 Task<void> acquire_after(uv_loop_t* loop, std::chrono::milliseconds delay, Limiter* limiter,
