@@ -78,8 +78,7 @@ Task<void> PolicyEnforcer::adjust_under(DecideRequest request, Adjustment adjust
   // Why forgotten first: a refund frees permits a remembered denial would keep refusing, and a
   // block is then denied by Redis, whose answer the cache takes. The generation keeps a denial
   // in flight from before this call out of the cache.
-  ++generation_;
-  deny_cache_.forget(request.key_base.view());
+  forget_denial(request.key_base.view());
   const AdjustOutcome outcome = co_await backend_->adjust(request, adjustment, amount, 0);
   if (!outcome.applied) {
     const auto& limits = request.policy->limits();

@@ -212,8 +212,7 @@ Task<void> PolicyEnforcer::reset(std::shared_ptr<PolicyEnforcer> self, std::stri
   InForce in_force = co_await request_in_force(self, key, Operation::peek, 1, 0,
                                                self->stale_deadline(), WhenUnread::unavailable);
   DecideRequest& request = in_force.request;
-  ++self->generation_;
-  self->deny_cache_.forget(request.key_base.view());
+  self->forget_denial(request.key_base.view());
   if (self->fallback_) {
     co_await self->fallback_->reset(self->fallback_policy_for(request.policy),
                                     request.key_base.str());

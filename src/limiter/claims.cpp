@@ -129,6 +129,13 @@ Task<Attempted> claims_in_force(const std::vector<HeldClaim>& held,
       error = std::current_exception();
     }
   }
+  if (!reserving && held.size() > 1 && (error || !decided->decision.allowed)) {
+    // Why: across a cluster's slots, the slots that took gave their take back (redis_claims.cpp),
+    // and a denial of one of those keys remembered meanwhile would refuse the permits it freed.
+    // In one slot nothing was taken; forgotten, a denial costs one more round trip.
+    for (std::size_t i = 0; i < held.size(); ++i)
+      held[i].enforcer->forget_denial(requests[i].key_base.view());
+  }
   if (error) {
     // Each claim's failure policy answers, as one decision; an error that is not unavailability
     // (a StalePolicy too, for the ask-again stage) is rethrown.

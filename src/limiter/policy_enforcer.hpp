@@ -119,6 +119,12 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   bool follows() const noexcept { return source_->stored(); }
   /// Where this limiter's decisions are made.
   Backend& backend() const noexcept { return *backend_; }
+  /// Forgets the denial remembered for `key_base` (DenyCache), and keeps one in flight out of
+  /// the cache: its key was given capacity back (a refund, a reset, a take given back).
+  void forget_denial(std::string_view key_base) {
+    ++generation_;
+    deny_cache_.forget(key_base);
+  }
   /// When a call that begins now stops asking again after StalePolicy (StaleRetry).
   std::chrono::steady_clock::time_point stale_deadline() const noexcept;
   /// What the failure policy answers for `request`; `retry_in`: when Redis will be tried again
