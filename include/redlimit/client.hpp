@@ -50,14 +50,16 @@ struct TlsOptions {
 
 /// How to reach Redis and how long to wait for it.
 struct ClientOptions {
-  /// `redis://[user[:password]@]host[:port][/db]` or `unix://[user[:password]@]/path[?db=N]`
+  /// `redis://[[user:]password@]host[:port][/db]` or `unix://[[user:]password@]/path[?db=N]`
   /// for one server, `rediss://...` for one server over TLS (see `tls`);
-  /// `redis-sentinel://[user[:password]@]host[:port][,host[:port]...][/db]#name` for the
+  /// `redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#name` for the
   /// primary that Redis Sentinel monitors under `name` (sentinels on 26379 unless given;
   /// `rediss-sentinel://` for TLS to the sentinels and the primary; see sentinel_password);
-  /// `redis-cluster://[user[:password]@]host:port[,host:port...]` for a Redis Cluster (the seed
-  /// nodes the slot map is first read from; every node takes the same credentials). User and
-  /// password may be percent-encoded. The password is never logged.
+  /// `redis-cluster://[[user:]password@]host:port[,host:port...]` for a Redis Cluster (the seed
+  /// nodes the slot map is first read from; every node takes the same credentials). Credentials
+  /// without a ':' are a password, as redis-cli reads them (`redis://secret@host`); a user needs
+  /// its password (`redis://user:secret@host`). User and password may be percent-encoded. The
+  /// password is never logged.
   std::string url = "redis://127.0.0.1:6379";
   /// A connection attempt (TCP connect plus AUTH, SELECT and PING) that takes longer fails.
   std::chrono::milliseconds connect_timeout{1000};

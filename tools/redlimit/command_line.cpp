@@ -235,7 +235,7 @@ void add_commands(CLI::App& app, Invocation& invocation) {
   app.require_subcommand(1);
   app.add_option("--url", invocation.global.url,
                  "Redis URL (default: $REDLIMIT_URL, else redis://127.0.0.1:6379): "
-                 "redis://[user:password@]host[:port][/db], rediss://... (TLS), unix:///path, "
+                 "redis://[[user:]password@]host[:port][/db], rediss://... (TLS), unix:///path, "
                  "redis-sentinel://host:port[,...]#name, rediss-sentinel://... (TLS), "
                  "redis-cluster://host:port[,...]")
       ->envname("REDLIMIT_URL");
