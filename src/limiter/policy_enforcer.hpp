@@ -218,7 +218,7 @@ class PolicyEnforcer : public std::enable_shared_from_this<PolicyEnforcer> {
   WaiterRegistry waiters_{*backend_};
   std::unique_ptr<LocalBackend> fallback_;  ///< local_fallback
   DenyCache deny_cache_;
-  /// Counts resets, adjustments and policy changes (see decide()).
+  /// Counts resets, adjustments, give-backs and policy changes (see decide()).
   std::uint64_t generation_ = 0;
   /// `<escaped name>%@<client id>`: the name part of Scope::per_client keys (never an escaped
   /// name, where '%' is followed by two hex digits).
