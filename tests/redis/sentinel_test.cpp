@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <thread>
@@ -40,6 +41,14 @@ std::int64_t system_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+/// The URL of the primary the sentinels on `ports` (asked in that order) name "mymaster".
+std::string sentinels_url(std::initializer_list<int> ports) {
+  std::string hosts;
+  for (const int port : ports)
+    hosts += (hosts.empty() ? "127.0.0.1:" : ",127.0.0.1:") + std::to_string(port);
+  return "redis-sentinel://" + hosts + "#mymaster";
 }
 
 /// What a PING through `client` fails with, or "no error".
@@ -177,8 +186,7 @@ TEST_F(SentinelTest, APrimaryNameNoSentinelKnowsIsAConfigError) {
 }
 
 TEST_F(SentinelTest, NoSentinelAnsweringFailsEachCallByItsDeadline) {
-  const std::string url = "redis-sentinel://127.0.0.1:" + std::to_string(test::free_port()) +
-                          ",127.0.0.1:" + std::to_string(test::free_port()) + "#mymaster";
+  const std::string url = sentinels_url({test::free_port(), test::free_port()});
   Client client(loop(), {.url = url, .connect_timeout = 200ms, .command_timeout = 300ms});
   const auto started = Clock::now();
   const std::string error = ping_error(loop(), client);
@@ -192,9 +200,7 @@ TEST_F(SentinelTest, APrimaryThatIsAReplicaIsRefusedByItsRoleAndTheSentinelsAske
   test::RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
   // A sentinel whose answer is stale: it names the replica.
   test::FakeSentinel sentinel(replica.port());
-  Client client(
-      loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(sentinel.port()) + "#mymaster",
-               .command_timeout = 300ms});
+  Client client(loop(), {.url = sentinels_url({sentinel.port()}), .command_timeout = 300ms});
   const std::string refused = ping_error(loop(), client);
   EXPECT_NE(refused.find("is not the primary (ROLE: slave)"), std::string::npos) << refused;
   const int asked = sentinel.questions();
@@ -217,9 +223,8 @@ TEST_F(SentinelTest, AStaleSentinelAskedFirstDoesNotHoldTheClientAtAReplica) {
   test::RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(primary.port())});
   test::FakeSentinel stale(replica.port());
   test::FakeSentinel current(primary.port());
-  Client client(loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(stale.port()) +
-                                ",127.0.0.1:" + std::to_string(current.port()) + "#mymaster",
-                         .command_timeout = 300ms});
+  Client client(loop(),
+                {.url = sentinels_url({stale.port(), current.port()}), .command_timeout = 300ms});
   // The first answer names the replica, whose ROLE refuses it; the next round passes over an
   // answer naming the address that just failed, to the sentinel that names the primary.
   const auto until = Clock::now() + 5s;
@@ -268,8 +273,7 @@ void add_increments(TaskGroup& load, Client& client, Clock::time_point end,
 TEST_F(SentinelTest, AConnectionLostToAPrimaryThatDidNotMoveIsMadeAgainOnce) {
   test::RedisServer primary;
   test::FakeSentinel sentinel(primary.port());
-  Client client(loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(sentinel.port()) +
-                                "#mymaster"});
+  Client client(loop(), {.url = sentinels_url({sentinel.port()})});
   run(loop(), client.connect());
   const long long before = connections_received(primary);
   run(loop(), [&]() -> Task<void> {
@@ -297,8 +301,7 @@ TEST_F(SentinelTest, AfterASwitchTheClientNeverGoesBackToTheOldPrimaryAStaleSent
   test::RedisServer new_primary;
   test::FakeSentinel announcing(old_primary.port());
   test::FakeSentinel stale(old_primary.port());
-  Client client(loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(announcing.port()) +
-                                ",127.0.0.1:" + std::to_string(stale.port()) + "#mymaster"});
+  Client client(loop(), {.url = sentinels_url({announcing.port(), stale.port()})});
   run(loop(), client.connect());
   long long old_calls_settled = 0;
   run(loop(), [&]() -> Task<void> {
@@ -327,8 +330,7 @@ TEST_F(SentinelTest, AStalledSentinelDoesNotHideASwitchTheOthersAnnounce) {
   test::RedisServer new_primary;
   test::FakeSentinel stalling(old_primary.port());
   test::FakeSentinel announcing(old_primary.port());
-  Client client(loop(), {.url = "redis-sentinel://127.0.0.1:" + std::to_string(stalling.port()) +
-                                ",127.0.0.1:" + std::to_string(announcing.port()) + "#mymaster"});
+  Client client(loop(), {.url = sentinels_url({stalling.port(), announcing.port()})});
   run(loop(), client.connect());
   // Why a pause: the lookup a subscription starts once confirmed has ended, so a lookup
   // running by chance (which would reach the second sentinel) does not move the client.
