@@ -442,6 +442,35 @@ TEST_F(CommandTest, TopSamplesAtMostSampleKeys) {
   EXPECT_EQ(json.at("keys").size(), 7u);
 }
 
+// Found in review (not named by an issue): a Ctrl-C while SCAN had found no key yet ended the
+// sample early and reported it as an incomplete sample, `"interrupted": false`.
+TEST_F(CommandTest, TopStoppedDuringItsScanSaysItWasInterrupted) {
+  ASSERT_EQ(redlimit({"policy", "set", "api", "fixed_window 10/min anchored"}).status, exit_ok);
+  // A million other keys: a thousand SCAN calls before the scan could end by itself.
+  server_.command({"DEBUG", "POPULATE", "1000000", "other"});
+  const Started top = start_redlimit({"top", "api", "--json", "--scan-limit", "10000000"});
+  // Its signal handlers are in place before its first command: stop it once it scans, with
+  // Redis held still meanwhile so that the scan is where it was seen.
+  const auto scanning = [&] {
+    return server_.command({"CLIENT", "LIST"}).str.find("cmd=scan") != std::string::npos;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + 30s;
+  while (!scanning() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(1ms);
+  server_.pause();
+  kill(top.pid, SIGINT);
+  server_.resume();
+  const Outcome outcome = finish(top);
+  ASSERT_EQ(outcome.status, exit_ok) << outcome.err;
+  const JsonValue json = nlohmann::json::parse(outcome.out);
+  EXPECT_TRUE(json.at("interrupted").get<bool>()) << outcome.out;
+  EXPECT_FALSE(json.at("complete").get<bool>()) << outcome.out;
+  EXPECT_EQ(json.at("sampled").get<double>(), 0);
+
+  const Outcome table = redlimit({"top", "api", "--scan-limit", "1000"});
+  EXPECT_TRUE(has(table.out, "(a sample")) << "a scan bounded by --scan-limit is a sample";
+}
+
 TEST_F(CommandTest, WatchOnceShowsTheFleetsDecisionsPerSecond) {
   ASSERT_EQ(redlimit({"policy", "set", "load", "fixed_window 50/min anchored"}).status, exit_ok);
   redlimit::Client publisher(
