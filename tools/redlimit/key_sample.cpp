@@ -22,7 +22,7 @@ redlimit::Task<KeySample> sample_keys(redlimit::Client& client, std::string pref
   bool full = false;
   std::size_t examined = 0;
   std::string cursor = "0";
-  do {
+  for (;;) {
     const redlimit::Reply reply = co_await client.command("SCAN", cursor, "MATCH", pattern, "COUNT",
                                                           std::to_string(scan_count));
     examined += scan_count;
@@ -39,8 +39,12 @@ redlimit::Task<KeySample> sample_keys(redlimit::Client& client, std::string pref
       keys.insert(key.key);
       sample.keys.push_back(std::move(key.key));
     }
-  } while (cursor != "0" && !full && keys.size() < bounds.keys && examined < bounds.examined &&
-           !stop.stop_requested());
+    if (cursor == "0" || full || keys.size() == bounds.keys || examined >= bounds.examined) break;
+    if (stop.stop_requested()) {
+      sample.interrupted = true;
+      break;
+    }
+  }
   sample.digests = digests.size();
   sample.complete = cursor == "0" && !full;
   co_return sample;

@@ -19,6 +19,8 @@ struct KeySample {
   std::size_t digests = 0;
   /// True when the SCAN went through every key: `keys` are all of them.
   bool complete = false;
+  /// True when a stop request ended the SCAN before its bounds did.
+  bool interrupted = false;
 };
 
 /// What bounds a sample.

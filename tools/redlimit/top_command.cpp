@@ -69,8 +69,13 @@ redlimit::Task<std::vector<KeyState>> inspect_all(redlimit::Limiter& limiter,
   co_return states;
 }
 
+/// True when a stop ended the sample or its inspections early.
+bool interrupted(const KeySample& sample, std::size_t inspected) {
+  return sample.interrupted || inspected < sample.keys.size();
+}
+
 std::string sampled_text(const KeySample& sample, std::size_t inspected) {
-  if (inspected < sample.keys.size()) {
+  if (interrupted(sample, inspected)) {
     return std::to_string(inspected) + " of " + std::to_string(sample.keys.size()) +
            " keys (interrupted)";
   }
@@ -110,7 +115,7 @@ void print_top_json(const TopRequest& request, const KeySample& sample, std::siz
   json.key("name").string(request.name);
   json.key("sampled").integer(static_cast<std::int64_t>(inspected));
   json.key("complete").boolean(sample.complete && inspected == sample.keys.size());
-  json.key("interrupted").boolean(inspected < sample.keys.size());
+  json.key("interrupted").boolean(interrupted(sample, inspected));
   json.key("digest_keys").integer(static_cast<std::int64_t>(sample.digests));
   json.key("keys").begin_array();
   for (const KeyState& key : nearest) {
