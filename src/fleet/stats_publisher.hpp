@@ -43,6 +43,8 @@ class StatsPublisher {
   /// have limiters of the name under other prefixes or on clients of other servers. The first
   /// call starts the timer: call it on the loop's thread, once there is something to publish.
   FleetTally& add(std::string prefix, std::string name);
+  /// The tallies it keeps: those of live limiters, and of gone ones until their counts are sent.
+  std::size_t tallies() const noexcept { return sources_.size(); }
   /// Waits for a publication under way, publishes what was decided since, then stops.
   Task<void> close();
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "fleet/stats_publisher.hpp"
 #include "redlimit/client.hpp"
 #include "redlimit/errors.hpp"
 #include "redlimit/limiter.hpp"
@@ -153,6 +154,43 @@ TEST_F(FleetCountsTest, EveryDecisionArrivesWhileNamesAppearAndWhenClosingDuring
     EXPECT_EQ(allowed.as_string(), "2") << "n" << i;
   }
   EXPECT_EQ(server_.integer({"ZCARD", "rl:stats:names"}), names);
+}
+
+// Found in review (not named by an issue): a client kept the tally of every prefix and name its
+// limiters ever had, and went through all of them at every interval: a process that makes
+// limiters of ever new names (redlimit-server names a caller's limit by its rate) grew for good.
+TEST_F(FleetCountsTest, AClientForgetsANamesTallyOnceItsLimitersAreGoneAndItsCountsSent) {
+  Client client(loop(), {.url = server_.url(), .stats_interval = 100ms});
+  Limiter kept(client, Policy::parse("fixed_window 4/1d"), {.name = "kept"});
+  constexpr int names = 50;
+  std::size_t tallies_while_alive = 0;
+  std::size_t tallies_after = 0;
+  run(loop(), [&]() -> Task<void> {
+    std::vector<std::unique_ptr<Limiter>> gone;
+    for (int i = 0; i < names; ++i) {
+      gone.push_back(std::make_unique<Limiter>(client, Policy::parse("fixed_window 4/1d"),
+                                               LimiterOptions{.name = "gone" + std::to_string(i)}));
+      co_await decide(*gone.back(), 1);
+    }
+    co_await decide(kept, 1);
+    tallies_while_alive = client.stats_publisher()->tallies();
+    gone.clear();
+    // Why a bound of 10 s, not one interval: on a busy machine a publication may take longer.
+    for (int i = 0; i < 100 && client.stats_publisher()->tallies() > 1; ++i)
+      co_await sleep_for(loop(), 100ms);
+    tallies_after = client.stats_publisher()->tallies();
+    co_await decide(kept, 1);
+    co_await client.close();
+  }());
+  EXPECT_EQ(tallies_while_alive, names + 1u);
+  EXPECT_EQ(tallies_after, 1u) << "the tally of the limiter still alive, only";
+  for (int i = 0; i < names; ++i) {
+    const Reply allowed =
+        server_.command({"HGET", "rl:stats:{gone" + std::to_string(i) + "}", "allowed"});
+    ASSERT_FALSE(allowed.is_nil()) << "gone" << i;
+    EXPECT_EQ(allowed.as_string(), "1") << "gone" << i;
+  }
+  EXPECT_EQ(server_.command({"HGET", "rl:stats:{kept}", "allowed"}).as_string(), "2");
 }
 
 TEST_F(FleetCountsTest, TwoClosesAtOnceBothWaitUntilTheLastCountsAreSent) {
