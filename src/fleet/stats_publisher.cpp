@@ -29,12 +29,12 @@ StatsPublisher::StatsPublisher(std::shared_ptr<CommandDispatcher> redis,
       shared_(std::make_shared<Shared>(Shared{.redis = std::move(redis)})),
       interval_(interval) {}
 
-FleetTally& StatsPublisher::add(std::string prefix, std::string name) {
+std::shared_ptr<FleetTally> StatsPublisher::add(std::string prefix, std::string name) {
   for (const Source& source : sources_) {
-    if (source.prefix == prefix && source.name == name) return *source.tally;
+    if (source.prefix == prefix && source.name == name) return source.tally;
   }
   sources_.push_back(Source{std::move(prefix), std::move(name), std::make_shared<FleetTally>()});
-  FleetTally& tally = *sources_.back().tally;
+  std::shared_ptr<FleetTally> tally = sources_.back().tally;
   if (closing_) return tally;  // counted, never sent: the client has closed
   if (!timer_) {
     timer_ = std::make_unique<Timer>(loop_, &on_timer, this, nullptr);
@@ -50,7 +50,16 @@ void StatsPublisher::on_timer(void* context) {
   if (self.closing_) return;
   self.timer_->start(static_cast<std::uint64_t>(self.interval_.count()));
   // A slow Redis: the next publication waits for this one.
-  if (!self.shared_->publishing) start_detached(publish_marked(self.shared_, self.sources_));
+  if (self.shared_->publishing) return;
+  self.forget_unheld();
+  start_detached(publish_marked(self.shared_, self.sources_));
+}
+
+void StatsPublisher::forget_unheld() {
+  // Why no publication runs here: one under way holds its own copies of the tallies.
+  std::erase_if(sources_, [](const Source& source) {
+    return source.tally.use_count() == 1 && source.tally->decided == source.tally->published;
+  });
 }
 
 Task<void> StatsPublisher::publish_marked(std::shared_ptr<Shared> shared,

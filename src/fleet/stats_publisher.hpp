@@ -38,11 +38,12 @@ class StatsPublisher {
   StatsPublisher& operator=(const StatsPublisher&) = delete;
 
   /// The tally of this client's limiters `name` under `prefix`, published from now on: the
-  /// same for every limiter of that prefix and name, and alive as long as this publisher. Why
-  /// per client and prefix, not the name's LimiterMetrics: those are the process's, which may
-  /// have limiters of the name under other prefixes or on clients of other servers. The first
-  /// call starts the timer: call it on the loop's thread, once there is something to publish.
-  FleetTally& add(std::string prefix, std::string name);
+  /// same for every limiter of that prefix and name that holds it. Once none holds it and its
+  /// counts are sent, it is forgotten. Why per client and prefix, not the name's
+  /// LimiterMetrics: those are the process's, which may have limiters of the name under other
+  /// prefixes or on clients of other servers. The first call starts the timer: call it on the
+  /// loop's thread, once there is something to publish.
+  std::shared_ptr<FleetTally> add(std::string prefix, std::string name);
   /// The tallies it keeps: those of live limiters, and of gone ones until their counts are sent.
   std::size_t tallies() const noexcept { return sources_.size(); }
   /// Waits for a publication under way, publishes what was decided since, then stops.
@@ -52,7 +53,8 @@ class StatsPublisher {
   struct Source {
     std::string prefix;
     std::string name;
-    /// Why shared: a publication under way keeps it alive, past a client destroyed unclosed.
+    /// Why shared: its limiters hold it, and a publication under way keeps it alive, past a
+    /// client destroyed unclosed.
     std::shared_ptr<FleetTally> tally;
   };
   /// What a publication shares with its publisher. Why shared: a client destroyed without
@@ -65,6 +67,8 @@ class StatsPublisher {
   };
   using Clock = std::chrono::steady_clock;
   static void on_timer(void* self);
+  /// Forgets the tallies that only this publisher holds and that have nothing left to send.
+  void forget_unheld();
   /// publish(), under way in `shared` until it ends.
   static Task<void> publish_marked(std::shared_ptr<Shared> shared, std::vector<Source> sources);
   /// Sends the counts of `sources` decided since the last publication.

@@ -30,9 +30,8 @@ class CallObserver {
   /// Whether the listener wants the caller's key (it is kept for it).
   bool wants_key() const noexcept { return static_cast<bool>(listener_); }
   LimiterMetrics* metrics() const noexcept { return metrics_; }
-  /// Counts each decision from now on into `tally` too (null: not), for the fleet's counts;
-  /// `tally` must outlive this observer.
-  void count_for_fleet(FleetTally* tally) noexcept { fleet_ = tally; }
+  /// Counts each decision from now on into `tally` too (null: not), for the fleet's counts.
+  void count_for_fleet(std::shared_ptr<FleetTally> tally) noexcept { fleet_ = std::move(tally); }
 
   /// A call ended with `decision` (of acquire() with `max_wait`, which suspended to wait for
   /// its permits when `slept`; of try_acquire() without): counts it (and into the fleet's
@@ -52,7 +51,7 @@ class CallObserver {
             const Decision* decision) const;
 
   LimiterMetrics* metrics_;
-  FleetTally* fleet_ = nullptr;
+  std::shared_ptr<FleetTally> fleet_;
   bool shadow_;
   std::string name_;
   DecisionListener listener_;

@@ -66,7 +66,7 @@ PolicyEnforcer::PolicyEnforcer(uv_loop_t* loop, std::shared_ptr<const CommandDis
 
 void PolicyEnforcer::publish_counts() {
   counts_published_ = true;
-  if (stats_ != nullptr) observer_.count_for_fleet(&stats_->add(options_.prefix, options_.name));
+  if (stats_ != nullptr) observer_.count_for_fleet(stats_->add(options_.prefix, options_.name));
 }
 
 void PolicyEnforcer::observe(Decision decision, std::string_view key, std::int64_t permits) {
