@@ -665,6 +665,59 @@ TEST_F(Batch, CallsThatWaitBehindBatchesRedisDoesNotAnswerEndUnavailableByTheirD
   run(loop(), client.close());
 }
 
+/// Starts two calls on "{k}" in one loop turn, into `answers` from `first`.
+void start_two(uv_loop_t* loop, RedisBackend& backend, std::shared_ptr<const CompiledPolicy> policy,
+               std::vector<Answer>& answers, std::size_t first,
+               std::vector<test::StartedTask>& tasks) {
+  for (std::size_t i = first; i < first + 2; ++i)
+    tasks.push_back(test::start(decide_into(backend, policy, "{k}", &answers[i])));
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+/// Runs the loop for `duration`.
+void run_for(uv_loop_t* loop, std::chrono::milliseconds duration) {
+  run(loop, sleep_for(loop, duration));
+}
+
+// Found in review (not named by an issue): a batch was sent with the earliest deadline of its
+// calls, so the calls that had waited for a batch in flight to end were failed with the oldest
+// of them, up to a command timeout before their own deadline (and the connection dropped).
+TEST_F(Batch, EachCallOfABatchEndsByItsOwnDeadlineNotTheEarliestOfTheBatch) {
+  ClientOptions slow = options(64);
+  slow.command_timeout = 3s;
+  slow.max_batches_in_flight = 1;
+  Client client(loop(), slow);
+  RedisBackend backend(client.dispatcher());
+  const auto policy = gcra_policy(1000);
+  Answer connected;
+  run(loop(), decide_into(backend, policy, "{k}", &connected));
+  ASSERT_EQ(connected.text, "allowed 1 remaining 999");
+  std::vector<Answer> answers(6);
+  std::vector<test::StartedTask> first, older, newer;
+  server_.pause();
+  start_two(loop(), backend, policy, answers, 0, first);  // a batch in flight
+  run_for(loop(), 100ms);
+  start_two(loop(), backend, policy, answers, 2, older);  // waits for it to end
+  run_for(loop(), 1300ms);
+  start_two(loop(), backend, policy, answers, 4, newer);  // waits too: 1.3 s more to live
+  server_.resume();
+  run_until_done(loop(), first);
+  // Redis holds the next batch (the four that waited) past the older calls' deadlines.
+  server_.pause();
+  run_until_done(loop(), older);
+  server_.resume();
+  run_until_done(loop(), newer);
+  for (std::size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(998 - i)) << "call " << i;
+  for (std::size_t i = 2; i < 4; ++i)
+    EXPECT_EQ(answers[i].text, typeid(TimeoutError).name()) << "call " << i;
+  // Their batch ran after the older calls had ended: the four took a permit each.
+  for (std::size_t i = 4; i < 6; ++i)
+    EXPECT_EQ(answers[i].text, "allowed 1 remaining " + std::to_string(994 - (i - 4)))
+        << "call " << i;
+  run(loop(), client.close());
+}
+
 /// The words of a batch EVALSHA of decide_gcra calls on `keys`, each given as its 8 arguments,
 /// or as "=" (repeat the call before).
 std::vector<std::string> raw_gcra_batch(const std::vector<std::string>& keys,
