@@ -99,8 +99,9 @@ struct ClientOptions {
   /// queued for that server wait until one of them ends, then go together: fewer, larger
   /// script calls, each of which costs Redis less per call it holds than several small ones.
   /// A full batch (max_batch calls) goes at once. A call waits only while it can: its deadline
-  /// (command_timeout) is never earlier than the end of a batch sent before it. 0: no limit,
-  /// every loop iteration sends what it queued.
+  /// (command_timeout) is never earlier than the end of a batch sent before it; in the batch it
+  /// goes in, it still ends by its own deadline (TimeoutError), not by the oldest call's. 0: no
+  /// limit, every loop iteration sends what it queued.
   std::size_t max_batches_in_flight = 2;
   /// Where this client and the limiters made from it count what they do; null: a Metrics of
   /// its own (Client::metrics()).

@@ -245,17 +245,19 @@ void BatchingExecutor::start_batch(std::size_t from, std::size_t to, const Group
   std::vector<HeldCall*> calls;
   calls.reserve(to - from);
   Clock::time_point ends_by = Clock::time_point::min();
+  Clock::time_point earliest = Clock::time_point::max();
   for (std::size_t i = from; i < to; ++i) {
     if (HeldCall* call = std::exchange(flushing_[i], nullptr)) {
       call->list = nullptr;
       calls.push_back(call);
       ends_by = std::max(ends_by, call->deadline);
+      earliest = std::min(earliest, call->deadline);
     }
   }
-  // Why its calls' latest deadline: each of them is answered by its own deadline, also when
-  // the batch splits and they go again alone.
+  // Why its calls' latest deadline: each of them is answered by its own deadline (the earlier
+  // ones end alone, expire_calls()), also when the batch splits and they go again alone.
   const std::uint64_t id = next_batch_id_++;
-  in_flight_.push_back({.id = id, .group = group, .ends_by = ends_by});
+  in_flight_.push_back({.id = id, .group = group, .ends_by = ends_by, .earliest = earliest});
   dispatcher_.background().start_upkeep_now(run_batch(std::move(calls), id));
 }
 
@@ -294,10 +296,11 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
   Reply reply;
   std::optional<ReplicaAck> replicas;  // the WAIT after the batch (ClientOptions::replicas)
   try {
-    Clock::time_point deadline = Clock::time_point::max();
+    Clock::time_point deadline = Clock::time_point::min();
     for (const HeldCall* call : calls)
-      deadline = std::min(deadline, call->deadline);
+      deadline = std::max(deadline, call->deadline);
     const BatchWords words = batch_words(calls, declared);
+    set_awaiting(id, &calls);
     reply = co_await dispatcher_.eval_batch(*script, words.keys, words.args, deadline, calls.size(),
                                             script != &scripts::batch, replicas);
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
@@ -320,6 +323,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
   } catch (...) {
     failure = std::current_exception();
   }
+  if (*alive) set_awaiting(id, nullptr);
   if (!*alive && !failure) {
     split = false;
     failure = client_destroyed();
@@ -407,6 +411,74 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
   resume_calls(calls, held, any_held, alive);
 }
 
+void BatchingExecutor::set_awaiting(std::uint64_t id, std::vector<HeldCall*>* calls) {
+  const auto batch = std::ranges::find(in_flight_, id, &InFlight::id);
+  if (batch == in_flight_.end()) return;
+  batch->awaiting = calls;
+  if (calls != nullptr && batch->earliest < batch->ends_by && batch->earliest < expiry_at_) {
+    arm_expiry();
+  }
+}
+
+void BatchingExecutor::arm_expiry() {
+  expiry_at_ = Clock::time_point::max();
+  for (const InFlight& batch : in_flight_) {
+    if (batch.awaiting == nullptr) continue;
+    for (const HeldCall* call : *batch.awaiting) {
+      if (call != nullptr && call->deadline < batch.ends_by) {
+        expiry_at_ = std::min(expiry_at_, call->deadline);
+      }
+    }
+  }
+  if (expiry_at_ == Clock::time_point::max()) {
+    if (expiry_) expiry_->stop();
+    return;
+  }
+  if (!expiry_) {
+    expiry_ = std::make_unique<Timer>(loop_, &on_expiry, this, nullptr);
+    // Why unref: the connections keep the loop running while a batch is in flight.
+    expiry_->unref();
+  }
+  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(expiry_at_ - Clock::now());
+  expiry_->start(static_cast<std::uint64_t>(std::max<std::int64_t>(wait.count(), 0)));
+}
+
+void BatchingExecutor::on_expiry(void* self) {
+  static_cast<BatchingExecutor*>(self)->expire_calls();
+}
+
+void BatchingExecutor::expire_calls() {
+  const auto now = Clock::now();
+  std::size_t count = 0;
+  for (const InFlight& batch : in_flight_) {
+    if (batch.awaiting == nullptr) continue;
+    count += static_cast<std::size_t>(std::ranges::count_if(
+        *batch.awaiting,
+        [now](const HeldCall* call) { return call != nullptr && call->deadline <= now; }));
+  }
+  // Why their places move here: a caller resumed first may destroy the frame of another.
+  std::vector<HeldCall*> expired;
+  expired.reserve(count);
+  for (const InFlight& batch : in_flight_) {
+    if (batch.awaiting == nullptr) continue;
+    for (HeldCall*& call : *batch.awaiting) {
+      if (call == nullptr || call->deadline > now) continue;
+      call->error = std::make_exception_ptr(TimeoutError(
+          "redis: no reply within the deadline (the call's batch is still in flight)", true));
+      count_redis_error(dispatcher_.redis_metrics(), call->error);
+      expired.push_back(std::exchange(call, nullptr));
+      expired.back()->in_batch = &expired.back();
+    }
+  }
+  arm_expiry();
+  for (HeldCall*& place : expired) {
+    if (HeldCall* call = std::exchange(place, nullptr)) {
+      call->in_batch = nullptr;
+      call->waiter.resume();
+    }
+  }
+}
+
 void BatchingExecutor::resume_calls(std::vector<HeldCall*>& calls, const std::vector<bool>& held,
                                     bool held_ones, const std::shared_ptr<bool>& alive) {
   for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -445,6 +517,7 @@ Task<void> BatchingExecutor::close() {
     co_await batches_ended_->wait();
   }
   if (idle_) idle_->close();
+  if (expiry_) expiry_->close();
 }
 
 }  // namespace redlimit::detail

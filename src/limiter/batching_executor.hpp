@@ -47,6 +47,8 @@ ScriptExecutor& script_executor_of(CommandDispatcher& client);
 /// none of go again, each alone, through the cluster router (which follows MOVED and ASK and
 /// waits out TRYAGAIN): all the calls of a batch refused as a whole (MOVED, ASK, TRYAGAIN,
 /// CROSSSLOT), and the calls of a batch across slots on keys its node would not serve alone.
+/// Each call ends by its own deadline: the batch is sent with the latest of its calls', and a
+/// call whose deadline passes while Redis has not answered ends then with TimeoutError alone.
 class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holder {
  public:
   /// Batches across the slots of one cluster node with `across_slots` (null: per slot only);
@@ -81,11 +83,15 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   };
   Group group_of(const HeldCall& call);
   /// A batch sent and not ended yet: its group, and when it ends at the latest (the latest
-  /// deadline of its calls).
+  /// deadline of its calls: the batch's own).
   struct InFlight {
     std::uint64_t id;
     Group group;
     Clock::time_point ends_by;
+    Clock::time_point earliest;  ///< the earliest deadline of its calls
+    /// Its calls while Redis has not answered it (run_batch's; null once answered): those whose
+    /// deadline comes before the batch's end there (expire_calls()).
+    std::vector<HeldCall*>* awaiting = nullptr;
   };
   /// Whether calls of `group` queued before wait for a batch of it to end.
   bool behind_waiting(const Group& group) const;
@@ -106,6 +112,15 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   Task<void> send_again_alone(HeldCall** place);
   /// Batches per slot from now on: a server refused the cross-slot script with `error`.
   void stop_batching_across_slots(const std::string& error);
+  /// Marks whether the batch `id` awaits Redis's answer with its `calls` (null: answered).
+  void set_awaiting(std::uint64_t id, std::vector<HeldCall*>* calls);
+  /// Arms the expiry timer for the earliest deadline of a call of a batch in flight that is
+  /// earlier than its batch's.
+  void arm_expiry();
+  static void on_expiry(void* self);
+  /// Ends with TimeoutError every call of a batch in flight whose deadline passed while its
+  /// batch awaits Redis; the batch goes on for the others.
+  void expire_calls();
   /// Resumes `call` to be sent alone.
   void send_alone(HeldCall* call);
   /// Resumes the calls of a batch (clearing their places) whose `held` is `held_ones`: the
@@ -133,6 +148,8 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   std::vector<InFlight> in_flight_;
   std::uint64_t next_batch_id_ = 0;
   std::unique_ptr<Idle> idle_;
+  std::unique_ptr<Timer> expiry_;  ///< expire_calls(), made at the first batch
+  Clock::time_point expiry_at_ = Clock::time_point::max();  ///< when expiry_ fires (if armed)
   bool closed_ = false;
   bool flushing_now_ = false;  ///< flush() runs (close() then waits for it to end)
   /// The group of the last call queued, and how many calls queued last in a row are of it: a
