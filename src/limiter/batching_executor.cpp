@@ -300,7 +300,9 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
     for (const HeldCall* call : calls)
       deadline = std::max(deadline, call->deadline);
     const BatchWords words = batch_words(calls, declared);
-    set_awaiting(id, &calls);
+    // Why until the batch ends, not until Redis answers: the calls that wrote may wait for
+    // their replicas (ClientOptions::replicas) past their own deadlines too.
+    expire_from(id, calls);
     reply = co_await dispatcher_.eval_batch(*script, words.keys, words.args, deadline, calls.size(),
                                             script != &scripts::batch, replicas);
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
@@ -323,7 +325,6 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
   } catch (...) {
     failure = std::current_exception();
   }
-  if (*alive) set_awaiting(id, nullptr);
   if (!*alive && !failure) {
     split = false;
     failure = client_destroyed();
@@ -411,20 +412,18 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
   resume_calls(calls, held, any_held, alive);
 }
 
-void BatchingExecutor::set_awaiting(std::uint64_t id, std::vector<HeldCall*>* calls) {
+void BatchingExecutor::expire_from(std::uint64_t id, std::vector<HeldCall*>& calls) {
   const auto batch = std::ranges::find(in_flight_, id, &InFlight::id);
   if (batch == in_flight_.end()) return;
-  batch->awaiting = calls;
-  if (calls != nullptr && batch->earliest < batch->ends_by && batch->earliest < expiry_at_) {
-    arm_expiry();
-  }
+  batch->calls = &calls;
+  if (batch->earliest < batch->ends_by && batch->earliest < expiry_at_) arm_expiry();
 }
 
 void BatchingExecutor::arm_expiry() {
   expiry_at_ = Clock::time_point::max();
   for (const InFlight& batch : in_flight_) {
-    if (batch.awaiting == nullptr) continue;
-    for (const HeldCall* call : *batch.awaiting) {
+    if (batch.calls == nullptr) continue;
+    for (const HeldCall* call : *batch.calls) {
       if (call != nullptr && call->deadline < batch.ends_by) {
         expiry_at_ = std::min(expiry_at_, call->deadline);
       }
@@ -451,20 +450,21 @@ void BatchingExecutor::expire_calls() {
   const auto now = Clock::now();
   std::size_t count = 0;
   for (const InFlight& batch : in_flight_) {
-    if (batch.awaiting == nullptr) continue;
-    count += static_cast<std::size_t>(std::ranges::count_if(
-        *batch.awaiting,
-        [now](const HeldCall* call) { return call != nullptr && call->deadline <= now; }));
+    if (batch.calls == nullptr) continue;
+    count +=
+        static_cast<std::size_t>(std::ranges::count_if(*batch.calls, [now](const HeldCall* call) {
+          return call != nullptr && call->deadline <= now;
+        }));
   }
   // Why their places move here: a caller resumed first may destroy the frame of another.
   std::vector<HeldCall*> expired;
   expired.reserve(count);
   for (const InFlight& batch : in_flight_) {
-    if (batch.awaiting == nullptr) continue;
-    for (HeldCall*& call : *batch.awaiting) {
+    if (batch.calls == nullptr) continue;
+    for (HeldCall*& call : *batch.calls) {
       if (call == nullptr || call->deadline > now) continue;
       call->error = std::make_exception_ptr(TimeoutError(
-          "redis: no reply within the deadline (the call's batch is still in flight)", true));
+          "redis: no answer within the call's deadline (its batch is still in flight)", true));
       count_redis_error(dispatcher_.redis_metrics(), call->error);
       expired.push_back(std::exchange(call, nullptr));
       expired.back()->in_batch = &expired.back();

@@ -89,9 +89,9 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
     Group group;
     Clock::time_point ends_by;
     Clock::time_point earliest;  ///< the earliest deadline of its calls
-    /// Its calls while Redis has not answered it (run_batch's; null once answered): those whose
-    /// deadline comes before the batch's end there (expire_calls()).
-    std::vector<HeldCall*>* awaiting = nullptr;
+    /// Its calls, run_batch's (null until sent): those whose deadline comes before the batch's
+    /// end there (expire_calls()).
+    std::vector<HeldCall*>* calls = nullptr;
   };
   /// Whether calls of `group` queued before wait for a batch of it to end.
   bool behind_waiting(const Group& group) const;
@@ -112,14 +112,14 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   Task<void> send_again_alone(HeldCall** place);
   /// Batches per slot from now on: a server refused the cross-slot script with `error`.
   void stop_batching_across_slots(const std::string& error);
-  /// Marks whether the batch `id` awaits Redis's answer with its `calls` (null: answered).
-  void set_awaiting(std::uint64_t id, std::vector<HeldCall*>* calls);
+  /// From now until the batch `id` ends, each of its `calls` ends by its own deadline.
+  void expire_from(std::uint64_t id, std::vector<HeldCall*>& calls);
   /// Arms the expiry timer for the earliest deadline of a call of a batch in flight that is
   /// earlier than its batch's.
   void arm_expiry();
   static void on_expiry(void* self);
-  /// Ends with TimeoutError every call of a batch in flight whose deadline passed while its
-  /// batch awaits Redis; the batch goes on for the others.
+  /// Ends with TimeoutError every call of a batch in flight whose deadline passed; the batch
+  /// goes on for the others.
   void expire_calls();
   /// Resumes `call` to be sent alone.
   void send_alone(HeldCall* call);
