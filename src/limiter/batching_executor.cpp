@@ -300,9 +300,7 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
     for (const HeldCall* call : calls)
       deadline = std::max(deadline, call->deadline);
     const BatchWords words = batch_words(calls, declared);
-    // Why until the batch ends, not until Redis answers: the calls that wrote may wait for
-    // their replicas (ClientOptions::replicas) past their own deadlines too.
-    expire_from(id, calls);
+    expire_from(id, &calls);
     reply = co_await dispatcher_.eval_batch(*script, words.keys, words.args, deadline, calls.size(),
                                             script != &scripts::batch, replicas);
     if (reply.type != Reply::Type::array || reply.elements.size() != calls.size()) {
@@ -325,6 +323,9 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
   } catch (...) {
     failure = std::current_exception();
   }
+  // Why not while calls go again alone: each of those ends by its own deadline, and the others
+  // hold their answers.
+  if (*alive) expire_from(id, nullptr);
   if (!*alive && !failure) {
     split = false;
     failure = client_destroyed();
@@ -390,10 +391,13 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
     resume_calls(calls, held, false, alive);
     // Why the batch still counts as in flight: close() waits for the answers to its writes.
     std::exception_ptr shortfall;
-    if (*alive)
+    if (*alive) {
+      // Why: the calls that wrote wait for their replicas, but not past their own deadlines.
+      expire_from(id, &calls);
       shortfall = co_await replicas->confirm();
-    else
+    } else {
       shortfall = client_destroyed();
+    }
     for (std::size_t i = 0; i < calls.size(); ++i) {
       if (!held[i] || calls[i] == nullptr || !shortfall) continue;
       calls[i]->error = shortfall;
@@ -412,11 +416,13 @@ Task<void> BatchingExecutor::run_batch(std::vector<HeldCall*> calls, std::uint64
   resume_calls(calls, held, any_held, alive);
 }
 
-void BatchingExecutor::expire_from(std::uint64_t id, std::vector<HeldCall*>& calls) {
+void BatchingExecutor::expire_from(std::uint64_t id, std::vector<HeldCall*>* calls) {
   const auto batch = std::ranges::find(in_flight_, id, &InFlight::id);
   if (batch == in_flight_.end()) return;
-  batch->calls = &calls;
-  if (batch->earliest < batch->ends_by && batch->earliest < expiry_at_) arm_expiry();
+  batch->calls = calls;
+  if (calls != nullptr && batch->earliest < batch->ends_by && batch->earliest < expiry_at_) {
+    arm_expiry();
+  }
 }
 
 void BatchingExecutor::arm_expiry() {
@@ -464,7 +470,9 @@ void BatchingExecutor::expire_calls() {
     for (HeldCall*& call : *batch.calls) {
       if (call == nullptr || call->deadline > now) continue;
       call->error = std::make_exception_ptr(TimeoutError(
-          "redis: no answer within the call's deadline (its batch is still in flight)", true));
+          "redis: no answer within the call's deadline (its batch, or the WAIT for its "
+          "replicas, is still in flight)",
+          true));
       count_redis_error(dispatcher_.redis_metrics(), call->error);
       expired.push_back(std::exchange(call, nullptr));
       expired.back()->in_batch = &expired.back();

@@ -48,7 +48,8 @@ ScriptExecutor& script_executor_of(CommandDispatcher& client);
 /// waits out TRYAGAIN): all the calls of a batch refused as a whole (MOVED, ASK, TRYAGAIN,
 /// CROSSSLOT), and the calls of a batch across slots on keys its node would not serve alone.
 /// Each call ends by its own deadline: the batch is sent with the latest of its calls', and a
-/// call whose deadline passes while Redis has not answered ends then with TimeoutError alone.
+/// call whose deadline passes while Redis (or the WAIT for replicas) has not answered ends then
+/// with TimeoutError alone.
 class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holder {
  public:
   /// Batches across the slots of one cluster node with `across_slots` (null: per slot only);
@@ -89,8 +90,8 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
     Group group;
     Clock::time_point ends_by;
     Clock::time_point earliest;  ///< the earliest deadline of its calls
-    /// Its calls, run_batch's (null until sent): those whose deadline comes before the batch's
-    /// end there (expire_calls()).
+    /// Its calls (run_batch's) while Redis, or the WAIT for replicas, has not answered them;
+    /// else null: those whose deadline comes before the batch's end there (expire_calls()).
     std::vector<HeldCall*>* calls = nullptr;
   };
   /// Whether calls of `group` queued before wait for a batch of it to end.
@@ -112,8 +113,8 @@ class BatchingExecutor final : public ExecutorDecorator, private HeldCall::Holde
   Task<void> send_again_alone(HeldCall** place);
   /// Batches per slot from now on: a server refused the cross-slot script with `error`.
   void stop_batching_across_slots(const std::string& error);
-  /// From now until the batch `id` ends, each of its `calls` ends by its own deadline.
-  void expire_from(std::uint64_t id, std::vector<HeldCall*>& calls);
+  /// From now on each of `calls`, the batch `id`'s, ends by its own deadline; null: no longer.
+  void expire_from(std::uint64_t id, std::vector<HeldCall*>* calls);
   /// Arms the expiry timer for the earliest deadline of a call of a batch in flight that is
   /// earlier than its batch's.
   void arm_expiry();
