@@ -384,6 +384,56 @@ TEST_F(ReplicaOptionsTest, ACallWhoseWaitIsUnansweredEndsAtItsOwnDeadline) {
   EXPECT_EQ(redis.reconnects, 0u);
 }
 
+// A batch lives until its newest call's deadline (the WAIT after it is sized by that): a call of
+// it that had waited for a batch in flight still ends at its own, earlier deadline while the WAIT
+// blocks. Shown without timing, as above: the older calls are answered while the WAIT is still in
+// flight.
+TEST_F(ReplicaOptionsTest, ACallOfABatchEndsAtItsOwnDeadlineWhileTheBatchsWaitBlocks) {
+  test::ReplicatedServer servers;
+  // Why these: the older calls' deadlines (5 s after them) come about 1.4 s before the WAIT of
+  // their batch ends (it goes with half of what is left of the newer calls' 5 s).
+  Client client(loop(), ClientOptions{.url = servers.url(),
+                                      .command_timeout = 5s,
+                                      .max_batches_in_flight = 1,
+                                      .stats_interval = 0ms,
+                                      .replicas = 1,
+                                      .replica_timeout = 4s});
+  Limiter limiter(client, Policy{Limit::gcra("1000/min", 1000)}, LimiterOptions{.name = "sms"});
+  std::vector<Answer> answers(7);
+  std::int64_t in_flight_when_answered = -1;
+  const auto scenario = [](uv_loop_t* loop, Limiter& limiter, Client& client,
+                           test::ReplicatedServer& servers, std::vector<Answer>& answers,
+                           std::int64_t* in_flight) -> Task<void> {
+    co_await decide(limiter, "k", &answers[0]);  // connected
+    TaskGroup first;
+    TaskGroup older;
+    TaskGroup newer;
+    servers.primary().pause();
+    first.add(decide(limiter, "k", &answers[1]));  // a batch in flight
+    first.add(decide(limiter, "k", &answers[2]));
+    co_await sleep_for(loop, 50ms);
+    older.add(decide(limiter, "k", &answers[3]));  // waits for it to end
+    older.add(decide(limiter, "k", &answers[4]));
+    co_await sleep_for(loop, 3950ms);
+    newer.add(decide(limiter, "k", &answers[5]));  // waits too, 3.95 s younger
+    newer.add(decide(limiter, "k", &answers[6]));
+    servers.primary().resume();
+    co_await first.join();
+    servers.replica().pause();  // the WAIT after the next batch (the four) blocks
+    co_await older.join();
+    *in_flight = client.metrics()->snapshot().redis.commands_in_flight;
+    servers.replica().resume();
+    co_await newer.join();
+  };
+  run(loop(), scenario(loop(), limiter, client, servers, answers, &in_flight_when_answered));
+  run(loop(), client.close());
+  for (std::size_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(answers[i].decision.allowed) << "call " << i;
+  for (std::size_t i = 3; i < 5; ++i)
+    EXPECT_EQ(answers[i].decision.source, Source::fail_closed) << "call " << i;
+  EXPECT_EQ(in_flight_when_answered, 1) << "the WAIT was still waiting for the replica";
+}
+
 TEST_F(ReplicaOptionsTest, AreCheckedAtConstruction) {
   const auto make = [this](int replicas, std::chrono::milliseconds timeout) {
     Client client(loop(), ClientOptions{.url = "redis://127.0.0.1:1",
